@@ -1,0 +1,38 @@
+// Package subject validates, splits and matches Skiff subjects and
+// subscription patterns.
+//
+// A subject is a non-empty string of dot-separated, non-empty tokens:
+//
+//	orders.eu.created
+//	└─┬──┘ └┬┘ └──┬──┘
+//	 token token token
+//
+// Tokens are case-sensitive, valid UTF-8, and contain no whitespace (ASCII
+// or Unicode) and no NUL byte.
+//
+// A pattern is a subject whose tokens may also be whole-token wildcards:
+//
+//	*   exactly one token                      orders.*.created
+//	>   one or more trailing tokens (NATS);    orders.>
+//	    only allowed as the last token
+//	#   zero or more tokens, anywhere (AMQP    *.stock.#  matches usd.stock
+//	    topic exchange); runs of # collapse                and eur.stock.db
+//
+// A wildcard character inside a longer token is literal: "foo*" is the
+// token f-o-o-star. Matching is defined by [Match].
+//
+// Lookups treat every subject token literally, as NATS does: a subject may
+// contain a token "*", which a pattern wildcard matches like any other token
+// but no literal pattern token can. [ValidateLiteral] is the stricter check
+// for subjects that must be literal, such as a publish subject in pedantic
+// mode or a stream subject.
+//
+// The validating splitters ([SplitSubject], [SplitPattern]) append tokens
+// into a caller-supplied slice and allocate nothing when it has room, so a
+// matcher can keep a fixed array on its stack:
+//
+//	var buf [32]string
+//	toks, err := subject.SplitSubject(buf[:0], "orders.eu.created")
+//
+// All functions are safe for concurrent use.
+package subject
