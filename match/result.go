@@ -17,8 +17,8 @@ type Result[S comparable] struct {
 	// matching members, each once. A broker picks one member per group.
 	Groups []Group[S]
 
-	sets  []*Set[S]       // sets added since Reset, to ignore a set reached twice
-	plain map[S]struct{}  // membership of Plain once it outgrows smallDedup
+	sets  []*Set[S]            // sets added since Reset, to ignore a set reached twice
+	plain map[S]struct{}       // membership of Plain once it outgrows smallDedup
 	queue map[qkey[S]]struct{} // membership of Groups' members, likewise
 }
 

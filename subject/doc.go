@@ -12,12 +12,13 @@
 //
 // A pattern is a subject whose tokens may also be whole-token wildcards:
 //
-//	*   exactly one token                      orders.*.created
-//	>   one or more trailing tokens (NATS);    orders.>
-//	    only allowed as the last token
-//	#   zero or more tokens, anywhere (AMQP    *.stock.#  matches usd.stock
-//	    topic exchange); runs of # collapse                and eur.stock.db
+//	token  matches                               example
+//	"*"    exactly one token                     orders.*.created
+//	">"    one or more tokens; last token only   orders.>
+//	"#"    zero or more tokens, anywhere         *.stock.# matches usd.stock
+//	       (AMQP topic exchange)                 and eur.stock.db, not stock.nasdaq
 //
+// Runs of adjacent "#" tokens match what one "#" matches; see [Canonical].
 // A wildcard character inside a longer token is literal: "foo*" is the
 // token f-o-o-star. Matching is defined by [Match].
 //

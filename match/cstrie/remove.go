@@ -90,3 +90,40 @@ func (t *Trie[S]) compress(in, child *iNode[S], tok string, lev int) bool {
 func (t *Trie[S]) dead(in *iNode[S]) bool {
 	return t.gcasRead(in).kind == kindT
 }
+
+// prune walks the live trie along toks and cleans every dead I-node it
+// meets, until the path has none. Unsubscribe calls it when a snapshot
+// moved the root during the removal, since compress cannot finish its work
+// on nodes the snapshot froze.
+func (t *Trie[S]) prune(toks []string) {
+	for {
+		root := t.readRoot(false)
+		if t.prunePath(root, toks, 0, root.gen) != restart {
+			return
+		}
+	}
+}
+
+func (t *Trie[S]) prunePath(in *iNode[S], toks []string, lev int, gen *generation) status {
+	for {
+		m := t.gcasRead(in)
+		if m.kind == kindT {
+			return tombed
+		}
+		br := m.cn.get(toks[lev])
+		if br == nil || br.in == nil || lev == len(toks)-1 {
+			return done
+		}
+		if br.in.gen != gen {
+			if !t.renew(in, m, br, gen) {
+				return restart
+			}
+			continue
+		}
+		if s := t.prunePath(br.in, toks, lev+1, gen); s != tombed {
+			return s
+		}
+		t.cleanBranch(in, m, br, lev)
+		return restart
+	}
+}

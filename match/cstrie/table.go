@@ -136,9 +136,10 @@ type hslot[S comparable] struct {
 	kid  *hnode[S]
 }
 
-func (h *hamt[S]) get(tok string) *branch[S] {
-	hash := hashToken(tok)
-	n := h.root
+func (h *hamt[S]) get(tok string) *branch[S] { return h.root.find(tok, hashToken(tok)) }
+
+// find returns the branch for tok, whose hash is hash, or nil.
+func (n *hnode[S]) find(tok string, hash uint64) *branch[S] {
 	for shift := uint(0); n != nil; shift += hamtBits {
 		if shift > maxShift {
 			for i := range n.slots {

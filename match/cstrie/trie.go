@@ -85,6 +85,11 @@ func (t *Trie[S]) Unsubscribe(pattern, queue string, sub S) error {
 		switch t.remove(root, toks, 0, queue, sub, root.gen) {
 		case done, emptied:
 			t.count.Add(-1)
+			if t.readRoot(false).gen != root.gen {
+				// A snapshot may have frozen a level this removal left
+				// dead before it was pruned; prune the live copy.
+				t.prune(toks)
+			}
 			return nil
 		case unneeded:
 			return match.ErrNotFound
