@@ -67,6 +67,29 @@ func ParsePattern(pattern, queue string) (string, error) {
 	return subject.Canonical(pattern), nil
 }
 
+// SplitPattern validates a pattern and queue group name and appends the
+// tokens of the pattern's canonical form to dst: what ParsePattern does,
+// without building the canonical string. The tokens are substrings of
+// pattern. Trie engines call it from Subscribe and Unsubscribe.
+func SplitPattern(dst []string, pattern, queue string) ([]string, error) {
+	n := len(dst)
+	toks, err := subject.SplitPattern(dst, pattern)
+	if err != nil {
+		return dst, err
+	}
+	if err := validateQueue(queue); err != nil {
+		return dst, err
+	}
+	out := toks[:n]
+	for _, tok := range toks[n:] {
+		if tok == subject.AnyToken && len(out) > n && out[len(out)-1] == subject.AnyToken {
+			continue
+		}
+		out = append(out, tok)
+	}
+	return out, nil
+}
+
 func validateQueue(q string) error {
 	for i := 0; i < len(q); {
 		c := q[i]

@@ -55,7 +55,7 @@ func (r *Result[S]) Len() int {
 // no further effect, and a subscriber matched by several patterns appears
 // once. Add does not retain set's slices in r.
 func (r *Result[S]) Add(set *Set[S]) {
-	if set == nil {
+	if set.Empty() {
 		return
 	}
 	for _, seen := range r.sets {

@@ -44,12 +44,40 @@ func (s *Set[S]) Has(queue string, sub S) bool {
 // With returns a new set holding s's entries and (queue, sub). If the entry
 // is already present it returns s and false.
 func (s *Set[S]) With(queue string, sub S) (*Set[S], bool) {
-	if s.Has(queue, sub) {
+	n, added := s.Plus(queue, sub)
+	if !added {
 		return s, false
 	}
-	n := &Set[S]{}
+	return &n, true
+}
+
+// Without returns a new set holding s's entries except (queue, sub), or nil
+// if that leaves it empty. If the entry is absent it returns s and false.
+func (s *Set[S]) Without(queue string, sub S) (*Set[S], bool) {
+	n, removed := s.Minus(queue, sub)
+	if !removed {
+		return s, false
+	}
+	if n.Empty() {
+		return nil, true
+	}
+	return &n, true
+}
+
+// Empty reports whether the set holds no entry.
+func (s *Set[S]) Empty() bool {
+	return s == nil || (len(s.Plain) == 0 && len(s.Groups) == 0)
+}
+
+// Plus is With for engines that embed a Set by value: it returns the new
+// set as a value, sharing no backing array that s's readers may see.
+func (s *Set[S]) Plus(queue string, sub S) (Set[S], bool) {
+	if s.Has(queue, sub) {
+		return Set[S]{}, false
+	}
+	var n Set[S]
 	if s != nil {
-		*n = *s
+		n = *s
 	}
 	if queue == "" {
 		n.Plain = appendCopy(n.Plain, sub)
@@ -65,16 +93,12 @@ func (s *Set[S]) With(queue string, sub S) (*Set[S], bool) {
 	return n, true
 }
 
-// Without returns a new set holding s's entries except (queue, sub), or nil
-// if that leaves it empty. If the entry is absent it returns s and false.
-func (s *Set[S]) Without(queue string, sub S) (*Set[S], bool) {
+// Minus is Without for engines that embed a Set by value.
+func (s *Set[S]) Minus(queue string, sub S) (Set[S], bool) {
 	if !s.Has(queue, sub) {
-		return s, false
+		return Set[S]{}, false
 	}
-	if s.Len() == 1 {
-		return nil, true
-	}
-	n := &Set[S]{Plain: s.Plain, Groups: s.Groups}
+	n := Set[S]{Plain: s.Plain, Groups: s.Groups}
 	if queue == "" {
 		n.Plain = removeCopy(s.Plain, indexOf(s.Plain, sub))
 		return n, true
@@ -85,9 +109,6 @@ func (s *Set[S]) Without(queue string, sub S) (*Set[S], bool) {
 		n.Groups = append(n.Groups[:g], n.Groups[g+1:]...)
 	} else {
 		n.Groups[g].Members = removeCopy(s.Groups[g].Members, indexOf(s.Groups[g].Members, sub))
-	}
-	if len(n.Plain) == 0 {
-		n.Plain = nil
 	}
 	if len(n.Groups) == 0 {
 		n.Groups = nil

@@ -7,6 +7,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/skiffmq/skiff/match"
+	"github.com/skiffmq/skiff/match/internal/idtable"
 	"github.com/skiffmq/skiff/subject"
 )
 
@@ -21,7 +22,7 @@ type Matcher[S comparable] struct {
 		// topics maps every topic of the space to the ids of the patterns
 		// matching it; nil when none does.
 		topics map[string]*roaring.Bitmap
-		table  table[S]
+		table  idtable.Table[S]
 		count  int
 	}
 }
@@ -56,25 +57,28 @@ func (m *Matcher[S]) Subscribe(pattern, queue string, sub S) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := &m.mu.table
-	if id, ok := t.id(p); ok {
-		set, added := t.entries[id].set.With(queue, sub)
+	if id, ok := t.ID(p); ok {
+		set, added := t.Entries[id].Set.With(queue, sub)
 		if added {
-			t.entries[id].set = set
+			t.Entries[id].Set = set
 			m.mu.count++
 		}
 		return nil
 	}
 	set, _ := (*match.Set[S])(nil).With(queue, sub)
-	id := t.add(p, set)
+	id := t.Add(p, set)
 	m.mu.count++
 	if subject.IsLiteral(p) {
-		if _, ok := m.mu.topics[p]; ok {
+		_, ok := m.mu.topics[p]
+		switch {
+		case ok:
 			m.addBit(p, id)
-		} else {
+		case len(m.mu.topics) < m.maxTopics:
 			// Indexing the topic reaches the new pattern too, since it
 			// is already in the table.
 			m.addTopicLocked(p)
 		}
+		// Otherwise the space is full and lookups of p scan.
 		return nil
 	}
 	for topic := range m.mu.topics {
@@ -96,17 +100,17 @@ func (m *Matcher[S]) Unsubscribe(pattern, queue string, sub S) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := &m.mu.table
-	id, ok := t.id(p)
+	id, ok := t.ID(p)
 	if !ok {
 		return match.ErrNotFound
 	}
-	set, removed := t.entries[id].set.Without(queue, sub)
+	set, removed := t.Entries[id].Set.Without(queue, sub)
 	if !removed {
 		return match.ErrNotFound
 	}
 	m.mu.count--
 	if set != nil {
-		t.entries[id].set = set
+		t.Entries[id].Set = set
 		return nil
 	}
 	if subject.IsLiteral(p) {
@@ -118,7 +122,7 @@ func (m *Matcher[S]) Unsubscribe(pattern, queue string, sub S) error {
 			}
 		}
 	}
-	t.release(id)
+	t.Release(id)
 	return nil
 }
 
@@ -174,8 +178,8 @@ func (m *Matcher[S]) Snapshot() []match.Subscription[S] {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := make([]match.Subscription[S], 0, m.mu.count)
-	for _, e := range m.mu.table.entries {
-		out = e.set.AppendEntries(out, e.pattern)
+	for _, e := range m.mu.table.Entries {
+		out = e.Set.AppendEntries(out, e.Pattern)
 	}
 	return out
 }
@@ -187,9 +191,9 @@ func (m *Matcher[S]) addAll(bm *roaring.Bitmap, r *match.Result[S]) {
 		return
 	}
 	it := m.iters.Get().(*roaring.IntIterator)
-	entries := m.mu.table.entries
+	entries := m.mu.table.Entries
 	for it.Initialize(bm); it.HasNext(); {
-		r.Add(entries[it.Next()].set)
+		r.Add(entries[it.Next()].Set)
 	}
 	*it = roaring.IntIterator{} // do not keep bm reachable from the pool
 	m.iters.Put(it)
@@ -199,9 +203,9 @@ func (m *Matcher[S]) addAll(bm *roaring.Bitmap, r *match.Result[S]) {
 // answer for a subject that the full topic space has no room for. The
 // caller holds the lock, read or write.
 func (m *Matcher[S]) scanLocked(subj string, r *match.Result[S]) {
-	for _, e := range m.mu.table.entries {
-		if e.set != nil && subject.Match(e.pattern, subj) {
-			r.Add(e.set)
+	for _, e := range m.mu.table.Entries {
+		if e.Set != nil && subject.Match(e.Pattern, subj) {
+			r.Add(e.Set)
 		}
 	}
 }
@@ -211,8 +215,8 @@ func (m *Matcher[S]) scanLocked(subj string, r *match.Result[S]) {
 // that the topic is new and the space has room.
 func (m *Matcher[S]) addTopicLocked(topic string) *roaring.Bitmap {
 	var bm *roaring.Bitmap
-	for id, e := range m.mu.table.entries {
-		if e.set != nil && subject.Match(e.pattern, topic) {
+	for id, e := range m.mu.table.Entries {
+		if e.Set != nil && subject.Match(e.Pattern, topic) {
 			if bm == nil {
 				bm = roaring.New()
 			}

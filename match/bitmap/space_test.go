@@ -2,12 +2,15 @@ package bitmap
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/match"
+	"github.com/skiffmq/skiff/match/internal/idtable"
+	"github.com/skiffmq/skiff/match/matchtest"
 	"github.com/skiffmq/skiff/subject"
 )
 
@@ -126,7 +129,7 @@ func TestBitmaps(t *testing.T) {
 	require.NoError(t, m.Unsubscribe("*.c", "", "s"))
 	require.Nil(t, m.mu.topics["b.c"], "an emptied bitmap is dropped")
 	require.NoError(t, m.Subscribe("#.c", "", "s"))
-	id, _ := m.mu.table.id("#.c")
+	id, _ := m.mu.table.ID("#.c")
 	require.Equal(t, uint32(1), id, "the freed id is reused")
 	require.Equal(t, []uint32{1, 2}, m.mu.topics["a.b.c"].ToArray())
 }
@@ -145,7 +148,7 @@ func TestRelease(t *testing.T) {
 		require.NoError(t, m.Subscribe(p, "", "s"))
 		require.NoError(t, m.Lookup(fmt.Sprintf("t.%d.x", i%60), &r))
 	}
-	require.Greater(t, len(m.mu.table.entries), compactFloor)
+	require.Greater(t, len(m.mu.table.Entries), idtable.CompactFloor)
 	for _, p := range patterns {
 		err := m.Unsubscribe(p, "", "s")
 		if err != nil {
@@ -172,7 +175,63 @@ func requireNoBits[S comparable](t *testing.T, m *Matcher[S]) {
 	for topic, bm := range m.mu.topics {
 		require.Nil(t, bm, "topic %q keeps a bitmap", topic)
 	}
-	require.Nil(t, m.mu.table.entries)
-	require.Nil(t, m.mu.table.ids)
-	require.True(t, m.mu.table.free.IsEmpty())
+	require.True(t, m.mu.table.Empty(), "the id table keeps memory")
+}
+
+// TestInvariant applies random operations and then checks every bitmap of
+// the space exactly: a topic holds the id of a pattern if and only if the
+// pattern matches the topic, and an emptied bitmap is dropped.
+func TestInvariant(t *testing.T) {
+	for _, maxTopics := range []int{0, 20} {
+		t.Run(fmt.Sprint("max-topics=", maxTopics), func(t *testing.T) {
+			m, err := New[string](Options{MaxTopics: maxTopics})
+			require.NoError(t, err)
+			rng := rand.New(rand.NewPCG(5, 6))
+			var r match.Result[string]
+			for range 2000 {
+				p := matchtest.RandomPattern(rng)
+				sub := fmt.Sprint("s", rng.IntN(3))
+				if rng.IntN(3) == 0 {
+					_ = m.Unsubscribe(p, "", sub)
+				} else {
+					require.NoError(t, m.Subscribe(p, "", sub))
+				}
+				require.NoError(t, m.Lookup(matchtest.RandomSubject(rng), &r))
+			}
+			if maxTopics > 0 {
+				require.Len(t, m.mu.topics, maxTopics)
+			}
+			for topic, bm := range m.mu.topics {
+				var want []uint32
+				for id, e := range m.mu.table.Entries {
+					if e.Set != nil && subject.Match(e.Pattern, topic) {
+						want = append(want, uint32(id))
+					}
+				}
+				var got []uint32
+				if bm != nil {
+					got = bm.ToArray()
+					require.NotEmpty(t, got, "topic %q keeps an empty bitmap", topic)
+				}
+				require.Equal(t, want, got, "topic %q", topic)
+			}
+		})
+	}
+}
+
+// TestLookupAllocs checks that a lookup in the space, with a reused
+// Result, allocates nothing.
+func TestLookupAllocs(t *testing.T) {
+	m, err := New[string](Options{})
+	require.NoError(t, err)
+	for i := range 100 {
+		require.NoError(t, m.Subscribe(fmt.Sprintf("a.%d.c", i), "", "s1"))
+		require.NoError(t, m.Subscribe(fmt.Sprintf("a.*.%d", i), "q", "s2"))
+	}
+	require.NoError(t, m.Subscribe("a.*.c", "q", "s2"))
+	var r match.Result[string]
+	require.NoError(t, m.Lookup("a.7.c", &r)) // adds the topic to the space
+	allocs := testing.AllocsPerRun(100, func() { _ = m.Lookup("a.7.c", &r) })
+	require.Equal(t, 2, r.Len())
+	require.Zero(t, allocs)
 }

@@ -84,15 +84,15 @@ func (t *Trie[S]) gcasComplete(in *iNode[S], m *mainNode[S]) *mainNode[S] {
 // main node. The main node is immutable, so sharing it is safe; changes
 // made through the copy never reach in, which the snapshot keeps.
 func (t *Trie[S]) copyToGen(in *iNode[S], gen *generation) *iNode[S] {
-	return newINode(gen, t.gcasRead(in))
+	return newINode(gen, in.tok, t.gcasRead(in))
 }
 
-// renew gives generation gen its own copy of the I-node below br, which
-// belongs to an older generation and is shared with a snapshot, by a GCAS
-// on in (whose C-node is m). An update calls it before going down into an
-// I-node of another generation: it never changes an I-node a snapshot can
-// see. Only the branch on the update's path is renewed; the C-node's other
-// children keep their generation until an update passes through them.
-func (t *Trie[S]) renew(in *iNode[S], m *mainNode[S], br *branch[S], gen *generation) bool {
-	return t.gcas(in, m, m.cn.with(&branch[S]{tok: br.tok, in: t.copyToGen(br.in, gen), set: br.set}))
+// renew gives generation gen its own copy of child, an I-node of an older
+// generation shared with a snapshot, by a GCAS on in (whose C-node is m).
+// An update calls it before going down into an I-node of another
+// generation, so it never changes an I-node a snapshot can see. Only the
+// child on the update's path is renewed; the others keep their generation
+// until an update passes through them.
+func (t *Trie[S]) renew(in *iNode[S], m *mainNode[S], child *iNode[S], gen *generation) bool {
+	return t.gcas(in, m, m.cn.withChild(t.copyToGen(child, gen)))
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // shape counts what the live trie holds: I-nodes below the root, dead
-// ones, and branches.
-type shape struct{ inodes, dead, branches int }
+// ones, and non-empty sets.
+type shape struct{ inodes, dead, sets int }
 
 func (t *Trie[S]) shape() shape {
 	var s shape
@@ -25,12 +25,12 @@ func (t *Trie[S]) shape() shape {
 			s.dead++
 			return
 		}
-		m.cn.each(func(b *branch[S]) {
-			s.branches++
-			if b.in != nil {
-				s.inodes++
-				visit(b.in)
-			}
+		if !m.cn.set.Empty() {
+			s.sets++
+		}
+		m.cn.each(func(c *iNode[S]) {
+			s.inodes++
+			visit(c)
 		})
 	}
 	visit(t.readRoot(false))
@@ -119,7 +119,7 @@ func TestTableGrowsAndShrinks(t *testing.T) {
 	var tb table[int]
 	const n = 5000
 	for i := range n {
-		tb = tb.with(&branch[int]{tok: fmt.Sprint(i)})
+		tb = tb.with(&iNode[int]{tok: fmt.Sprint(i)})
 		require.Equal(t, i+1, tb.len())
 	}
 	require.NotNil(t, tb.big)
@@ -128,10 +128,11 @@ func TestTableGrowsAndShrinks(t *testing.T) {
 		require.NotNil(t, tb.get(fmt.Sprint(i)), "token %d", i)
 	}
 	require.Nil(t, tb.get("nope"))
-	tb = tb.with(&branch[int]{tok: "7", set: &match.Set[int]{Plain: []int{1}}})
-	require.Equal(t, n, tb.len(), "replacing a branch keeps the size")
-	require.NotNil(t, tb.get("7").set)
-	require.Nil(t, old.get("7").set, "the old table is untouched")
+	seven := &iNode[int]{tok: "7"}
+	tb = tb.with(seven)
+	require.Equal(t, n, tb.len(), "replacing a child keeps the size")
+	require.Same(t, seven, tb.get("7"))
+	require.NotSame(t, seven, old.get("7"), "the old table is untouched")
 	for i := range n - 2 {
 		tb = tb.without(fmt.Sprint(i))
 		require.Equal(t, n-i-1, tb.len())
@@ -142,29 +143,37 @@ func TestTableGrowsAndShrinks(t *testing.T) {
 	require.Equal(t, n, old.len())
 }
 
-// TestHAMTCollisions forces full 64-bit hash collisions and shared
-// prefixes, which random tokens essentially never produce.
+// TestHAMTCollisions forces full hash collisions and shared hash prefixes,
+// which real tokens essentially never produce, by handing the nodes chosen
+// hashes. The first two leaves are paired explicitly; every later one lands
+// on a sub-node or an empty slot, so no real hash is ever recomputed.
 func TestHAMTCollisions(t *testing.T) {
-	hashes := []uint64{0, 0, 0, 1 << 60, 1<<60 | 1, 0xffffffffffffffff, 0xffffffffffffffff, 32, 64}
-	var root *hnode[int]
-	for i, h := range hashes {
-		var added bool
-		root, added = root.with(hslot[int]{hash: h, br: &branch[int]{tok: fmt.Sprint(i)}}, 0)
-		require.True(t, added)
+	hashes := []uint64{0, 0, 0, 1 << 60, 32, 64 | 1<<40, 1 << 25, 0}
+	leaves := make([]*iNode[int], len(hashes))
+	for i := range leaves {
+		leaves[i] = &iNode[int]{tok: fmt.Sprint(i)}
 	}
+	root := &hnode[int]{bitmap: 1, slots: []hslot[int]{{kid: pair(leaves[0], hashes[0], leaves[1], hashes[1], hamtBits)}}}
+	for i := 2; i < len(hashes); i++ {
+		var added bool
+		root, added = root.with(leaves[i], hashes[i], 0)
+		require.True(t, added, "leaf %d", i)
+	}
+	_, added := root.with(&iNode[int]{tok: "7"}, 0, 0)
+	require.False(t, added, "same token, same hash: a replacement")
 	for i, h := range hashes {
-		require.NotNil(t, root.find(fmt.Sprint(i), h), "token %d", i)
+		require.Same(t, leaves[i], root.find(fmt.Sprint(i), h), "token %d", i)
 	}
 	require.Nil(t, root.find("x", 0))
 	n := 0
-	root.each(func(*branch[int]) { n++ })
+	root.each(func(*iNode[int]) { n++ })
 	require.Equal(t, len(hashes), n)
 	for i, h := range hashes {
 		var removed bool
 		root, removed = root.without(fmt.Sprint(i), h, 0)
-		require.True(t, removed)
+		require.True(t, removed, "leaf %d", i)
 		for j := i + 1; j < len(hashes); j++ {
-			require.NotNil(t, root.find(fmt.Sprint(j), hashes[j]))
+			require.Same(t, leaves[j], root.find(fmt.Sprint(j), hashes[j]), "after removing %d", i)
 		}
 	}
 	require.Nil(t, root)
@@ -172,6 +181,6 @@ func TestHAMTCollisions(t *testing.T) {
 
 func tokens[S comparable](tb *table[S]) []string {
 	var out []string
-	tb.each(func(b *branch[S]) { out = append(out, b.tok) })
+	tb.each(func(c *iNode[S]) { out = append(out, c.tok) })
 	return out
 }

@@ -1,56 +1,53 @@
 package cstrie
 
-// remove deletes (toks, queue, sub) below in, whose C-node holds the branch
-// for toks[lev], pruning every level it leaves empty. startGen is as for
-// insert.
+// remove deletes (queue, sub) for the pattern toks below in, the I-node of
+// the path toks[:lev], and prunes every level it leaves empty. startGen
+// and the retry rule are as for insert.
 func (t *Trie[S]) remove(in *iNode[S], toks []string, lev int, queue string, sub S, startGen *generation) status {
 	for {
 		m := t.gcasRead(in)
 		if m.kind == kindT {
 			return tombed
 		}
-		tok := toks[lev]
-		br := m.cn.get(tok)
-		if br == nil {
-			return unneeded
-		}
-		if lev == len(toks)-1 {
-			set, removed := br.set.Without(queue, sub)
+		if lev == len(toks) {
+			set, removed := m.cn.set.Minus(queue, sub)
 			if !removed {
 				return unneeded
 			}
-			var nm *mainNode[S]
-			if set != nil || (br.in != nil && !t.dead(br.in)) {
-				nm = m.cn.with(&branch[S]{tok: tok, in: br.in, set: set})
-			} else {
-				nm = m.cn.without(tok)
-				if lev > 0 && nm.cn.empty() {
-					nm = newTomb[S]()
+			nm := m.cn.withSet(set)
+			if nm.cn.empty() {
+				nm = newTomb[S]()
+			}
+			if t.gcas(in, m, nm) {
+				if nm.kind == kindT {
+					return emptied
 				}
+				return done
 			}
-			if !t.gcas(in, m, nm) {
-				return restart
-			}
-			if nm.kind == kindT {
-				return emptied
-			}
-			return done
-		}
-		if br.in == nil {
-			return unneeded
-		}
-		if br.in.gen != startGen {
-			if !t.renew(in, m, br, startGen) {
+			if t.moved(startGen) {
 				return restart
 			}
 			continue
 		}
-		switch s := t.remove(br.in, toks, lev+1, queue, sub, startGen); s {
+		c := m.cn.child(toks[lev])
+		if c == nil {
+			return unneeded
+		}
+		if c.gen != startGen {
+			if !t.renew(in, m, c, startGen) && t.moved(startGen) {
+				return restart
+			}
+			continue
+		}
+		switch s := t.remove(c, toks, lev+1, queue, sub, startGen); s {
 		case tombed:
-			t.cleanBranch(in, m, br, lev)
-			return restart
+			// c was already dead, so it held nothing: cut it and look again.
+			t.cut(in, m, c.tok, lev)
+			if t.moved(startGen) {
+				return restart
+			}
 		case emptied:
-			if t.compress(in, br.in, tok, lev) {
+			if t.compress(in, c, lev, startGen) {
 				return emptied
 			}
 			return done
@@ -60,41 +57,31 @@ func (t *Trie[S]) remove(in *iNode[S], toks []string, lev int, queue string, sub
 	}
 }
 
-// compress removes the I-node child, which the caller's removal just
-// tombed, from in's C-node, and reports whether that tombed in as well, in
-// which case the caller's caller goes on one level up. It stops when the
-// branch no longer leads to child (someone else compressed it), when in is
-// dead (whoever killed it carries on upwards), or when a snapshot moved the
-// root to a new generation (in is then frozen; the next update to pass by
-// cleans the copy).
-func (t *Trie[S]) compress(in, child *iNode[S], tok string, lev int) bool {
+// compress cuts child, which the caller's removal just tombed, out of in,
+// and reports whether that tombed in as well, in which case the caller's
+// caller goes on one level up. It stops when in no longer leads to child
+// (someone else cut it), when in is dead (whoever killed it carries on
+// upwards, or restarts and meets it), or when a snapshot moved the root
+// (in is then frozen; Unsubscribe prunes the live copy).
+func (t *Trie[S]) compress(in, child *iNode[S], lev int, startGen *generation) bool {
 	for {
 		m := t.gcasRead(in)
-		if m.kind == kindT {
+		if m.kind == kindT || m.cn.child(child.tok) != child {
 			return false
 		}
-		br := m.cn.get(tok)
-		if br == nil || br.in != child {
-			return false
-		}
-		if committed, tombedIn := t.cleanBranch(in, m, br, lev); committed {
+		if committed, tombedIn := t.cut(in, m, child.tok, lev); committed {
 			return tombedIn
 		}
-		if t.readRoot(false).gen != in.gen {
+		if t.moved(startGen) {
 			return false
 		}
 	}
 }
 
-// dead reports whether in has been tombed.
-func (t *Trie[S]) dead(in *iNode[S]) bool {
-	return t.gcasRead(in).kind == kindT
-}
-
-// prune walks the live trie along toks and cleans every dead I-node it
-// meets, until the path has none. Unsubscribe calls it when a snapshot
-// moved the root during the removal, since compress cannot finish its work
-// on nodes the snapshot froze.
+// prune walks the live trie along toks and cuts every dead I-node it meets,
+// until the path has none. Unsubscribe calls it when a snapshot moved the
+// root during the removal, since compress cannot finish its work on nodes
+// the snapshot froze.
 func (t *Trie[S]) prune(toks []string) {
 	for {
 		root := t.readRoot(false)
@@ -110,20 +97,23 @@ func (t *Trie[S]) prunePath(in *iNode[S], toks []string, lev int, gen *generatio
 		if m.kind == kindT {
 			return tombed
 		}
-		br := m.cn.get(toks[lev])
-		if br == nil || br.in == nil || lev == len(toks)-1 {
+		if lev == len(toks) {
 			return done
 		}
-		if br.in.gen != gen {
-			if !t.renew(in, m, br, gen) {
+		c := m.cn.child(toks[lev])
+		if c == nil {
+			return done
+		}
+		if c.gen != gen {
+			if !t.renew(in, m, c, gen) {
 				return restart
 			}
 			continue
 		}
-		if s := t.prunePath(br.in, toks, lev+1, gen); s != tombed {
+		if s := t.prunePath(c, toks, lev+1, gen); s != tombed {
 			return s
 		}
-		t.cleanBranch(in, m, br, lev)
+		t.cut(in, m, c.tok, lev)
 		return restart
 	}
 }

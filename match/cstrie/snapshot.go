@@ -25,7 +25,7 @@ func (t *Trie[S]) ReadOnlySnapshot() *Trie[S] {
 			continue
 		}
 		expect := t.gcasRead(r.in)
-		next := &rootRef[S]{in: newINode(new(generation), expect)}
+		next := &rootRef[S]{in: newINode(new(generation), "", expect)}
 		if t.rdcssRoot(r, expect, next) {
 			s := &Trie[S]{readOnly: true}
 			s.root.Store(&rootRef[S]{in: r.in})
@@ -44,8 +44,8 @@ func (t *Trie[S]) Snapshot() []match.Subscription[S] {
 	return out
 }
 
-// walk calls fn for every branch with a set, with the branch's pattern.
-// On a live trie it sees each I-node at a different instant; callers that
+// walk calls fn for every node with entries, with the node's pattern. On
+// a live trie it sees each I-node at a different instant; callers that
 // need one instant walk a snapshot.
 func (t *Trie[S]) walk(fn func(pattern string, set *match.Set[S])) {
 	var path []string
@@ -57,14 +57,12 @@ func (t *Trie[S]) walkINode(in *iNode[S], path *[]string, fn func(string, *match
 	if m.kind != kindC {
 		return
 	}
-	m.cn.each(func(b *branch[S]) {
-		*path = append(*path, b.tok)
-		if b.set != nil {
-			fn(strings.Join(*path, "."), b.set)
-		}
-		if b.in != nil {
-			t.walkINode(b.in, path, fn)
-		}
+	if !m.cn.set.Empty() {
+		fn(strings.Join(*path, "."), &m.cn.set)
+	}
+	m.cn.each(func(c *iNode[S]) {
+		*path = append(*path, c.tok)
+		t.walkINode(c, path, fn)
 		*path = (*path)[:len(*path)-1]
 	})
 }

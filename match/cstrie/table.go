@@ -5,7 +5,8 @@ import (
 	"math/bits"
 )
 
-// A table maps literal tokens to the branches of one C-node. It is
+// A table maps literal tokens to the child I-nodes of one C-node (an
+// I-node knows its own token). It is
 // persistent: with and without return a new table and leave the receiver
 // intact, because lock-free readers may still be walking it.
 //
@@ -16,7 +17,7 @@ import (
 // (O(log32 n)) instead of the whole table, so a root with a million
 // children stays cheap to update.
 type table[S comparable] struct {
-	small []*branch[S]
+	small []*iNode[S]
 	big   *hamt[S]
 }
 
@@ -43,7 +44,7 @@ func (t *table[S]) len() int {
 	return len(t.small)
 }
 
-func (t *table[S]) get(tok string) *branch[S] {
+func (t *table[S]) get(tok string) *iNode[S] {
 	if t.big != nil {
 		return t.big.get(tok)
 	}
@@ -56,7 +57,7 @@ func (t *table[S]) get(tok string) *branch[S] {
 }
 
 // each calls fn for every branch, in no particular order.
-func (t *table[S]) each(fn func(*branch[S])) {
+func (t *table[S]) each(fn func(*iNode[S])) {
 	if t.big != nil {
 		t.big.root.each(fn)
 		return
@@ -67,20 +68,20 @@ func (t *table[S]) each(fn func(*branch[S])) {
 }
 
 // with returns a table holding b in place of any branch with b's token.
-func (t *table[S]) with(b *branch[S]) table[S] {
+func (t *table[S]) with(b *iNode[S]) table[S] {
 	if t.big != nil {
 		return table[S]{big: t.big.with(b)}
 	}
 	for i, old := range t.small {
 		if old.tok == b.tok {
-			s := make([]*branch[S], len(t.small))
+			s := make([]*iNode[S], len(t.small))
 			copy(s, t.small)
 			s[i] = b
 			return table[S]{small: s}
 		}
 	}
 	if len(t.small) < smallMax {
-		s := make([]*branch[S], len(t.small)+1)
+		s := make([]*iNode[S], len(t.small)+1)
 		copy(s, t.small)
 		s[len(t.small)] = b
 		return table[S]{small: s}
@@ -99,14 +100,14 @@ func (t *table[S]) without(tok string) table[S] {
 		if h.n > smallMin {
 			return table[S]{big: h}
 		}
-		s := make([]*branch[S], 0, h.n)
-		h.root.each(func(b *branch[S]) { s = append(s, b) })
+		s := make([]*iNode[S], 0, h.n)
+		h.root.each(func(b *iNode[S]) { s = append(s, b) })
 		return table[S]{small: s}
 	}
 	if len(t.small) == 1 {
 		return table[S]{}
 	}
-	s := make([]*branch[S], 0, len(t.small)-1)
+	s := make([]*iNode[S], 0, len(t.small)-1)
 	for _, b := range t.small {
 		if b.tok != tok {
 			s = append(s, b)
@@ -129,22 +130,24 @@ type hnode[S comparable] struct {
 	slots  []hslot[S]
 }
 
-// An hslot is either a leaf (br, with its token's hash) or a sub-node.
+// An hslot is either a leaf (child) or a sub-node (kid). A leaf's hash is
+// not kept: it is recomputed in the rare case that a new token lands on
+// the same slot and the two must move down into a sub-node, which keeps
+// the slots that every change copies small.
 type hslot[S comparable] struct {
-	hash uint64
-	br   *branch[S]
-	kid  *hnode[S]
+	child *iNode[S]
+	kid   *hnode[S]
 }
 
-func (h *hamt[S]) get(tok string) *branch[S] { return h.root.find(tok, hashToken(tok)) }
+func (h *hamt[S]) get(tok string) *iNode[S] { return h.root.find(tok, hashToken(tok)) }
 
-// find returns the branch for tok, whose hash is hash, or nil.
-func (n *hnode[S]) find(tok string, hash uint64) *branch[S] {
+// find returns the child for tok, whose hash is hash, or nil.
+func (n *hnode[S]) find(tok string, hash uint64) *iNode[S] {
 	for shift := uint(0); n != nil; shift += hamtBits {
 		if shift > maxShift {
 			for i := range n.slots {
-				if n.slots[i].br.tok == tok {
-					return n.slots[i].br
+				if n.slots[i].child.tok == tok {
+					return n.slots[i].child
 				}
 			}
 			return nil
@@ -158,16 +161,16 @@ func (n *hnode[S]) find(tok string, hash uint64) *branch[S] {
 			n = s.kid
 			continue
 		}
-		if s.br.tok == tok {
-			return s.br
+		if s.child.tok == tok {
+			return s.child
 		}
 		return nil
 	}
 	return nil
 }
 
-func (h *hamt[S]) with(b *branch[S]) *hamt[S] {
-	root, added := h.root.with(hslot[S]{hash: hashToken(b.tok), br: b}, 0)
+func (h *hamt[S]) with(c *iNode[S]) *hamt[S] {
+	root, added := h.root.with(c, hashToken(c.tok), 0)
 	n := h.n
 	if added {
 		n++
@@ -183,21 +186,22 @@ func (h *hamt[S]) without(tok string) *hamt[S] {
 	return &hamt[S]{root: root, n: h.n - 1}
 }
 
-// with returns a copy of n (which may be nil) holding leaf, and whether the
-// token was new.
-func (n *hnode[S]) with(leaf hslot[S], shift uint) (*hnode[S], bool) {
+// with returns a copy of n (which may be nil) holding leaf c, whose token
+// hashes to hash, and whether the token was new.
+func (n *hnode[S]) with(c *iNode[S], hash uint64, shift uint) (*hnode[S], bool) {
+	leaf := hslot[S]{child: c}
 	if n == nil {
-		return singleton(leaf, shift), true
+		return singleton(leaf, hash, shift), true
 	}
 	if shift > maxShift {
 		for i := range n.slots {
-			if n.slots[i].br.tok == leaf.br.tok {
+			if n.slots[i].child.tok == c.tok {
 				return n.replaced(i, leaf), false
 			}
 		}
 		return &hnode[S]{slots: append(n.slots[:len(n.slots):len(n.slots)], leaf)}, true
 	}
-	bit := uint32(1) << ((leaf.hash >> shift) & hamtMask)
+	bit := uint32(1) << ((hash >> shift) & hamtMask)
 	pos := bits.OnesCount32(n.bitmap & (bit - 1))
 	if n.bitmap&bit == 0 {
 		slots := make([]hslot[S], len(n.slots)+1)
@@ -209,12 +213,12 @@ func (n *hnode[S]) with(leaf hslot[S], shift uint) (*hnode[S], bool) {
 	s := n.slots[pos]
 	switch {
 	case s.kid != nil:
-		kid, added := s.kid.with(leaf, shift+hamtBits)
+		kid, added := s.kid.with(c, hash, shift+hamtBits)
 		return n.replaced(pos, hslot[S]{kid: kid}), added
-	case s.br.tok == leaf.br.tok:
+	case s.child.tok == c.tok:
 		return n.replaced(pos, leaf), false
 	default:
-		kid := pair(s, leaf, shift+hamtBits)
+		kid := pair(s.child, hashToken(s.child.tok), c, hash, shift+hamtBits)
 		return n.replaced(pos, hslot[S]{kid: kid}), true
 	}
 }
@@ -228,7 +232,7 @@ func (n *hnode[S]) without(tok string, hash uint64, shift uint) (*hnode[S], bool
 	}
 	if shift > maxShift {
 		for i := range n.slots {
-			if n.slots[i].br.tok == tok {
+			if n.slots[i].child.tok == tok {
 				return n.removed(i, 0), true
 			}
 		}
@@ -241,7 +245,7 @@ func (n *hnode[S]) without(tok string, hash uint64, shift uint) (*hnode[S], bool
 	pos := bits.OnesCount32(n.bitmap & (bit - 1))
 	s := n.slots[pos]
 	if s.kid == nil {
-		if s.br.tok != tok {
+		if s.child.tok != tok {
 			return n, false
 		}
 		return n.removed(pos, bit), true
@@ -278,7 +282,7 @@ func (n *hnode[S]) removed(pos int, bit uint32) *hnode[S] {
 	return &hnode[S]{bitmap: n.bitmap &^ bit, slots: slots}
 }
 
-func (n *hnode[S]) each(fn func(*branch[S])) {
+func (n *hnode[S]) each(fn func(*iNode[S])) {
 	if n == nil {
 		return
 	}
@@ -286,30 +290,32 @@ func (n *hnode[S]) each(fn func(*branch[S])) {
 		if n.slots[i].kid != nil {
 			n.slots[i].kid.each(fn)
 		} else {
-			fn(n.slots[i].br)
+			fn(n.slots[i].child)
 		}
 	}
 }
 
-func singleton[S comparable](leaf hslot[S], shift uint) *hnode[S] {
+func singleton[S comparable](leaf hslot[S], hash uint64, shift uint) *hnode[S] {
 	if shift > maxShift {
 		return &hnode[S]{slots: []hslot[S]{leaf}}
 	}
-	return &hnode[S]{bitmap: 1 << ((leaf.hash >> shift) & hamtMask), slots: []hslot[S]{leaf}}
+	return &hnode[S]{bitmap: 1 << ((hash >> shift) & hamtMask), slots: []hslot[S]{leaf}}
 }
 
-// pair returns a node at shift holding two leaves with different tokens.
-func pair[S comparable](a, b hslot[S], shift uint) *hnode[S] {
+// pair returns a node at shift holding two leaves with different tokens
+// and the given hashes.
+func pair[S comparable](a *iNode[S], ha uint64, b *iNode[S], hb uint64, shift uint) *hnode[S] {
+	sa, sb := hslot[S]{child: a}, hslot[S]{child: b}
 	if shift > maxShift {
-		return &hnode[S]{slots: []hslot[S]{a, b}}
+		return &hnode[S]{slots: []hslot[S]{sa, sb}}
 	}
-	ia, ib := (a.hash>>shift)&hamtMask, (b.hash>>shift)&hamtMask
+	ia, ib := (ha>>shift)&hamtMask, (hb>>shift)&hamtMask
 	switch {
 	case ia == ib:
-		return &hnode[S]{bitmap: 1 << ia, slots: []hslot[S]{{kid: pair(a, b, shift+hamtBits)}}}
+		return &hnode[S]{bitmap: 1 << ia, slots: []hslot[S]{{kid: pair(a, ha, b, hb, shift+hamtBits)}}}
 	case ia < ib:
-		return &hnode[S]{bitmap: 1<<ia | 1<<ib, slots: []hslot[S]{a, b}}
+		return &hnode[S]{bitmap: 1<<ia | 1<<ib, slots: []hslot[S]{sa, sb}}
 	default:
-		return &hnode[S]{bitmap: 1<<ia | 1<<ib, slots: []hslot[S]{b, a}}
+		return &hnode[S]{bitmap: 1<<ia | 1<<ib, slots: []hslot[S]{sb, sa}}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/skiffmq/skiff/match"
-	"github.com/skiffmq/skiff/subject"
 )
 
 // ErrReadOnly is returned by Subscribe and Unsubscribe on a snapshot.
@@ -31,7 +30,7 @@ var _ match.Matcher[int] = (*Trie[int])(nil)
 // New returns an empty trie.
 func New[S comparable]() *Trie[S] {
 	t := &Trie[S]{}
-	t.root.Store(&rootRef[S]{in: newINode(new(generation), &mainNode[S]{kind: kindC})})
+	t.root.Store(&rootRef[S]{in: newINode(new(generation), "", &mainNode[S]{kind: kindC})})
 	return t
 }
 
@@ -51,12 +50,11 @@ func (t *Trie[S]) Subscribe(pattern, queue string, sub S) error {
 	if t.readOnly {
 		return ErrReadOnly
 	}
-	p, err := match.ParsePattern(pattern, queue)
+	var buf [32]string
+	toks, err := match.SplitPattern(buf[:0], pattern, queue)
 	if err != nil {
 		return err
 	}
-	var buf [32]string
-	toks, _ := subject.SplitPattern(buf[:0], p)
 	for {
 		root := t.readRoot(false)
 		switch t.insert(root, toks, 0, queue, sub, root.gen) {
@@ -74,12 +72,11 @@ func (t *Trie[S]) Unsubscribe(pattern, queue string, sub S) error {
 	if t.readOnly {
 		return ErrReadOnly
 	}
-	p, err := match.ParsePattern(pattern, queue)
+	var buf [32]string
+	toks, err := match.SplitPattern(buf[:0], pattern, queue)
 	if err != nil {
 		return err
 	}
-	var buf [32]string
-	toks, _ := subject.SplitPattern(buf[:0], p)
 	for {
 		root := t.readRoot(false)
 		switch t.remove(root, toks, 0, queue, sub, root.gen) {

@@ -202,7 +202,8 @@ func testSnapshotLinearizable(t *testing.T, newMatcher Factory) {
 	snapDone := make(chan struct{})
 	go func() {
 		defer close(snapDone)
-		for !done.Load() {
+		// At least one snapshot, even if the writers finish first.
+		for first := true; first || !done.Load(); first = false {
 			s := snap{start: clock.Add(1)}
 			s.entries = m.Snapshot()
 			s.end = clock.Add(1)

@@ -43,12 +43,11 @@ func New[S comparable]() *Matcher[S] { return &Matcher[S]{} }
 
 // Subscribe implements match.Matcher.
 func (m *Matcher[S]) Subscribe(pattern, queue string, sub S) error {
-	p, err := match.ParsePattern(pattern, queue)
+	var buf [32]string
+	toks, err := match.SplitPattern(buf[:0], pattern, queue)
 	if err != nil {
 		return err
 	}
-	var buf [32]string
-	toks, _ := subject.SplitPattern(buf[:0], p)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := &m.mu.root
@@ -65,12 +64,11 @@ func (m *Matcher[S]) Subscribe(pattern, queue string, sub S) error {
 
 // Unsubscribe implements match.Matcher.
 func (m *Matcher[S]) Unsubscribe(pattern, queue string, sub S) error {
-	p, err := match.ParsePattern(pattern, queue)
+	var buf [32]string
+	toks, err := match.SplitPattern(buf[:0], pattern, queue)
 	if err != nil {
 		return err
 	}
-	var buf [32]string
-	toks, _ := subject.SplitPattern(buf[:0], p)
 	var pathBuf [33]*node[S]
 	m.mu.Lock()
 	defer m.mu.Unlock()
