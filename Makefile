@@ -1,0 +1,42 @@
+# Skiff. `make run` and `make test` are all a newcomer needs; see README.md.
+
+GO       ?= go
+BIN      := bin/skiff
+FUZZTIME ?= 30s
+COUNT    ?= 5
+
+.PHONY: all build run test vet race lint fuzz bench bench-match clean
+
+all: build
+
+## build: compile bin/skiff
+build:
+	$(GO) build -o $(BIN) ./cmd/skiff
+
+## test: go vet, then every test under the race detector
+test: vet race
+
+vet:
+	$(GO) vet ./...
+
+race:
+	$(GO) test -race -timeout 20m ./...
+
+## lint: gofmt, go vet and golangci-lint (built from tools/lint, pinned)
+lint: vet
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	cd tools/lint && $(GO) build -o ../bin/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	tools/bin/golangci-lint run ./...
+
+## fuzz: run every fuzz target for FUZZTIME each (crashers land in testdata/fuzz)
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
+
+## bench: the topic-matching benchmarks, rendered into docs/benchmarks/matching.md
+bench: bench-match
+
+bench-match:
+	$(GO) run ./cmd/skiff bench match -count $(COUNT)
+
+clean:
+	rm -rf bin tools/bin

@@ -1,0 +1,48 @@
+// Command skiff is the Skiff message broker and its benchmark harness.
+//
+//	skiff serve [flags]        run the broker (see skiff serve -h)
+//	skiff bench match [flags]  run the topic-matching benchmarks and write the report
+//	skiff version              print the version
+//
+// Each subcommand lives in its own file; this one only dispatches.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one subcommand and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "bench":
+		return benchCmd(args[1:], stdout, stderr)
+	case "version", "-v", "--version":
+		fmt.Fprintln(stdout, "skiff", version)
+		return 0
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "skiff: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: skiff <command> [flags]
+
+Commands:
+  bench     benchmarks (bench match)
+  version   print the version
+`)
+}

@@ -1,0 +1,16 @@
+package sysinfo_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/sysinfo"
+)
+
+func TestRead(t *testing.T) {
+	m := sysinfo.Read()
+	require.Positive(t, m.CPUs)
+	require.NotEmpty(t, m.Go)
+	require.Contains(t, m.Markdown(), "logical CPUs")
+}
