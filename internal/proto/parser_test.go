@@ -140,21 +140,21 @@ func TestHandlerErrorStops(t *testing.T) {
 
 type stopper struct{ err error }
 
-func (s stopper) Connect([]byte) error                   { return s.err }
+func (s stopper) Connect([]byte) error                  { return s.err }
 func (s stopper) Pub([]byte, []byte, int, []byte) error { return s.err }
-func (s stopper) Sub([]byte, []byte, []byte) error       { return s.err }
-func (s stopper) Unsub([]byte, int64) error              { return s.err }
-func (s stopper) Ping() error                            { return s.err }
-func (s stopper) Pong() error                            { return s.err }
+func (s stopper) Sub([]byte, []byte, []byte) error      { return s.err }
+func (s stopper) Unsub([]byte, int64) error             { return s.err }
+func (s stopper) Ping() error                           { return s.err }
+func (s stopper) Pong() error                           { return s.err }
 
 type discard struct{}
 
-func (discard) Connect([]byte) error                   { return nil }
+func (discard) Connect([]byte) error                  { return nil }
 func (discard) Pub([]byte, []byte, int, []byte) error { return nil }
-func (discard) Sub([]byte, []byte, []byte) error       { return nil }
-func (discard) Unsub([]byte, int64) error              { return nil }
-func (discard) Ping() error                            { return nil }
-func (discard) Pong() error                            { return nil }
+func (discard) Sub([]byte, []byte, []byte) error      { return nil }
+func (discard) Unsub([]byte, int64) error             { return nil }
+func (discard) Ping() error                           { return nil }
+func (discard) Pong() error                           { return nil }
 
 func TestParseAllocatesNothing(t *testing.T) {
 	p := NewParser(discard{}, Limits{})
