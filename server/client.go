@@ -1,0 +1,356 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiffmq/skiff/internal/proto"
+	"github.com/skiffmq/skiff/match"
+)
+
+// client is one connection. Its read loop (readLoop) parses and handles
+// what the client sends, in its own goroutine; its writer (writeLoop)
+// sends what is queued for it. Fields marked "read loop" are touched only
+// by the read loop; the rest are safe for any goroutine as noted.
+type client struct {
+	srv   *Server
+	cid   uint64
+	conn  net.Conn
+	ip    string
+	port  int
+	start time.Time
+	log   *slog.Logger
+
+	// read loop
+	parser    *proto.Parser
+	connected bool // CONNECT received
+	verbose   bool
+	pedantic  bool
+	echo      bool
+	noResp    bool
+	result    match.Result[*subscription] // lookup scratch, reused
+	noRespRes match.Result[*subscription]
+	flushes   []*client       // clients queued to this read, to wake at its end
+	pubOK     map[string]bool // permission answers for recent publish subjects
+
+	// headers and acct are set by the read loop at CONNECT and read by
+	// publishers delivering to this client's subscriptions.
+	headers atomic.Bool
+	acct    atomic.Pointer[account] // nil: no permission limits
+
+	mu struct {
+		sync.Mutex
+		subs    map[string]*subscription // by sid
+		name    string
+		lang    string
+		version string
+		user    string
+		reason  string // why it closed
+	}
+
+	out       outbound
+	closed    atomic.Bool
+	authDone  atomic.Bool   // CONNECT accepted; the auth timer has nothing to do
+	writeDone chan struct{} // closed when the writer exits
+	readDone  chan struct{} // closed when the read loop exits
+
+	inMsgs   atomic.Int64
+	inBytes  atomic.Int64
+	lastIn   atomic.Int64 // unix nanoseconds of the last read
+	pingsOut atomic.Int32
+	timers   struct {
+		sync.Mutex
+		ping *time.Timer
+		auth *time.Timer
+	}
+}
+
+// subscription is one SUB of one client: the value the matching engine
+// stores and returns.
+type subscription struct {
+	client    *client
+	subject   string // as subscribed
+	queue     string
+	sid       []byte
+	max       atomic.Int64 // deliveries before auto-unsubscribe; 0 = none
+	delivered atomic.Int64
+}
+
+// Why a connection closed, in logs and /connz.
+const (
+	reasonClientClosed   = "Client Closed"
+	reasonServerShutdown = "Server Shutdown"
+	reasonSlowConsumer   = "Slow Consumer (Pending Bytes)"
+	reasonSlowWrite      = "Slow Consumer (Write Deadline)"
+	reasonWriteError     = "Write Error"
+	reasonReadError      = "Read Error"
+	reasonProtocol       = "Protocol Violation"
+	reasonAuth           = "Authentication Failure"
+	reasonAuthTimeout    = "Authentication Timeout"
+	reasonStale          = "Stale Connection"
+	reasonMaxPayload     = "Maximum Payload Exceeded"
+	reasonMaxConns       = "Maximum Connections Exceeded"
+	reasonTLS            = "TLS Handshake Error"
+)
+
+// Read buffer sizes: a read buffer starts small, doubles when a read fills
+// it, and halves after a run of small reads, so it follows the traffic.
+const (
+	minReadBuf   = 512
+	startReadBuf = 4 << 10
+	maxReadBuf   = 64 << 10
+	shrinkAfter  = 8 // reads under a quarter of the buffer before it halves
+)
+
+func (s *Server) newClient(conn net.Conn, cid uint64) *client {
+	c := &client{
+		srv:   s,
+		cid:   cid,
+		conn:  conn,
+		start: time.Now(),
+		echo:  true,
+		// Until CONNECT says otherwise, a client is verbose and pedantic,
+		// as in the reference server (a telnet session sees +OK).
+		verbose:   true,
+		pedantic:  true,
+		writeDone: make(chan struct{}),
+		readDone:  make(chan struct{}),
+	}
+	if addr, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		c.ip, c.port = addr.IP.String(), addr.Port
+	}
+	c.log = s.log.With("cid", cid, "addr", conn.RemoteAddr().String())
+	c.mu.subs = map[string]*subscription{}
+	c.out.init(s.opts.MaxPending)
+	c.parser = proto.NewParser(c, proto.Limits{MaxControlLine: s.opts.MaxControlLine, MaxPayload: s.opts.MaxPayload})
+	c.lastIn.Store(time.Now().UnixNano())
+	return c
+}
+
+// readLoop reads and handles the client's bytes until the connection ends.
+func (c *client) readLoop() {
+	defer close(c.readDone)
+	buf := make([]byte, startReadBuf)
+	small := 0
+	for {
+		n, err := c.conn.Read(buf)
+		if n > 0 {
+			c.lastIn.Store(time.Now().UnixNano())
+			perr := c.parser.Parse(buf[:n])
+			c.wakeTargets()
+			if perr != nil {
+				c.protocolError(perr)
+				return
+			}
+			switch {
+			case n == len(buf) && len(buf) < maxReadBuf:
+				buf, small = make([]byte, 2*len(buf)), 0
+			case n < len(buf)/4 && len(buf) > minReadBuf:
+				if small++; small >= shrinkAfter {
+					buf, small = make([]byte, len(buf)/2), 0
+				}
+			default:
+				small = 0
+			}
+		}
+		if err != nil {
+			if c.srv.shuttingDown.Load() {
+				return // Shutdown closes every client once all reads stopped
+			}
+			reason := reasonReadError
+			if errors.Is(err, net.ErrClosed) || isEOF(err) {
+				reason = reasonClientClosed
+			}
+			c.close(reason, true)
+			return
+		}
+	}
+}
+
+func isEOF(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// wakeTargets wakes the writer of every client this read queued data for
+// (itself included), once each.
+func (c *client) wakeTargets() {
+	for i, t := range c.flushes {
+		t.out.wake()
+		c.flushes[i] = nil
+	}
+	c.flushes = c.flushes[:0]
+}
+
+// queued records that the read in progress queued data for t.
+func (c *client) queued(t *client) {
+	n := len(c.flushes)
+	if n > 0 && c.flushes[n-1] == t {
+		return
+	}
+	if n <= 32 {
+		for _, f := range c.flushes {
+			if f == t {
+				return
+			}
+		}
+	}
+	// Past 32 targets a repeat costs one extra wake, which is harmless.
+	c.flushes = append(c.flushes, t)
+}
+
+// send queues protocol bytes for this client from its own read loop.
+func (c *client) send(b []byte) {
+	if !c.out.queue(b) {
+		c.slowConsumer()
+		return
+	}
+	c.queued(c)
+}
+
+// sendErr queues -ERR with a protocol error's text.
+func (c *client) sendErr(e *proto.Error) {
+	var buf [128]byte
+	c.send(proto.AppendErr(buf[:0], e.Text))
+}
+
+// protocolError handles an error that stops parsing: the -ERR text goes
+// out, then the connection closes.
+func (c *client) protocolError(err error) {
+	var pe *proto.Error
+	if !errors.As(err, &pe) {
+		c.log.Error("protocol error", "err", err)
+		c.close(reasonProtocol, true)
+		return
+	}
+	c.log.Warn("protocol error", "err", pe.Error())
+	c.sendErr(pe)
+	c.out.wake()
+	reason := reasonProtocol
+	switch pe.Text {
+	case proto.ErrMaxPayload.Text:
+		reason = reasonMaxPayload
+	case proto.ErrAuthorization.Text:
+		reason = reasonAuth
+	}
+	c.close(reason, true)
+}
+
+// slowConsumer cuts the client off: its queue passed MaxPending.
+func (c *client) slowConsumer() {
+	if c.closed.Load() {
+		return
+	}
+	c.srv.stats.slowConsumers.Add(1)
+	c.log.Warn("slow consumer", "pending_bytes", c.out.pending(), "max_pending", c.srv.opts.MaxPending)
+	c.close(reasonSlowConsumer, false)
+}
+
+func (c *client) writeFailed(err error) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		if !c.closed.Load() {
+			c.srv.stats.slowConsumers.Add(1)
+			c.log.Warn("slow consumer", "err", "write deadline exceeded", "write_deadline", c.srv.opts.WriteDeadline)
+		}
+		c.close(reasonSlowWrite, false)
+		return
+	}
+	c.close(reasonWriteError, false)
+}
+
+// close ends the connection once: subscriptions leave the index at once,
+// so nothing more is queued; with flush the writer still sends what is
+// queued (bounded by WriteDeadline), otherwise it is dropped. Safe from
+// any goroutine, and never blocks on the network.
+func (c *client) close(reason string, flush bool) {
+	if !c.closed.CompareAndSwap(false, true) {
+		return
+	}
+	c.timers.Lock()
+	if c.timers.ping != nil {
+		c.timers.ping.Stop()
+	}
+	if c.timers.auth != nil {
+		c.timers.auth.Stop()
+	}
+	c.timers.Unlock()
+
+	c.mu.Lock()
+	c.mu.reason = reason
+	subs := c.mu.subs
+	c.mu.subs = map[string]*subscription{}
+	c.mu.Unlock()
+	for _, sub := range subs {
+		c.srv.unindex(sub)
+	}
+
+	c.out.startClosing(flush)
+	if flush {
+		// Stop the reader; the writer closes the socket when done.
+		_ = c.conn.SetReadDeadline(time.Now())
+	} else {
+		_ = c.conn.Close()
+	}
+	c.srv.removeClient(c)
+	msgs, bytes := c.out.counts()
+	c.log.Info("client closed", "reason", reason,
+		"in_msgs", c.inMsgs.Load(), "out_msgs", msgs, "in_bytes", c.inBytes.Load(), "out_bytes", bytes)
+}
+
+// startTimers arms the auth timeout (if auth is required) and the ping
+// timer.
+func (c *client) startTimers() {
+	o := &c.srv.opts
+	c.timers.Lock()
+	defer c.timers.Unlock()
+	if c.srv.auth.required() {
+		c.timers.auth = time.AfterFunc(o.AuthTimeout, c.authTimeout)
+	}
+	c.timers.ping = time.AfterFunc(o.PingInterval, c.pingTick)
+}
+
+// authTimeout fires when CONNECT did not arrive in time. It runs on a
+// timer goroutine, so it only queues the error and closes.
+func (c *client) authTimeout() {
+	if c.closed.Load() || c.authDone.Load() {
+		return
+	}
+	var buf [64]byte
+	c.out.queue(proto.AppendErr(buf[:0], proto.ErrAuthTimeout.Text))
+	c.log.Warn("authentication timeout", "timeout", c.srv.opts.AuthTimeout)
+	c.close(reasonAuthTimeout, true)
+}
+
+// pingTick pings the client if it has been quiet, and closes it as stale
+// when MaxPingsOut pings went unanswered.
+func (c *client) pingTick() {
+	if c.closed.Load() {
+		return
+	}
+	o := &c.srv.opts
+	if int(c.pingsOut.Load()) >= o.MaxPingsOut {
+		var buf [64]byte
+		c.out.queue(proto.AppendErr(buf[:0], proto.ErrStaleConnection.Text))
+		c.log.Warn("stale connection", "pings_out", c.pingsOut.Load())
+		c.close(reasonStale, true)
+		return
+	}
+	if time.Since(time.Unix(0, c.lastIn.Load())) >= o.PingInterval || c.pingsOut.Load() > 0 {
+		c.pingsOut.Add(1)
+		if !c.out.queue(proto.Ping) {
+			c.slowConsumer()
+			return
+		}
+		c.out.wake()
+	}
+	c.timers.Lock()
+	if c.timers.ping != nil && !c.closed.Load() {
+		c.timers.ping.Reset(o.PingInterval)
+	}
+	c.timers.Unlock()
+}

@@ -1,0 +1,30 @@
+// Package server is Skiff's broker: a server for the NATS client protocol
+// that routes every message through the lock-free subscription trie of
+// package match/cstrie.
+//
+//	s, err := server.New(server.Options{Port: server.RandomPort})
+//	if err != nil { ... }
+//	if err := s.Start(); err != nil { ... }
+//	defer s.Shutdown(context.Background())
+//	nc, _ := nats.Connect(s.ClientURL())
+//
+// # How a message flows
+//
+// Each connection has a read loop and a writer goroutine. The publisher's
+// read loop parses PUB (internal/proto, without copying), looks the subject
+// up in the trie, and copies the message into the outbound queue of every
+// receiving connection (one member per queue group, chosen at random). At
+// the end of each read it wakes the writer of every connection it queued
+// for, once; a writer then sends everything queued in one write. Nobody
+// waits for a slow receiver: a queue that would pass MaxPending cuts that
+// connection off as a slow consumer.
+//
+// # Limits
+//
+// Every resource is bounded by an Options field: payload size, control line,
+// connections, subscriptions per connection, bytes pending per connection,
+// write time, unanswered pings. Past a bound the client gets the reference
+// server's -ERR text and, where the reference server does, is closed.
+//
+// A Server is safe for concurrent use.
+package server

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"encoding/json"
+	"unsafe"
+
+	"github.com/skiffmq/skiff/internal/proto"
+	"github.com/skiffmq/skiff/match"
+	"github.com/skiffmq/skiff/subject"
+)
+
+// The client is the parser's Handler: these methods run on its read loop.
+var _ proto.Handler = (*client)(nil)
+
+// errHeadersNotSupported refuses HPUB from a client that did not ask for
+// headers in CONNECT, as the reference server does.
+var errHeadersNotSupported = &proto.Error{Text: "message headers not supported", Close: true}
+
+// errBadConnect refuses a CONNECT whose JSON does not parse.
+var errBadConnect = &proto.Error{Text: proto.ErrUnknownOp.Text, Close: true, Detail: "CONNECT is not valid JSON"}
+
+// Connect implements proto.Handler.
+func (c *client) Connect(arg []byte) error {
+	var co connectOpts
+	if err := json.Unmarshal(arg, &co); err != nil {
+		return errBadConnect
+	}
+	acct, ok := c.srv.auth.check(&co)
+	if !ok {
+		c.log.Warn("authorization violation", "user", co.User)
+		return proto.ErrAuthorization
+	}
+	if co.Protocol < 0 || co.Protocol > 1 {
+		return proto.ErrInvalidProtocol
+	}
+	if co.NoResponders && !co.Headers {
+		return proto.ErrNoRespNeedHeaders
+	}
+	c.connected = true
+	c.authDone.Store(true)
+	c.verbose, c.pedantic = co.Verbose, co.Pedantic
+	c.echo = co.Echo == nil || *co.Echo
+	c.noResp = co.NoResponders
+	c.headers.Store(co.Headers)
+	c.acct.Store(acct)
+	c.mu.Lock()
+	c.mu.name, c.mu.lang, c.mu.version = co.Name, co.Lang, co.Version
+	if acct != nil {
+		c.mu.user = acct.name
+	}
+	c.mu.Unlock()
+	c.log.Info("client connected", "name", co.Name, "lang", co.Lang, "version", co.Version, "user", co.User)
+	c.ok()
+	return nil
+}
+
+// mustConnect refuses operations before CONNECT when auth is required.
+func (c *client) mustConnect() error {
+	if !c.connected && c.srv.auth.required() {
+		return proto.ErrAuthorization
+	}
+	return nil
+}
+
+// ok sends +OK in verbose mode.
+func (c *client) ok() {
+	if c.verbose {
+		c.send(proto.OK)
+	}
+}
+
+// Pub implements proto.Handler.
+func (c *client) Pub(subj, reply []byte, hdr int, msg []byte) error {
+	if err := c.mustConnect(); err != nil {
+		return err
+	}
+	if hdr >= 0 && !c.headers.Load() {
+		return errHeadersNotSupported
+	}
+	c.inMsgs.Add(1)
+	c.inBytes.Add(int64(len(msg)))
+	s := unsafe.String(unsafe.SliceData(subj), len(subj)) // read-only view for this call
+	if c.pedantic && subject.ValidateLiteral(s) != nil {
+		c.sendErr(proto.ErrInvalidPubSubject)
+		return nil
+	}
+	if a := c.acct.Load(); a != nil && a.perms != nil && !c.canPublish(a, s) {
+		c.sendErr(proto.PermissionsPublish(subj))
+		c.log.Warn("publish permission violation", "subject", s)
+		return nil
+	}
+	c.ok() // before the deliveries, as the reference server does
+	c.srv.route(c, s, subj, reply, hdr, msg)
+	return nil
+}
+
+// canPublish answers from a small per-client cache of recent subjects,
+// since permission lists are scanned pattern by pattern.
+func (c *client) canPublish(a *account, s string) bool {
+	if ok, hit := c.pubOK[s]; hit {
+		return ok
+	}
+	ok := a.perms.canPublish(s)
+	if len(c.pubOK) >= 128 || c.pubOK == nil {
+		c.pubOK = make(map[string]bool, 128)
+	}
+	c.pubOK[string([]byte(s))] = ok
+	return ok
+}
+
+// Sub implements proto.Handler.
+func (c *client) Sub(subj, queue, sid []byte) error {
+	if err := c.mustConnect(); err != nil {
+		return err
+	}
+	pattern, q := string(subj), string(queue)
+	if _, err := match.ParsePattern(pattern, q); err != nil {
+		c.sendErr(proto.ErrInvalidSubject)
+		return nil
+	}
+	if a := c.acct.Load(); a != nil && a.perms != nil && !a.perms.canSubscribe(pattern) {
+		c.sendErr(proto.PermissionsSubscribe(subj))
+		c.log.Warn("subscribe permission violation", "subject", pattern)
+		return nil
+	}
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		return nil
+	}
+	if _, dup := c.mu.subs[string(sid)]; dup {
+		c.mu.Unlock()
+		c.ok()
+		return nil
+	}
+	if len(c.mu.subs) >= c.srv.opts.MaxSubscriptions {
+		c.mu.Unlock()
+		c.sendErr(proto.ErrMaxSubscriptions)
+		c.log.Warn("maximum subscriptions exceeded", "max_subscriptions", c.srv.opts.MaxSubscriptions)
+		return nil
+	}
+	sub := &subscription{client: c, subject: pattern, queue: q, sid: append([]byte(nil), sid...)}
+	c.mu.subs[string(sub.sid)] = sub
+	// Indexed under c.mu, so that close, which takes the map under c.mu,
+	// either sees this subscription or makes us see closed above.
+	c.srv.index(sub)
+	c.mu.Unlock()
+	c.ok()
+	return nil
+}
+
+// Unsub implements proto.Handler.
+func (c *client) Unsub(sid []byte, max int64) error {
+	if err := c.mustConnect(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	sub := c.mu.subs[string(sid)]
+	switch {
+	case sub == nil:
+	case max > 0 && sub.delivered.Load() < max:
+		sub.max.Store(max)
+	default:
+		delete(c.mu.subs, string(sid))
+		c.srv.unindex(sub)
+	}
+	c.mu.Unlock()
+	c.ok()
+	return nil
+}
+
+// Ping implements proto.Handler.
+func (c *client) Ping() error {
+	if err := c.mustConnect(); err != nil {
+		return err
+	}
+	c.send(proto.Pong)
+	return nil
+}
+
+// Pong implements proto.Handler.
+func (c *client) Pong() error {
+	c.pingsOut.Store(0)
+	return nil
+}
+
+// removeSub drops a subscription that reached its delivery maximum. Any
+// goroutine may call it.
+func (c *client) removeSub(sub *subscription) {
+	c.mu.Lock()
+	if c.mu.subs[string(sub.sid)] == sub {
+		delete(c.mu.subs, string(sub.sid))
+		c.srv.unindex(sub)
+	}
+	c.mu.Unlock()
+}

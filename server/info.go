@@ -1,0 +1,101 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"runtime"
+)
+
+// Version is the protocol-level version Skiff reports in INFO: a 2.10+
+// style string, because clients switch features on by it (nats.js turns on
+// the newer JetStream API from 2.9.0 and multiple filters from 2.10.0).
+// Skiff's own version is reported separately as skiff_version.
+const Version = "2.11.0-skiff"
+
+// SkiffVersion is Skiff's own release version.
+var SkiffVersion = "0.1.0"
+
+// info is the INFO a server sends on accept. Field names are the
+// reference server's.
+type info struct {
+	ServerID     string `json:"server_id"`
+	ServerName   string `json:"server_name"`
+	Version      string `json:"version"`
+	SkiffVersion string `json:"skiff_version"`
+	Proto        int    `json:"proto"`
+	Go           string `json:"go"`
+	Host         string `json:"host"`
+	Port         int    `json:"port"`
+	Headers      bool   `json:"headers"`
+	MaxPayload   int    `json:"max_payload"`
+	ClientID     uint64 `json:"client_id,omitempty"`
+	ClientIP     string `json:"client_ip,omitempty"`
+	AuthRequired bool   `json:"auth_required,omitempty"`
+	TLSRequired  bool   `json:"tls_required,omitempty"`
+	TLSAvailable bool   `json:"tls_available,omitempty"`
+	JetStream    bool   `json:"jetstream,omitempty"`
+}
+
+// connectOpts is a client's CONNECT. Field names are the protocol's.
+type connectOpts struct {
+	Verbose      bool   `json:"verbose"`
+	Pedantic     bool   `json:"pedantic"`
+	TLSRequired  bool   `json:"tls_required"`
+	AuthToken    string `json:"auth_token"`
+	User         string `json:"user"`
+	Pass         string `json:"pass"`
+	Name         string `json:"name"`
+	Lang         string `json:"lang"`
+	Version      string `json:"version"`
+	Protocol     int    `json:"protocol"`
+	Echo         *bool  `json:"echo"`
+	Headers      bool   `json:"headers"`
+	NoResponders bool   `json:"no_responders"`
+}
+
+// appendInfo appends INFO with the given client fields.
+func (s *Server) appendInfo(dst []byte, cid uint64, ip string) []byte {
+	in := s.info
+	in.ClientID, in.ClientIP = cid, ip
+	b, err := json.Marshal(in)
+	if err != nil {
+		panic("server: INFO does not marshal: " + err.Error()) // a broken invariant: the struct is fixed
+	}
+	dst = append(dst, "INFO "...)
+	dst = append(dst, b...)
+	return append(dst, "\r\n"...)
+}
+
+func (s *Server) buildInfo(port int) info {
+	return info{
+		ServerID:     s.id,
+		ServerName:   s.name,
+		Version:      Version,
+		SkiffVersion: SkiffVersion,
+		Proto:        1,
+		Go:           runtime.Version(),
+		Host:         s.opts.Host,
+		Port:         port,
+		Headers:      true,
+		MaxPayload:   s.opts.MaxPayload,
+		AuthRequired: s.auth.required(),
+		TLSRequired:  s.opts.TLSRequired,
+		TLSAvailable: s.opts.TLS != nil,
+	}
+}
+
+// newServerID returns a 56-character upper-case base32 ID beginning with
+// N, the shape of a NATS server's public key, which tools display.
+func newServerID() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	var b [55]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("server: no randomness: " + err.Error())
+	}
+	id := make([]byte, 56)
+	id[0] = 'N'
+	for i, v := range b {
+		id[i+1] = alphabet[v%32]
+	}
+	return string(id)
+}

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults of the Options, as in the reference server where it has one.
+const (
+	DefaultHost             = "127.0.0.1"
+	DefaultPort             = 4222
+	DefaultHTTPPort         = 8222 // what `skiff serve` uses; Options' zero value turns monitoring off
+	DefaultMaxPayload       = 1 << 20
+	DefaultMaxControlLine   = 4096
+	DefaultMaxConnections   = 64 * 1024
+	DefaultMaxSubscriptions = 1 << 20 // per connection
+	DefaultMaxPending       = 64 << 20
+	DefaultWriteDeadline    = 10 * time.Second
+	DefaultPingInterval     = 2 * time.Minute
+	DefaultMaxPingsOut      = 2
+	DefaultAuthTimeout      = 2 * time.Second
+	DefaultShutdownTimeout  = 10 * time.Second
+
+	// MaxPayloadCap is the largest MaxPayload a server accepts.
+	MaxPayloadCap = 64 << 20
+	// RandomPort asks for an ephemeral port (tests bind 127.0.0.1 this way).
+	RandomPort = -1
+)
+
+// ErrInvalidOptions wraps every error New returns for bad Options.
+var ErrInvalidOptions = errors.New("server: invalid options")
+
+// Options configure a Server. The zero value of every field means its
+// default; DefaultOptions returns them filled in.
+type Options struct {
+	// Host is the address clients connect to (default 127.0.0.1).
+	Host string
+	// Port is the client port (default 4222; RandomPort for an ephemeral one).
+	Port int
+	// ServerName is reported in INFO (default: the server ID).
+	ServerName string
+
+	// HTTPHost and HTTPPort serve monitoring (/healthz, /varz, /connz,
+	// /subsz, /metrics). HTTPPort 0 turns monitoring off; RandomPort picks
+	// an ephemeral port. HTTPHost defaults to Host.
+	HTTPHost string
+	HTTPPort int
+
+	// Token, if set, is the single token clients must present.
+	Token string
+	// Username and Password, if set, are a single user with no permission
+	// limits. Users adds more; a password may be a bcrypt hash ("$2a$...").
+	Username string
+	Password string
+	Users    []User
+	// AuthTimeout bounds the wait for CONNECT when auth is required
+	// (default 2s).
+	AuthTimeout time.Duration
+
+	// TLS, if set, makes the server offer TLS; TLSRequired refuses
+	// clients that do not upgrade.
+	TLS         *tls.Config
+	TLSRequired bool
+
+	// MaxPayload bounds a message, headers included (default 1 MiB, at most
+	// MaxPayloadCap). Past it: -ERR 'Maximum Payload Violation' and close.
+	MaxPayload int
+	// MaxControlLine bounds a protocol line (default 4 KiB).
+	MaxControlLine int
+	// MaxConnections bounds concurrent client connections (default 64Ki).
+	MaxConnections int
+	// MaxSubscriptions bounds the subscriptions of one connection (default
+	// 1Mi).
+	MaxSubscriptions int
+	// MaxPending bounds the bytes queued for one connection, including
+	// those being written; past it the client is cut off as a slow
+	// consumer (default 64 MiB).
+	MaxPending int
+	// WriteDeadline bounds one write to a client; a client that cannot
+	// take its data in that time is a slow consumer (default 10s).
+	WriteDeadline time.Duration
+	// PingInterval is how often the server pings an idle client, and
+	// MaxPingsOut how many unanswered pings make it stale (defaults 2m, 2).
+	PingInterval time.Duration
+	MaxPingsOut  int
+	// ShutdownTimeout bounds Shutdown when its context has no deadline
+	// (default 10s).
+	ShutdownTimeout time.Duration
+
+	// Logger receives structured logs (default: discard).
+	Logger *slog.Logger
+}
+
+// User is one account: a name, a password (plain or bcrypt), and optional
+// permissions.
+type User struct {
+	Name        string
+	Password    string
+	Permissions *Permissions
+}
+
+// Permissions limit the subjects a user may publish to and subscribe to.
+// Empty Allow means everything not denied; Deny always wins.
+type Permissions struct {
+	Publish   SubjectPermission
+	Subscribe SubjectPermission
+}
+
+// SubjectPermission is an allow list and a deny list of patterns.
+type SubjectPermission struct {
+	Allow []string
+	Deny  []string
+}
+
+// DefaultOptions returns the defaults, with monitoring on DefaultHTTPPort.
+func DefaultOptions() Options {
+	o := Options{HTTPPort: DefaultHTTPPort}
+	o.setDefaults()
+	return o
+}
+
+func (o *Options) setDefaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if o.Host == "" {
+		o.Host = DefaultHost
+	}
+	def(&o.Port, DefaultPort)
+	if o.HTTPHost == "" {
+		o.HTTPHost = o.Host
+	}
+	def(&o.MaxPayload, DefaultMaxPayload)
+	def(&o.MaxControlLine, DefaultMaxControlLine)
+	def(&o.MaxConnections, DefaultMaxConnections)
+	def(&o.MaxSubscriptions, DefaultMaxSubscriptions)
+	def(&o.MaxPending, DefaultMaxPending)
+	def(&o.MaxPingsOut, DefaultMaxPingsOut)
+	defDur(&o.WriteDeadline, DefaultWriteDeadline)
+	defDur(&o.PingInterval, DefaultPingInterval)
+	defDur(&o.AuthTimeout, DefaultAuthTimeout)
+	defDur(&o.ShutdownTimeout, DefaultShutdownTimeout)
+}
+
+// validate checks Options after defaults are set.
+func (o *Options) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case o.Port < RandomPort || o.Port > 65535:
+		return bad("port %d", o.Port)
+	case o.HTTPPort < RandomPort || o.HTTPPort > 65535:
+		return bad("http_port %d", o.HTTPPort)
+	case o.MaxPayload < 0 || o.MaxPayload > MaxPayloadCap:
+		return bad("max_payload %d: must be at most %d", o.MaxPayload, MaxPayloadCap)
+	case o.MaxControlLine < 32:
+		return bad("max_control_line %d: must be at least 32", o.MaxControlLine)
+	case o.MaxPending < o.MaxPayload:
+		return bad("max_pending %d is below max_payload %d", o.MaxPending, o.MaxPayload)
+	case o.MaxConnections < 0, o.MaxSubscriptions < 0, o.MaxPingsOut < 0:
+		return bad("negative limit")
+	case o.WriteDeadline < 0, o.PingInterval < 0, o.AuthTimeout < 0, o.ShutdownTimeout < 0:
+		return bad("negative duration")
+	case o.Token != "" && (o.Username != "" || len(o.Users) > 0):
+		return bad("token and users cannot both be set")
+	case o.TLSRequired && o.TLS == nil:
+		return bad("tls required without a TLS configuration")
+	}
+	seen := map[string]bool{o.Username: o.Username != ""}
+	for _, u := range o.Users {
+		if u.Name == "" {
+			return bad("a user without a name")
+		}
+		if seen[u.Name] {
+			return bad("user %q defined twice", u.Name)
+		}
+		seen[u.Name] = true
+		if u.Permissions != nil {
+			if err := u.Permissions.validate(); err != nil {
+				return bad("user %q: %v", u.Name, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"sync"
+	"time"
+
+	"github.com/skiffmq/skiff/internal/proto"
+)
+
+// outbound is a client's queue of bytes to send. Any goroutine appends to
+// it (publishers delivering messages, the client's own read loop answering
+// PING); one writer goroutine per client (writeLoop) takes everything
+// queued at once and writes it in one call, so that a burst of small
+// messages becomes one large write.
+//
+// Its size is bounded: the bytes queued plus the bytes being written may
+// not exceed MaxPending. An append that would pass the bound fails, and
+// the caller cuts the client off as a slow consumer; nobody ever waits for
+// a slow client, so a publisher is never blocked behind one.
+type outbound struct {
+	mu struct {
+		sync.Mutex
+		buf      []byte // queued, not yet taken by the writer
+		inflight int    // bytes the writer is writing now
+		closing  bool   // no more appends; the writer writes what is queued, then closes
+		outMsgs  int64  // messages queued for this client, ever
+		outBytes int64  // payload bytes of those messages
+	}
+	max  int
+	kick chan struct{} // capacity 1: wakes the writer; a send never blocks
+}
+
+// retainOut is the largest buffer the writer keeps between bursts; a
+// bigger one, grown for a burst, is dropped so that idle clients hold
+// little memory.
+const retainOut = 1 << 20
+
+func (o *outbound) init(max int) {
+	o.max = max
+	o.kick = make(chan struct{}, 1)
+}
+
+// wake signals the writer without blocking.
+func (o *outbound) wake() {
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// queueMsg appends a MSG or HMSG. It returns false if that would pass the
+// bound (the caller cuts the client off) and true, without queueing, if
+// the client is closing.
+func (o *outbound) queueMsg(subject, sid, reply []byte, hdr int, msg []byte) bool {
+	n := proto.MsgSize(subject, sid, reply, hdr, msg)
+	o.mu.Lock()
+	if o.mu.closing {
+		o.mu.Unlock()
+		return true
+	}
+	if len(o.mu.buf)+o.mu.inflight+n > o.max {
+		o.mu.Unlock()
+		return false
+	}
+	o.mu.buf = proto.AppendMsg(o.mu.buf, subject, sid, reply, hdr, msg)
+	o.mu.outMsgs++
+	o.mu.outBytes += int64(len(msg))
+	o.mu.Unlock()
+	return true
+}
+
+// queue appends protocol bytes (INFO, PONG, +OK, -ERR). Like queueMsg it
+// returns false past the bound.
+func (o *outbound) queue(b []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.mu.closing {
+		return true
+	}
+	if len(o.mu.buf)+o.mu.inflight+len(b) > o.max {
+		return false
+	}
+	o.mu.buf = append(o.mu.buf, b...)
+	return true
+}
+
+// pending returns the bytes queued and being written.
+func (o *outbound) pending() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.mu.buf) + o.mu.inflight
+}
+
+// counts returns the messages and payload bytes queued for the client.
+func (o *outbound) counts() (msgs, bytes int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.mu.outMsgs, o.mu.outBytes
+}
+
+// startClosing stops appends. With flush, what is queued is still written;
+// without, it is dropped.
+func (o *outbound) startClosing(flush bool) {
+	o.mu.Lock()
+	o.mu.closing = true
+	if !flush {
+		o.mu.buf = nil
+	}
+	o.mu.Unlock()
+	o.wake()
+}
+
+// writeLoop is the client's writer goroutine. It exits when the client is
+// closing and everything queued has been written, or on a write error.
+func (c *client) writeLoop() {
+	defer c.srv.wg.Done()
+	defer close(c.writeDone)
+	o := &c.out
+	var spare []byte
+	for range o.kick {
+		for {
+			o.mu.Lock()
+			buf, closing := o.mu.buf, o.mu.closing
+			o.mu.buf = spare[:0]
+			o.mu.inflight = len(buf)
+			o.mu.Unlock()
+			if len(buf) == 0 {
+				if closing {
+					_ = c.conn.Close()
+					return
+				}
+				break
+			}
+			_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteDeadline))
+			_, err := c.conn.Write(buf)
+			o.mu.Lock()
+			o.mu.inflight = 0
+			o.mu.Unlock()
+			if err != nil {
+				c.writeFailed(err)
+				return
+			}
+			spare = buf
+			if cap(spare) > retainOut {
+				spare = nil
+			}
+		}
+	}
+}

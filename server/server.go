@@ -1,0 +1,379 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiffmq/skiff/internal/proto"
+	"github.com/skiffmq/skiff/match/cstrie"
+)
+
+// ErrServerClosed is returned by Start on a server that was shut down.
+var ErrServerClosed = errors.New("server: closed")
+
+// Server is a NATS-protocol broker. Create one with New, run it with
+// Start, stop it with Shutdown. Its methods are safe for concurrent use.
+type Server struct {
+	opts  Options
+	id    string
+	name  string
+	info  info
+	auth  *authenticator
+	log   *slog.Logger
+	subs  *cstrie.Trie[*subscription]
+	start time.Time
+
+	ln      net.Listener
+	httpLn  net.Listener
+	httpSrv *http.Server
+
+	nextCID      atomic.Uint64
+	shuttingDown atomic.Bool
+	wg           sync.WaitGroup // every client goroutine and the accept loop
+
+	mu struct {
+		sync.Mutex
+		clients map[uint64]*client
+		started bool
+		closed  bool
+	}
+	stats stats
+}
+
+// stats are the server-wide counters not kept per client. Each sits on its
+// own cache line: they are written from many goroutines.
+type stats struct {
+	totalConns    paddedInt
+	slowConsumers paddedInt
+	// Totals of clients that have closed; live clients keep their own.
+	closedInMsgs, closedInBytes, closedOutMsgs, closedOutBytes paddedInt
+	subInserts, subRemoves                                     paddedInt
+}
+
+type paddedInt struct {
+	atomic.Int64
+	_ [56]byte
+}
+
+// New validates opts and returns a server ready to Start.
+func New(opts Options) (*Server, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:  opts,
+		id:    newServerID(),
+		auth:  newAuthenticator(&opts),
+		log:   opts.Logger,
+		subs:  cstrie.New[*subscription](),
+		start: time.Now(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.name = opts.ServerName
+	if s.name == "" {
+		s.name = s.id
+	}
+	s.mu.clients = map[uint64]*client{}
+	return s, nil
+}
+
+// Start listens on the client (and monitoring) ports and serves in the
+// background. It returns once the listeners are open.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrServerClosed
+	}
+	if s.mu.started {
+		return errors.New("server: already started")
+	}
+	ln, err := net.Listen("tcp", hostPort(s.opts.Host, s.opts.Port))
+	if err != nil {
+		return fmt.Errorf("server: listen: %w", err)
+	}
+	s.ln = ln
+	s.info = s.buildInfo(ln.Addr().(*net.TCPAddr).Port)
+	if s.opts.HTTPPort != 0 {
+		if err := s.startMonitoring(); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
+	s.mu.started = true
+	s.wg.Add(1)
+	go s.acceptLoop()
+	s.log.Info("listening", "addr", ln.Addr().String(), "server_id", s.id, "version", Version, "skiff_version", SkiffVersion)
+	return nil
+}
+
+func hostPort(host string, port int) string {
+	if port == RandomPort {
+		port = 0
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// Addr returns the client listener's address, or nil before Start.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// ClientURL returns nats://host:port for the client listener.
+func (s *Server) ClientURL() string { return "nats://" + s.Addr().String() }
+
+// MonitorAddr returns the monitoring listener's address, or nil.
+func (s *Server) MonitorAddr() net.Addr {
+	if s.httpLn == nil {
+		return nil
+	}
+	return s.httpLn.Addr()
+}
+
+// ID returns the server ID reported in INFO.
+func (s *Server) ID() string { return s.id }
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			if s.shuttingDown.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.log.Error("accept", "err", err)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		s.wg.Add(1)
+		go s.serve(conn)
+	}
+}
+
+// serve runs one connection: INFO, optional TLS, then the read loop on
+// this goroutine and the writer on another.
+func (s *Server) serve(conn net.Conn) {
+	defer s.wg.Done()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	c := s.newClient(conn, s.nextCID.Add(1))
+	if !s.addClient(c) {
+		var buf [512]byte
+		b := s.appendInfo(buf[:0], c.cid, c.ip)
+		b = proto.AppendErr(b, proto.ErrMaxConnections.Text)
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = conn.Write(b)
+		_ = conn.Close()
+		s.log.Warn("maximum connections exceeded", "addr", conn.RemoteAddr().String(), "max_connections", s.opts.MaxConnections)
+		return
+	}
+	s.stats.totalConns.Add(1)
+	c.log.Debug("client accepted")
+	c.out.queue(s.appendInfo(nil, c.cid, c.ip))
+	if s.opts.TLS != nil {
+		if !c.upgradeTLS() {
+			close(c.readDone)
+			close(c.writeDone)
+			return
+		}
+	}
+	s.wg.Add(1)
+	go c.writeLoop()
+	c.out.wake()
+	c.startTimers()
+	c.readLoop()
+}
+
+// upgradeTLS sends INFO in the clear and performs the TLS handshake the
+// client starts on seeing it. If TLS is optional, a client whose first
+// byte is not a TLS handshake stays in the clear.
+func (c *client) upgradeTLS() bool {
+	s := c.srv
+	raw := c.conn
+	_ = raw.SetDeadline(time.Now().Add(s.opts.AuthTimeout))
+	c.out.mu.Lock()
+	infoBytes := c.out.mu.buf
+	c.out.mu.buf = nil
+	c.out.mu.Unlock()
+	if _, err := raw.Write(infoBytes); err != nil {
+		c.close(reasonTLS, false)
+		return false
+	}
+	br := bufio.NewReaderSize(raw, 1)
+	first, err := br.Peek(1)
+	if err != nil {
+		c.close(reasonTLS, false)
+		return false
+	}
+	if first[0] != 0x16 { // not a TLS handshake record
+		if s.opts.TLSRequired {
+			_, _ = raw.Write(proto.AppendErr(nil, proto.ErrTLSRequired.Text))
+			c.log.Warn("client did not start TLS")
+			c.close(reasonTLS, false)
+			return false
+		}
+		_ = raw.SetDeadline(time.Time{})
+		c.conn = &peekedConn{Conn: raw, r: br}
+		return true
+	}
+	tc := tls.Server(&peekedConn{Conn: raw, r: br}, s.opts.TLS)
+	if err := tc.Handshake(); err != nil {
+		c.log.Warn("TLS handshake", "err", err)
+		c.close(reasonTLS, false)
+		return false
+	}
+	_ = raw.SetDeadline(time.Time{})
+	c.conn = tc
+	return true
+}
+
+// peekedConn replays the byte peeked to detect TLS.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (p *peekedConn) Read(b []byte) (int, error) {
+	if p.r.Buffered() > 0 {
+		return p.r.Read(b)
+	}
+	return p.Conn.Read(b)
+}
+
+func (s *Server) addClient(c *client) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed || len(s.mu.clients) >= s.opts.MaxConnections {
+		return false
+	}
+	s.mu.clients[c.cid] = c
+	return true
+}
+
+func (s *Server) removeClient(c *client) {
+	s.mu.Lock()
+	delete(s.mu.clients, c.cid)
+	s.mu.Unlock()
+	msgs, bytes := c.out.counts()
+	s.stats.closedInMsgs.Add(c.inMsgs.Load())
+	s.stats.closedInBytes.Add(c.inBytes.Load())
+	s.stats.closedOutMsgs.Add(msgs)
+	s.stats.closedOutBytes.Add(bytes)
+}
+
+// clients returns a snapshot of the live clients.
+func (s *Server) clients() []*client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*client, 0, len(s.mu.clients))
+	for _, c := range s.mu.clients {
+		out = append(out, c)
+	}
+	return out
+}
+
+// NumClients returns the number of live client connections.
+func (s *Server) NumClients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.clients)
+}
+
+// NumSubscriptions returns the number of subscriptions in the index.
+func (s *Server) NumSubscriptions() int { return s.subs.Count() }
+
+func (s *Server) index(sub *subscription) {
+	if err := s.subs.Subscribe(sub.subject, sub.queue, sub); err != nil {
+		panic("server: indexing a validated subscription: " + err.Error()) // validated in Sub
+	}
+	s.stats.subInserts.Add(1)
+}
+
+func (s *Server) unindex(sub *subscription) {
+	if s.subs.Unsubscribe(sub.subject, sub.queue, sub) == nil {
+		s.stats.subRemoves.Add(1)
+	}
+}
+
+// Shutdown stops the server gracefully: it stops accepting, stops reading
+// from every client, lets every message already read be delivered, flushes
+// every client's queue, and closes. It returns when every connection is
+// closed, or when ctx (or ShutdownTimeout, if ctx has no deadline) expires,
+// after closing what is left by force.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	started := s.mu.started
+	s.mu.Unlock()
+	if !started {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.ShutdownTimeout)
+		defer cancel()
+	}
+	s.shuttingDown.Store(true)
+	_ = s.ln.Close()
+	if s.httpSrv != nil {
+		_ = s.httpSrv.Close()
+	}
+	s.log.Info("shutting down", "clients", s.NumClients())
+
+	// Stop every reader first, so that all messages already read are
+	// routed before any client starts closing.
+	clients := s.clients()
+	for _, c := range clients {
+		_ = c.conn.SetReadDeadline(time.Now())
+	}
+	for _, c := range clients {
+		select {
+		case <-c.readDone:
+		case <-ctx.Done():
+		}
+	}
+	for _, c := range clients {
+		c.close(reasonServerShutdown, true)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.log.Info("shut down")
+		return nil
+	case <-ctx.Done():
+		for _, c := range clients {
+			_ = c.conn.Close()
+		}
+		<-done
+		s.log.Warn("shut down by force: some clients did not take their data in time")
+		return ctx.Err()
+	}
+}
