@@ -13,6 +13,10 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/skiff
 
+## run: build and start the broker on embedded defaults (127.0.0.1:4222, monitoring on 8222)
+run: build
+	./$(BIN) serve
+
 ## test: go vet, then every test under the race detector
 test: vet race
 

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -116,17 +118,22 @@ func (c *client) writeLoop() {
 	defer c.srv.wg.Done()
 	defer close(c.writeDone)
 	o := &c.out
-	var spare []byte
+	var spare []byte // the buffer last written, reused as the next queue
 	for range o.kick {
 		for {
 			o.mu.Lock()
 			buf, closing := o.mu.buf, o.mu.closing
-			o.mu.buf = spare[:0]
+			// Hand the spare to the queue and keep nothing of it here, so
+			// that the queue and the buffer being written never share an
+			// array.
+			o.mu.buf, spare = spare[:0], nil
 			o.mu.inflight = len(buf)
 			o.mu.Unlock()
 			if len(buf) == 0 {
+				spare = buf
 				if closing {
-					_ = c.conn.Close()
+					<-c.readDone // the reader stops first (close set its deadline)
+					lingerClose(c.conn)
 					return
 				}
 				break
@@ -140,10 +147,27 @@ func (c *client) writeLoop() {
 				c.writeFailed(err)
 				return
 			}
-			spare = buf
-			if cap(spare) > retainOut {
-				spare = nil
+			if cap(buf) <= retainOut {
+				spare = buf
 			}
 		}
 	}
+}
+
+// lingerTime bounds how long a closing connection waits for the client to
+// close its side.
+const lingerTime = time.Second
+
+// lingerClose closes a connection without losing the last bytes sent: a
+// socket closed while the client's bytes are still unread is reset, and a
+// reset can destroy the -ERR the client has not read yet. So the write
+// side is closed first, what the client still sends is read and dropped
+// until it closes too (or lingerTime passes), and then the socket closes.
+func lingerClose(conn net.Conn) {
+	type closeWriter interface{ CloseWrite() error }
+	if cw, ok := conn.(closeWriter); ok && cw.CloseWrite() == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(lingerTime))
+		_, _ = io.Copy(io.Discard, io.LimitReader(conn, 1<<20))
+	}
+	_ = conn.Close()
 }

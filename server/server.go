@@ -183,7 +183,7 @@ func (s *Server) serve(conn net.Conn) {
 		b = proto.AppendErr(b, proto.ErrMaxConnections.Text)
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = conn.Write(b)
-		_ = conn.Close()
+		lingerClose(conn)
 		s.log.Warn("maximum connections exceeded", "addr", conn.RemoteAddr().String(), "max_connections", s.opts.MaxConnections)
 		return
 	}

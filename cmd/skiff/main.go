@@ -1,6 +1,6 @@
 // Command skiff is the Skiff message broker and its benchmark harness.
 //
-//	skiff serve [flags]        run the broker (see skiff serve -h)
+//	skiff serve [flags]        run the broker (see skiff serve -h and docs/config.md)
 //	skiff bench match [flags]  run the topic-matching benchmarks and write the report
 //	skiff version              print the version
 //
@@ -24,6 +24,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "serve":
+		return serveCmd(args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(args[1:], stdout, stderr)
 	case "version", "-v", "--version":
@@ -42,6 +44,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `Usage: skiff <command> [flags]
 
 Commands:
+  serve     run the broker (skiff serve -h for its flags)
   bench     benchmarks (bench match)
   version   print the version
 `)

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// serveFlags are the flags of `skiff serve`, named as nats-server's.
+type serveFlags struct {
+	addr, config, user, pass, token, name string
+	port, httpPort                        int
+	debug, trace                          bool
+}
+
+// serveCmd runs the broker until SIGINT or SIGTERM, then shuts it down
+// gracefully.
+func serveCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("skiff serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	for _, n := range []string{"a", "addr", "net"} {
+		fs.StringVar(&f.addr, n, server.DefaultHost, "client listen address")
+	}
+	for _, n := range []string{"p", "port"} {
+		fs.IntVar(&f.port, n, server.DefaultPort, "client port (-1 for a random one)")
+	}
+	for _, n := range []string{"m", "http_port"} {
+		fs.IntVar(&f.httpPort, n, server.DefaultHTTPPort, "monitoring port (0 = off)")
+	}
+	for _, n := range []string{"c", "config"} {
+		fs.StringVar(&f.config, n, "", "configuration file (see docs/config.md)")
+	}
+	for _, n := range []string{"n", "name", "server_name"} {
+		fs.StringVar(&f.name, n, "", "server name (default: the server ID)")
+	}
+	fs.StringVar(&f.user, "user", "", "username required of clients")
+	fs.StringVar(&f.pass, "pass", "", "password required of clients")
+	fs.StringVar(&f.token, "auth", "", "token required of clients")
+	for _, n := range []string{"D", "debug"} {
+		fs.BoolVar(&f.debug, n, false, "debug logging")
+	}
+	for _, n := range []string{"V", "trace"} {
+		fs.BoolVar(&f.trace, n, false, "protocol trace logging")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+
+	opts := server.DefaultOptions()
+	if f.config != "" {
+		if err := loadConfig(f.config, &opts); err != nil {
+			fmt.Fprintln(stderr, "skiff serve:", err)
+			return 1
+		}
+	}
+	// Flags given on the command line win over the file, as in nats-server.
+	if set["a"] || set["addr"] || set["net"] {
+		opts.Host = f.addr
+	}
+	if set["p"] || set["port"] {
+		opts.Port = f.port
+	}
+	if set["m"] || set["http_port"] {
+		opts.HTTPPort = f.httpPort
+	}
+	if set["n"] || set["name"] || set["server_name"] {
+		opts.ServerName = f.name
+	}
+	if f.user != "" {
+		opts.Username, opts.Password = f.user, f.pass
+	}
+	if f.token != "" {
+		opts.Token = f.token
+	}
+	level := slog.LevelInfo
+	switch {
+	case f.trace:
+		level = slog.LevelDebug - 4
+	case f.debug:
+		level = slog.LevelDebug
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	s, err := server.New(opts)
+	if err != nil {
+		fmt.Fprintln(stderr, "skiff serve:", err)
+		return 1
+	}
+	if err := s.Start(); err != nil {
+		fmt.Fprintln(stderr, "skiff serve:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "skiff %s listening on %s", version, s.ClientURL())
+	if a := s.MonitorAddr(); a != nil {
+		fmt.Fprintf(stdout, ", monitoring on http://%s", a)
+	}
+	fmt.Fprintln(stdout)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	signal.Stop(sig)
+	if err := s.Shutdown(context.Background()); err != nil {
+		fmt.Fprintln(stderr, "skiff serve: shutdown:", err)
+	}
+	return 0
+}
