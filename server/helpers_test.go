@@ -120,3 +120,11 @@ func (r *rawConn) ExpectNothing(d time.Duration) {
 	require.True(r.t, errors.As(err, &ne) && ne.Timeout(), "expected a timeout, got %v", err)
 	r.br = bufio.NewReader(r.conn)
 }
+
+// As returns the connection reporting failures to t, for use inside a fuzz
+// function or a subtest.
+func (r *rawConn) As(t testing.TB) *rawConn {
+	c := *r
+	c.t = t
+	return &c
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/conf"
+	"github.com/skiffmq/skiff/server"
+)
+
+func TestExampleConfig(t *testing.T) {
+	m, err := conf.ParseFile("../../docs/skiff.conf")
+	require.NoError(t, err)
+	opts := server.DefaultOptions()
+	var warnings []string
+	require.NoError(t, applyConfig(m, &opts, func(f string, a ...any) { warnings = append(warnings, f) }))
+	require.Empty(t, warnings)
+	require.Equal(t, "127.0.0.1", opts.Host)
+	require.Equal(t, 4222, opts.Port)
+	require.Equal(t, 8222, opts.HTTPPort)
+	require.Equal(t, "skiff-example", opts.ServerName)
+	require.Equal(t, 1<<20, opts.MaxPayload)
+	require.Equal(t, 4096, opts.MaxControlLine)
+	require.Equal(t, 10000, opts.MaxConnections)
+	require.Equal(t, 100000, opts.MaxSubscriptions)
+	require.Equal(t, 64<<20, opts.MaxPending)
+	require.Equal(t, 10*time.Second, opts.WriteDeadline)
+	require.Equal(t, 2*time.Minute, opts.PingInterval)
+	require.Equal(t, 2, opts.MaxPingsOut)
+	require.Equal(t, 2*time.Second, opts.AuthTimeout)
+	require.Len(t, opts.Users, 2)
+	alice := opts.Users[0]
+	require.Equal(t, "alice", alice.Name)
+	require.Equal(t, []string{"orders.>", "_INBOX.>"}, alice.Permissions.Publish.Allow)
+	require.Equal(t, []string{"orders.secret"}, alice.Permissions.Publish.Deny)
+	require.Equal(t, []string{"orders.#", "_INBOX.>"}, alice.Permissions.Subscribe.Allow)
+	require.Nil(t, opts.Users[1].Permissions)
+	// The result is valid for the server.
+	opts.Port, opts.HTTPPort = server.RandomPort, 0
+	_, err = server.New(opts)
+	require.NoError(t, err)
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := map[string]string{
+		"bad size":           "max_payload: lots",
+		"bad duration":       "ping_interval: soon",
+		"unknown auth key":   "authorization { colour: red }",
+		"users not a list":   "authorization { users: 3 }",
+		"bad permission key": "authorization { users: [{user: a, permissions: {publish: {maybe: [x]}}}] }",
+		"tls without files":  "tls { verify: true }",
+		"bad listen":         "listen: nonsense",
+	}
+	for name, text := range tests {
+		t.Run(name, func(t *testing.T) {
+			m, err := conf.Parse([]byte(text))
+			require.NoError(t, err)
+			opts := server.DefaultOptions()
+			require.Error(t, applyConfig(m, &opts, func(string, ...any) {}))
+		})
+	}
+}
+
+func TestConfigUnknownKeysWarn(t *testing.T) {
+	m, err := conf.Parse([]byte("port: 5000\ncluster { port: 6222 }\nlisten: 127.0.0.2:4333\n"))
+	require.NoError(t, err)
+	opts := server.DefaultOptions()
+	var warnings []string
+	require.NoError(t, applyConfig(m, &opts, func(f string, a ...any) { warnings = append(warnings, f) }))
+	require.Len(t, warnings, 1)
+	require.Equal(t, "127.0.0.2", opts.Host)
+	require.Equal(t, 4333, opts.Port)
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	opts := server.DefaultOptions()
+	err := loadConfig(filepath.Join(t.TempDir(), "nope.conf"), &opts)
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
