@@ -5,7 +5,7 @@ BIN      := bin/skiff
 FUZZTIME ?= 30s
 COUNT    ?= 5
 
-.PHONY: all build run test vet race lint fuzz bench bench-match clean
+.PHONY: all build run test vet race tools lint fuzz bench bench-match clean
 
 all: build
 
@@ -17,14 +17,27 @@ build:
 run: build
 	./$(BIN) serve
 
-## test: go vet, then every test under the race detector
-test: vet race
+## test: the nats tools, go vet, then every test under the race detector
+test: tools vet race
 
 vet:
 	$(GO) vet ./...
 
-race:
+# The tests drive Skiff with tools/bin/nats, so race builds the tools first.
+race: tools
 	$(GO) test -race -timeout 20m ./...
+
+## tools: build the pinned nats CLI and nats-server into tools/bin (from tools/nats)
+tools: tools/bin/nats tools/bin/nats-server
+
+# go build leaves an up-to-date binary untouched, so touch it for make.
+tools/bin/nats: tools/nats/go.mod tools/nats/go.sum
+	cd tools/nats && $(GO) build -o ../bin/nats github.com/nats-io/natscli/nats
+	@touch $@
+
+tools/bin/nats-server: tools/nats/go.mod tools/nats/go.sum
+	cd tools/nats && $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
+	@touch $@
 
 ## lint: gofmt, go vet and golangci-lint (built from tools/lint, pinned)
 lint: vet

@@ -18,7 +18,7 @@ import (
 var badInputs = []string{
 	"",
 	"\x00\xff\xfe garbage",
-	"PUB foo 5\r\nhel",      // truncated payload, then the client goes away
+	"PUB foo 5\r\nhel",       // truncated payload, then the client goes away
 	"PUB foo 2\r\nhello\r\n", // wrong length
 	"PUB foo 100000000\r\n",  // oversized
 	"SUB " + strings.Repeat("x", 10000),
