@@ -17,7 +17,7 @@ import (
 // serveFlags are the flags of `skiff serve`, named as nats-server's.
 type serveFlags struct {
 	addr, config, user, pass, token, name string
-	port, httpPort                        int
+	port, httpPort, profPort              int
 	debug, trace                          bool
 }
 
@@ -42,6 +42,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	for _, n := range []string{"n", "name", "server_name"} {
 		fs.StringVar(&f.name, n, "", "server name (default: the server ID)")
 	}
+	fs.IntVar(&f.profPort, "profile", 0, "serve Go's pprof profiles on this port (127.0.0.1; 0 = off)")
 	fs.StringVar(&f.user, "user", "", "username required of clients")
 	fs.StringVar(&f.pass, "pass", "", "password required of clients")
 	fs.StringVar(&f.token, "auth", "", "token required of clients")
@@ -109,6 +110,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, ", monitoring on http://%s", a)
 	}
 	fmt.Fprintln(stdout)
+	if f.profPort != 0 {
+		startProfiling(f.profPort, stderr)
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

@@ -109,8 +109,13 @@ func (p *Parser) Parse(buf []byte) error {
 			line = p.line
 		}
 		buf = buf[i+1:]
-		if err := p.checkLine(line); err != nil {
-			return err
+		// A complete line's operation is checked by dispatch; only one
+		// that is too long needs checkLine, to report what a split read
+		// would have reported.
+		if len(line) > p.limits.MaxControlLine {
+			if err := p.checkLine(line); err != nil {
+				return err
+			}
 		}
 		var err error
 		buf, err = p.dispatch(trimCR(line), buf)
@@ -260,8 +265,11 @@ var ops = []string{"PUB", "HPUB", "SUB", "UNSUB", "PING", "PONG", "CONNECT", "+O
 // It lets garbage be refused at once instead of after MaxControlLine bytes.
 func validOpPrefix(line []byte) bool {
 	tok := line
-	if i := bytes.IndexAny(line, " \t\r"); i >= 0 {
-		tok = line[:i]
+	for i, c := range line {
+		if c == ' ' || c == '\t' || c == '\r' {
+			tok = line[:i]
+			break
+		}
 	}
 	for _, op := range ops {
 		if len(tok) > len(op) {
