@@ -130,7 +130,7 @@ func TestNoResponders(t *testing.T) {
 	require.ErrorIs(t, err, nats.ErrNoResponders)
 
 	r := DialRaw(t, s)
-	r.Send("CONNECT {\"headers\":true,\"no_responders\":true}\r\nSUB _INBOX.x.* 7\r\nPUB nobody _INBOX.x.1 0\r\n\r\n")
+	r.Send("CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true}\r\nSUB _INBOX.x.* 7\r\nPUB nobody _INBOX.x.1 0\r\n\r\n")
 	r.Expect("HMSG _INBOX.x.1 7 16 16", "NATS/1.0 503", "", "")
 }
 
@@ -140,7 +140,7 @@ func TestHeaders(t *testing.T) {
 	sub, err := nc.SubscribeSync("h")
 	require.NoError(t, err)
 	raw := DialRaw(t, s) // did not ask for headers: gets the payload alone
-	raw.Send("CONNECT {}\r\nSUB h 1\r\nPING\r\n")
+	raw.Send("CONNECT {\"verbose\":false}\r\nSUB h 1\r\nPING\r\n")
 	raw.Expect("PONG")
 	m := nats.NewMsg("h")
 	m.Header.Add("X-Trace", "abc")
@@ -190,7 +190,7 @@ func TestAutoUnsubscribe(t *testing.T) {
 	require.Eventually(t, func() bool { return s.NumSubscriptions() == 0 }, 2*time.Second, 10*time.Millisecond)
 
 	r := DialRaw(t, s)
-	r.Send("CONNECT {}\r\nSUB x 1\r\nUNSUB 1 2\r\nPUB x 1\r\na\r\nPUB x 1\r\nb\r\nPUB x 1\r\nc\r\nPING\r\n")
+	r.Send("CONNECT {\"verbose\":false}\r\nSUB x 1\r\nUNSUB 1 2\r\nPUB x 1\r\na\r\nPUB x 1\r\nb\r\nPUB x 1\r\nc\r\nPING\r\n")
 	r.Expect("MSG x 1 1", "a", "MSG x 1 1", "b", "PONG")
 }
 
@@ -315,7 +315,7 @@ func TestMaxPayload(t *testing.T) {
 func TestSlowConsumer(t *testing.T) {
 	s := RunServer(t, server.Options{MaxPending: 256 << 10, MaxPayload: 64 << 10})
 	slow := DialRaw(t, s)
-	slow.Send("CONNECT {}\r\nSUB firehose 1\r\nPING\r\n")
+	slow.Send("CONNECT {\"verbose\":false}\r\nSUB firehose 1\r\nPING\r\n")
 	slow.Expect("PONG")
 	pub := Connect(t, s)
 	payload := make([]byte, 32<<10)
@@ -342,7 +342,7 @@ func TestSlowConsumer(t *testing.T) {
 func TestStaleConnection(t *testing.T) {
 	s := RunServer(t, server.Options{PingInterval: 100 * time.Millisecond, MaxPingsOut: 2})
 	r := DialRaw(t, s)
-	r.Send("CONNECT {}\r\n")
+	r.Send("CONNECT {\"verbose\":false}\r\n")
 	r.Expect("PING", "PING", "-ERR 'Stale Connection'")
 	r.ExpectClosed()
 
@@ -361,7 +361,7 @@ func TestGracefulShutdown(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
 	sub := DialRaw(t, s)
-	sub.Send("CONNECT {}\r\nSUB drain 1\r\nPING\r\n")
+	sub.Send("CONNECT {\"verbose\":false}\r\nSUB drain 1\r\nPING\r\n")
 	sub.Expect("PONG")
 	pub, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(0))
 	require.NoError(t, err)

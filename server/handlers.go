@@ -21,7 +21,9 @@ var errBadConnect = &proto.Error{Text: proto.ErrUnknownOp.Text, Close: true, Det
 
 // Connect implements proto.Handler.
 func (c *client) Connect(arg []byte) error {
-	var co connectOpts
+	// CONNECT overrides only the keys it has: a client that does not say
+	// otherwise stays verbose and pedantic, as in the reference server.
+	co := connectOpts{Verbose: true, Pedantic: true}
 	if err := json.Unmarshal(arg, &co); err != nil {
 		return errBadConnect
 	}
@@ -81,8 +83,8 @@ func (c *client) Pub(subj, reply []byte, hdr int, msg []byte) error {
 	c.inBytes.Add(int64(len(msg)))
 	s := unsafe.String(unsafe.SliceData(subj), len(subj)) // read-only view for this call
 	if c.pedantic && subject.ValidateLiteral(s) != nil {
+		// The reference server warns and still delivers.
 		c.sendErr(proto.ErrInvalidPubSubject)
-		return nil
 	}
 	if a := c.acct.Load(); a != nil && a.perms != nil && !c.canPublish(a, s) {
 		c.sendErr(proto.PermissionsPublish(subj))

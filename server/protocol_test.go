@@ -45,7 +45,7 @@ func TestProtocolBasics(t *testing.T) {
 func TestProtocolSplitAtEveryByte(t *testing.T) {
 	s := RunServer(t, server.Options{})
 	r := DialRaw(t, s)
-	in := "CONNECT {\"headers\":true}\r\nSUB a.> 9\r\nPUB a.b r 5\r\nhello\r\nHPUB a.c 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n"
+	in := "CONNECT {\"headers\":true,\"verbose\":false}\r\nSUB a.> 9\r\nPUB a.b r 5\r\nhello\r\nHPUB a.c 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n"
 	for i := range len(in) {
 		r.Send(in[i : i+1])
 		time.Sleep(100 * time.Microsecond)
@@ -71,9 +71,9 @@ func TestProtocolErrors(t *testing.T) {
 		{name: "bad connect", send: "CONNECT {bad\r\n", want: []string{"-ERR 'Unknown Protocol Operation'"}, close: true},
 		{name: "bad protocol", send: "CONNECT {\"protocol\":2}\r\n", want: []string{"-ERR 'invalid client protocol'"}, close: true},
 		{name: "no responders without headers", send: "CONNECT {\"no_responders\":true}\r\n", want: []string{"-ERR 'no responders requires headers support'"}, close: true},
-		{name: "headers not negotiated", send: "CONNECT {}\r\nHPUB foo 12 12\r\nNATS/1.0\r\n\r\n\r\n", want: []string{"-ERR 'message headers not supported'"}, close: true},
-		{name: "pedantic publish", send: "CONNECT {\"pedantic\":true}\r\nPUB foo.* 0\r\n\r\nPING\r\n", want: []string{"-ERR 'Invalid Publish Subject'", "PONG"}},
-		{name: "max subscriptions", opts: server.Options{MaxSubscriptions: 1}, send: "CONNECT {}\r\nSUB a 1\r\nSUB b 2\r\nPING\r\n", want: []string{"-ERR 'maximum subscriptions exceeded'", "PONG"}},
+		{name: "headers not negotiated", send: "CONNECT {\"verbose\":false}\r\nHPUB foo 12 12\r\nNATS/1.0\r\n\r\n\r\n", want: []string{"-ERR 'message headers not supported'"}, close: true},
+		{name: "pedantic publish", send: "CONNECT {\"verbose\":false,\"pedantic\":true}\r\nSUB foo.* 1\r\nPUB foo.* 0\r\n\r\nPING\r\n", want: []string{"-ERR 'Invalid Publish Subject'", "MSG foo.* 1 0", "", "PONG"}},
+		{name: "max subscriptions", opts: server.Options{MaxSubscriptions: 1}, send: "CONNECT {\"verbose\":false}\r\nSUB a 1\r\nSUB b 2\r\nPING\r\n", want: []string{"-ERR 'maximum subscriptions exceeded'", "PONG"}},
 		{name: "verbose until CONNECT", send: "SUB a 1\r\nPING\r\n", want: []string{"+OK", "PONG"}},
 	}
 	for _, tc := range tests {

@@ -35,7 +35,7 @@ var badInputs = []string{
 func TestBadInputNoLeaks(t *testing.T) {
 	s := RunServer(t, server.Options{MaxPayload: 4096, MaxControlLine: 1024})
 	control := DialRaw(t, s)
-	control.Send("CONNECT {}\r\n")
+	control.Send("CONNECT {\"verbose\":false}\r\n")
 	before := runtime.NumGoroutine()
 	for range 20 {
 		for _, in := range badInputs {
@@ -66,7 +66,7 @@ func FuzzConnection(f *testing.F) {
 	f.Add([]byte("CONNECT {\"headers\":true,\"no_responders\":true}\r\nSUB _INBOX.> 2\r\nHPUB a _INBOX.1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"), uint16(50))
 	s := RunServer(f, server.Options{MaxPayload: 1024, MaxControlLine: 256, MaxSubscriptions: 64, MaxPending: 64 << 10})
 	control := DialRaw(f, s)
-	control.Send("CONNECT {}\r\n")
+	control.Send("CONNECT {\"verbose\":false}\r\n")
 	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
 		conn, err := net.Dial("tcp", s.Addr().String())
 		if err != nil {
