@@ -14,6 +14,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "match":
 		return benchMatchCmd(args[1:], stdout, stderr)
+	case "core":
+		return benchCoreCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0
@@ -26,4 +28,5 @@ const benchUsage = `Usage: skiff bench <benchmark> [flags]
 
 Benchmarks:
   match   topic-matching engines against the published tables and nats-server's Sublist
+  core    the broker against nats-server with nats bench (make build tools first)
 `

@@ -1,0 +1,142 @@
+// Package corebench compares the core broker with nats-server, both run as
+// separate processes on loopback, with the real `nats bench` CLI and a few
+// workloads it cannot express (subscription churn while publishing, memory
+// per connection and per subscription). Every scenario runs against both
+// servers in alternation, A B A B ..., and reports medians and ratios; the
+// result is docs/benchmarks/core.md (see `skiff bench core`).
+package corebench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options configure a comparison. Binaries are paths; zero values of the
+// numbers mean their defaults.
+type Options struct {
+	SkiffBin      string // `skiff` (serve)
+	NATSServerBin string // the reference nats-server
+	NATSBin       string // the nats CLI, for `nats bench`
+	Runs          int    // alternations per scenario (default 5)
+	Msgs          int    // messages per `nats bench` run (default 1,000,000)
+	Duration      time.Duration
+	// Scenarios limits the run to these names (default all).
+	Scenarios []string
+	Log       io.Writer // progress (default discard)
+}
+
+func (o *Options) setDefaults() {
+	if o.Runs <= 0 {
+		o.Runs = 5
+	}
+	if o.Msgs <= 0 {
+		o.Msgs = 1_000_000
+	}
+	if o.Duration <= 0 {
+		o.Duration = 5 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// Target is one server under test.
+type Target struct {
+	Name string
+	bin  string
+	args func(port int) []string
+}
+
+// Targets returns Skiff and nats-server with equivalent settings: loopback,
+// no monitoring, default limits.
+func Targets(o *Options) []Target {
+	return []Target{
+		{Name: "skiff", bin: o.SkiffBin, args: func(p int) []string {
+			return []string{"serve", "-a", "127.0.0.1", "-p", strconv.Itoa(p), "-m", "0"}
+		}},
+		{Name: "nats-server", bin: o.NATSServerBin, args: func(p int) []string {
+			return []string{"-a", "127.0.0.1", "-p", strconv.Itoa(p)}
+		}},
+	}
+}
+
+// Proc is a running server.
+type Proc struct {
+	cmd  *exec.Cmd
+	URL  string
+	logs bytes.Buffer
+}
+
+// Start runs the target on a free loopback port and waits until it accepts.
+func (t Target) Start(ctx context.Context) (*Proc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proc{URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+	p.cmd = exec.CommandContext(ctx, t.bin, t.args(port)...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "nats://"))
+		if err == nil {
+			_ = c.Close()
+			return p, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.Stop()
+	return nil, fmt.Errorf("%s did not start: %s", t.Name, p.logs.String())
+}
+
+// PID returns the server's process ID.
+func (p *Proc) PID() int { return p.cmd.Process.Pid }
+
+// Stop terminates the server and waits for it.
+func (p *Proc) Stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// rssBytes reads a process's resident set size from /proc.
+func rssBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("corebench: no VmRSS")
+}

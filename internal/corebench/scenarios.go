@@ -1,0 +1,162 @@
+package corebench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/skiffmq/skiff/internal/gobench"
+)
+
+// Scenario is one measurement, taken against each target.
+type Scenario struct {
+	Name  string
+	Title string
+	Unit  string
+	// Goal is the least Skiff / nats-server ratio that meets the issue's
+	// goal; for LowerIsBetter measurements the ratio is nats-server / Skiff.
+	Goal          float64
+	LowerIsBetter bool
+	Run           func(ctx context.Context, o *Options, p *Proc) (float64, error)
+}
+
+// Scenarios are the comparisons of docs/benchmarks/core.md.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{Name: "pubsub-16", Title: "1 publisher -> 1 subscriber, 16 B (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return o.pubSub(ctx, p.URL, "bench.a", "bench.a", 1, 16)
+			}},
+		{Name: "pubsub-1k", Title: "1 publisher -> 1 subscriber, 1 KiB (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return o.pubSub(ctx, p.URL, "bench.a", "bench.a", 1, 1024)
+			}},
+		{Name: "fanout-4", Title: "1 publisher -> 4 subscribers, 128 B (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return o.pubSub(ctx, p.URL, "bench.b", "bench.b", 4, 128)
+			}},
+		{Name: "fanout-4-wildcard", Title: "1 publisher -> 4 subscribers on `bench.>`, 128 B (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return o.pubSub(ctx, p.URL, "bench.>", "bench.c.d", 4, 128)
+			}},
+		{Name: "request-reply", Title: "request/reply, `nats bench service`, 4 requesters, 2 responders, 128 B (req/s)", Unit: "req/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return o.service(ctx, p.URL, 4, 128)
+			}},
+		{Name: "churn", Title: "10,000 wildcard subscriptions, 1,000 subscribes and 1,000 unsubscribes/s, publishing 128 B (delivered msgs/s)", Unit: "msgs/s", Goal: 1.5,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return churn(ctx, p.URL, 10000, 1000, 128, o.Duration)
+			}},
+		{Name: "mem-conn", Title: "RSS per idle connection (1,000 connections)", Unit: "bytes", Goal: 1, LowerIsBetter: true,
+			Run: func(ctx context.Context, _ *Options, p *Proc) (float64, error) { return memoryPerConn(ctx, p, 1000) }},
+		{Name: "mem-sub", Title: "RSS per subscription (100,000 subscriptions)", Unit: "bytes", Goal: 1, LowerIsBetter: true,
+			Run: func(ctx context.Context, _ *Options, p *Proc) (float64, error) { return memoryPerSub(ctx, p, 100000) }},
+	}
+}
+
+// Result is every sample of one scenario, by target name.
+type Result struct {
+	Scenario Scenario
+	Samples  map[string][]float64
+}
+
+// Median returns the median sample of a target.
+func (r *Result) Median(target string) float64 {
+	if len(r.Samples[target]) == 0 {
+		return math.NaN()
+	}
+	return gobench.Median(r.Samples[target])
+}
+
+// Ratio is Skiff's advantage: Skiff / nats-server, or the inverse when
+// lower is better.
+func (r *Result) Ratio() float64 {
+	s, n := r.Median("skiff"), r.Median("nats-server")
+	if r.Scenario.LowerIsBetter {
+		return n / s
+	}
+	return s / n
+}
+
+// Run executes every selected scenario, alternating the targets run by
+// run (skiff, nats-server, then nats-server, skiff, ...), each measurement
+// on a freshly started server.
+func Run(ctx context.Context, o Options) ([]*Result, error) {
+	o.setDefaults()
+	targets := Targets(&o)
+	var results []*Result
+	for _, sc := range Scenarios() {
+		if len(o.Scenarios) > 0 && !slices.Contains(o.Scenarios, sc.Name) {
+			continue
+		}
+		res := &Result{Scenario: sc, Samples: map[string][]float64{}}
+		for run := range o.Runs {
+			order := targets
+			if run%2 == 1 {
+				order = []Target{targets[1], targets[0]}
+			}
+			for _, t := range order {
+				v, err := measure(ctx, &o, t, sc)
+				if err != nil {
+					return results, fmt.Errorf("%s on %s: %w", sc.Name, t.Name, err)
+				}
+				res.Samples[t.Name] = append(res.Samples[t.Name], v)
+				fmt.Fprintf(o.Log, "%-18s run %d  %-11s %14.0f %s\n", sc.Name, run+1, t.Name, v, sc.Unit)
+			}
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+func measure(ctx context.Context, o *Options, t Target, sc Scenario) (float64, error) {
+	p, err := t.Start(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Stop()
+	return sc.Run(ctx, o, p)
+}
+
+// WriteTable writes the results as a markdown table.
+func WriteTable(w io.Writer, results []*Result) error {
+	var b strings.Builder
+	b.WriteString("| scenario | Skiff | nats-server | Skiff's advantage | goal | met | samples |\n| --- | ---: | ---: | ---: | ---: | --- | --- |\n")
+	for _, r := range results {
+		met := "yes"
+		if !(r.Ratio() >= r.Scenario.Goal) {
+			met = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | %s %s | %s %s | %.2fx | >= %.1fx | %s | skiff %s; nats-server %s |\n",
+			r.Scenario.Title, commas(r.Median("skiff")), r.Scenario.Unit, commas(r.Median("nats-server")), r.Scenario.Unit,
+			r.Ratio(), r.Scenario.Goal, met, list(r.Samples["skiff"]), list(r.Samples["nats-server"]))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func list(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = commas(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func commas(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	s := fmt.Sprintf("%.0f", v)
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
