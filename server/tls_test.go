@@ -1,0 +1,79 @@
+package server_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// selfSigned returns a server TLS config for 127.0.0.1 and a pool that
+// trusts it.
+func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "skiff test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:         true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}, pool
+}
+
+func TestTLSRequired(t *testing.T) {
+	cfg, pool := selfSigned(t)
+	s := RunServer(t, server.Options{TLS: cfg, TLSRequired: true})
+	nc := Connect(t, s, nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	sub, err := nc.SubscribeSync("secure")
+	require.NoError(t, err)
+	require.NoError(t, nc.Publish("secure", []byte("over TLS")))
+	m, err := sub.NextMsg(2 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "over TLS", string(m.Data))
+	require.NotNil(t, nc.TLSConnectionState)
+
+	r := DialRaw(t, s)
+	require.Equal(t, true, r.Info["tls_required"])
+	r.Send("CONNECT {}\r\n")
+	r.Expect("-ERR 'Secure Connection - TLS Required'")
+	r.ExpectClosed()
+
+	_, err = nats.Connect(s.ClientURL(), nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12}), nats.MaxReconnects(0))
+	require.Error(t, err, "an untrusted certificate must fail")
+}
+
+func TestTLSAvailable(t *testing.T) {
+	cfg, pool := selfSigned(t)
+	s := RunServer(t, server.Options{TLS: cfg})
+	secure := Connect(t, s, nats.Secure(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	plain := DialRaw(t, s)
+	require.Equal(t, true, plain.Info["tls_available"])
+	plain.Send("CONNECT {\"verbose\":false}\r\nSUB mixed 1\r\nPING\r\n")
+	plain.Expect("PONG")
+	require.NoError(t, secure.Publish("mixed", []byte("hi")))
+	require.NoError(t, secure.Flush())
+	plain.Expect("MSG mixed 1 2", "hi")
+}
