@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -98,11 +100,7 @@ func (m *monitor) countRequest(path string) {
 func (m *monitor) requestStats() map[string]uint64 {
 	m.reqs.Lock()
 	defer m.reqs.Unlock()
-	out := make(map[string]uint64, len(m.reqs.byPath))
-	for k, v := range m.reqs.byPath {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(m.reqs.byPath)
 }
 
 // apiError is the body of every error response.
@@ -110,16 +108,21 @@ type apiError struct {
 	Error string `json:"error"`
 }
 
-// writeJSON answers with v, indented for people reading it with curl.
+// writeJSON answers with v, indented for people reading it with curl, and
+// with subjects such as "orders.>" left as they are rather than escaped
+// for HTML.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		// The response types are fixed structs of plain values.
 		panic("server: monitoring response does not marshal: " + err.Error())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(buf.Bytes())
 }
 
 // writeError answers 400 with the error as JSON.

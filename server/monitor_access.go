@@ -1,0 +1,122 @@
+package server
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Read-only views of server and client state for the monitoring
+// endpoints. They run on monitoring goroutines, so they read what other
+// goroutines write only through atomics or under the owner's lock.
+
+// counterTotals sums the counters of the closed clients and of the live
+// ones. It reads the closed totals first: a closing client leaves the live
+// set before its counters are added to the closed totals (removeClient),
+// so no client is counted twice. A client closing during the call may be
+// counted in neither; monotonicTotals covers that.
+func (s *Server) counterTotals() counters {
+	t := counters{
+		inMsgs:   s.stats.closedInMsgs.Load(),
+		inBytes:  s.stats.closedInBytes.Load(),
+		outMsgs:  s.stats.closedOutMsgs.Load(),
+		outBytes: s.stats.closedOutBytes.Load(),
+	}
+	for _, c := range s.clients() {
+		msgs, bytes := c.out.counts()
+		t.inMsgs += c.inMsgs.Load()
+		t.inBytes += c.inBytes.Load()
+		t.outMsgs += msgs
+		t.outBytes += bytes
+	}
+	return t
+}
+
+// subsMode says what /connz lists of each connection's subscriptions.
+type subsMode uint8
+
+const (
+	subsNone   subsMode = iota
+	subsList            // subjects only: subscriptions_list
+	subsDetail          // subscriptions_list_detail
+)
+
+// connInfo describes the client at now. With auth it includes the user
+// the client authenticated as.
+func (c *client) connInfo(now time.Time, auth bool) *ConnInfo {
+	last := time.Unix(0, c.lastIn.Load())
+	msgs, bytes := c.out.counts()
+	ci := &ConnInfo{
+		Cid:          c.cid,
+		Kind:         "Client",
+		Type:         "nats",
+		IP:           c.ip,
+		Port:         c.port,
+		Start:        c.start.UTC(),
+		LastActivity: last.UTC(),
+		Uptime:       formatUptime(now.Sub(c.start)),
+		Idle:         formatUptime(now.Sub(last)),
+		Pending:      c.out.pending(),
+		InMsgs:       c.inMsgs.Load(),
+		InBytes:      c.inBytes.Load(),
+		OutMsgs:      msgs,
+		OutBytes:     bytes,
+	}
+	c.mu.Lock()
+	ci.NumSubs = uint32(len(c.mu.subs))
+	ci.Name, ci.Lang, ci.Version = c.mu.name, c.mu.lang, c.mu.version
+	if auth {
+		ci.AuthorizedUser = c.mu.user
+	}
+	c.mu.Unlock()
+	return ci
+}
+
+// listSubs fills ci's subscription list, sorted: the client's map has no
+// order, and a sorted list reads and diffs better.
+func (c *client) listSubs(ci *ConnInfo, mode subsMode) {
+	c.mu.Lock()
+	switch mode {
+	case subsList:
+		for _, sub := range c.mu.subs {
+			ci.Subs = append(ci.Subs, sub.subject)
+		}
+	case subsDetail:
+		for _, sub := range c.mu.subs {
+			ci.SubsDetail = append(ci.SubsDetail, sub.detail())
+		}
+	}
+	c.mu.Unlock()
+	slices.Sort(ci.Subs)
+	slices.SortFunc(ci.SubsDetail, compareSubDetail)
+}
+
+// detail describes the subscription. Deliveries are counted only for a
+// subscription with a maximum (UNSUB sid max), from that UNSUB on:
+// counting every delivery would add a write to a shared word on the
+// delivery path.
+func (sub *subscription) detail() SubDetail {
+	d := SubDetail{
+		Subject: sub.subject,
+		Queue:   sub.queue,
+		Sid:     string(sub.sid),
+		Cid:     sub.client.cid,
+	}
+	if limit := sub.max.Load(); limit > 0 {
+		d.Max = limit
+		d.Msgs = min(sub.delivered.Load(), limit) // deliver counts a refused extra one
+	}
+	return d
+}
+
+// compareSubDetail orders subscriptions by connection, then by sid
+// numerically for the decimal sids clients use (shorter first), then by
+// subject.
+func compareSubDetail(a, b SubDetail) int {
+	return cmp.Or(
+		cmp.Compare(a.Cid, b.Cid),
+		cmp.Compare(len(a.Sid), len(b.Sid)),
+		cmp.Compare(a.Sid, b.Sid),
+		cmp.Compare(a.Subject, b.Subject),
+	)
+}

@@ -1,0 +1,157 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/skiffmq/skiff/match"
+	"github.com/skiffmq/skiff/subject"
+)
+
+// Subsz is the body of /subsz: statistics of the subscription index and,
+// with subs=true, one page of its subscriptions.
+//
+// Skiff's index has no result cache, so num_cache and cache_hit_rate are
+// 0. The fanout figures are computed from a snapshot of the index, per
+// distinct pattern: a pattern's fanout is the number of deliveries its own
+// subscriptions take from one message (one per plain subscription, one per
+// queue group), not counting other patterns that match the same subject.
+// max_fanout is the largest, avg_fanout the mean over patterns.
+type Subsz struct {
+	ID           string    `json:"server_id"`
+	Now          time.Time `json:"now"`
+	NumSubs      uint32    `json:"num_subscriptions"`
+	NumCache     uint32    `json:"num_cache"`
+	NumInserts   uint64    `json:"num_inserts"`
+	NumRemoves   uint64    `json:"num_removes"`
+	NumMatches   uint64    `json:"num_matches"` // messages published; each is one lookup
+	CacheHitRate float64   `json:"cache_hit_rate"`
+	MaxFanout    uint32    `json:"max_fanout"`
+	AvgFanout    float64   `json:"avg_fanout"`
+	// Total counts the subscriptions selected (those that test matches, if
+	// given), on every page; it is filled with or without subs=true.
+	Total  int         `json:"total"`
+	Offset int         `json:"offset"`
+	Limit  int         `json:"limit"`
+	Subs   []SubDetail `json:"subscriptions_list,omitempty"`
+}
+
+// SubDetail describes one subscription.
+type SubDetail struct {
+	Subject string `json:"subject"`
+	Queue   string `json:"qgroup,omitempty"`
+	Sid     string `json:"sid"`
+	// Msgs counts deliveries only for a subscription with a maximum, from
+	// the UNSUB that set it; otherwise it is 0.
+	Msgs int64  `json:"msgs"`
+	Max  int64  `json:"max,omitempty"`
+	Cid  uint64 `json:"cid"`
+}
+
+// subszQuery is a parsed /subsz request.
+type subszQuery struct {
+	subs          bool
+	offset, limit int
+	test          string // a literal subject; "": no filter
+}
+
+func parseSubszQuery(r *http.Request) (subszQuery, error) {
+	q := newQuery(r.URL.Query())
+	sq := subszQuery{subs: q.bool("subs"), test: q.v.Get("test")}
+	sq.offset, sq.limit = q.page()
+	if q.err != nil {
+		return sq, q.err
+	}
+	if sq.test != "" {
+		if err := subject.ValidateLiteral(sq.test); err != nil {
+			return sq, fmt.Errorf("%w test=%q: want a literal subject: %v", errBadQuery, sq.test, err)
+		}
+	}
+	return sq, nil
+}
+
+func (m *monitor) handleSubsz(w http.ResponseWriter, r *http.Request) {
+	sq, err := parseSubszQuery(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m.subsz(sq, time.Now()))
+}
+
+// subsz answers from one snapshot of the index, so that its counts and
+// list agree. A snapshot is O(1) to take, and the walk that lists it
+// blocks no publisher or subscriber, but it is O(subscriptions).
+func (m *monitor) subsz(sq subszQuery, now time.Time) *Subsz {
+	s := m.s
+	snap := s.subs.ReadOnlySnapshot()
+	entries := snap.Snapshot()
+	sz := &Subsz{
+		ID:         s.id,
+		Now:        now.UTC(),
+		NumSubs:    uint32(len(entries)),
+		NumInserts: uint64(s.stats.subInserts.Load()),
+		NumRemoves: uint64(s.stats.subRemoves.Load()),
+		NumMatches: uint64(m.counters().inMsgs),
+		Offset:     sq.offset,
+		Limit:      sq.limit,
+	}
+	sz.MaxFanout, sz.AvgFanout = fanout(entries)
+
+	if sq.test != "" {
+		var r match.Result[*subscription]
+		// Validated in parseSubszQuery: Lookup cannot fail.
+		_ = snap.Lookup(sq.test, &r)
+		hit := make(map[*subscription]bool, r.Len())
+		for _, sub := range r.Plain {
+			hit[sub] = true
+		}
+		for _, g := range r.Groups {
+			for _, sub := range g.Members {
+				hit[sub] = true
+			}
+		}
+		entries = slices.DeleteFunc(entries, func(e match.Subscription[*subscription]) bool { return !hit[e.Subscriber] })
+	}
+	sz.Total = len(entries)
+	if !sq.subs {
+		return sz
+	}
+	details := make([]SubDetail, len(entries))
+	for i, e := range entries {
+		details[i] = e.Subscriber.detail()
+	}
+	slices.SortFunc(details, compareSubDetail)
+	lo, hi := paginate(len(details), sq.offset, sq.limit)
+	sz.Subs = details[lo:hi]
+	return sz
+}
+
+// fanout returns the largest and the mean fanout over the distinct
+// patterns of entries (see Subsz).
+func fanout(entries []match.Subscription[*subscription]) (maxFan uint32, avg float64) {
+	type group struct{ pattern, queue string }
+	perPattern := map[string]uint32{}
+	groups := map[group]bool{}
+	for _, e := range entries {
+		if e.Queue != "" {
+			g := group{e.Pattern, e.Queue}
+			if groups[g] {
+				continue // one member of a group receives
+			}
+			groups[g] = true
+		}
+		perPattern[e.Pattern]++
+	}
+	var sum uint64
+	for _, n := range perPattern {
+		maxFan = max(maxFan, n)
+		sum += uint64(n)
+	}
+	if len(perPattern) > 0 {
+		avg = float64(sum) / float64(len(perPattern))
+	}
+	return maxFan, avg
+}
