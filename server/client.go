@@ -36,6 +36,8 @@ type client struct {
 	result    match.Result[*subscription] // lookup scratch, reused
 	noRespRes match.Result[*subscription]
 	flushes   []*client       // clients queued to this read, to wake at its end
+	readMsgs  int64           // messages in the read being handled, for inMsgs
+	readBytes int64           // their payload bytes, for inBytes
 	pubOK     map[string]bool // permission answers for recent publish subjects
 
 	// headers and acct are set by the read loop at CONNECT and read by
@@ -142,6 +144,14 @@ func (c *client) readLoop() {
 		if n > 0 {
 			c.lastIn.Store(time.Now().UnixNano())
 			perr := c.parser.Parse(buf[:n])
+			if c.readMsgs > 0 {
+				// Counted once per read rather than per message, and
+				// before any PONG of this read goes out, so that a client
+				// that flushed sees its messages counted.
+				c.inMsgs.Add(c.readMsgs)
+				c.inBytes.Add(c.readBytes)
+				c.readMsgs, c.readBytes = 0, 0
+			}
 			c.wakeTargets()
 			if perr != nil {
 				c.protocolError(perr)

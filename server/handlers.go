@@ -79,8 +79,8 @@ func (c *client) Pub(subj, reply []byte, hdr int, msg []byte) error {
 	if hdr >= 0 && !c.headers.Load() {
 		return errHeadersNotSupported
 	}
-	c.inMsgs.Add(1)
-	c.inBytes.Add(int64(len(msg)))
+	c.readMsgs++
+	c.readBytes += int64(len(msg))
 	s := unsafe.String(unsafe.SliceData(subj), len(subj)) // read-only view for this call
 	if c.pedantic && subject.ValidateLiteral(s) != nil {
 		// The reference server warns and still delivers.
