@@ -33,6 +33,8 @@ type client struct {
 	pedantic  bool
 	echo      bool
 	noResp    bool
+	protocol  int                         // the CONNECT protocol level
+	ponged    bool                        // the first PONG after CONNECT was sent
 	result    match.Result[*subscription] // lookup scratch, reused
 	noRespRes match.Result[*subscription]
 	flushes   []*client       // clients queued to this read, to wake at its end
@@ -75,12 +77,15 @@ type client struct {
 // subscription is one SUB of one client: the value the matching engine
 // stores and returns.
 type subscription struct {
-	client    *client
-	subject   string // as subscribed
-	queue     string
-	sid       []byte
-	max       atomic.Int64 // deliveries before auto-unsubscribe; 0 = none
-	delivered atomic.Int64
+	client  *client
+	subject string // as subscribed
+	queue   string
+	sid     []byte
+	max     atomic.Int64 // deliveries before auto-unsubscribe; 0 = none
+	// delivered counts every message queued for this subscription. It is
+	// guarded by the subscriber's outbound lock, which every delivery
+	// holds anyway, so counting costs no extra shared write.
+	delivered int64
 }
 
 // Why a connection closed, in logs and /connz.
@@ -237,8 +242,15 @@ func (c *client) protocolError(err error) {
 		c.close(reasonProtocol, true)
 		return
 	}
+	if !c.connected && c.srv.auth.required() && pe.Text == proto.ErrUnknownOp.Text {
+		// Before CONNECT, anything else is an authorization failure, as
+		// in the reference server.
+		pe = proto.ErrAuthorization
+	}
 	c.log.Warn("protocol error", "err", pe.Error())
-	c.sendErr(pe)
+	if pe.Text != "" {
+		c.sendErr(pe)
+	}
 	c.out.wake()
 	reason := reasonProtocol
 	switch pe.Text {

@@ -2,8 +2,6 @@ package server
 
 import (
 	"math/rand/v2"
-
-	"github.com/skiffmq/skiff/internal/proto"
 )
 
 // route delivers one published message: to every matching plain
@@ -28,7 +26,7 @@ func (s *Server) route(c *client, subj string, subjBytes, reply []byte, hdr int,
 		}
 	}
 	if !delivered && len(reply) > 0 && c.noResp {
-		c.noResponders(reply)
+		c.noResponders(subjBytes, reply)
 	}
 }
 
@@ -56,31 +54,28 @@ func (c *client) deliver(sub *subscription, subj string, subjBytes, reply []byte
 	if a := t.acct.Load(); a != nil && a.perms != nil && !a.perms.canReceive(subj) {
 		return false
 	}
-	last := false
-	if max := sub.max.Load(); max > 0 {
-		n := sub.delivered.Add(1)
-		if n > max {
-			return false
-		}
-		last = n == max
-	}
 	if hdr >= 0 && !t.headers.Load() {
 		msg, hdr = msg[hdr:], -1 // a client without headers gets the payload alone
 	}
-	if !t.out.queueMsg(subjBytes, sub.sid, reply, hdr, msg) {
+	switch t.out.queueSubMsg(sub, subjBytes, reply, hdr, msg) {
+	case queued:
+	case queuedLast:
+		t.removeSub(sub)
+	case notQueued:
+		return false
+	case queueFull:
 		t.slowConsumer()
 		return false
 	}
 	c.queued(t)
-	if last {
-		t.removeSub(sub)
-	}
 	return true
 }
 
 // noResponders tells a requester that nobody received its request: a 503
-// status message on its own subscription that matches the reply subject.
-func (c *client) noResponders(reply []byte) {
+// status message, naming the subject, on its own plain subscription that
+// matches the reply subject (the reference server ignores queue
+// subscriptions here).
+func (c *client) noResponders(subj, reply []byte) {
 	r := &c.noRespRes
 	if c.srv.subs.Lookup(string(reply), r) != nil {
 		return
@@ -92,18 +87,14 @@ func (c *client) noResponders(reply []byte) {
 			break
 		}
 	}
-	for i := 0; mine == nil && i < len(r.Groups); i++ {
-		for _, sub := range r.Groups[i].Members {
-			if sub.client == c {
-				mine = sub
-				break
-			}
-		}
-	}
 	if mine == nil {
 		return
 	}
-	if !c.out.queueMsg(reply, mine.sid, nil, len(proto.NoRespondersHeader), []byte(proto.NoRespondersHeader)) {
+	hdr := make([]byte, 0, 64)
+	hdr = append(hdr, "NATS/1.0 503\r\nNats-Subject: "...)
+	hdr = append(hdr, subj...)
+	hdr = append(hdr, "\r\n\r\n"...)
+	if !c.out.queueMsg(reply, mine.sid, nil, len(hdr), hdr) {
 		c.slowConsumer()
 		return
 	}

@@ -131,7 +131,7 @@ func TestNoResponders(t *testing.T) {
 
 	r := DialRaw(t, s)
 	r.Send("CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true}\r\nSUB _INBOX.x.* 7\r\nPUB nobody _INBOX.x.1 0\r\n\r\n")
-	r.Expect("HMSG _INBOX.x.1 7 16 16", "NATS/1.0 503", "", "")
+	r.Expect("HMSG _INBOX.x.1 7 38 38", "NATS/1.0 503", "Nats-Subject: nobody", "", "")
 }
 
 func TestHeaders(t *testing.T) {

@@ -43,6 +43,7 @@ func (c *client) Connect(arg []byte) error {
 	c.verbose, c.pedantic = co.Verbose, co.Pedantic
 	c.echo = co.Echo == nil || *co.Echo
 	c.noResp = co.NoResponders
+	c.protocol = co.Protocol
 	c.headers.Store(co.Headers)
 	c.acct.Store(acct)
 	c.mu.Lock()
@@ -78,6 +79,9 @@ func (c *client) Pub(subj, reply []byte, hdr int, msg []byte) error {
 	}
 	if hdr >= 0 && !c.headers.Load() {
 		return errHeadersNotSupported
+	}
+	if hdr == 0 {
+		hdr = -1 // an empty header block is no headers, as in the reference server
 	}
 	c.readMsgs++
 	c.readBytes += int64(len(msg))
@@ -121,7 +125,7 @@ func (c *client) Sub(subj, queue, sid []byte) error {
 		return nil
 	}
 	if a := c.acct.Load(); a != nil && a.perms != nil && !a.perms.canSubscribe(pattern) {
-		c.sendErr(proto.PermissionsSubscribe(subj))
+		c.sendErr(proto.PermissionsSubscribe(subj, queue))
 		c.log.Warn("subscribe permission violation", "subject", pattern)
 		return nil
 	}
@@ -130,15 +134,17 @@ func (c *client) Sub(subj, queue, sid []byte) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if _, dup := c.mu.subs[string(sid)]; dup {
-		c.mu.Unlock()
-		c.ok()
-		return nil
-	}
+	// The bound is checked before a repeated sid is ignored, as in the
+	// reference server.
 	if len(c.mu.subs) >= c.srv.opts.MaxSubscriptions {
 		c.mu.Unlock()
 		c.sendErr(proto.ErrMaxSubscriptions)
 		c.log.Warn("maximum subscriptions exceeded", "max_subscriptions", c.srv.opts.MaxSubscriptions)
+		return nil
+	}
+	if _, dup := c.mu.subs[string(sid)]; dup {
+		c.mu.Unlock()
+		c.ok()
 		return nil
 	}
 	sub := &subscription{client: c, subject: pattern, queue: q, sid: append([]byte(nil), sid...)}
@@ -158,11 +164,9 @@ func (c *client) Unsub(sid []byte, max int64) error {
 	}
 	c.mu.Lock()
 	sub := c.mu.subs[string(sid)]
-	switch {
-	case sub == nil:
-	case max > 0 && sub.delivered.Load() < max:
-		sub.max.Store(max)
-	default:
+	// A maximum counts every delivery so far; setMax arms it under the
+	// lock deliveries count under, so none is missed.
+	if sub != nil && (max <= 0 || !c.out.setMax(sub, max)) {
 		delete(c.mu.subs, string(sid))
 		c.srv.unindex(sub)
 	}
@@ -177,11 +181,22 @@ func (c *client) Ping() error {
 		return err
 	}
 	c.send(proto.Pong)
+	if c.connected && !c.ponged {
+		c.ponged = true
+		if c.protocol >= 1 {
+			// A client that understands asynchronous INFO learns that its
+			// CONNECT was processed, as from the reference server.
+			c.send(c.srv.appendConnectInfo(nil, c.cid, c.ip))
+		}
+	}
 	return nil
 }
 
 // Pong implements proto.Handler.
 func (c *client) Pong() error {
+	if err := c.mustConnect(); err != nil {
+		return err
+	}
 	c.pingsOut.Store(0)
 	return nil
 }

@@ -34,6 +34,9 @@ type info struct {
 	TLSRequired  bool   `json:"tls_required,omitempty"`
 	TLSAvailable bool   `json:"tls_available,omitempty"`
 	JetStream    bool   `json:"jetstream,omitempty"`
+	// Only in the INFO that answers a client's first PING after CONNECT.
+	ConnectInfo   bool   `json:"connect_info,omitempty"`
+	RemoteAccount string `json:"remote_account,omitempty"`
 }
 
 // connectOpts is a client's CONNECT. Field names are the protocol's.
@@ -57,6 +60,19 @@ type connectOpts struct {
 func (s *Server) appendInfo(dst []byte, cid uint64, ip string) []byte {
 	in := s.info
 	in.ClientID, in.ClientIP = cid, ip
+	return appendInfoJSON(dst, &in)
+}
+
+// appendConnectInfo appends the INFO a server sends once CONNECT is done.
+// Skiff has one account, named "$G" as the reference server's default.
+func (s *Server) appendConnectInfo(dst []byte, cid uint64, ip string) []byte {
+	in := s.info
+	in.ClientID, in.ClientIP = cid, ip
+	in.ConnectInfo, in.RemoteAccount = true, "$G"
+	return appendInfoJSON(dst, &in)
+}
+
+func appendInfoJSON(dst []byte, in *info) []byte {
 	b, err := json.Marshal(in)
 	if err != nil {
 		panic("server: INFO does not marshal: " + err.Error()) // a broken invariant: the struct is fixed

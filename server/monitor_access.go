@@ -102,10 +102,8 @@ func (sub *subscription) detail() SubDetail {
 		Sid:     string(sub.sid),
 		Cid:     sub.client.cid,
 	}
-	if limit := sub.max.Load(); limit > 0 {
-		d.Max = limit
-		d.Msgs = min(sub.delivered.Load(), limit) // deliver counts a refused extra one
-	}
+	d.Msgs = sub.client.out.delivered(sub)
+	d.Max = sub.max.Load()
 	return d
 }
 

@@ -71,6 +71,58 @@ func (o *outbound) queueMsg(subject, sid, reply []byte, hdr int, msg []byte) boo
 	return true
 }
 
+// queueResult says what queueSubMsg did.
+type queueResult uint8
+
+const (
+	queued     queueResult = iota
+	queuedLast             // queued, and the subscription reached its maximum
+	notQueued              // the subscription had reached its maximum, or the client is closing
+	queueFull              // it would pass MaxPending: a slow consumer
+)
+
+// queueSubMsg is queueMsg for a delivery to sub, whose count and maximum
+// it checks and updates under the same lock.
+func (o *outbound) queueSubMsg(sub *subscription, subject, reply []byte, hdr int, msg []byte) queueResult {
+	n := proto.MsgSize(subject, sub.sid, reply, hdr, msg)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	max := sub.max.Load()
+	if o.mu.closing || (max > 0 && sub.delivered >= max) {
+		return notQueued
+	}
+	if len(o.mu.buf)+o.mu.inflight+n > o.max {
+		return queueFull
+	}
+	o.mu.buf = proto.AppendMsg(o.mu.buf, subject, sub.sid, reply, hdr, msg)
+	o.mu.outMsgs++
+	o.mu.outBytes += int64(len(msg))
+	sub.delivered++
+	if max > 0 && sub.delivered == max {
+		return queuedLast
+	}
+	return queued
+}
+
+// setMax arms an auto-unsubscribe after max deliveries in all. It reports
+// false if sub has already had that many, in which case it must go now.
+func (o *outbound) setMax(sub *subscription, max int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if sub.delivered >= max {
+		return false
+	}
+	sub.max.Store(max)
+	return true
+}
+
+// delivered returns how many messages were queued for sub.
+func (o *outbound) delivered(sub *subscription) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return sub.delivered
+}
+
 // queue appends protocol bytes (INFO, PONG, +OK, -ERR). Like queueMsg it
 // returns false past the bound.
 func (o *outbound) queue(b []byte) bool {

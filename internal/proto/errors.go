@@ -13,6 +13,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Text == "" {
+		return "proto: " + e.Detail
+	}
 	if e.Detail != "" {
 		return "proto: " + e.Text + ": " + e.Detail
 	}
@@ -48,6 +51,9 @@ var (
 	ErrInvalidSubject    = &Error{Text: "Invalid Subject"}
 	ErrInvalidPubSubject = &Error{Text: "Invalid Publish Subject"}
 	ErrMaxSubscriptions  = &Error{Text: "maximum subscriptions exceeded"}
+	// ErrClientError is a client's own -ERR: the connection closes without
+	// an answer (Text is empty: nothing is sent).
+	ErrClientError = &Error{Close: true}
 )
 
 // PermissionsPublish returns the error for a publish the client may not make.
@@ -56,7 +62,10 @@ func PermissionsPublish(subject []byte) *Error {
 }
 
 // PermissionsSubscribe returns the error for a subscription the client may
-// not make.
-func PermissionsSubscribe(subject []byte) *Error {
+// not make; queue is empty for a plain subscription.
+func PermissionsSubscribe(subject, queue []byte) *Error {
+	if len(queue) > 0 {
+		return &Error{Text: fmt.Sprintf("Permissions Violation for Subscription to %q using queue %q", subject, queue)}
+	}
 	return &Error{Text: fmt.Sprintf("Permissions Violation for Subscription to %q", subject)}
 }

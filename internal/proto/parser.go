@@ -98,8 +98,9 @@ func (p *Parser) Parse(buf []byte) error {
 		}
 		i := bytes.IndexByte(buf, '\n')
 		if i < 0 {
-			// Keep at most a CR and one byte past the limit: enough to know.
-			n := min(len(buf), p.limits.MaxControlLine+2-len(p.line))
+			// Keep at most the operation name, a CR and one byte past the
+			// limit: enough to know.
+			n := min(len(buf), p.limits.MaxControlLine+opSlack-len(p.line))
 			p.line = append(p.line, buf[:n]...)
 			return p.checkLine(p.line)
 		}
@@ -137,10 +138,26 @@ func (p *Parser) checkLine(line []byte) error {
 	if !validOpPrefix(line) {
 		return ErrUnknownOp.withDetail("%q", snippet(line))
 	}
-	if len(trimCR(line)) > p.limits.MaxControlLine {
-		return ErrMaxControlLine.withDetail("control line of %d bytes or more", len(line))
+	if n := argsLen(line); n > p.limits.MaxControlLine {
+		return ErrMaxControlLine.withDetail("arguments of %d bytes or more", n)
 	}
 	return nil
+}
+
+// opSlack covers the operation name and separators, which MaxControlLine
+// does not count (as in the reference server, the limit is on arguments).
+const opSlack = 16
+
+// argsLen returns the length of a control line's arguments: what follows
+// the operation name and its separator, without a trailing CR.
+func argsLen(line []byte) int {
+	line = trimCR(line)
+	for i, c := range line {
+		if c == ' ' || c == '\t' {
+			return len(line) - i - 1
+		}
+	}
+	return 0
 }
 
 // dispatch handles one control line; for PUB and HPUB it also consumes the
@@ -170,21 +187,22 @@ func (p *Parser) dispatch(line, rest []byte) ([]byte, error) {
 		case 1:
 			return rest, p.h.Unsub(f[0], 0)
 		case 2:
-			n, ok := parseSize(f[1])
-			if !ok {
-				return rest, ErrUnknownOp.withDetail("bad UNSUB maximum: %q", snippet(line))
-			}
+			// A maximum that is not a positive number is no maximum, as
+			// in the reference server.
+			n, _ := parseSize(f[1])
 			return rest, p.h.Unsub(f[0], int64(n))
 		}
 		return rest, ErrUnknownOp.withDetail("UNSUB takes 1 or 2 arguments: %q", snippet(line))
-	case opIs(op, "PING") && len(bytes.TrimSpace(args)) == 0:
+	case opIs(op, "PING"): // arguments are ignored, as in the reference server
 		return rest, p.h.Ping()
-	case opIs(op, "PONG") && len(bytes.TrimSpace(args)) == 0:
+	case opIs(op, "PONG"):
 		return rest, p.h.Pong()
 	case opIs(op, "CONNECT"):
 		return rest, p.h.Connect(bytes.TrimSpace(args))
-	case opIs(op, "+OK"):
-		return rest, nil
+	case opIs(op, "+OK"), opIs(op, "INFO"):
+		return rest, nil // nothing for a server to do
+	case opIs(op, "-ERR"):
+		return rest, ErrClientError.withDetail("client sent -ERR %s", snippet(args))
 	}
 	return rest, ErrUnknownOp.withDetail("%q", snippet(line))
 }
@@ -257,7 +275,7 @@ func (p *Parser) finishSplitPayload() error {
 }
 
 // ops lists every operation name a client may send, for validOpPrefix.
-var ops = []string{"PUB", "HPUB", "SUB", "UNSUB", "PING", "PONG", "CONNECT", "+OK"}
+var ops = []string{"PUB", "HPUB", "SUB", "UNSUB", "PING", "PONG", "CONNECT", "+OK", "INFO", "-ERR"}
 
 // validOpPrefix reports whether an incomplete control line could still be
 // a valid operation: its first token, as far as it goes, is a prefix of an

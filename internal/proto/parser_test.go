@@ -40,6 +40,9 @@ func parseChunks(l Limits, chunks ...[]byte) ([]string, string) {
 		if err := p.Parse(c); err != nil {
 			var pe *Error
 			if errors.As(err, &pe) {
+				if pe.Text == "" {
+					return r.calls, "(silent close)"
+				}
 				return r.calls, pe.Text
 			}
 			return r.calls, err.Error()
@@ -81,12 +84,15 @@ var parseCases = []struct {
 	{name: "hpub header larger than total", in: "HPUB foo 5 4\r\n", err: "Unknown Protocol Operation"},
 	{name: "sub one arg", in: "SUB foo\r\n", err: "Unknown Protocol Operation"},
 	{name: "sub four args", in: "SUB a b c d\r\n", err: "Unknown Protocol Operation"},
-	{name: "unsub bad max", in: "UNSUB 1 x\r\n", err: "Unknown Protocol Operation"},
+	{name: "unsub bad max is no max", in: "UNSUB 1 x\r\nUNSUB 2 -1\r\n", calls: []string{"UNSUB 1|0", "UNSUB 2|0"}},
 	{name: "unsub no args", in: "UNSUB\r\n", err: "Unknown Protocol Operation"},
-	{name: "ping with args", in: "PING x\r\n", err: "Unknown Protocol Operation"},
+	{name: "ping pong with args", in: "PING x\r\nPONG y\r\n", calls: []string{"PING", "PONG"}},
+	{name: "client INFO ignored", in: "INFO {}\r\nPING\r\n", calls: []string{"PING"}},
+	{name: "client -ERR closes silently", in: "-ERR 'x'\r\nPING\r\n", err: "(silent close)"},
 	{name: "calls before an error are kept", in: "PING\r\nBAD\r\n", calls: []string{"PING"}, err: "Unknown Protocol Operation"},
 	{name: "max payload", in: "PUB foo 1048577\r\n", err: "Maximum Payload Violation"},
 	{name: "max control line", in: "SUB " + strings.Repeat("a", 5000) + " 1\r\n", err: "maximum control line exceeded"},
+	{name: "max control line counts arguments only", in: "UNSUB " + strings.Repeat("1", 4096) + "\r\n", calls: []string{"UNSUB " + strings.Repeat("1", 4096) + "|0"}},
 	{name: "max control line without newline", in: "SUB " + strings.Repeat("a", 5000), err: "maximum control line exceeded"},
 }
 
@@ -126,9 +132,9 @@ func TestParseLimits(t *testing.T) {
 	calls, err := parseChunks(Limits{MaxPayload: 4}, []byte("PUB a 4\r\nabcd\r\nPUB a 5\r\n"))
 	require.Equal(t, "Maximum Payload Violation", err)
 	require.Equal(t, []string{"PUB a||-1|abcd"}, calls)
-	_, err = parseChunks(Limits{MaxControlLine: 10}, []byte("SUB abc 12\r\n"))
+	_, err = parseChunks(Limits{MaxControlLine: 10}, []byte("SUB abcdefg 12\r\n"))
 	require.Empty(t, err)
-	_, err = parseChunks(Limits{MaxControlLine: 10}, []byte("SUB abcd 12\r\n"))
+	_, err = parseChunks(Limits{MaxControlLine: 10}, []byte("SUB abcdefgh 12\r\n"))
 	require.Equal(t, "maximum control line exceeded", err)
 }
 
@@ -183,6 +189,7 @@ func TestErrorIs(t *testing.T) {
 	require.NotErrorIs(t, err, ErrMaxPayload)
 	require.Contains(t, err.Error(), "BAD")
 	require.Equal(t, `Permissions Violation for Publish to "a.b"`, PermissionsPublish([]byte("a.b")).Text)
+	require.Equal(t, `Permissions Violation for Subscription to "a.>" using queue "q"`, PermissionsSubscribe([]byte("a.>"), []byte("q")).Text)
 }
 
 func TestAppend(t *testing.T) {
