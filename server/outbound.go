@@ -12,8 +12,16 @@ import (
 // outbound is a client's queue of bytes to send. Any goroutine appends to
 // it (publishers delivering messages, the client's own read loop answering
 // PING); one writer goroutine per client (writeLoop) takes everything
-// queued at once and writes it in one call, so that a burst of small
+// queued at once and writes it with one writev, so that a burst of small
 // messages becomes one large write.
+//
+// The queue is a list of fixed-size chunks from a shared pool: an append
+// fills the last chunk and starts a new one when it is full, so queued
+// bytes are copied once, on the way in, and never moved again however
+// long the queue grows; written chunks go back to the pool.
+//
+//	mu.bufs:  [ 64 KiB full ][ 64 KiB full ][ partly filled ]  <- appends
+//	writer:   takes the whole list, writev, returns the chunks
 //
 // Its size is bounded: the bytes queued plus the bytes being written may
 // not exceed MaxPending. An append that would pass the bound fails, and
@@ -22,20 +30,32 @@ import (
 type outbound struct {
 	mu struct {
 		sync.Mutex
-		buf      []byte // queued, not yet taken by the writer
-		inflight int    // bytes the writer is writing now
-		closing  bool   // no more appends; the writer writes what is queued, then closes
-		outMsgs  int64  // messages queued for this client, ever
-		outBytes int64  // payload bytes of those messages
+		bufs     [][]byte // queued chunks, not yet taken by the writer
+		queued   int      // bytes in bufs
+		inflight int      // bytes the writer is writing now
+		closing  bool     // no more appends; the writer writes what is queued, then closes
+		outMsgs  int64    // messages queued for this client, ever
+		outBytes int64    // payload bytes of those messages
 	}
 	max  int
 	kick chan struct{} // capacity 1: wakes the writer; a send never blocks
 }
 
-// retainOut is the largest buffer the writer keeps between bursts; a
-// bigger one, grown for a burst, is dropped so that idle clients hold
-// little memory.
-const retainOut = 1 << 20
+// chunkSize is the size of the queue's chunks: large enough that a writev
+// covers a burst in a few iovecs, small enough that an idle client's last
+// partial chunk costs little.
+const chunkSize = 64 << 10
+
+var chunks = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
+
+func getChunk() []byte { return (*chunks.Get().(*[]byte))[:0] }
+
+func putChunk(b []byte) {
+	if cap(b) == chunkSize {
+		b = b[:0]
+		chunks.Put(&b)
+	}
+}
 
 func (o *outbound) init(max int) {
 	o.max = max
@@ -50,24 +70,51 @@ func (o *outbound) wake() {
 	}
 }
 
+// write copies p into the queue's chunks. Lock held.
+func (o *outbound) write(p []byte) {
+	o.mu.queued += len(p)
+	for len(p) > 0 {
+		n := len(o.mu.bufs)
+		if n == 0 || len(o.mu.bufs[n-1]) == cap(o.mu.bufs[n-1]) {
+			o.mu.bufs = append(o.mu.bufs, getChunk())
+			n++
+		}
+		last := o.mu.bufs[n-1]
+		k := min(len(p), cap(last)-len(last))
+		o.mu.bufs[n-1] = append(last, p[:k]...)
+		p = p[k:]
+	}
+}
+
+// writeMsg queues a MSG or HMSG. Lock held.
+func (o *outbound) writeMsg(subject, sid, reply []byte, hdr int, msg []byte) {
+	var line [256]byte
+	o.write(proto.AppendMsgLine(line[:0], subject, sid, reply, hdr, len(msg)))
+	o.write(msg)
+	o.write(crlf)
+	o.mu.outMsgs++
+	o.mu.outBytes += int64(len(msg))
+}
+
+var crlf = []byte("\r\n")
+
+// fits reports whether n more bytes stay within the bound. Lock held.
+func (o *outbound) fits(n int) bool { return o.mu.queued+o.mu.inflight+n <= o.max }
+
 // queueMsg appends a MSG or HMSG. It returns false if that would pass the
 // bound (the caller cuts the client off) and true, without queueing, if
 // the client is closing.
 func (o *outbound) queueMsg(subject, sid, reply []byte, hdr int, msg []byte) bool {
 	n := proto.MsgSize(subject, sid, reply, hdr, msg)
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.mu.closing {
-		o.mu.Unlock()
 		return true
 	}
-	if len(o.mu.buf)+o.mu.inflight+n > o.max {
-		o.mu.Unlock()
+	if !o.fits(n) {
 		return false
 	}
-	o.mu.buf = proto.AppendMsg(o.mu.buf, subject, sid, reply, hdr, msg)
-	o.mu.outMsgs++
-	o.mu.outBytes += int64(len(msg))
-	o.mu.Unlock()
+	o.writeMsg(subject, sid, reply, hdr, msg)
 	return true
 }
 
@@ -91,12 +138,10 @@ func (o *outbound) queueSubMsg(sub *subscription, subject, reply []byte, hdr int
 	if o.mu.closing || (max > 0 && sub.delivered >= max) {
 		return notQueued
 	}
-	if len(o.mu.buf)+o.mu.inflight+n > o.max {
+	if !o.fits(n) {
 		return queueFull
 	}
-	o.mu.buf = proto.AppendMsg(o.mu.buf, subject, sub.sid, reply, hdr, msg)
-	o.mu.outMsgs++
-	o.mu.outBytes += int64(len(msg))
+	o.writeMsg(subject, sub.sid, reply, hdr, msg)
 	sub.delivered++
 	if max > 0 && sub.delivered == max {
 		return queuedLast
@@ -131,18 +176,32 @@ func (o *outbound) queue(b []byte) bool {
 	if o.mu.closing {
 		return true
 	}
-	if len(o.mu.buf)+o.mu.inflight+len(b) > o.max {
+	if !o.fits(len(b)) {
 		return false
 	}
-	o.mu.buf = append(o.mu.buf, b...)
+	o.write(b)
 	return true
+}
+
+// take removes everything queued and returns it as one slice (for the TLS
+// upgrade, which writes INFO itself).
+func (o *outbound) take() []byte {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []byte
+	for _, b := range o.mu.bufs {
+		out = append(out, b...)
+		putChunk(b)
+	}
+	o.mu.bufs, o.mu.queued = nil, 0
+	return out
 }
 
 // pending returns the bytes queued and being written.
 func (o *outbound) pending() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.mu.buf) + o.mu.inflight
+	return o.mu.queued + o.mu.inflight
 }
 
 // counts returns the messages and payload bytes queued for the client.
@@ -158,7 +217,10 @@ func (o *outbound) startClosing(flush bool) {
 	o.mu.Lock()
 	o.mu.closing = true
 	if !flush {
-		o.mu.buf = nil
+		for _, b := range o.mu.bufs {
+			putChunk(b)
+		}
+		o.mu.bufs, o.mu.queued = nil, 0
 	}
 	o.mu.Unlock()
 	o.wake()
@@ -170,19 +232,18 @@ func (c *client) writeLoop() {
 	defer c.srv.wg.Done()
 	defer close(c.writeDone)
 	o := &c.out
-	var spare []byte // the buffer last written, reused as the next queue
+	var spare [][]byte // the previous list, reused for the next
+	var iov net.Buffers // WriteTo consumes and trims its slices: give it copies
 	for range o.kick {
 		for {
 			o.mu.Lock()
-			buf, closing := o.mu.buf, o.mu.closing
-			// Hand the spare to the queue and keep nothing of it here, so
-			// that the queue and the buffer being written never share an
-			// array.
-			o.mu.buf, spare = spare[:0], nil
-			o.mu.inflight = len(buf)
+			bufs, n, closing := o.mu.bufs, o.mu.queued, o.mu.closing
+			o.mu.bufs, o.mu.queued = spare[:0], 0
+			spare = nil
+			o.mu.inflight = n
 			o.mu.Unlock()
-			if len(buf) == 0 {
-				spare = buf
+			if n == 0 {
+				spare = bufs
 				if closing {
 					<-c.readDone // the reader stops first (close set its deadline)
 					lingerClose(c.conn)
@@ -191,17 +252,20 @@ func (c *client) writeLoop() {
 				break
 			}
 			_ = c.conn.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteDeadline))
-			_, err := c.conn.Write(buf)
+			iov = append(iov[:0], bufs...)
+			_, err := iov.WriteTo(c.conn)
 			o.mu.Lock()
 			o.mu.inflight = 0
 			o.mu.Unlock()
+			for i, b := range bufs {
+				putChunk(b)
+				bufs[i] = nil
+			}
 			if err != nil {
 				c.writeFailed(err)
 				return
 			}
-			if cap(buf) <= retainOut {
-				spare = buf
-			}
+			spare = bufs
 		}
 	}
 }

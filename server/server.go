@@ -211,10 +211,7 @@ func (c *client) upgradeTLS() bool {
 	s := c.srv
 	raw := c.conn
 	_ = raw.SetDeadline(time.Now().Add(s.opts.AuthTimeout))
-	c.out.mu.Lock()
-	infoBytes := c.out.mu.buf
-	c.out.mu.buf = nil
-	c.out.mu.Unlock()
+	infoBytes := c.out.take()
 	if _, err := raw.Write(infoBytes); err != nil {
 		c.close(reasonTLS, false)
 		return false

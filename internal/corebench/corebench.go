@@ -53,18 +53,19 @@ func (o *Options) setDefaults() {
 type Target struct {
 	Name string
 	bin  string
-	args func(port int) []string
+	args func(port int, conf string) []string
 }
 
 // Targets returns Skiff and nats-server with equivalent settings: loopback,
-// no monitoring, default limits.
+// no monitoring, and the same configuration file (both read nats-server's
+// syntax).
 func Targets(o *Options) []Target {
 	return []Target{
-		{Name: "skiff", bin: o.SkiffBin, args: func(p int) []string {
-			return []string{"serve", "-a", "127.0.0.1", "-p", strconv.Itoa(p), "-m", "0"}
+		{Name: "skiff", bin: o.SkiffBin, args: func(p int, conf string) []string {
+			return []string{"serve", "-c", conf, "-a", "127.0.0.1", "-p", strconv.Itoa(p), "-m", "0"}
 		}},
-		{Name: "nats-server", bin: o.NATSServerBin, args: func(p int) []string {
-			return []string{"-a", "127.0.0.1", "-p", strconv.Itoa(p)}
+		{Name: "nats-server", bin: o.NATSServerBin, args: func(p int, conf string) []string {
+			return []string{"-c", conf, "-a", "127.0.0.1", "-p", strconv.Itoa(p)}
 		}},
 	}
 }
@@ -76,14 +77,27 @@ type Proc struct {
 	logs bytes.Buffer
 }
 
-// Start runs the target on a free loopback port and waits until it accepts.
-func (t Target) Start(ctx context.Context) (*Proc, error) {
+// Start runs the target on a free loopback port with the given
+// configuration text (nats-server syntax; "" for defaults) and waits until
+// it accepts.
+func (t Target) Start(ctx context.Context, config string) (*Proc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
+	conf, err := os.CreateTemp("", "corebench-*.conf")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.Remove(conf.Name()) }()
+	if _, err := conf.WriteString(config + "\n"); err != nil {
+		return nil, err
+	}
+	if err := conf.Close(); err != nil {
+		return nil, err
+	}
 	p := &Proc{URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
-	p.cmd = exec.CommandContext(ctx, t.bin, t.args(port)...)
+	p.cmd = exec.CommandContext(ctx, t.bin, t.args(port, conf.Name())...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Name, err)

@@ -13,6 +13,14 @@ var (
 // hdr < 0, else HMSG with hdr bytes of headers at the start of msg. reply
 // may be empty.
 func AppendMsg(dst, subject, sid, reply []byte, hdr int, msg []byte) []byte {
+	dst = AppendMsgLine(dst, subject, sid, reply, hdr, len(msg))
+	dst = append(dst, msg...)
+	return append(dst, "\r\n"...)
+}
+
+// AppendMsgLine appends only the control line of a delivery (through its
+// CRLF), for a writer that copies the payload and the final CRLF itself.
+func AppendMsgLine(dst, subject, sid, reply []byte, hdr, size int) []byte {
 	if hdr < 0 {
 		dst = append(dst, "MSG "...)
 	} else {
@@ -30,9 +38,7 @@ func AppendMsg(dst, subject, sid, reply []byte, hdr int, msg []byte) []byte {
 		dst = strconv.AppendInt(dst, int64(hdr), 10)
 		dst = append(dst, ' ')
 	}
-	dst = strconv.AppendInt(dst, int64(len(msg)), 10)
-	dst = append(dst, "\r\n"...)
-	dst = append(dst, msg...)
+	dst = strconv.AppendInt(dst, int64(size), 10)
 	return append(dst, "\r\n"...)
 }
 
