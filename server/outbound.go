@@ -232,7 +232,7 @@ func (c *client) writeLoop() {
 	defer c.srv.wg.Done()
 	defer close(c.writeDone)
 	o := &c.out
-	var spare [][]byte // the previous list, reused for the next
+	var spare [][]byte  // the previous list, reused for the next
 	var iov net.Buffers // WriteTo consumes and trims its slices: give it copies
 	for range o.kick {
 		for {

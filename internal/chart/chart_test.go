@@ -26,3 +26,12 @@ func TestChartsWritePNGs(t *testing.T) {
 		require.Equal(t, "\x89PNG", string(b[:4]), p)
 	}
 }
+
+func TestPercentilesChart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lat.png")
+	require.NoError(t, chart.Percentiles(path, chart.Options{Title: "latency", XLabel: "percentile", YLabel: "ms", LogY: true},
+		[]chart.Series{{Name: "a", X: []float64{0, 50, 90, 99, 99.9, 99.99, 99.999, 99.9999, 100}, Y: []float64{0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 20}}}))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "\x89PNG", string(b[:4]))
+}
