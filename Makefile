@@ -5,7 +5,7 @@ BIN      := bin/skiff
 FUZZTIME ?= 30s
 COUNT    ?= 5
 
-.PHONY: all build run test vet race tools lint fuzz bench bench-match clean
+.PHONY: all build run test vet race tools lint fuzz bench bench-match bench-core clean
 
 all: build
 
@@ -54,6 +54,10 @@ bench: bench-match
 
 bench-match:
 	$(GO) run ./cmd/skiff bench match -count $(COUNT)
+
+## bench-core: the broker against nats-server with nats bench (docs/benchmarks/core.md)
+bench-core: build tools
+	./$(BIN) bench core -runs $(COUNT)
 
 clean:
 	rm -rf bin tools/bin

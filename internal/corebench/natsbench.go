@@ -3,6 +3,7 @@ package corebench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -64,10 +65,25 @@ func (o *Options) pubSub(ctx context.Context, url, subSubject, pubSubject string
 		_ = sub.Wait()
 		return 0, fmt.Errorf("nats bench pub: %w\n%s", err, out)
 	}
-	if err := sub.Wait(); err != nil {
-		return 0, fmt.Errorf("nats bench sub: %w\n%s", err, subOut.String())
+	// A subscriber the server disconnects would reconnect and wait for
+	// messages that no longer come: stop it as soon as that shows.
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- sub.Wait() }()
+	for {
+		select {
+		case err := <-waitErr:
+			if err != nil {
+				return 0, fmt.Errorf("nats bench sub: %w\n%s", err, subOut.String())
+			}
+			return parseRate(subRate, []byte(subOut.String()))
+		case <-time.After(100 * time.Millisecond):
+			if strings.Contains(subOut.String(), "Disconnected") {
+				_ = sub.Process.Kill()
+				<-waitErr
+				return 0, errors.New("the server disconnected the subscriber (cut off as a slow consumer)")
+			}
+		}
 	}
-	return parseRate(subRate, []byte(subOut.String()))
 }
 
 // service runs `nats bench service serve` and `nats bench service request`

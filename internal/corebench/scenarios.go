@@ -70,10 +70,12 @@ func Scenarios() []Scenario {
 	}
 }
 
-// Result is every sample of one scenario, by target name.
+// Result is every sample of one scenario, by target name, and every run
+// that produced none, with why.
 type Result struct {
 	Scenario Scenario
 	Samples  map[string][]float64
+	Failures map[string][]string
 }
 
 // Median returns the median sample of a target.
@@ -105,7 +107,7 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		if len(o.Scenarios) > 0 && !slices.Contains(o.Scenarios, sc.Name) {
 			continue
 		}
-		res := &Result{Scenario: sc, Samples: map[string][]float64{}}
+		res := &Result{Scenario: sc, Samples: map[string][]float64{}, Failures: map[string][]string{}}
 		for run := range o.Runs {
 			order := targets
 			if run%2 == 1 {
@@ -114,7 +116,11 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 			for _, t := range order {
 				v, err := measure(ctx, &o, t, sc)
 				if err != nil {
-					return results, fmt.Errorf("%s on %s: %w", sc.Name, t.Name, err)
+					// A run that fails is a result too (a server may cut a
+					// client off by design): record it and go on.
+					res.Failures[t.Name] = append(res.Failures[t.Name], firstLine(err.Error()))
+					fmt.Fprintf(o.Log, "%-18s run %d  %-11s failed: %v\n", sc.Name, run+1, t.Name, err)
+					continue
 				}
 				res.Samples[t.Name] = append(res.Samples[t.Name], v)
 				fmt.Fprintf(o.Log, "%-18s run %d  %-11s %14.0f %s\n", sc.Name, run+1, t.Name, v, sc.Unit)
@@ -123,6 +129,11 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		results = append(results, res)
 	}
 	return results, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
 }
 
 func measure(ctx context.Context, o *Options, t Target, sc Scenario) (float64, error) {
@@ -147,12 +158,32 @@ func WriteTable(w io.Writer, results []*Result) error {
 		if config == "" {
 			config = "defaults"
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | %s %s | %s %s | %.2fx | >= %.1fx | %s | skiff %s; nats-server %s |\n",
-			r.Scenario.Title, config, commas(r.Median("skiff")), r.Scenario.Unit, commas(r.Median("nats-server")), r.Scenario.Unit,
-			r.Ratio(), r.Scenario.Goal, met, list(r.Samples["skiff"]), list(r.Samples["nats-server"]))
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %.2fx | >= %.1fx | %s | skiff %s; nats-server %s |\n",
+			r.Scenario.Title, config, r.cell("skiff"), r.cell("nats-server"),
+			r.Ratio(), r.Scenario.Goal, met, r.samples("skiff"), r.samples("nats-server"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// cell is a target's median, or why it has none.
+func (r *Result) cell(target string) string {
+	if len(r.Samples[target]) == 0 && len(r.Failures[target]) > 0 {
+		return "no result: " + r.Failures[target][0]
+	}
+	return commas(r.Median(target)) + " " + r.Scenario.Unit
+}
+
+// samples lists a target's samples and failed runs.
+func (r *Result) samples(target string) string {
+	s := list(r.Samples[target])
+	if n := len(r.Failures[target]); n > 0 {
+		if s != "" {
+			s += "; "
+		}
+		s += fmt.Sprintf("%d run(s) failed", n)
+	}
+	return s
 }
 
 func list(xs []float64) string {
