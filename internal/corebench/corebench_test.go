@@ -1,0 +1,56 @@
+package corebench
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+func TestParseRate(t *testing.T) {
+	v, err := parseRate(subRate, []byte("NATS Core NATS subscriber stats: 633,908 msgs/sec ~ 9.7 MiB/sec"))
+	require.NoError(t, err)
+	require.Equal(t, 633908.0, v)
+	v, err = parseRate(subRate, []byte(" NATS Core NATS subscriber aggregated stats: 957,824 msgs/sec ~ 117 MiB/sec"))
+	require.NoError(t, err)
+	require.Equal(t, 957824.0, v)
+	v, err = parseRate(requestRate, []byte("NATS Core NATS service requester stats: 4,659 msgs/sec ~ 582 KiB/sec"))
+	require.NoError(t, err)
+	require.Equal(t, 4659.0, v)
+	_, err = parseRate(subRate, []byte("nothing here"))
+	require.Error(t, err)
+	require.Equal(t, "1,234,567", commas(1234567))
+	require.Equal(t, "12", commas(12))
+}
+
+func TestResultRatio(t *testing.T) {
+	r := &Result{Scenario: Scenario{LowerIsBetter: true}, Samples: map[string][]float64{"skiff": {100, 200, 300}, "nats-server": {400}}}
+	require.Equal(t, 2.0, r.Ratio())
+	r.Scenario.LowerIsBetter = false
+	require.Equal(t, 0.5, r.Ratio())
+}
+
+// TestChurn runs the churn workload briefly against an in-process server:
+// the churner keeps its rate and messages are delivered. CHURN_URL runs it
+// against a running server instead (for profiling one).
+func TestChurn(t *testing.T) {
+	url := os.Getenv("CHURN_URL")
+	d := time.Second
+	if url == "" {
+		s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort})
+		require.NoError(t, err)
+		require.NoError(t, s.Start())
+		defer func() { _ = s.Shutdown(context.Background()) }()
+		url = s.ClientURL()
+	} else {
+		d = 10 * time.Second
+	}
+	rate, err := churn(context.Background(), url, 1000, 200, 128, d)
+	require.NoError(t, err)
+	require.Positive(t, rate)
+	t.Logf("%.0f msgs/s delivered", rate)
+}
