@@ -37,7 +37,10 @@ type client struct {
 	ponged    bool                        // the first PONG after CONNECT was sent
 	result    match.Result[*subscription] // lookup scratch, reused
 	noRespRes match.Result[*subscription]
-	flushes   []*client       // clients queued to this read, to wake at its end
+	flushes   []*client // clients queued to this read, to wake at its end
+	afterRead []func(*Publisher)
+	imsg      Msg             // the Msg handed to internal subscriptions, reused
+	internal  bool            // a connectionless publisher (see internal.go)
 	readMsgs  int64           // messages in the read being handled, for inMsgs
 	readBytes int64           // their payload bytes, for inBytes
 	pubOK     map[string]bool // permission answers for recent publish subjects
@@ -77,6 +80,7 @@ type client struct {
 // subscription is one SUB of one client: the value the matching engine
 // stores and returns.
 type subscription struct {
+	internalFields
 	client  *client
 	subject string // as subscribed
 	queue   string
@@ -157,7 +161,7 @@ func (c *client) readLoop() {
 				c.inBytes.Add(c.readBytes)
 				c.readMsgs, c.readBytes = 0, 0
 			}
-			c.wakeTargets()
+			c.endOfRead()
 			if perr != nil {
 				c.protocolError(perr)
 				return

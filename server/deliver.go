@@ -47,6 +47,9 @@ func (c *client) deliverToGroup(members []*subscription, subj string, subjBytes,
 // deliver queues the message for one subscription and reports whether it
 // did. c is the publisher.
 func (c *client) deliver(sub *subscription, subj string, subjBytes, reply []byte, hdr int, msg []byte) bool {
+	if sub.internal != nil {
+		return c.deliverInternal(sub, subj, reply, hdr, msg)
+	}
 	t := sub.client
 	if (t == c && !c.echo) || t.closed.Load() {
 		return false

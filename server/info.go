@@ -97,6 +97,7 @@ func (s *Server) buildInfo(port int) info {
 		AuthRequired: s.auth.required(),
 		TLSRequired:  s.opts.TLSRequired,
 		TLSAvailable: s.opts.TLS != nil,
+		JetStream:    s.jetstream,
 	}
 }
 

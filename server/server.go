@@ -33,6 +33,9 @@ type Server struct {
 	subs  *cstrie.Trie[*subscription]
 	start time.Time
 
+	internalClient *client // owns internal subscriptions
+	jetstream      bool    // advertised in INFO
+
 	ln      net.Listener
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -87,6 +90,7 @@ func New(opts Options) (*Server, error) {
 		s.name = s.id
 	}
 	s.mu.clients = map[uint64]*client{}
+	s.internalClient = s.newInternalClient()
 	return s, nil
 }
 

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"errors"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/skiffmq/skiff/match"
+)
+
+// Internal subscriptions and publishers let a component in the same
+// process (the JetStream layer) take part in routing like a client,
+// without a connection:
+//
+//	publisher's read loop                    component goroutine
+//	  route(subject) --> internal sub --> handler(m) ... m.AfterRead(f)
+//	  end of the read: f(p) runs, then writers wake
+//	                                          p := s.NewPublisher(); p.Publish(...)
+//
+// A handler runs on the goroutine of the connection that published, in the
+// middle of routing its read: it must be quick and must not block. Work
+// that takes time goes to the component's own goroutines; answers that
+// must follow a message (a publish acknowledgement) go in AfterRead, which
+// runs once the whole read is routed, so that many messages can share one
+// fsync before their acknowledgements.
+
+// InternalHandler receives the messages of an internal subscription.
+type InternalHandler func(m *Msg)
+
+// Msg is a message delivered to an internal subscription. Its fields are
+// views of the publisher's read buffer, valid only during the handler
+// call: copy what must outlive it.
+type Msg struct {
+	Subject string
+	Reply   string
+	Header  []byte // nil when the message has no headers
+	Data    []byte
+	pub     *client
+}
+
+// AfterRead runs f on the publisher's goroutine once the read that carried
+// m has been routed, before receivers are woken, with a Publisher for
+// answers. For a message from an internal Publisher, f runs when that
+// Publisher flushes.
+func (m *Msg) AfterRead(f func(p *Publisher)) {
+	m.pub.afterRead = append(m.pub.afterRead, f)
+}
+
+// InternalSub is a subscription whose messages go to a Go function.
+type InternalSub struct {
+	s   *Server
+	sub *subscription
+}
+
+// ErrClosedSub is returned when unsubscribing twice.
+var ErrClosedSub = errors.New("server: subscription already removed")
+
+// SubscribeInternal subscribes h to pattern (queue "" for a plain
+// subscription; a queue group shares messages with clients' members).
+func (s *Server) SubscribeInternal(pattern, queue string, h InternalHandler) (*InternalSub, error) {
+	if _, err := match.ParsePattern(pattern, queue); err != nil {
+		return nil, err
+	}
+	sub := &subscription{client: s.internalClient, subject: pattern, queue: queue, sid: []byte("internal")}
+	sub.internal = h
+	s.index(sub)
+	return &InternalSub{s: s, sub: sub}, nil
+}
+
+// Unsubscribe removes the subscription.
+func (is *InternalSub) Unsubscribe() error {
+	if is.sub.removed.Swap(true) {
+		return ErrClosedSub
+	}
+	is.s.unindex(is.sub)
+	return nil
+}
+
+// Publisher publishes messages from inside the process, routed like a
+// client's. It belongs to one goroutine at a time.
+type Publisher struct {
+	c   *client
+	buf []byte // headers and data joined, reused
+}
+
+// NewPublisher returns a publisher for one goroutine.
+func (s *Server) NewPublisher() *Publisher {
+	return &Publisher{c: s.newInternalClient()}
+}
+
+// Publish routes one message. Receivers are woken at the next Flush (or
+// at once with PublishNow).
+func (p *Publisher) Publish(subject, reply string, hdr, data []byte) {
+	c := p.c
+	msg, h := data, -1
+	if hdr != nil {
+		p.buf = append(append(p.buf[:0], hdr...), data...)
+		msg, h = p.buf, len(hdr)
+	}
+	c.srv.route(c, subject, unsafe.Slice(unsafe.StringData(subject), len(subject)), []byte(reply), h, msg)
+}
+
+// PublishNow is Publish followed by Flush.
+func (p *Publisher) PublishNow(subject, reply string, hdr, data []byte) {
+	p.Publish(subject, reply, hdr, data)
+	p.Flush()
+}
+
+// Flush runs the AfterRead functions of messages this publisher delivered
+// to internal subscriptions, then wakes every receiver it queued for.
+func (p *Publisher) Flush() { p.c.endOfRead() }
+
+// newInternalClient returns a connectionless client that publishes for a
+// Publisher. It receives nothing.
+func (s *Server) newInternalClient() *client {
+	c := &client{srv: s, echo: true, internal: true}
+	c.headers.Store(true)
+	c.log = s.log.With("cid", "internal")
+	return c
+}
+
+// endOfRead runs after a read (or a Publisher's batch) has been routed: the
+// AfterRead functions, then the writers of every receiver.
+func (c *client) endOfRead() {
+	for len(c.afterRead) > 0 {
+		// A function may publish and so add more: run until none is left.
+		fs := c.afterRead
+		c.afterRead = nil
+		p := &Publisher{c: c}
+		for _, f := range fs {
+			f(p)
+		}
+	}
+	c.wakeTargets()
+}
+
+// deliverInternal hands a message to an internal subscription's handler.
+func (c *client) deliverInternal(sub *subscription, subj string, reply []byte, hdr int, msg []byte) bool {
+	m := &c.imsg
+	m.Subject, m.Reply, m.pub = subj, unsafe.String(unsafe.SliceData(reply), len(reply)), c
+	if hdr >= 0 {
+		m.Header, m.Data = msg[:hdr], msg[hdr:]
+	} else {
+		m.Header, m.Data = nil, msg
+	}
+	sub.internal(m)
+	*m = Msg{}
+	return true
+}
+
+// internalFields are the subscription fields of internal subscriptions.
+type internalFields struct {
+	internal InternalHandler // nil for a client's subscription
+	removed  atomic.Bool
+}
+
+// AdvertiseJetStream makes INFO say that JetStream is available. Call it
+// before Start.
+func (s *Server) AdvertiseJetStream() { s.jetstream = true }
