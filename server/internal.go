@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -100,6 +101,19 @@ func (p *Publisher) Publish(subject, reply string, hdr, data []byte) {
 	c.srv.route(c, subject, unsafe.Slice(unsafe.StringData(subject), len(subject)), []byte(reply), h, msg)
 }
 
+// PublishAs routes a message by subject but presents it to receivers as
+// published on as: JetStream hands a stored message to a consumer's inbox
+// this way, keeping the subject it was stored under.
+func (p *Publisher) PublishAs(subject, as, reply string, hdr, data []byte) {
+	c := p.c
+	msg, h := data, -1
+	if hdr != nil {
+		p.buf = append(append(p.buf[:0], hdr...), data...)
+		msg, h = p.buf, len(hdr)
+	}
+	c.srv.route(c, subject, unsafe.Slice(unsafe.StringData(as), len(as)), []byte(reply), h, msg)
+}
+
 // PublishNow is Publish followed by Flush.
 func (p *Publisher) PublishNow(subject, reply string, hdr, data []byte) {
 	p.Publish(subject, reply, hdr, data)
@@ -153,6 +167,31 @@ type internalFields struct {
 	internal InternalHandler // nil for a client's subscription
 	removed  atomic.Bool
 }
+
+// HasInterest reports whether a message published on subject would reach
+// a client's subscription (internal subscriptions do not count).
+func (s *Server) HasInterest(subject string) bool {
+	r := interestResults.Get().(*match.Result[*subscription])
+	defer interestResults.Put(r)
+	if s.subs.Lookup(subject, r) != nil {
+		return false
+	}
+	for _, sub := range r.Plain {
+		if sub.internal == nil && !sub.client.closed.Load() {
+			return true
+		}
+	}
+	for i := range r.Groups {
+		for _, sub := range r.Groups[i].Members {
+			if sub.internal == nil && !sub.client.closed.Load() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var interestResults = sync.Pool{New: func() any { return new(match.Result[*subscription]) }}
 
 // AdvertiseJetStream makes INFO say that JetStream is available. Call it
 // before Start.

@@ -12,24 +12,39 @@ import (
 	"time"
 
 	"github.com/skiffmq/skiff/internal/conf"
+	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
 
-// loadConfig reads a configuration file (docs/config.md) into opts. Keys
+// brokerConfig is everything `skiff serve` configures: the server, and
+// JetStream on top of it.
+type brokerConfig struct {
+	server    server.Options
+	jetstream jetstream.Options
+	// streams turns JetStream on (the default).
+	streams bool
+}
+
+func defaultBrokerConfig() brokerConfig {
+	return brokerConfig{server: server.DefaultOptions(), streams: true}
+}
+
+// loadConfig reads a configuration file (docs/config.md) into cfg. Keys
 // the broker does not know, such as nats-server's cluster settings, are
 // reported to stderr and ignored, so that a nats-server file can be reused.
-func loadConfig(path string, opts *server.Options) error {
+func loadConfig(path string, cfg *brokerConfig) error {
 	m, err := conf.ParseFile(path)
 	if err != nil {
 		return err
 	}
-	return applyConfig(m, opts, func(format string, args ...any) {
+	return applyConfig(m, cfg, func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "skiff: config: "+format+"\n", args...)
 	})
 }
 
-// applyConfig sets opts from a parsed file. warn receives keys it ignores.
-func applyConfig(m *conf.Map, opts *server.Options, warn func(string, ...any)) error {
+// applyConfig sets cfg from a parsed file. warn receives keys it ignores.
+func applyConfig(m *conf.Map, cfg *brokerConfig, warn func(string, ...any)) error {
+	opts := &cfg.server
 	for key, v := range m.All() {
 		var err error
 		switch strings.ToLower(key) {
@@ -69,8 +84,50 @@ func applyConfig(m *conf.Map, opts *server.Options, warn func(string, ...any)) e
 			err = applyAuthorization(v, opts)
 		case "tls":
 			err = applyTLS(v, opts)
+		case "jetstream":
+			err = applyJetStream(v, cfg, warn)
 		default:
 			warn("line %d: ignoring unknown key %q", v.Line(), key)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyJetStream reads `jetstream: enabled|disabled|true|false` or a
+// block {store_dir: DIR, max_streams: N, max_consumers: N}; nats-server's
+// storage quotas are reported and ignored.
+func applyJetStream(v conf.Value, cfg *brokerConfig, warn func(string, ...any)) error {
+	if v.Kind() != conf.KindMap {
+		switch strings.ToLower(v.Text()) {
+		case "true", "enabled", "enable", "on", "yes":
+			cfg.streams = true
+		case "false", "disabled", "disable", "off", "no":
+			cfg.streams = false
+		default:
+			return fmt.Errorf("config: line %d: jetstream: want enabled or disabled, not %q", v.Line(), v.Text())
+		}
+		return nil
+	}
+	m, _ := v.Map()
+	cfg.streams = true
+	for key, v := range m.All() {
+		var err error
+		switch strings.ToLower(key) {
+		case "store_dir", "store", "storedir":
+			cfg.jetstream.StoreDir, err = v.Str()
+		case "max_streams":
+			cfg.jetstream.MaxStreams, err = intValue(v)
+		case "max_consumers":
+			cfg.jetstream.MaxConsumers, err = intValue(v)
+		case "enabled":
+			var on bool
+			on, err = v.Bool()
+			cfg.streams = on
+		default:
+			warn("line %d: ignoring unknown jetstream key %q", v.Line(), key)
 		}
 		if err != nil {
 			return err

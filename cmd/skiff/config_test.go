@@ -15,10 +15,13 @@ import (
 func TestExampleConfig(t *testing.T) {
 	m, err := conf.ParseFile("../../docs/skiff.conf")
 	require.NoError(t, err)
-	opts := server.DefaultOptions()
+	cfg := defaultBrokerConfig()
+	opts := &cfg.server
 	var warnings []string
-	require.NoError(t, applyConfig(m, &opts, func(f string, a ...any) { warnings = append(warnings, f) }))
+	require.NoError(t, applyConfig(m, &cfg, func(f string, a ...any) { warnings = append(warnings, f) }))
 	require.Empty(t, warnings)
+	require.True(t, cfg.streams)
+	require.Equal(t, "./skiff-data", cfg.jetstream.StoreDir)
 	require.Equal(t, "127.0.0.1", opts.Host)
 	require.Equal(t, 4222, opts.Port)
 	require.Equal(t, 8222, opts.HTTPPort)
@@ -41,7 +44,7 @@ func TestExampleConfig(t *testing.T) {
 	require.Nil(t, opts.Users[1].Permissions)
 	// The result is valid for the server.
 	opts.Port, opts.HTTPPort = server.RandomPort, 0
-	_, err = server.New(opts)
+	_, err = server.New(*opts)
 	require.NoError(t, err)
 }
 
@@ -54,13 +57,15 @@ func TestConfigErrors(t *testing.T) {
 		"bad permission key": "authorization { users: [{user: a, permissions: {publish: {maybe: [x]}}}] }",
 		"tls without files":  "tls { verify: true }",
 		"bad listen":         "listen: nonsense",
+		"bad jetstream":      "jetstream: maybe",
+		"bad store_dir":      "jetstream { store_dir: [a] }",
 	}
 	for name, text := range tests {
 		t.Run(name, func(t *testing.T) {
 			m, err := conf.Parse([]byte(text))
 			require.NoError(t, err)
-			opts := server.DefaultOptions()
-			require.Error(t, applyConfig(m, &opts, func(string, ...any) {}))
+			cfg := defaultBrokerConfig()
+			require.Error(t, applyConfig(m, &cfg, func(string, ...any) {}))
 		})
 	}
 }
@@ -68,16 +73,42 @@ func TestConfigErrors(t *testing.T) {
 func TestConfigUnknownKeysWarn(t *testing.T) {
 	m, err := conf.Parse([]byte("port: 5000\ncluster { port: 6222 }\nlisten: 127.0.0.2:4333\n"))
 	require.NoError(t, err)
-	opts := server.DefaultOptions()
+	cfg := defaultBrokerConfig()
+	opts := &cfg.server
 	var warnings []string
-	require.NoError(t, applyConfig(m, &opts, func(f string, a ...any) { warnings = append(warnings, f) }))
+	require.NoError(t, applyConfig(m, &cfg, func(f string, a ...any) { warnings = append(warnings, f) }))
 	require.Len(t, warnings, 1)
 	require.Equal(t, "127.0.0.2", opts.Host)
 	require.Equal(t, 4333, opts.Port)
 }
 
+func TestConfigJetStream(t *testing.T) {
+	tests := []struct {
+		text    string
+		streams bool
+		dir     string
+	}{
+		{"", true, ""},
+		{"jetstream: disabled", false, ""},
+		{"jetstream: enabled", true, ""},
+		{"jetstream: false", false, ""},
+		{"jetstream { store_dir: /var/lib/skiff }", true, "/var/lib/skiff"},
+		{"jetstream { store_dir: data, enabled: false }", false, "data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			m, err := conf.Parse([]byte(tt.text))
+			require.NoError(t, err)
+			cfg := defaultBrokerConfig()
+			require.NoError(t, applyConfig(m, &cfg, func(string, ...any) {}))
+			require.Equal(t, tt.streams, cfg.streams)
+			require.Equal(t, tt.dir, cfg.jetstream.StoreDir)
+		})
+	}
+}
+
 func TestLoadConfigMissingFile(t *testing.T) {
-	opts := server.DefaultOptions()
-	err := loadConfig(filepath.Join(t.TempDir(), "nope.conf"), &opts)
+	cfg := defaultBrokerConfig()
+	err := loadConfig(filepath.Join(t.TempDir(), "nope.conf"), &cfg)
 	require.ErrorIs(t, err, os.ErrNotExist)
 }

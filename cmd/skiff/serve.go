@@ -11,14 +11,15 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
 
 // serveFlags are the flags of `skiff serve`, named as nats-server's.
 type serveFlags struct {
-	addr, config, user, pass, token, name string
-	port, httpPort, profPort              int
-	debug, trace                          bool
+	addr, config, user, pass, token, name, storeDir string
+	port, httpPort, profPort                        int
+	debug, trace, streams                           bool
 }
 
 // serveCmd runs the broker until SIGINT or SIGTERM, then shuts it down
@@ -42,6 +43,12 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	for _, n := range []string{"n", "name", "server_name"} {
 		fs.StringVar(&f.name, n, "", "server name (default: the server ID)")
 	}
+	for _, n := range []string{"js", "jetstream"} {
+		fs.BoolVar(&f.streams, n, true, "enable streams (JetStream); -js=false turns them off")
+	}
+	for _, n := range []string{"sd", "store_dir"} {
+		fs.StringVar(&f.storeDir, n, jetstream.DefaultStoreDir, "directory of the streams' files (created if missing)")
+	}
 	fs.IntVar(&f.profPort, "profile", 0, "serve Go's pprof profiles on this port (127.0.0.1; 0 = off)")
 	fs.StringVar(&f.user, "user", "", "username required of clients")
 	fs.StringVar(&f.pass, "pass", "", "password required of clients")
@@ -61,12 +68,19 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
-	opts := server.DefaultOptions()
+	cfg := defaultBrokerConfig()
 	if f.config != "" {
-		if err := loadConfig(f.config, &opts); err != nil {
+		if err := loadConfig(f.config, &cfg); err != nil {
 			fmt.Fprintln(stderr, "skiff serve:", err)
 			return 1
 		}
+	}
+	opts := &cfg.server
+	if set["js"] || set["jetstream"] {
+		cfg.streams = f.streams
+	}
+	if set["sd"] || set["store_dir"] {
+		cfg.jetstream.StoreDir = f.storeDir
 	}
 	// Flags given on the command line win over the file, as in nats-server.
 	if set["a"] || set["addr"] || set["net"] {
@@ -96,18 +110,32 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	s, err := server.New(opts)
+	s, err := server.New(*opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "skiff serve:", err)
 		return 1
 	}
+	var js *jetstream.JetStream
+	if cfg.streams {
+		cfg.jetstream.Logger = opts.Logger
+		if js, err = jetstream.New(s, cfg.jetstream); err != nil {
+			fmt.Fprintln(stderr, "skiff serve:", err)
+			return 1
+		}
+	}
 	if err := s.Start(); err != nil {
 		fmt.Fprintln(stderr, "skiff serve:", err)
+		if js != nil {
+			_ = js.Close()
+		}
 		return 1
 	}
 	fmt.Fprintf(stdout, "skiff %s listening on %s", version, s.ClientURL())
 	if a := s.MonitorAddr(); a != nil {
 		fmt.Fprintf(stdout, ", monitoring on http://%s", a)
+	}
+	if js != nil {
+		fmt.Fprintf(stdout, ", streams in %s", js.StoreDir())
 	}
 	fmt.Fprintln(stdout)
 	if f.profPort != 0 {
@@ -120,6 +148,12 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	signal.Stop(sig)
 	if err := s.Shutdown(context.Background()); err != nil {
 		fmt.Fprintln(stderr, "skiff serve: shutdown:", err)
+	}
+	if js != nil {
+		if err := js.Close(); err != nil {
+			fmt.Fprintln(stderr, "skiff serve: closing streams:", err)
+			return 1
+		}
 	}
 	return 0
 }

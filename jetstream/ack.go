@@ -1,0 +1,199 @@
+package jetstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// The acknowledgement kinds, by the body of a message to an ack subject.
+const (
+	ackAck      = iota // "+ACK", empty, or anything unknown
+	ackNak             // "-NAK", optionally {"delay": ns} or a duration
+	ackProgress        // "+WPI": still working, restart the ack wait
+	ackNext            // "+NXT": ack, then a pull request for more
+	ackTerm            // "+TERM": do not redeliver
+)
+
+func parseAckBody(b []byte) (kind int, arg []byte) {
+	b = bytes.TrimSpace(b)
+	for _, k := range []struct {
+		prefix string
+		kind   int
+	}{{"+ACK", ackAck}, {"-NAK", ackNak}, {"+WPI", ackProgress}, {"+NXT", ackNext}, {"+TERM", ackTerm}} {
+		if bytes.HasPrefix(b, []byte(k.prefix)) {
+			return k.kind, bytes.TrimSpace(b[len(k.prefix):])
+		}
+	}
+	return ackAck, nil
+}
+
+// parseAckSubject reads an ack subject: the classic
+// $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending> or the
+// newer form with a domain and account hash before the stream and a
+// random token at the end.
+func parseAckSubject(subj string) (stream, consumer string, dc, sseq, dseq uint64, ok bool) {
+	toks := strings.Split(subj, ".")
+	switch len(toks) {
+	case 9:
+	case 12:
+		toks = append(toks[:2], toks[4:11]...)
+	default:
+		return "", "", 0, 0, 0, false
+	}
+	var err1, err2, err3 error
+	dc, err1 = strconv.ParseUint(toks[4], 10, 64)
+	sseq, err2 = strconv.ParseUint(toks[5], 10, 64)
+	dseq, err3 = strconv.ParseUint(toks[6], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return "", "", 0, 0, 0, false
+	}
+	return toks[2], toks[3], dc, sseq, dseq, true
+}
+
+// handleAck receives $JS.ACK.> on the acknowledger's goroutine and queues
+// the ack on its consumer.
+func (js *JetStream) handleAck(m *server.Msg) {
+	stream, name, dc, sseq, dseq, ok := parseAckSubject(m.Subject)
+	if !ok {
+		return
+	}
+	st := js.lookup(stream)
+	if st == nil {
+		return
+	}
+	c := st.consumer(name)
+	if c == nil {
+		return
+	}
+	a := ackMsg{dc: dc, sseq: sseq, dseq: dseq}
+	if len(m.Data) > 0 {
+		a.body = bytes.Clone(m.Data)
+	}
+	if m.Reply != "" {
+		a.reply = strings.Clone(m.Reply)
+	}
+	c.in.Lock()
+	c.in.acks = append(c.in.acks, a)
+	c.in.Unlock()
+	c.signal()
+}
+
+// handleFlowControl receives a subscriber's answer to a flow control
+// request, $JS.FC.<stream>.<consumer>.<n>.
+func (js *JetStream) handleFlowControl(m *server.Msg) {
+	toks := strings.Split(m.Subject, ".")
+	if len(toks) != 5 {
+		return
+	}
+	st := js.lookup(toks[2])
+	if st == nil {
+		return
+	}
+	c := st.consumer(toks[3])
+	if c == nil {
+		return
+	}
+	c.in.Lock()
+	c.in.fc = append(c.in.fc, strings.Clone(m.Subject))
+	c.in.Unlock()
+	c.signal()
+}
+
+// applyAck applies one acknowledgement. A synchronous ack (one with a
+// reply subject) is answered once the state is written. mu held.
+func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
+	kind, arg := parseAckBody(a.body)
+	switch kind {
+	case ackAck, ackTerm:
+		c.ack(a.sseq, now)
+	case ackNak:
+		c.nak(a.sseq, arg, now)
+	case ackProgress:
+		if p, ok := c.pending[a.sseq]; ok {
+			c.unqueue(a.sseq)
+			c.track(a.sseq, p, now.Add(c.ackWaitFor(max(c.rdc[a.sseq], 1))))
+		}
+	case ackNext:
+		c.ack(a.sseq, now)
+		if a.reply != "" {
+			c.addRequest(pub, pullMsg{reply: a.reply, body: arg, at: now}, now)
+		}
+		return
+	}
+	if a.reply != "" {
+		c.ackReplies = append(c.ackReplies, a.reply)
+	}
+}
+
+// ack acknowledges a stream sequence: alone (explicit) or with everything
+// below it (all). mu held.
+func (c *consumer) ack(seq uint64, now time.Time) {
+	switch c.cfg.AckPolicy {
+	case AckNone:
+		return
+	case AckExplicit:
+		if _, ok := c.pending[seq]; !ok {
+			return
+		}
+		c.acked(seq)
+	case AckAll:
+		if seq <= c.asflr {
+			return
+		}
+		if span := seq - c.asflr; span < uint64(len(c.pending)) {
+			for s := c.asflr + 1; s <= seq; s++ {
+				if _, ok := c.pending[s]; ok {
+					c.acked(s)
+				}
+			}
+		} else {
+			for s := range c.pending {
+				if s <= seq {
+					c.acked(s)
+				}
+			}
+		}
+	}
+	c.lastAcked = now
+	c.moveFloor()
+}
+
+// acked removes an acknowledged message from the pending set. mu held.
+func (c *consumer) acked(seq uint64) {
+	c.forget(seq)
+	if c.st.retention() != LimitsPolicy {
+		c.retire = append(c.retire, seq)
+	}
+}
+
+// nak queues a message for redelivery, at once or after a delay. mu held.
+func (c *consumer) nak(seq uint64, arg []byte, now time.Time) {
+	p, ok := c.pending[seq]
+	if !ok {
+		return
+	}
+	var delay time.Duration
+	if len(arg) > 0 {
+		if arg[0] == '{' {
+			var opts struct {
+				Delay time.Duration `json:"delay"`
+			}
+			if json.Unmarshal(arg, &opts) == nil {
+				delay = opts.Delay
+			}
+		} else if d, err := time.ParseDuration(string(arg)); err == nil {
+			delay = d
+		}
+	}
+	if delay > 0 {
+		c.unqueue(seq)
+		c.track(seq, p, now.Add(delay))
+		return
+	}
+	c.enqueue(seq)
+}

@@ -1,0 +1,244 @@
+package jetstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// The JetStream API is request/reply on $JS.API.> with JSON bodies
+// (ADR-1). Requests are copied off the requester's goroutine into a
+// bounded queue and answered, in order, by one worker goroutine; pull
+// requests, which must be quick, go straight to their consumer.
+
+const apiPrefix = "$JS.API."
+
+// apiRequest is a queued API request.
+type apiRequest struct {
+	subject string // without the $JS.API. prefix
+	reply   string
+	data    []byte
+}
+
+// apiResponse is the envelope of every API response.
+type apiResponse struct {
+	Type  string    `json:"type"`
+	Error *APIError `json:"error,omitempty"`
+}
+
+const typePrefix = "io.nats.jetstream.api.v1."
+
+// handleAPI receives $JS.API.> on the requester's goroutine.
+func (js *JetStream) handleAPI(m *server.Msg) {
+	if m.Reply == "" {
+		return // nobody to answer, as the reference server
+	}
+	js.apiTotal.Add(1)
+	subj := strings.TrimPrefix(m.Subject, apiPrefix)
+	if rest, ok := strings.CutPrefix(subj, "CONSUMER.MSG.NEXT."); ok {
+		js.handleNext(rest, m)
+		return
+	}
+	req := apiRequest{subject: strings.Clone(subj), reply: strings.Clone(m.Reply), data: bytes.Clone(m.Data)}
+	select {
+	case js.apiQueue <- req:
+	default:
+		js.apiErrs.Add(1)
+		reply := req.reply
+		body := errorResponse("system_overloaded", apiErr(503, 10167, "too many requests"))
+		m.AfterRead(func(p *server.Publisher) { p.Publish(reply, "", nil, body) })
+	}
+}
+
+// handleNext queues a pull request on its consumer.
+func (js *JetStream) handleNext(rest string, m *server.Msg) {
+	stream, name, ok := strings.Cut(rest, ".")
+	var c *consumer
+	if ok && !strings.Contains(name, ".") {
+		if st := js.lookup(stream); st != nil {
+			c = st.consumer(name)
+		}
+	}
+	if c == nil {
+		// The reference server has no subscription for a missing
+		// consumer: the requester sees no responders.
+		reply := strings.Clone(m.Reply)
+		m.AfterRead(func(p *server.Publisher) { status(p, reply, 503, "") })
+		return
+	}
+	c.in.Lock()
+	c.in.reqs = append(c.in.reqs, pullMsg{reply: strings.Clone(m.Reply), body: bytes.Clone(m.Data), at: time.Now()})
+	c.in.Unlock()
+	c.signal()
+}
+
+// apiWorker answers queued API requests until Close.
+func (js *JetStream) apiWorker() {
+	defer js.wg.Done()
+	pub := js.srv.NewPublisher()
+	for {
+		select {
+		case <-js.stop:
+			return
+		case req := <-js.apiQueue:
+			replies, isErr := js.dispatch(&req)
+			if isErr {
+				js.apiErrs.Add(1)
+			}
+			for _, r := range replies {
+				pub.Publish(req.reply, "", r.hdr, r.body)
+			}
+			pub.Flush()
+		}
+	}
+}
+
+// apiReply is an answer: JSON, or for DIRECT.GET messages with headers.
+type apiReply struct {
+	hdr  []byte
+	body []byte
+}
+
+// dispatch routes a request to its handler.
+func (js *JetStream) dispatch(req *apiRequest) ([]apiReply, bool) {
+	toks := strings.Split(req.subject, ".")
+	arg := func(i int) string {
+		if i < len(toks) {
+			return toks[i]
+		}
+		return ""
+	}
+	var v any
+	switch {
+	case req.subject == "INFO":
+		v = js.accountInfo()
+	case toks[0] == "STREAM" && len(toks) == 3:
+		switch toks[1] {
+		case "CREATE":
+			v = js.streamCreate(toks[2], req.data)
+		case "UPDATE":
+			v = js.streamUpdate(toks[2], req.data)
+		case "INFO":
+			v = js.streamInfo(toks[2], req.data)
+		case "DELETE":
+			v = js.streamDelete(toks[2])
+		case "PURGE":
+			v = js.streamPurge(toks[2], req.data)
+		}
+	case req.subject == "STREAM.NAMES":
+		v = js.streamNames(req.data)
+	case req.subject == "STREAM.LIST":
+		v = js.streamList(req.data)
+	case toks[0] == "STREAM" && arg(1) == "MSG" && len(toks) == 4:
+		switch toks[2] {
+		case "GET":
+			v = js.msgGet(toks[3], req.data)
+		case "DELETE":
+			v = js.msgDelete(toks[3], req.data)
+		}
+	case toks[0] == "DIRECT" && arg(1) == "GET" && len(toks) >= 3:
+		return js.directGet(toks[2], strings.Join(toks[3:], "."), req.data), false
+	case toks[0] == "CONSUMER":
+		v = js.consumerAPI(toks[1:], req.data)
+	}
+	if v == nil {
+		// Not an API the reference server has: it would not answer, so
+		// the requester sees no responders.
+		hb := headerBuilder{}
+		return []apiReply{{hdr: hb.status(503, "").bytes()}}, true
+	}
+	body, err := jsonMarshal(v)
+	if err != nil {
+		body = errorResponse("system_response", errStreamGeneral(err))
+	}
+	return []apiReply{{body: body}}, hasError(v)
+}
+
+// hasError reports whether a response carries an error.
+func hasError(v any) bool {
+	type errorer interface{ apiError() *APIError }
+	if e, ok := v.(errorer); ok {
+		return e.apiError() != nil
+	}
+	return false
+}
+
+func (r *apiResponse) apiError() *APIError { return r.Error }
+
+// errorResponse is a response with only an error.
+func errorResponse(kind string, e *APIError) []byte {
+	b, _ := jsonMarshal(apiResponse{Type: typePrefix + kind, Error: e})
+	return b
+}
+
+func newResponse(kind string) apiResponse { return apiResponse{Type: typePrefix + kind + "_response"} }
+
+// decode reads a request body into v; an empty body leaves v as it is.
+func decode(data []byte, v any) *APIError {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return errInvalidJSON(err)
+	}
+	return nil
+}
+
+// accountInfoResponse answers $JS.API.INFO.
+type accountInfoResponse struct {
+	apiResponse
+	Memory          uint64        `json:"memory"`
+	Storage         uint64        `json:"storage"`
+	ReservedMemory  uint64        `json:"reserved_memory"`
+	ReservedStorage uint64        `json:"reserved_storage"`
+	Streams         int           `json:"streams"`
+	Consumers       int           `json:"consumers"`
+	Limits          accountLimits `json:"limits"`
+	API             apiStats      `json:"api"`
+}
+
+type accountLimits struct {
+	MaxMemory            int64 `json:"max_memory"`
+	MaxStorage           int64 `json:"max_storage"`
+	MaxStreams           int   `json:"max_streams"`
+	MaxConsumers         int   `json:"max_consumers"`
+	MaxAckPending        int   `json:"max_ack_pending"`
+	MemoryMaxStreamBytes int64 `json:"memory_max_stream_bytes"`
+	StorageMaxStreamByte int64 `json:"storage_max_stream_bytes"`
+	MaxBytesRequired     bool  `json:"max_bytes_required"`
+}
+
+type apiStats struct {
+	Total  uint64 `json:"total"`
+	Errors uint64 `json:"errors"`
+}
+
+func (js *JetStream) accountInfo() *accountInfoResponse {
+	r := &accountInfoResponse{apiResponse: newResponse("account_info")}
+	js.mu.RLock()
+	streams := make([]*stream, 0, len(js.mu.streams))
+	for _, st := range js.mu.streams {
+		streams = append(streams, st)
+	}
+	js.mu.RUnlock()
+	for _, st := range streams {
+		s := st.store.State()
+		if st.config().Storage == MemoryStorage {
+			r.Memory += s.Bytes
+		} else {
+			r.Storage += s.Bytes
+		}
+		r.Consumers += st.numConsumers()
+	}
+	r.Streams = len(streams)
+	r.Limits = accountLimits{
+		MaxMemory: -1, MaxStorage: -1,
+		MaxStreams: js.opts.MaxStreams, MaxConsumers: js.opts.MaxConsumers,
+		MaxAckPending: MaxAckPendingLimit, MemoryMaxStreamBytes: -1, StorageMaxStreamByte: -1,
+	}
+	r.API = apiStats{Total: js.apiTotal.Load(), Errors: js.apiErrs.Load()}
+	return r
+}

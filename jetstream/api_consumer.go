@@ -1,0 +1,228 @@
+package jetstream
+
+import (
+	"strings"
+)
+
+// The consumer half of the API.
+
+type consumerInfoResponse struct {
+	apiResponse
+	*ConsumerInfo
+}
+
+type consumerNamesResponse struct {
+	apiResponse
+	paged
+	Consumers []string `json:"consumers"`
+}
+
+type consumerListResponse struct {
+	apiResponse
+	paged
+	Consumers []*ConsumerInfo `json:"consumers"`
+}
+
+type createConsumerRequest struct {
+	Stream string         `json:"stream_name"`
+	Config ConsumerConfig `json:"config"`
+	Action string         `json:"action"`
+}
+
+// consumerAPI dispatches $JS.API.CONSUMER.<toks...>; nil for an unknown
+// API.
+func (js *JetStream) consumerAPI(toks []string, data []byte) any {
+	if len(toks) < 2 {
+		return nil
+	}
+	switch toks[0] {
+	case "CREATE":
+		// CREATE.<stream>, CREATE.<stream>.<consumer>[.<filter...>]
+		name, filter := "", ""
+		if len(toks) >= 3 {
+			name = toks[2]
+		}
+		if len(toks) >= 4 {
+			filter = strings.Join(toks[3:], ".")
+		}
+		return js.consumerCreate(toks[1], name, filter, len(toks) == 2, false, data)
+	case "DURABLE":
+		if len(toks) != 4 || toks[1] != "CREATE" {
+			return nil
+		}
+		return js.consumerCreate(toks[2], toks[3], "", false, true, data)
+	case "INFO":
+		if len(toks) != 3 {
+			return nil
+		}
+		return js.consumerInfo(toks[1], toks[2])
+	case "DELETE":
+		if len(toks) != 3 {
+			return nil
+		}
+		return js.consumerDelete(toks[1], toks[2])
+	case "NAMES":
+		if len(toks) != 2 {
+			return nil
+		}
+		return js.consumerNames(toks[1], data)
+	case "LIST":
+		if len(toks) != 2 {
+			return nil
+		}
+		return js.consumerList(toks[1], data)
+	}
+	return nil
+}
+
+// consumerCreate handles the three create forms: legacy ephemeral
+// (CREATE.<stream>), legacy durable (DURABLE.CREATE.<stream>.<name>) and
+// the current one (CREATE.<stream>.<name>[.<filter>]), with the reference
+// server's checks in its order.
+func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphemeral, legacyDurable bool, data []byte) any {
+	r := &consumerInfoResponse{apiResponse: newResponse("consumer_create")}
+	var req createConsumerRequest
+	if r.Error = decode(data, &req); r.Error != nil {
+		return r
+	}
+	if legacyEphemeral {
+		name = req.Config.Name
+	}
+	if streamName != req.Stream {
+		r.Error = errStreamMismatch()
+		return r
+	}
+	if strings.ContainsAny(name, `\/`) {
+		r.Error = apiErr(400, 10127, "Consumer name can not contain path separators")
+		return r
+	}
+	switch {
+	case legacyDurable:
+		if req.Config.Durable == "" {
+			r.Error = apiErr(400, 10018, "consumer expected to be durable but a durable name was not set")
+			return r
+		}
+		if name != req.Config.Durable {
+			r.Error = errConsumerDurableMismatch()
+			return r
+		}
+		req.Config.Name = name
+	case legacyEphemeral:
+		if req.Config.Durable != "" {
+			r.Error = apiErr(400, 10020, "consumer expected to be ephemeral but a durable name was set in request")
+			return r
+		}
+	default:
+		if req.Config.Durable != "" && name != req.Config.Durable {
+			r.Error = errConsumerDurableMismatch()
+			return r
+		}
+		req.Config.Name = name
+	}
+	if filter != "" && len(req.Config.FilterSubjects) != 0 {
+		r.Error = apiErr(400, 10137, "consumer with multiple subject filters cannot use subject based API")
+		return r
+	}
+	if filter != "" && req.Config.FilterSubject != filter {
+		r.Error = errConsumerFilterMismatch()
+		return r
+	}
+	if req.Config.Replicas > 1 {
+		r.Error = apiErr(500, 10074, "replicas > 1 not supported in non-clustered mode")
+		return r
+	}
+	switch req.Action {
+	case actionCreateOrUpdate, actionCreate, actionUpdate:
+	default:
+		r.Error = errBadRequest()
+		return r
+	}
+	st := js.lookup(streamName)
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	c, aerr := st.addConsumer(req.Config, req.Action)
+	if aerr != nil {
+		r.Error = aerr
+		return r
+	}
+	r.ConsumerInfo = c.info()
+	return r
+}
+
+func (js *JetStream) consumerInfo(streamName, name string) any {
+	r := &consumerInfoResponse{apiResponse: newResponse("consumer_info")}
+	st := js.lookup(streamName)
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	c := st.consumer(name)
+	if c == nil {
+		r.Error = errConsumerNotFound()
+		return r
+	}
+	r.ConsumerInfo = c.info()
+	return r
+}
+
+func (js *JetStream) consumerDelete(streamName, name string) any {
+	r := &successResponse{apiResponse: newResponse("consumer_delete")}
+	st := js.lookup(streamName)
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	if !st.deleteConsumer(name) {
+		r.Error = errConsumerNotFound()
+		return r
+	}
+	r.Success = true
+	return r
+}
+
+func (js *JetStream) consumerNames(streamName string, data []byte) any {
+	r := &consumerNamesResponse{apiResponse: newResponse("consumer_names"), Consumers: []string{}}
+	var req pagedRequest
+	if r.Error = decode(data, &req); r.Error != nil {
+		return r
+	}
+	st := js.lookup(streamName)
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	names := st.consumerNames()
+	r.paged, names = page(names, req.Offset, namesLimit)
+	r.Consumers = append(r.Consumers, names...)
+	return r
+}
+
+func (js *JetStream) consumerList(streamName string, data []byte) any {
+	r := &consumerListResponse{apiResponse: newResponse("consumer_list"), Consumers: []*ConsumerInfo{}}
+	var req pagedRequest
+	if r.Error = decode(data, &req); r.Error != nil {
+		return r
+	}
+	st := js.lookup(streamName)
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	names := st.consumerNames()
+	r.paged, names = page(names, req.Offset, listLimit)
+	for _, n := range names {
+		if c := st.consumer(n); c != nil {
+			r.Consumers = append(r.Consumers, c.info())
+		}
+	}
+	return r
+}
+
+// consumerNames returns the stream's consumer names, sorted.
+func (st *stream) consumerNames() []string {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return sortedKeys(st.mu.consumers)
+}

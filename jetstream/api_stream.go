@@ -1,0 +1,565 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/skiffmq/skiff/store"
+	"github.com/skiffmq/skiff/subject"
+)
+
+// The stream half of the API.
+
+// Page sizes of the listing APIs, as the reference server's.
+const (
+	namesLimit = 1024
+	listLimit  = 256
+)
+
+type streamInfoResponse struct {
+	apiResponse
+	*StreamInfo
+	DidCreate bool `json:"did_create,omitempty"`
+}
+
+type successResponse struct {
+	apiResponse
+	Success bool `json:"success"`
+}
+
+type purgeResponse struct {
+	apiResponse
+	Success bool   `json:"success"`
+	Purged  uint64 `json:"purged"`
+}
+
+type pagedRequest struct {
+	Offset  int    `json:"offset"`
+	Subject string `json:"subject"`
+}
+
+type paged struct {
+	Total  int `json:"total"`
+	Offset int `json:"offset"`
+	Limit  int `json:"limit"`
+}
+
+type streamNamesResponse struct {
+	apiResponse
+	paged
+	Streams []string `json:"streams"`
+}
+
+type streamListResponse struct {
+	apiResponse
+	paged
+	Streams []*StreamInfo `json:"streams"`
+}
+
+func (js *JetStream) streamCreate(name string, data []byte) any {
+	r := &streamInfoResponse{apiResponse: newResponse("stream_create")}
+	var cfg StreamConfig
+	if r.Error = decode(data, &cfg); r.Error != nil {
+		return r
+	}
+	if cfg.Name != name {
+		r.Error = errStreamMismatch()
+		return r
+	}
+	ncfg, aerr := js.normalize(cfg)
+	if aerr != nil {
+		r.Error = aerr
+		return r
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if js.mu.closed {
+		r.Error = errNotEnabled()
+		return r
+	}
+	if st := js.mu.streams[name]; st != nil {
+		if !sameConfig(st.config(), ncfg) {
+			r.Error = errStreamNameExist()
+			return r
+		}
+		r.StreamInfo = st.info("")
+		return r
+	}
+	if len(js.mu.streams) >= js.opts.MaxStreams {
+		r.Error = errMaxStreams()
+		return r
+	}
+	if js.overlapsLocked(name, ncfg.Subjects) {
+		r.Error = errSubjectOverlap()
+		return r
+	}
+	st, err := js.openStream(ncfg, time.Now().UTC(), true)
+	if err != nil {
+		js.log.Warn("stream create failed", "stream", name, "err", err)
+		r.Error = apiErr(500, 10049, err.Error())
+		return r
+	}
+	js.mu.streams[name] = st
+	js.log.Info("stream created", "stream", name, "subjects", ncfg.Subjects, "storage", ncfg.Storage)
+	r.StreamInfo, r.DidCreate = st.info(""), true
+	return r
+}
+
+// overlapsLocked reports whether subjects overlap another stream's.
+// js.mu held.
+func (js *JetStream) overlapsLocked(name string, subjects []string) bool {
+	for other, st := range js.mu.streams {
+		if other == name {
+			continue
+		}
+		for _, a := range st.config().Subjects {
+			for _, b := range subjects {
+				if subject.Intersects(a, b) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (js *JetStream) streamUpdate(name string, data []byte) any {
+	r := &streamInfoResponse{apiResponse: newResponse("stream_update")}
+	var cfg StreamConfig
+	if r.Error = decode(data, &cfg); r.Error != nil {
+		return r
+	}
+	if cfg.Name != name {
+		r.Error = errStreamMismatch()
+		return r
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	st := js.mu.streams[name]
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	ncfg, aerr := js.normalize(cfg)
+	if aerr != nil {
+		r.Error = aerr
+		return r
+	}
+	if aerr := checkStreamUpdate(st.config(), ncfg); aerr != nil {
+		r.Error = aerr
+		return r
+	}
+	if js.overlapsLocked(name, ncfg.Subjects) {
+		r.Error = errSubjectOverlap()
+		return r
+	}
+	if err := st.update(ncfg); err != nil {
+		r.Error = apiErr(500, 10069, err.Error())
+		return r
+	}
+	r.StreamInfo = st.info("")
+	return r
+}
+
+// checkStreamUpdate says whether a stream may change from old to cfg, with
+// the reference server's texts.
+func checkStreamUpdate(old, cfg StreamConfig) *APIError {
+	bad := func(what string) *APIError {
+		return errStreamConfig(errors.New("stream configuration update can not " + what))
+	}
+	switch {
+	case cfg.Storage != old.Storage:
+		return bad("change storage type")
+	case cfg.Retention != old.Retention && (old.Retention == WorkQueuePolicy || cfg.Retention == WorkQueuePolicy):
+		return bad("change retention policy to/from workqueue")
+	case old.Sealed && !cfg.Sealed:
+		return bad("unseal a sealed stream")
+	case old.DenyDelete && !cfg.DenyDelete:
+		return bad("cancel deny message deletes")
+	case old.DenyPurge && !cfg.DenyPurge:
+		return bad("cancel deny purge")
+	}
+	return nil
+}
+
+// update applies a checked configuration: limits to the store, subjects to
+// the subscriptions, and the metadata file.
+func (st *stream) update(cfg StreamConfig) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := st.store.UpdateConfig(cfg.storeOptions(filepath.Join(st.dir, "msgs"))); err != nil {
+		return err
+	}
+	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created}); err != nil {
+		return err
+	}
+	old := st.config()
+	st.cfg.Store(&cfg)
+	if !slices.Equal(old.Subjects, cfg.Subjects) {
+		st.unsubscribe()
+		if err := st.subscribe(cfg.Subjects); err != nil {
+			return err
+		}
+	}
+	st.ingestMu.Lock()
+	st.dedup.window = cfg.Duplicates
+	st.ingestMu.Unlock()
+	for _, c := range st.mu.consumers {
+		c.changed() // limits may have removed messages
+	}
+	return nil
+}
+
+type streamInfoRequest struct {
+	SubjectsFilter string `json:"subjects_filter"`
+}
+
+func (js *JetStream) streamInfo(name string, data []byte) any {
+	r := &streamInfoResponse{apiResponse: newResponse("stream_info")}
+	var req streamInfoRequest
+	if r.Error = decode(data, &req); r.Error != nil {
+		return r
+	}
+	st := js.lookup(name)
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	r.StreamInfo = st.info(req.SubjectsFilter)
+	return r
+}
+
+func (js *JetStream) streamDelete(name string) any {
+	r := &successResponse{apiResponse: newResponse("stream_delete")}
+	js.mu.Lock()
+	st := js.mu.streams[name]
+	delete(js.mu.streams, name)
+	js.mu.Unlock()
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	if err := st.close(true); err != nil {
+		js.log.Warn("stream delete", "stream", name, "err", err)
+	}
+	js.log.Info("stream deleted", "stream", name)
+	r.Success = true
+	return r
+}
+
+type purgeRequest struct {
+	Filter string `json:"filter"`
+	Seq    uint64 `json:"seq"`
+	Keep   uint64 `json:"keep"`
+}
+
+func (js *JetStream) streamPurge(name string, data []byte) any {
+	r := &purgeResponse{apiResponse: newResponse("stream_purge")}
+	var req purgeRequest
+	if r.Error = decode(data, &req); r.Error != nil {
+		return r
+	}
+	st := js.lookup(name)
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	cfg := st.config()
+	switch {
+	case cfg.Sealed:
+		r.Error = apiErr(400, 10109, "invalid operation on sealed stream")
+		return r
+	case cfg.DenyPurge:
+		r.Error = apiErr(500, 10110, "stream purge not permitted")
+		return r
+	case req.Seq > 0 && req.Keep > 0:
+		r.Error = errBadRequest()
+		return r
+	case req.Filter != "" && subject.ValidatePattern(req.Filter) != nil:
+		r.Error = apiErr(500, 10110, "invalid subject filter")
+		return r
+	}
+	n, err := st.store.Purge(store.PurgeRequest{Subject: req.Filter, Seq: req.Seq, Keep: req.Keep})
+	if err != nil {
+		r.Error = apiErr(500, 10110, err.Error())
+		return r
+	}
+	st.changed()
+	r.Success, r.Purged = true, n
+	return r
+}
+
+func (js *JetStream) streamNames(data []byte) any {
+	r := &streamNamesResponse{apiResponse: newResponse("stream_names"), Streams: []string{}}
+	var req pagedRequest
+	if r.Error = decode(data, &req); r.Error != nil {
+		return r
+	}
+	names := js.namesMatching(req.Subject)
+	r.paged, names = page(names, req.Offset, namesLimit)
+	r.Streams = append(r.Streams, names...)
+	return r
+}
+
+func (js *JetStream) streamList(data []byte) any {
+	r := &streamListResponse{apiResponse: newResponse("stream_list"), Streams: []*StreamInfo{}}
+	var req pagedRequest
+	if r.Error = decode(data, &req); r.Error != nil {
+		return r
+	}
+	names := js.namesMatching(req.Subject)
+	r.paged, names = page(names, req.Offset, listLimit)
+	for _, n := range names {
+		if st := js.lookup(n); st != nil {
+			r.Streams = append(r.Streams, st.info(""))
+		}
+	}
+	return r
+}
+
+// namesMatching returns the sorted names of the streams with a subject
+// that can overlap filter ("" for all).
+func (js *JetStream) namesMatching(filter string) []string {
+	var out []string
+	for _, n := range js.sortedStreamNames() {
+		if filter == "" {
+			out = append(out, n)
+			continue
+		}
+		if st := js.lookup(n); st != nil && slices.ContainsFunc(st.config().Subjects, func(s string) bool {
+			return subject.Intersects(s, filter)
+		}) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// page cuts one page out of a sorted listing.
+func page[T any](all []T, offset, limit int) (paged, []T) {
+	p := paged{Total: len(all), Offset: max(offset, 0), Limit: limit}
+	if p.Offset >= len(all) {
+		return p, nil
+	}
+	end := min(p.Offset+limit, len(all))
+	return p, all[p.Offset:end]
+}
+
+// msgGetRequest is the body of STREAM.MSG.GET and DIRECT.GET.
+type msgGetRequest struct {
+	Seq       uint64     `json:"seq"`
+	LastFor   string     `json:"last_by_subj"`
+	NextFor   string     `json:"next_by_subj"`
+	Batch     int        `json:"batch"`
+	MaxBytes  int        `json:"max_bytes"`
+	StartTime *time.Time `json:"start_time"`
+	MultiLast []string   `json:"multi_last"`
+	UpToSeq   uint64     `json:"up_to_seq"`
+	NoHeaders bool       `json:"no_hdr"`
+}
+
+// valid checks the combination of fields as the reference server does.
+func (r *msgGetRequest) valid() bool {
+	return !(r.Seq > 0 && r.LastFor != "" ||
+		r.Seq > 0 && r.StartTime != nil ||
+		r.StartTime != nil && r.LastFor != "" ||
+		r.LastFor != "" && r.NextFor != "" ||
+		r.LastFor != "" && r.Batch > 0)
+}
+
+type storedMsg struct {
+	Subject  string    `json:"subject"`
+	Sequence uint64    `json:"seq"`
+	Header   []byte    `json:"hdrs,omitempty"`
+	Data     []byte    `json:"data,omitempty"`
+	Time     time.Time `json:"time"`
+}
+
+type msgGetResponse struct {
+	apiResponse
+	Message *storedMsg `json:"message,omitempty"`
+}
+
+// find loads the one message a request names.
+func (st *stream) find(req *msgGetRequest) (*store.Msg, error) {
+	seq := req.Seq
+	if req.StartTime != nil {
+		seq = st.store.SeqAtOrAfterTime(*req.StartTime)
+	}
+	switch {
+	case req.LastFor != "":
+		return st.store.LastBySubject(req.LastFor)
+	case req.NextFor != "":
+		return st.store.Next(seq, req.NextFor)
+	default:
+		return st.store.Get(seq)
+	}
+}
+
+func (js *JetStream) msgGet(name string, data []byte) any {
+	r := &msgGetResponse{apiResponse: newResponse("stream_msg_get")}
+	var req msgGetRequest
+	if r.Error = decode(data, &req); r.Error != nil {
+		return r
+	}
+	st := js.lookup(name)
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	if req.Batch > 0 || req.MaxBytes > 0 || len(req.MultiLast) > 0 || !req.valid() ||
+		req.Seq == 0 && req.LastFor == "" && req.NextFor == "" && req.StartTime == nil {
+		r.Error = errBadRequest()
+		return r
+	}
+	m, err := st.find(&req)
+	if err != nil {
+		r.Error = errNoMessage()
+		return r
+	}
+	r.Message = &storedMsg{Subject: m.Subject, Sequence: m.Seq, Header: m.Header, Data: m.Data, Time: time.Unix(0, m.Timestamp).UTC()}
+	return r
+}
+
+type msgDeleteRequest struct {
+	Seq     uint64 `json:"seq"`
+	NoErase bool   `json:"no_erase"`
+}
+
+func (js *JetStream) msgDelete(name string, data []byte) any {
+	r := &successResponse{apiResponse: newResponse("stream_msg_delete")}
+	var req msgDeleteRequest
+	if r.Error = decode(data, &req); r.Error != nil {
+		return r
+	}
+	st := js.lookup(name)
+	if st == nil {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	cfg := st.config()
+	switch {
+	case cfg.Sealed:
+		r.Error = apiErr(400, 10109, "invalid operation on sealed stream")
+		return r
+	case cfg.DenyDelete:
+		r.Error = apiErr(500, 10057, "message delete not permitted")
+		return r
+	}
+	if err := st.store.Delete(req.Seq); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			r.Error = apiErr(400, 10043, fmt.Sprintf("sequence [%d] not found", req.Seq))
+		} else {
+			r.Error = apiErr(500, 10057, err.Error())
+		}
+		return r
+	}
+	st.changed()
+	r.Success = true
+	return r
+}
+
+// directGet answers DIRECT.GET: the message itself with Nats-Stream,
+// Nats-Subject, Nats-Sequence and Nats-Time-Stamp headers, or a status.
+// With a subject after the stream name, the last message on it.
+func (js *JetStream) directGet(name, subj string, data []byte) []apiReply {
+	statusReply := func(code int, text string) []apiReply {
+		hb := headerBuilder{}
+		return []apiReply{{hdr: hb.status(code, text).bytes()}}
+	}
+	st := js.lookup(name)
+	if st == nil || !st.config().AllowDirect {
+		return statusReply(503, "") // no responders, as without a direct subscription
+	}
+	var req msgGetRequest
+	if subj != "" {
+		if len(data) > 0 {
+			return statusReply(408, "Bad Request")
+		}
+		req.LastFor = subj
+	} else {
+		if len(data) == 0 {
+			return statusReply(408, "Empty Request")
+		}
+		if decode(data, &req) != nil {
+			return statusReply(408, "Malformed Request")
+		}
+		if req.Seq == 0 && req.LastFor == "" && req.NextFor == "" && req.StartTime == nil {
+			return statusReply(408, "Empty Request")
+		}
+		if !req.valid() || len(req.MultiLast) > 0 {
+			return statusReply(408, "Bad Request")
+		}
+	}
+	if req.Batch == 0 {
+		m, err := st.find(&req)
+		if err != nil {
+			return statusReply(404, "Message Not Found")
+		}
+		return []apiReply{directReply(name, m, req.NoHeaders, nil)}
+	}
+	return st.directBatch(&req, statusReply)
+}
+
+// directBatch answers a batched DIRECT.GET: up to batch messages from seq
+// (or start_time) on next_by_subj, up to max_bytes, then a 204 EOB.
+func (st *stream) directBatch(req *msgGetRequest, statusReply func(int, string) []apiReply) []apiReply {
+	seq := max(req.Seq, 1)
+	if req.StartTime != nil {
+		seq = st.store.SeqAtOrAfterTime(*req.StartTime)
+	}
+	filters := []string(nil)
+	if req.NextFor != "" {
+		filters = []string{req.NextFor}
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = 64 << 20
+	}
+	pending := st.countFrom(seq, filters)
+	var out []apiReply
+	var last uint64
+	sent := 0
+	for len(out) < req.Batch {
+		m, err := st.nextFrom(seq, filters)
+		if err != nil || (req.UpToSeq > 0 && m.Seq > req.UpToSeq) {
+			break
+		}
+		pending = max(pending, 1) - 1
+		last, seq = m.Seq, m.Seq+1
+		extra := [][2]string{{"Nats-Num-Pending", strconv.FormatUint(pending, 10)}, {"Nats-Last-Sequence", strconv.FormatUint(last, 10)}}
+		out = append(out, directReply(st.name, m, req.NoHeaders, extra))
+		if sent += len(m.Subject) + len(m.Header) + len(m.Data); sent >= maxBytes {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return statusReply(404, "Message Not Found")
+	}
+	hb := headerBuilder{}
+	hb.status(204, "EOB").addUint("Nats-Num-Pending", pending).addUint("Nats-Last-Sequence", last)
+	return append(out, apiReply{hdr: hb.bytes()})
+}
+
+// directReply is one message of a DIRECT.GET answer.
+func directReply(stream string, m *store.Msg, noHeaders bool, extra [][2]string) apiReply {
+	if noHeaders {
+		return apiReply{body: m.Data}
+	}
+	hb := headerBuilder{b: make([]byte, 0, len(m.Header)+160)}
+	if len(m.Header) > 4 {
+		hb.b = append(hb.b, m.Header[:len(m.Header)-2]...) // the stored block without its blank line
+	} else {
+		hb.status(0, "")
+	}
+	hb.add("Nats-Stream", stream).add("Nats-Subject", m.Subject).addUint("Nats-Sequence", m.Seq)
+	hb.add("Nats-Time-Stamp", time.Unix(0, m.Timestamp).UTC().Format(time.RFC3339Nano))
+	for _, kv := range extra {
+		hb.add(kv[0], kv[1])
+	}
+	return apiReply{hdr: hb.bytes(), body: m.Data}
+}

@@ -1,0 +1,283 @@
+package jetstream
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/store"
+)
+
+// Where a candidate message comes from.
+const (
+	fromStream = iota // the next new message
+	fromRedelivery
+	fromLastPerSubject
+)
+
+// candidate is the message the consumer would deliver next. Finding one
+// changes nothing but dropping what can never be delivered; commit
+// records the delivery.
+type candidate struct {
+	m   *store.Msg
+	dc  uint64 // the delivery count this delivery makes
+	src int
+}
+
+// next finds the next message to deliver: a redelivery first, then the
+// last-per-subject start list, then the stream. ok is false when there is
+// none; stalled says that is because of max_ack_pending, not the end of
+// the stream. mu held.
+func (c *consumer) next() (cand candidate, ok, stalled bool) {
+	for len(c.rdq) > 0 {
+		seq := c.rdq[0]
+		if _, queued := c.rdqSet[seq]; !queued {
+			c.rdq = c.rdq[1:]
+			continue
+		}
+		if _, pending := c.pending[seq]; !pending {
+			c.popRedelivery(seq)
+			continue
+		}
+		dc := max(c.rdc[seq], 1) + 1
+		if c.cfg.MaxDeliver > 0 && dc > uint64(c.cfg.MaxDeliver) {
+			// Delivered as often as allowed: it leaves the pending set
+			// unacknowledged, and the floor moves past it.
+			c.popRedelivery(seq)
+			c.forget(seq)
+			c.moveFloor()
+			continue
+		}
+		m, err := c.st.store.Get(seq)
+		if err != nil { // removed from the stream meanwhile
+			c.popRedelivery(seq)
+			c.forget(seq)
+			c.moveFloor()
+			continue
+		}
+		return candidate{m: m, dc: dc, src: fromRedelivery}, true, false
+	}
+	if c.cfg.AckPolicy != AckNone && c.cfg.MaxAckPending > 0 && len(c.pending) >= c.cfg.MaxAckPending {
+		return cand, false, true
+	}
+	for len(c.lss) > 0 {
+		m, err := c.st.store.Get(c.lss[0])
+		if err != nil {
+			c.lss = c.lss[1:]
+			c.npc--
+			continue
+		}
+		return candidate{m: m, dc: 1, src: fromLastPerSubject}, true, false
+	}
+	m, err := c.st.nextFrom(c.sseq, c.filters)
+	if err != nil {
+		return cand, false, false
+	}
+	return candidate{m: m, dc: 1, src: fromStream}, true, false
+}
+
+func (c *consumer) popRedelivery(seq uint64) {
+	c.rdq = c.rdq[1:]
+	delete(c.rdqSet, seq)
+}
+
+// commit records the delivery of cand. mu held.
+func (c *consumer) commit(cand *candidate, now time.Time) {
+	seq := cand.m.Seq
+	c.dseq++
+	switch cand.src {
+	case fromRedelivery:
+		c.popRedelivery(seq)
+	case fromLastPerSubject:
+		c.lss = c.lss[1:]
+		c.npc--
+	case fromStream:
+		c.sseq = seq + 1
+		c.npc--
+	}
+	if c.npc < 0 {
+		c.npc = 0
+	}
+	if cand.dc > 1 {
+		c.rdc[seq] = cand.dc
+	}
+	c.log.Delivered(seq, c.dseq, cand.dc, now.UnixNano())
+	if c.cfg.AckPolicy == AckNone {
+		if seq > c.asflr && len(c.lss) == 0 {
+			c.asflr = seq
+		}
+		c.adflr = c.dseq
+		if c.st.retention() != LimitsPolicy {
+			c.retire = append(c.retire, seq)
+		}
+	} else {
+		p := c.pending[seq]
+		if p == nil {
+			p = &pendingMsg{dseq: c.dseq}
+			c.pending[seq] = p
+		}
+		p.ts = now.UnixNano()
+		c.track(seq, p, now.Add(c.ackWaitFor(cand.dc)))
+	}
+	c.lastDelivered = now
+}
+
+// deliver hands out messages while someone wants them, up to
+// deliverBudget; it reports whether it stopped at the budget. mu held.
+func (c *consumer) deliver(pub *server.Publisher, now time.Time) bool {
+	if !c.isPull() {
+		c.refreshInterest(now)
+	}
+	var reply []byte
+	for range deliverBudget {
+		if c.isPull() {
+			if len(c.waiting) == 0 {
+				return false
+			}
+		} else if !c.push.canSend(&c.cfg) {
+			return false
+		}
+		cand, ok, stalled := c.next()
+		if !ok {
+			if !stalled {
+				c.npc, c.npcValid = 0, true
+				c.endOfStream(pub)
+			}
+			return false
+		}
+		if c.cfg.ReplayPolicy == ReplayOriginal && c.replay.lastTS != 0 {
+			due := c.replay.at.Add(time.Duration(cand.m.Timestamp - c.replay.lastTS))
+			if due.After(now) {
+				c.replay.wake = due
+				return false
+			}
+		}
+		pendingAfter := c.numPending()
+		if cand.dc == 1 && pendingAfter > 0 {
+			pendingAfter--
+		}
+		reply = c.ackReply(reply[:0], cand.dc, cand.m.Seq, c.dseq+1, cand.m.Timestamp, uint64(pendingAfter))
+		hdr, data := cand.m.Header, cand.m.Data
+		if c.cfg.HeadersOnly {
+			hb := headerBuilder{b: make([]byte, 0, len(hdr)+32)}
+			if len(hdr) > 0 {
+				hb.b = append(hb.b, hdr[:len(hdr)-2]...) // without the final blank line
+			} else {
+				hb.status(0, "")
+			}
+			hdr, data = hb.addUint("Nats-Msg-Size", uint64(len(data))).bytes(), nil
+		}
+		size := len(cand.m.Subject) + len(reply) + len(hdr) + len(data)
+		to := c.cfg.DeliverSubject
+		var r *pullRequest
+		if c.isPull() {
+			if r = c.pickRequest(pub, size, now); r == nil {
+				return false
+			}
+			to = r.reply
+		}
+		c.commit(&cand, now)
+		if len(hdr) == 0 {
+			hdr = nil
+		}
+		pub.PublishAs(to, cand.m.Subject, string(reply), hdr, data)
+		if r != nil {
+			c.served(pub, r, size, now)
+		} else {
+			c.pushed(pub, size, now)
+		}
+		if c.cfg.ReplayPolicy == ReplayOriginal {
+			c.replay.lastTS, c.replay.at = cand.m.Timestamp, now
+		}
+	}
+	return true
+}
+
+// ackReply appends the ack subject of a delivery:
+// $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ns>.<pending>.
+func (c *consumer) ackReply(b []byte, dc, sseq, dseq uint64, ts int64, pending uint64) []byte {
+	b = append(b, "$JS.ACK."...)
+	b = append(b, c.st.name...)
+	b = append(b, '.')
+	b = append(b, c.name...)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, dc, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, sseq, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, dseq, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, ts, 10)
+	b = append(b, '.')
+	return strconv.AppendUint(b, pending, 10)
+}
+
+// replayState paces a replay_policy "original" consumer.
+type replayState struct {
+	lastTS int64     // stored time of the last delivered message
+	at     time.Time // when it was delivered
+	wake   time.Time // when the next one is due, if waiting
+}
+
+// housekeep expires pull requests, sends idle heartbeats, removes an
+// inactive consumer, and returns when run must look again. mu held.
+func (c *consumer) housekeep(pub *server.Publisher, now time.Time) time.Time {
+	wake := now.Add(time.Minute)
+	soonest := func(t time.Time) {
+		if !t.IsZero() && t.Before(wake) {
+			wake = t
+		}
+	}
+	if len(c.deadlines) > 0 {
+		soonest(c.deadlines[0].at)
+	}
+	if !c.replay.wake.IsZero() {
+		soonest(c.replay.wake)
+		c.replay.wake = time.Time{}
+	}
+	if c.isPull() {
+		soonest(c.housekeepPull(pub, now))
+		if len(c.waiting) > 0 {
+			c.lastActive = now
+		}
+	} else {
+		soonest(c.housekeepPush(pub, now))
+		if c.push.active {
+			c.lastActive = now
+		}
+	}
+	if t := c.inactiveThreshold(); t > 0 {
+		if now.Sub(c.lastActive) >= t {
+			c.deleted = true
+		} else {
+			soonest(c.lastActive.Add(t))
+		}
+	}
+	return wake
+}
+
+// inactiveThreshold is how long the consumer may go without interest
+// before it is removed: its setting, or the default for an ephemeral one.
+func (c *consumer) inactiveThreshold() time.Duration {
+	if c.cfg.InactiveThreshold > 0 {
+		return c.cfg.InactiveThreshold
+	}
+	if c.cfg.Durable == "" {
+		return DefaultInactiveThreshold
+	}
+	return 0
+}
+
+// idleHeartbeat is the 100 status message of an idle consumer, naming the
+// last consumer and stream sequences, and the pending flow control
+// request when it is stalled on one.
+func (c *consumer) idleHeartbeat() []byte {
+	hb := headerBuilder{}
+	hb.status(100, "Idle Heartbeat")
+	hb.addUint("Nats-Last-Consumer", c.dseq)
+	hb.addUint("Nats-Last-Stream", c.sseq-min(c.sseq, 1))
+	if c.push.fcID != "" {
+		hb.add("Nats-Consumer-Stalled", c.push.fcID)
+	}
+	return hb.bytes()
+}

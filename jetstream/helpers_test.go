@@ -1,0 +1,102 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
+)
+
+// broker is a Skiff server with JetStream, on a random loopback port.
+type broker struct {
+	srv *server.Server
+	js  *jetstream.JetStream
+	dir string
+}
+
+// startBroker starts a broker on dir (a fresh temporary directory when
+// empty) and stops it when the test ends, unless the test stops it first.
+func startBroker(t testing.TB, dir string) *broker {
+	t.Helper()
+	return startBrokerWith(t, jetstream.Options{StoreDir: dir})
+}
+
+// startBrokerWith starts a broker with JetStream options (StoreDir: a fresh
+// temporary directory when empty).
+func startBrokerWith(t testing.TB, jsOpts jetstream.Options) *broker {
+	t.Helper()
+	if jsOpts.StoreDir == "" {
+		jsOpts.StoreDir = t.TempDir()
+	}
+	dir := jsOpts.StoreDir
+	opts := server.DefaultOptions()
+	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
+	s, err := server.New(opts)
+	require.NoError(t, err)
+	js, err := jetstream.New(s, jsOpts)
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	b := &broker{srv: s, js: js, dir: dir}
+	t.Cleanup(b.stop)
+	return b
+}
+
+// stop shuts the broker down; calling it again does nothing.
+func (b *broker) stop() {
+	if b.srv == nil {
+		return
+	}
+	_ = b.srv.Shutdown(context.Background())
+	_ = b.js.Close()
+	b.srv, b.js = nil, nil
+}
+
+// connect returns a client connection and its JetStream context, closed
+// when the test ends.
+func connect(t testing.TB, url string) (*nats.Conn, njs.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := njs.New(nc)
+	require.NoError(t, err)
+	return nc, js
+}
+
+// ctx returns a context that ends with the test, or after 10 seconds.
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// apiCode returns the err_code of a JetStream API error, or 0.
+func apiCode(err error) njs.ErrorCode {
+	var apiErr *njs.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode
+	}
+	var jsErr njs.JetStreamError
+	if errors.As(err, &jsErr) && jsErr.APIError() != nil {
+		return jsErr.APIError().ErrorCode
+	}
+	// Some client calls keep only the error's text.
+	if err != nil {
+		if m := errCodeText.FindStringSubmatch(err.Error()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return njs.ErrorCode(n)
+		}
+	}
+	return 0
+}
+
+var errCodeText = regexp.MustCompile(`err_code=(\d+)`)

@@ -1,0 +1,263 @@
+package jetstream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// Defaults of the Options.
+const (
+	DefaultStoreDir      = "./skiff-data"
+	DefaultMaxStreams    = 10_000
+	DefaultMaxConsumers  = 100_000 // over all streams
+	DefaultMaxAckPending = 1_000   // per consumer, when its config says 0
+	MaxAckPendingLimit   = 100_000 // the most a consumer may ask for
+	DefaultMaxWaiting    = 512     // pull requests waiting per consumer
+	DefaultAPIQueue      = 4_096
+	DefaultDupWindow     = 2 * time.Minute
+	DefaultAckWait       = 30 * time.Second
+	// MaxDedupIDs bounds the message IDs a stream remembers for
+	// deduplication, whatever its window.
+	MaxDedupIDs = 1 << 20
+)
+
+// Options configure JetStream. Zero values mean the defaults.
+type Options struct {
+	// StoreDir holds every stream's files (default ./skiff-data, created
+	// if missing).
+	StoreDir string
+	// MaxStreams and MaxConsumers bound how many exist (defaults 10,000
+	// streams and 100,000 consumers).
+	MaxStreams   int
+	MaxConsumers int
+	// APIQueue bounds the API requests waiting for the API worker
+	// (default 4,096); past it requests are refused with 503.
+	APIQueue int
+	// Logger receives structured logs (default: the server's, or discard).
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.StoreDir == "" {
+		o.StoreDir = DefaultStoreDir
+	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	if o.MaxConsumers <= 0 {
+		o.MaxConsumers = DefaultMaxConsumers
+	}
+	if o.APIQueue <= 0 {
+		o.APIQueue = DefaultAPIQueue
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// JetStream is the stream layer of one server. Create it with New before
+// the server starts; Close it after the server shut down.
+type JetStream struct {
+	srv  *server.Server
+	opts Options
+	log  *slog.Logger
+
+	mu struct {
+		sync.RWMutex
+		streams map[string]*stream
+		closed  bool
+	}
+	consumers atomic.Int64 // over all streams, against MaxConsumers
+
+	subs     []*server.InternalSub
+	apiQueue chan apiRequest // never closed: handlers may still send
+	stop     chan struct{}
+	apiTotal atomic.Uint64
+	apiErrs  atomic.Uint64
+	wg       sync.WaitGroup
+}
+
+// New attaches JetStream to s: it recovers the streams and consumers in
+// opts.StoreDir, subscribes to the API subjects and to every stream's
+// subjects, and makes INFO advertise JetStream. Call it before s.Start.
+func New(s *server.Server, opts Options) (*JetStream, error) {
+	opts.setDefaults()
+	if err := os.MkdirAll(filepath.Join(opts.StoreDir, "streams"), 0o755); err != nil {
+		return nil, fmt.Errorf("%w: store_dir %s: %v", ErrInvalidOptions, opts.StoreDir, err)
+	}
+	js := &JetStream{srv: s, opts: opts, log: opts.Logger, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
+	js.mu.streams = map[string]*stream{}
+	if err := js.recover(); err != nil {
+		js.closeStreams()
+		return nil, err
+	}
+	for _, sub := range []struct {
+		pattern string
+		h       server.InternalHandler
+	}{
+		{"$JS.API.>", js.handleAPI},
+		{"$JS.ACK.>", js.handleAck},
+		{"$JS.FC.>", js.handleFlowControl},
+	} {
+		is, err := s.SubscribeInternal(sub.pattern, "", sub.h)
+		if err != nil {
+			js.Close()
+			return nil, err
+		}
+		js.subs = append(js.subs, is)
+	}
+	js.wg.Add(1)
+	go js.apiWorker()
+	s.AdvertiseJetStream()
+	return js, nil
+}
+
+// recover opens every stream found in the store directory.
+func (js *JetStream) recover() error {
+	dir := filepath.Join(js.opts.StoreDir, "streams")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		meta, err := readMeta[streamMeta](filepath.Join(dir, e.Name(), metaFile))
+		if errors.Is(err, os.ErrNotExist) {
+			js.log.Warn("ignoring a stream directory without metadata", "dir", e.Name())
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
+		}
+		st, err := js.openStream(meta.Config, meta.Created, false)
+		if err != nil {
+			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
+		}
+		js.mu.streams[st.name] = st
+		js.log.Info("stream recovered", "stream", st.name, "messages", st.store.State().Msgs, "consumers", st.numConsumers())
+	}
+	return nil
+}
+
+// Close stops the API, closes every stream and consumer, and flushes
+// their files. Call it after the server shut down.
+func (js *JetStream) Close() error {
+	js.mu.Lock()
+	if js.mu.closed {
+		js.mu.Unlock()
+		return nil
+	}
+	js.mu.closed = true
+	js.mu.Unlock()
+	for _, is := range js.subs {
+		_ = is.Unsubscribe()
+	}
+	close(js.stop)
+	js.wg.Wait()
+	return js.closeStreams()
+}
+
+func (js *JetStream) closeStreams() error {
+	js.mu.Lock()
+	streams := js.mu.streams
+	js.mu.streams = map[string]*stream{}
+	js.mu.Unlock()
+	var errs []error
+	for _, st := range streams {
+		errs = append(errs, st.close(false))
+	}
+	return errors.Join(errs...)
+}
+
+// lookup returns a stream by name.
+func (js *JetStream) lookup(name string) *stream {
+	js.mu.RLock()
+	defer js.mu.RUnlock()
+	return js.mu.streams[name]
+}
+
+// sortedStreamNames returns the names of the streams, sorted.
+func (js *JetStream) sortedStreamNames() []string {
+	js.mu.RLock()
+	defer js.mu.RUnlock()
+	names := make([]string, 0, len(js.mu.streams))
+	for n := range js.mu.streams {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// metaFile is the JSON file with a stream's or consumer's configuration.
+const metaFile = "meta.json"
+
+type streamMeta struct {
+	Config  StreamConfig `json:"config"`
+	Created time.Time    `json:"created"`
+}
+
+type consumerMeta struct {
+	Config  ConsumerConfig `json:"config"`
+	Created time.Time      `json:"created"`
+}
+
+func readMeta[T any](path string) (T, error) {
+	var v T
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}
+
+// writeMeta writes a metadata file atomically: a temporary file, fsynced,
+// renamed over the old one, and the directory fsynced.
+func writeMeta(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }()
+	return d.Sync()
+}
+
+// StoreDir returns the directory of the streams' files.
+func (js *JetStream) StoreDir() string { return js.opts.StoreDir }

@@ -1,0 +1,119 @@
+package jetstream
+
+import (
+	"errors"
+	"time"
+
+	"github.com/skiffmq/skiff/store"
+)
+
+// progressLog keeps a consumer's progress across restarts: what it
+// delivered, what waits for an acknowledgement, and its ack floor. The
+// consumer's goroutine records changes as they happen and calls Flush once
+// per round, before it confirms synchronous acks or lets CONSUMER.INFO see
+// the new state; after Flush the changes survive a crash of the process
+// (and, with the stream's sync policy "always", of the machine).
+type progressLog interface {
+	// Delivered records the dc-th delivery of stream sequence sseq as
+	// consumer sequence dseq at ts (Unix ns).
+	Delivered(sseq, dseq, dc uint64, ts int64)
+	// Acked records that sseq no longer waits for an ack (acknowledged,
+	// terminated, delivered max_deliver times, or removed).
+	Acked(sseq uint64)
+	// Floor records the ack floor.
+	Floor(asflr, adflr uint64)
+	// Flush writes the changes so far; they are durable as the stream's
+	// sync policy says.
+	Flush() error
+	// Close flushes and releases the log.
+	Close() error
+}
+
+
+// memProgress keeps nothing: the progress of ephemeral and memory-storage
+// consumers lives and dies with the process.
+type memProgress struct{}
+
+func (memProgress) Delivered(uint64, uint64, uint64, int64) {}
+func (memProgress) Acked(uint64)                            {}
+func (memProgress) Floor(uint64, uint64)                    {}
+func (memProgress) Flush() error                            { return nil }
+func (memProgress) Close() error                            { return nil }
+
+// fileProgress keeps a durable consumer's progress in a store.ConsumerState:
+// a log of deliveries and acks, compacted into snapshots.
+type fileProgress struct {
+	cs       *store.ConsumerState
+	policy   SyncPolicy
+	interval time.Duration
+	synced   time.Time
+	err      error // the first failed write since the last Flush
+	// The floor is written once per round, when it moved.
+	floor      store.SeqPair
+	floorDirty bool
+}
+
+// openProgress opens a consumer's progress in dir and returns what it
+// recovered.
+func openProgress(dir string, cfg *StreamConfig) (*fileProgress, *store.ConsumerSnapshot, error) {
+	policy := store.SyncInterval
+	switch cfg.Sync {
+	case SyncAlways:
+		policy = store.SyncAlways
+	case SyncNever:
+		policy = store.SyncNever
+	}
+	cs, err := store.OpenConsumerState(dir, nil, policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := cs.Load()
+	if err != nil {
+		_ = cs.Close()
+		return nil, nil, err
+	}
+	return &fileProgress{cs: cs, policy: cfg.Sync, interval: cfg.SyncInterval, synced: time.Now(), floor: snap.AckFloor}, &snap, nil
+}
+
+func (p *fileProgress) keep(err error) {
+	if err != nil && p.err == nil && !errors.Is(err, store.ErrNotPending) {
+		p.err = err
+	}
+}
+
+func (p *fileProgress) Delivered(sseq, dseq, dc uint64, ts int64) {
+	p.keep(p.cs.Delivered(dseq, sseq, dc, ts))
+}
+
+func (p *fileProgress) Acked(sseq uint64) { p.keep(p.cs.AckNoWait(0, sseq)) }
+
+func (p *fileProgress) Floor(asflr, adflr uint64) {
+	if asflr > p.floor.Stream || adflr > p.floor.Consumer {
+		p.floor = store.SeqPair{Stream: max(asflr, p.floor.Stream), Consumer: max(adflr, p.floor.Consumer)}
+		p.floorDirty = true
+	}
+}
+
+func (p *fileProgress) Flush() error {
+	if p.floorDirty {
+		p.keep(p.cs.AckAllNoWait(p.floor.Consumer, p.floor.Stream))
+		p.floorDirty = false
+	}
+	err := p.err
+	p.err = nil
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.policy == SyncAlways,
+		p.policy == SyncInterval && time.Since(p.synced) >= p.interval:
+		p.synced = time.Now()
+		return p.cs.Sync()
+	}
+	return nil
+}
+
+func (p *fileProgress) Close() error {
+	err := p.Flush()
+	return errors.Join(err, p.cs.Close())
+}

@@ -1,0 +1,512 @@
+package jetstream
+
+import (
+	"errors"
+	"sync/atomic"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/store"
+	"github.com/skiffmq/skiff/subject"
+)
+
+// stream is one stream at run time: its configuration, its store, the
+// internal subscriptions that capture its subjects, and its consumers.
+type stream struct {
+	js      *JetStream
+	name    string
+	dir     string
+	created time.Time
+	store   *store.Stream
+
+	cfg atomic.Pointer[StreamConfig] // replaced whole on update
+	mu  struct {
+		sync.RWMutex
+		subs      []*server.InternalSub
+		consumers map[string]*consumer
+		closed    bool
+	}
+	// clist is the consumers as a slice, replaced on every change, for
+	// ingest to signal without a lock.
+	clist atomic.Pointer[[]*consumer]
+	dedup dedupWindow // guarded by ingestMu
+	// ingestMu orders ingest: expectations are checked and the message
+	// appended in one step, so that two publishers expecting the same last
+	// sequence cannot both succeed.
+	ingestMu  sync.Mutex
+	lastMsgID string // guarded by ingestMu
+}
+
+// normalize fills a stream configuration's defaults and checks it.
+func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
+	if err := validName(cfg.Name); err != nil {
+		return cfg, errStreamConfig(fmt.Errorf("invalid stream name %q: %w", cfg.Name, err))
+	}
+	if len(cfg.Subjects) == 0 {
+		cfg.Subjects = []string{cfg.Name}
+	}
+	seen := map[string]bool{}
+	for _, s := range cfg.Subjects {
+		if err := subject.ValidatePattern(s); err != nil {
+			return cfg, errStreamConfig(fmt.Errorf("invalid subject %q: %w", s, err))
+		}
+		for _, reserved := range []string{"$JS.API.>", "$JS.ACK.>", "$JS.FC.>"} {
+			if subject.Intersects(s, reserved) {
+				return cfg, errStreamConfig(fmt.Errorf("subject %q overlaps the reserved %q", s, reserved))
+			}
+		}
+		if seen[s] {
+			return cfg, errStreamConfig(fmt.Errorf("duplicate subject %q", s))
+		}
+		seen[s] = true
+	}
+	for i, a := range cfg.Subjects {
+		for _, b := range cfg.Subjects[i+1:] {
+			if subject.Intersects(a, b) {
+				return cfg, errStreamConfig(fmt.Errorf("subjects %q and %q overlap", a, b))
+			}
+		}
+	}
+	for _, v := range []*int64{&cfg.MaxMsgs, &cfg.MaxBytes, &cfg.MaxMsgsPerSubject} {
+		if *v <= 0 {
+			*v = -1
+		}
+	}
+	if cfg.MaxMsgSize <= 0 {
+		cfg.MaxMsgSize = -1
+	}
+	if cfg.MaxConsumers <= 0 {
+		cfg.MaxConsumers = -1
+	}
+	if cfg.MaxAge < 0 {
+		return cfg, errStreamConfig(errors.New("max_age can not be negative"))
+	}
+	if cfg.Duplicates == 0 {
+		cfg.Duplicates = DefaultDupWindow
+		if cfg.MaxAge > 0 && cfg.MaxAge < cfg.Duplicates {
+			cfg.Duplicates = cfg.MaxAge
+		}
+	}
+	if cfg.Duplicates < 0 || (cfg.MaxAge > 0 && cfg.Duplicates > cfg.MaxAge) {
+		return cfg, errStreamConfig(errors.New("duplicates window can not be larger then max age"))
+	}
+	switch {
+	case cfg.Replicas > 1:
+		return cfg, apiErr(500, 10074, "replicas > 1 not supported in non-clustered mode")
+	case cfg.Replicas < 0:
+		return cfg, apiErr(400, 10133, "replicas count cannot be negative")
+	}
+	cfg.Replicas = 1
+	if cfg.Compression == "" {
+		cfg.Compression = "none"
+	}
+	if cfg.Compression != "none" {
+		return cfg, errStreamConfig(fmt.Errorf("compression %q is not supported", cfg.Compression))
+	}
+	if cfg.AllowRollup {
+		return cfg, errStreamConfig(errors.New("rollup headers are not supported"))
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = 100 * time.Millisecond
+	}
+	return cfg, nil
+}
+
+// validName checks a stream or consumer name: it names a directory and a
+// subject token.
+func validName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case len(name) > 255:
+		return errors.New("longer than 255 bytes")
+	case strings.ContainsAny(name, ".*> \t\r\n/\\\x00"):
+		return errors.New("contains '.', '*', '>', whitespace or a path separator")
+	}
+	return nil
+}
+
+// storeOptions maps a stream configuration onto the storage engine's.
+func (cfg *StreamConfig) storeOptions(dir string) store.Options {
+	unl := func(v int64) int64 { return max(v, 0) }
+	o := store.Options{
+		Dir:               dir,
+		MaxMsgs:           unl(cfg.MaxMsgs),
+		MaxBytes:          unl(cfg.MaxBytes),
+		MaxMsgsPerSubject: unl(cfg.MaxMsgsPerSubject),
+		MaxAge:            cfg.MaxAge,
+		MaxMsgSize:        int(max(cfg.MaxMsgSize, 0)),
+		SyncInterval:      cfg.SyncInterval,
+	}
+	if cfg.Storage == MemoryStorage {
+		o.Storage = store.MemoryStorage
+	} else {
+		o.Storage = store.FileStorage
+	}
+	if cfg.Discard == DiscardNew {
+		o.Discard = store.DiscardNew
+	} else {
+		o.Discard = store.DiscardOld
+	}
+	switch cfg.Sync {
+	case SyncAlways:
+		o.Sync = store.SyncAlways
+	case SyncNever:
+		o.Sync = store.SyncNever
+	default:
+		o.Sync = store.SyncInterval
+	}
+	return o
+}
+
+// openStream opens (or, with create, creates) a stream and subscribes it.
+func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool) (*stream, error) {
+	dir := filepath.Join(js.opts.StoreDir, "streams", cfg.Name)
+	st := &stream{js: js, name: cfg.Name, dir: dir, created: created}
+	st.cfg.Store(&cfg)
+	st.mu.consumers = map[string]*consumer{}
+	st.clist.Store(&[]*consumer{})
+	if create {
+		if err := os.MkdirAll(filepath.Join(dir, "consumers"), 0o755); err != nil {
+			return nil, err
+		}
+		if err := writeMeta(filepath.Join(dir, metaFile), streamMeta{Config: cfg, Created: created}); err != nil {
+			return nil, err
+		}
+	}
+	s, err := store.Open(cfg.storeOptions(filepath.Join(dir, "msgs")))
+	if err != nil {
+		return nil, err
+	}
+	st.store = s
+	st.dedup.init(cfg.Duplicates)
+	if err := st.loadConsumers(); err != nil {
+		_ = st.close(false)
+		return nil, err
+	}
+	if err := st.subscribe(cfg.Subjects); err != nil {
+		_ = st.close(false)
+		return nil, err
+	}
+	return st, nil
+}
+
+// subscribe captures the stream's subjects. Lock not needed: called before
+// the stream is visible, or with st.mu held by update.
+func (st *stream) subscribe(subjects []string) error {
+	for _, subj := range subjects {
+		is, err := st.js.srv.SubscribeInternal(subj, "", st.ingest)
+		if err != nil {
+			return err
+		}
+		st.mu.subs = append(st.mu.subs, is)
+	}
+	return nil
+}
+
+func (st *stream) unsubscribe() {
+	for _, is := range st.mu.subs {
+		_ = is.Unsubscribe()
+	}
+	st.mu.subs = nil
+}
+
+// close stops the stream and its consumers; with destroy it removes their
+// files.
+func (st *stream) close(destroy bool) error {
+	st.mu.Lock()
+	if st.mu.closed {
+		st.mu.Unlock()
+		return nil
+	}
+	st.mu.closed = true
+	st.unsubscribe()
+	consumers := st.mu.consumers
+	st.mu.consumers = map[string]*consumer{}
+	st.clist.Store(&[]*consumer{})
+	st.mu.Unlock()
+	var errs []error
+	for _, c := range consumers {
+		errs = append(errs, c.close(destroy))
+		st.js.consumers.Add(-1)
+	}
+	if st.store != nil {
+		if destroy {
+			errs = append(errs, st.store.Destroy())
+		} else {
+			errs = append(errs, st.store.Close())
+		}
+	}
+	if destroy {
+		errs = append(errs, os.RemoveAll(st.dir))
+	}
+	return errors.Join(errs...)
+}
+
+func (st *stream) config() StreamConfig { return *st.cfg.Load() }
+
+func (st *stream) retention() RetentionPolicy { return st.cfg.Load().Retention }
+
+func (st *stream) numConsumers() int { return len(*st.clist.Load()) }
+
+// consumer returns a consumer by name.
+func (st *stream) consumer(name string) *consumer {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.mu.consumers[name]
+}
+
+// setConsumers publishes the consumer list for ingest. st.mu held.
+func (st *stream) setConsumers() {
+	l := make([]*consumer, 0, len(st.mu.consumers))
+	for _, k := range sortedKeys(st.mu.consumers) {
+		l = append(l, st.mu.consumers[k])
+	}
+	st.clist.Store(&l)
+}
+
+// info returns the stream's configuration and state; with a filter, the
+// state lists message counts per matching subject.
+func (st *stream) info(subjectsFilter string) *StreamInfo {
+	s := st.store.State()
+	cfg, n := st.config(), st.numConsumers()
+	si := &StreamInfo{Config: cfg, Created: st.created.UTC(), TimeStamp: time.Now().UTC(), State: StreamState{
+		Msgs: s.Msgs, Bytes: s.Bytes, FirstSeq: s.FirstSeq, LastSeq: s.LastSeq,
+		NumSubjects: s.NumSubjects, NumDeleted: s.NumDeleted, Consumers: n,
+	}}
+	if !s.FirstTime.IsZero() {
+		si.State.FirstTime = s.FirstTime.UTC()
+	}
+	if !s.LastTime.IsZero() {
+		si.State.LastTime = s.LastTime.UTC()
+	}
+	if subjectsFilter != "" {
+		si.State.Subjects = st.store.Subjects(subjectsFilter)
+	}
+	return si
+}
+
+// sameConfig reports whether two normalized configurations are equal, for
+// an idempotent CREATE.
+func sameConfig(a, b StreamConfig) bool { return reflect.DeepEqual(a, b) }
+
+// ingest stores a message published on one of the stream's subjects. It
+// runs on the publisher's goroutine (see server.InternalHandler): checks
+// and the append happen at once; the acknowledgement waits until the end
+// of the publisher's read, when one fsync covers every message of the
+// read (SyncAlways).
+func (st *stream) ingest(m *server.Msg) {
+	var hdr headers
+	if m.Header != nil {
+		hdr = parseHeaders(m.Header)
+	}
+	reply := ""
+	if m.Reply != "" {
+		reply = strings.Clone(m.Reply)
+	}
+	cfg := st.config()
+	if cfg.Sealed {
+		st.nack(m, reply, apiErr(400, 10109, "invalid operation on sealed stream"))
+		return
+	}
+	if cfg.MaxMsgSize > 0 && len(m.Subject)+len(m.Header)+len(m.Data) > int(cfg.MaxMsgSize) {
+		st.nack(m, reply, errMsgTooBig())
+		return
+	}
+	if v, ok := hdr.get("Nats-Expected-Stream"); ok && v != st.name {
+		st.nack(m, reply, errStreamNotMatch())
+		return
+	}
+	msgID, hasID := hdr.get("Nats-Msg-Id")
+
+	st.ingestMu.Lock()
+	now := time.Now()
+	if hasID {
+		if seq, dup := st.dedup.lookup(msgID, now); dup {
+			st.ingestMu.Unlock()
+			st.ack(m, reply, PubAck{Stream: st.name, Sequence: seq, Duplicate: true})
+			return
+		}
+	}
+	if aerr := st.checkExpected(hdr, m.Subject); aerr != nil {
+		st.ingestMu.Unlock()
+		st.nack(m, reply, aerr)
+		return
+	}
+	seq, _, err := st.store.Append(m.Subject, m.Header, m.Data)
+	if err != nil {
+		st.ingestMu.Unlock()
+		st.js.log.Warn("stream append failed", "stream", st.name, "err", err)
+		st.nack(m, reply, errStreamStore(err))
+		return
+	}
+	if hasID {
+		st.dedup.add(strings.Clone(msgID), seq, now)
+		st.lastMsgID = st.dedup.last
+	}
+	st.ingestMu.Unlock()
+	if !st.notify(m.Subject) && cfg.Retention == InterestPolicy {
+		// Nobody is interested: the message is acknowledged, with its
+		// sequence, and not kept.
+		_ = st.store.Delete(seq)
+	}
+	if reply == "" {
+		return
+	}
+	m.AfterRead(func(p *server.Publisher) {
+		if err := st.store.WaitDurable(seq); err != nil {
+			st.js.log.Warn("stream sync failed", "stream", st.name, "err", err)
+			p.Publish(reply, "", nil, pubAckError(errStreamStore(err)))
+			return
+		}
+		p.Publish(reply, "", nil, pubAckJSON(st.name, seq, false))
+	})
+}
+
+// checkExpected checks the Nats-Expected-* headers. ingestMu held.
+func (st *stream) checkExpected(hdr headers, subj string) *APIError {
+	if v, ok := hdr.get("Nats-Expected-Last-Sequence"); ok {
+		want, err := strconv.ParseUint(v, 10, 64)
+		last := st.store.State().LastSeq
+		if err != nil || want != last {
+			return errWrongLastSeq(last)
+		}
+	}
+	if v, ok := hdr.get("Nats-Expected-Last-Subject-Sequence"); ok {
+		want, err := strconv.ParseUint(v, 10, 64)
+		var last uint64
+		if m, gerr := st.store.LastBySubject(subj); gerr == nil {
+			last = m.Seq
+		}
+		if err != nil || want != last {
+			return errWrongLastSeq(last)
+		}
+	}
+	if v, ok := hdr.get("Nats-Expected-Last-Msg-Id"); ok && v != st.lastMsgID {
+		return errWrongLastMsgID(st.lastMsgID)
+	}
+	return nil
+}
+
+// ack answers a publish after the read, nack at once: a refused publish
+// stored nothing, so there is nothing to wait for.
+func (st *stream) ack(m *server.Msg, reply string, a PubAck) {
+	if reply == "" {
+		return
+	}
+	b := pubAckJSON(a.Stream, a.Sequence, a.Duplicate)
+	m.AfterRead(func(p *server.Publisher) { p.Publish(reply, "", nil, b) })
+}
+
+func (st *stream) nack(m *server.Msg, reply string, e *APIError) {
+	if reply == "" {
+		return
+	}
+	b := pubAckError(e)
+	m.AfterRead(func(p *server.Publisher) { p.Publish(reply, "", nil, b) })
+}
+
+// notify tells the consumers whose filters match that a message arrived,
+// and reports whether there were any.
+func (st *stream) notify(subj string) bool {
+	any := false
+	for _, c := range *st.clist.Load() {
+		if c.stored(subj) {
+			any = true
+		}
+	}
+	return any
+}
+
+// changed tells every consumer that messages were removed.
+func (st *stream) changed() {
+	for _, c := range *st.clist.Load() {
+		c.changed()
+	}
+}
+
+func pubAckJSON(stream string, seq uint64, dup bool) []byte {
+	b := make([]byte, 0, 48+len(stream))
+	b = append(b, `{"stream":`...)
+	b = strconv.AppendQuote(b, stream)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	if dup {
+		b = append(b, `,"duplicate":true`...)
+	}
+	return append(b, '}')
+}
+
+func pubAckError(e *APIError) []byte {
+	b, _ := jsonMarshal(struct {
+		Error *APIError `json:"error"`
+	}{e})
+	return b
+}
+
+// dedupWindow remembers message IDs for a stream's duplicate window, in
+// arrival order so that expiry pops from the front. Its size is bounded by
+// MaxDedupIDs whatever the window. Not safe for concurrent use.
+type dedupWindow struct {
+	window time.Duration
+	ids    map[string]uint64
+	order  []dedupEntry
+	head   int
+	last   string // the most recent ID, for Nats-Expected-Last-Msg-Id
+}
+
+type dedupEntry struct {
+	id  string
+	at  time.Time
+	seq uint64
+}
+
+func (d *dedupWindow) init(window time.Duration) {
+	d.window, d.ids = window, map[string]uint64{}
+}
+
+func (d *dedupWindow) expire(now time.Time) {
+	for d.head < len(d.order) && (now.Sub(d.order[d.head].at) > d.window || len(d.ids) > MaxDedupIDs) {
+		e := d.order[d.head]
+		if d.ids[e.id] == e.seq {
+			delete(d.ids, e.id)
+		}
+		d.order[d.head] = dedupEntry{}
+		d.head++
+	}
+	if d.head > 1024 && d.head > len(d.order)/2 {
+		d.order = append([]dedupEntry(nil), d.order[d.head:]...)
+		d.head = 0
+	}
+}
+
+func (d *dedupWindow) lookup(id string, now time.Time) (uint64, bool) {
+	d.expire(now)
+	seq, ok := d.ids[id]
+	return seq, ok
+}
+
+func (d *dedupWindow) add(id string, seq uint64, now time.Time) {
+	d.ids[id] = seq
+	d.order = append(d.order, dedupEntry{id: id, at: now, seq: seq})
+	d.last = id
+	d.expire(now)
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

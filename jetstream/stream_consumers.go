@@ -1,0 +1,315 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/skiffmq/skiff/store"
+	"github.com/skiffmq/skiff/subject"
+)
+
+// Consumer actions of CONSUMER.CREATE (ADR-37).
+const (
+	actionCreateOrUpdate = ""
+	actionCreate         = "create"
+	actionUpdate         = "update"
+)
+
+// addConsumer creates a consumer, or updates the one of the same name,
+// as the action allows.
+func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*consumer, *APIError) {
+	scfg := st.config()
+	ncfg, aerr := normalizeConsumer(cfg, &scfg)
+	if aerr != nil {
+		return nil, aerr
+	}
+	name := ncfg.Durable
+	if name == "" {
+		name = ncfg.Name
+	}
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.mu.closed {
+		return nil, errStreamNotFound()
+	}
+	if existing := st.mu.consumers[name]; name != "" && existing != nil {
+		old := existing.config()
+		if ncfg.Name == "" {
+			ncfg.Name = name
+		}
+		if action == actionCreate && !reflect.DeepEqual(old, ncfg) {
+			return nil, errConsumerExists()
+		}
+		if scfg.Retention == WorkQueuePolicy && !st.partitionUnique(name, ncfg.filters()) {
+			return nil, apiErr(400, 10100, "filtered consumer not unique on workqueue stream")
+		}
+		if err := checkUpdate(&old, &ncfg); err != nil {
+			return nil, errConsumerCreate(err)
+		}
+		if err := existing.update(ncfg); err != nil {
+			return nil, errConsumerCreate(err)
+		}
+		return existing, nil
+	}
+	if action == actionUpdate {
+		return nil, errConsumerNotExist()
+	}
+	if scfg.MaxConsumers > 0 && len(st.mu.consumers) >= scfg.MaxConsumers {
+		return nil, errMaxConsumers()
+	}
+	if st.js.consumers.Load() >= int64(st.js.opts.MaxConsumers) {
+		return nil, errMaxConsumers()
+	}
+	if scfg.Retention == WorkQueuePolicy {
+		switch {
+		case ncfg.AckPolicy != AckExplicit:
+			return nil, errConsumerWQExplicitAck()
+		case ncfg.DeliverPolicy != DeliverAll:
+			return nil, apiErr(400, 10101, "consumer must be deliver all on workqueue stream")
+		case len(st.mu.consumers) > 0 && len(ncfg.filters()) == 0:
+			return nil, apiErr(400, 10099, "multiple non-filtered consumers not allowed on workqueue stream")
+		case !st.partitionUnique(name, ncfg.filters()):
+			return nil, apiErr(400, 10100, "filtered consumer not unique on workqueue stream")
+		}
+	}
+	if name == "" {
+		for name == "" || st.mu.consumers[name] != nil {
+			name = newConsumerName()
+		}
+	}
+	if ncfg.Name == "" {
+		ncfg.Name = name
+	}
+
+	c, err := st.openConsumer(name, ncfg, time.Now(), true)
+	if err != nil {
+		return nil, apiErr(500, 10104, "error creating store for consumer: "+err.Error())
+	}
+	st.mu.consumers[name] = c
+	st.setConsumers()
+	st.js.consumers.Add(1)
+	c.start()
+	return c, nil
+}
+
+// persisted reports whether a consumer keeps its progress on disk: a
+// durable one, on a file stream, without mem_storage.
+func (st *stream) persisted(cfg *ConsumerConfig) bool {
+	return cfg.Durable != "" && !cfg.MemoryStorage && st.config().Storage == FileStorage
+}
+
+// openConsumer builds a consumer: a new one (create) positioned by its
+// deliver policy, or one recovered from its directory.
+func (st *stream) openConsumer(name string, cfg ConsumerConfig, created time.Time, create bool) (*consumer, error) {
+	var (
+		log   progressLog = memProgress{}
+		dir   string
+		state *store.ConsumerSnapshot
+	)
+	if st.persisted(&cfg) {
+		dir = st.consumerDir(name)
+		if create {
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, err
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
+			}
+			if err := writeMeta(filepath.Join(dir, metaFile), consumerMeta{Config: cfg, Created: created}); err != nil {
+				return nil, err
+			}
+		}
+		scfg := st.config()
+		fl, s, err := openProgress(filepath.Join(dir, "state"), &scfg)
+		if err != nil {
+			return nil, err
+		}
+		log = fl
+		if !create {
+			state = s
+		}
+	}
+	c := newConsumer(st, name, cfg, created, log, dir)
+	if state != nil {
+		c.restore(state)
+	} else {
+		c.setStart()
+		if err := c.log.Flush(); err != nil {
+			_ = c.log.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// loadConsumers recovers the stream's durable consumers.
+func (st *stream) loadConsumers() error {
+	dir := filepath.Join(st.dir, "consumers")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		meta, err := readMeta[consumerMeta](filepath.Join(dir, e.Name(), metaFile))
+		if errors.Is(err, os.ErrNotExist) {
+			// Created and not yet described: the create never answered.
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w", e.Name(), err)
+		}
+		c, err := st.openConsumer(e.Name(), meta.Config, meta.Created, false)
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w", e.Name(), err)
+		}
+		st.mu.consumers[e.Name()] = c
+		st.js.consumers.Add(1)
+	}
+	st.setConsumers()
+	for _, c := range st.mu.consumers {
+		c.start()
+	}
+	return nil
+}
+
+// deleteConsumer removes a consumer and its files.
+func (st *stream) deleteConsumer(name string) bool {
+	st.mu.Lock()
+	c := st.mu.consumers[name]
+	if c != nil {
+		delete(st.mu.consumers, name)
+		st.setConsumers()
+	}
+	st.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	st.js.consumers.Add(-1)
+	if err := c.close(true); err != nil {
+		st.js.log.Warn("consumer delete", "stream", st.name, "consumer", name, "err", err)
+	}
+	if st.retention() == InterestPolicy {
+		st.sweepInterest()
+	}
+	return true
+}
+
+// deleteInactive removes a consumer that went without interest for its
+// inactive threshold, unless it was replaced meanwhile.
+func (js *JetStream) deleteInactive(c *consumer) {
+	st := c.st
+	if st.consumer(c.name) != c {
+		return
+	}
+	js.log.Info("consumer removed after inactivity", "stream", st.name, "consumer", c.name)
+	st.deleteConsumer(c.name)
+}
+
+// partitionUnique reports whether filters overlap no other consumer's on a
+// workqueue stream. st.mu held.
+func (st *stream) partitionUnique(name string, filters []string) bool {
+	for n, o := range st.mu.consumers {
+		if n == name {
+			continue
+		}
+		ocfg := o.config()
+		ofs := ocfg.filters()
+		if len(ofs) == 0 || len(filters) == 0 {
+			return false
+		}
+		for _, f := range filters {
+			if slices.ContainsFunc(ofs, func(g string) bool { return subject.Intersects(f, g) }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (c *consumer) config() ConsumerConfig {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg
+}
+
+// update applies a new configuration (already checked by checkUpdate).
+func (c *consumer) update(cfg ConsumerConfig) error {
+	if c.dir != "" {
+		if err := writeMeta(filepath.Join(c.dir, metaFile), consumerMeta{Config: cfg, Created: c.created}); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	c.setConfig(cfg)
+	c.npcValid = false
+	if c.cfg.DeliverSubject != "" {
+		c.push.active, c.push.checkAt = false, time.Time{}
+	}
+	c.mu.Unlock()
+	c.signal()
+	return nil
+}
+
+// setStart positions a new consumer by its deliver policy.
+func (c *consumer) setStart() {
+	s := c.st.store.State()
+	first := max(s.FirstSeq, 1)
+	switch c.cfg.DeliverPolicy {
+	case DeliverAll:
+		c.sseq = first
+	case DeliverLast:
+		c.sseq = max(c.st.lastMatching(c.filters), first)
+		if c.sseq > s.LastSeq {
+			c.sseq = s.LastSeq + 1
+		}
+	case DeliverNew:
+		c.sseq = s.LastSeq + 1
+	case DeliverByStartSequence:
+		c.sseq = max(c.cfg.OptStartSeq, first)
+	case DeliverByStartTime:
+		c.sseq = c.st.seqAtTime(*c.cfg.OptStartTime)
+	case DeliverLastPerSubject:
+		c.lss = c.st.lastPerSubject(c.filters)
+		c.sseq = s.LastSeq + 1
+	}
+	c.asflr = c.sseq - 1
+	if len(c.lss) > 0 {
+		c.asflr = c.lss[0] - 1
+	}
+	c.log.Floor(c.asflr, 0)
+}
+
+// restore positions a recovered consumer where it was.
+func (c *consumer) restore(s *store.ConsumerSnapshot) {
+	c.dseq = max(s.Delivered.Consumer, s.AckFloor.Consumer)
+	c.sseq = max(s.Delivered.Stream, s.AckFloor.Stream) + 1
+	c.asflr, c.adflr = s.AckFloor.Stream, s.AckFloor.Consumer
+	now := time.Now()
+	for seq, p := range s.Pending {
+		if seq <= c.asflr {
+			continue
+		}
+		pm := &pendingMsg{dseq: p.ConsumerSeq, ts: p.Timestamp}
+		c.pending[seq] = pm
+		dc := s.Redelivered[seq] + 1 // the snapshot counts redeliveries
+		if dc > 1 {
+			c.rdc[seq] = dc
+		}
+		c.track(seq, pm, time.Unix(0, p.Timestamp).Add(c.ackWaitFor(dc)))
+	}
+	c.expireAcks(now)
+	c.dropRemoved()
+}
