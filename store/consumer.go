@@ -1,0 +1,455 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+// SeqPair is a position in a consumer's delivery order and in its stream.
+type SeqPair struct {
+	Consumer, Stream uint64
+}
+
+// PendingEntry is a delivered message awaiting acknowledgement.
+type PendingEntry struct {
+	// ConsumerSeq is the consumer sequence of its first delivery.
+	ConsumerSeq uint64
+	// Timestamp is its last delivery, in Unix nanoseconds.
+	Timestamp int64
+}
+
+// ConsumerSnapshot is a consumer's whole state.
+type ConsumerSnapshot struct {
+	// Delivered is the last message delivered.
+	Delivered SeqPair
+	// AckFloor is the acknowledgement floor: every message this consumer
+	// delivered at or below it has been acknowledged. It never moves back.
+	AckFloor SeqPair
+	// Pending maps the stream sequence of each delivered, unacknowledged
+	// message to its delivery.
+	Pending map[uint64]PendingEntry
+	// Redelivered maps the stream sequence of each pending message
+	// delivered more than once to its redelivery count (deliveries - 1),
+	// as JetStream's consumer state counts it.
+	Redelivered map[uint64]uint64
+}
+
+// clone returns a deep copy.
+func (st *ConsumerSnapshot) clone() ConsumerSnapshot {
+	c := *st
+	c.Pending = make(map[uint64]PendingEntry, len(st.Pending))
+	for k, v := range st.Pending {
+		c.Pending[k] = v
+	}
+	c.Redelivered = make(map[uint64]uint64, len(st.Redelivered))
+	for k, v := range st.Redelivered {
+		c.Redelivered[k] = v
+	}
+	return c
+}
+
+// ConsumerState keeps a consumer's delivery and acknowledgement state for
+// the layer above, file-backed or in memory. It is safe for concurrent use:
+// methods serialise on one mutex, held for the write of one log record
+// (and, under SyncAlways, released before the fsync, which concurrent
+// callers share).
+//
+// The file variant appends each change to consumer.log and, once the log
+// outgrows the state, compacts it into consumer.snap; see doc.go. Under
+// SyncAlways, Ack, AckAll and Update return once their change is on stable
+// storage, so an acknowledgement floor they report never moves back after
+// a crash; Delivered does not wait (a delivery lost in a crash only means
+// a redelivery), but any later fsync covers it.
+type ConsumerState struct {
+	fs     FS
+	dir    string
+	policy SyncPolicy
+	log    *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		closed      bool
+		st          ConsumerSnapshot
+		order       []uint64 // pending stream sequences, ascending; may hold acked ones
+		lsn         uint64   // last change written
+		file        *appendFile
+		buf         []byte
+		snapSize    int  // size of the last snapshot
+		needCompact bool // an fsync of the log failed: rewrite the state whole
+	}
+	gc groupCommit
+}
+
+// compactMinBytes is the log size below which the consumer log is never
+// compacted.
+const compactMinBytes = 1 << 20
+
+// NewMemoryConsumerState returns a ConsumerState kept only in memory.
+func NewMemoryConsumerState() *ConsumerState {
+	c := &ConsumerState{log: slog.Default()}
+	c.mu.st = ConsumerSnapshot{Pending: map[uint64]PendingEntry{}, Redelivered: map[uint64]uint64{}}
+	return c
+}
+
+// OpenConsumerState opens or creates the file-backed state of a consumer in
+// dir (created if missing; it should hold nothing else), using fs (nil for
+// OSFS) and the sync policy. It recovers the snapshot and replays the log
+// after it, truncating a torn last record. A corrupt snapshot is an error:
+// starting over would move the ack floor back.
+func OpenConsumerState(dir string, fs FS, sync SyncPolicy) (*ConsumerState, error) {
+	if fs == nil {
+		fs = OSFS
+	}
+	if sync > SyncNever {
+		return nil, fmt.Errorf("%w: unknown sync policy %d", ErrInvalidConfig, sync)
+	}
+	c := NewMemoryConsumerState()
+	c.fs, c.dir, c.policy = fs, dir, sync
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("store: create %s: %w", dir, err)
+	}
+	snapLSN, err := c.loadSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.replayLog(snapLSN); err != nil {
+		return nil, err
+	}
+	c.gc.durable.Store(c.mu.lsn)
+	return c, nil
+}
+
+func (c *ConsumerState) loadSnapshot() (uint64, error) {
+	name := filepath.Join(c.dir, consumerSnapName)
+	f, err := c.fs.OpenFile(name, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: open %s: %w", name, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return 0, fmt.Errorf("store: read %s: %w", name, err)
+	}
+	lsn, st, err := decodeSnapshot(b)
+	if err != nil {
+		return 0, fmt.Errorf("store: %s: %w", name, err)
+	}
+	c.mu.st, c.mu.lsn, c.mu.snapSize = st, lsn, len(b)
+	c.mu.order = sortedKeys(st.Pending)
+	return lsn, nil
+}
+
+func (c *ConsumerState) replayLog(snapLSN uint64) error {
+	name := filepath.Join(c.dir, consumerLogName)
+	f, err := c.fs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", name, err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("store: read %s: %w", name, err)
+	}
+	good, derr := decodeOps(b, func(o consumerOp) {
+		if o.lsn > snapLSN { // older ones are in the snapshot already
+			c.applyLocked(o)
+			c.mu.lsn = o.lsn
+		}
+	})
+	if derr != nil {
+		c.log.Warn("store: truncating the consumer log's tail", "file", name, "offset", good, "err", derr)
+	}
+	c.mu.file = &appendFile{f: f, size: int64(good)}
+	if err := c.mu.file.rewind(); err != nil {
+		f.Close()
+		return fmt.Errorf("store: truncate %s: %w", name, err)
+	}
+	if c.policy != SyncNever && len(b) == 0 {
+		_ = syncDir(c.fs, c.dir) // the new log's directory entry; a failure only costs an empty log
+	}
+	return nil
+}
+
+// Delivered records a delivery of stream sequence sseq as consumer
+// sequence dseq, its dc-th (1 for the first), at time ts. It does not wait
+// for an fsync.
+func (c *ConsumerState) Delivered(dseq, sseq, dc uint64, ts int64) error {
+	_, err := c.write(consumerOp{op: opDelivered, dseq: dseq, sseq: sseq, dc: dc, ts: ts})
+	return err
+}
+
+// Ack records the acknowledgement of one pending message (ack policy
+// explicit, or a terminated message) and advances the ack floor past every
+// acknowledged message below the oldest pending one. It returns
+// ErrNotPending if sseq is not pending. Under SyncAlways it returns once
+// the change is durable.
+func (c *ConsumerState) Ack(dseq, sseq uint64) error {
+	return c.writeAndWait(consumerOp{op: opAck, dseq: dseq, sseq: sseq})
+}
+
+// AckAll acknowledges every pending message up to stream sequence sseq
+// (ack policy all) and moves the ack floor to at least (dseq, sseq). For a
+// consumer without acks, calling it after each Delivered keeps the floor
+// with the deliveries. Under SyncAlways it returns once the change is
+// durable.
+func (c *ConsumerState) AckAll(dseq, sseq uint64) error {
+	return c.writeAndWait(consumerOp{op: opAckAll, dseq: dseq, sseq: sseq})
+}
+
+func (c *ConsumerState) writeAndWait(o consumerOp) error {
+	lsn, err := c.write(o)
+	if err != nil || c.mu.file == nil || c.policy != SyncAlways {
+		return err
+	}
+	return c.gc.wait(lsn, c.syncRound)
+}
+
+// write logs and applies one change; it returns the change's LSN.
+func (c *ConsumerState) write(o consumerOp) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return 0, ErrClosed
+	}
+	if o.op == opAck {
+		if _, ok := c.mu.st.Pending[o.sseq]; !ok {
+			return 0, fmt.Errorf("%w: stream sequence %d", ErrNotPending, o.sseq)
+		}
+	}
+	o.lsn = c.mu.lsn + 1
+	if f := c.mu.file; f != nil {
+		if c.mu.needCompact {
+			if err := c.compactLocked(&c.mu.st, c.mu.lsn); err != nil {
+				return 0, err
+			}
+		}
+		c.mu.buf = appendOp(c.mu.buf[:0], o)
+		if err := f.append(c.mu.buf); err != nil {
+			return 0, fmt.Errorf("%w: %s: %w", ErrWrite, consumerLogName, err)
+		}
+	}
+	c.mu.lsn = o.lsn
+	c.applyLocked(o)
+	if f := c.mu.file; f != nil && f.size > compactMinBytes && f.size > 4*int64(c.mu.snapSize) {
+		if err := c.compactLocked(&c.mu.st, c.mu.lsn); err != nil {
+			c.log.Error("store: compact consumer state; will retry", "dir", c.dir, "err", err)
+		}
+	}
+	return o.lsn, nil
+}
+
+// applyLocked applies a change to the in-memory state. Replay applies the
+// same changes in the same order, so it reaches the same state.
+func (c *ConsumerState) applyLocked(o consumerOp) {
+	st := &c.mu.st
+	switch o.op {
+	case opDelivered:
+		if o.dseq <= st.AckFloor.Consumer {
+			return // a replay of something already acknowledged
+		}
+		if o.sseq > st.Delivered.Stream {
+			st.Pending[o.sseq] = PendingEntry{ConsumerSeq: o.dseq, Timestamp: o.ts}
+			c.mu.order = append(c.mu.order, o.sseq)
+		} else if p, ok := st.Pending[o.sseq]; ok {
+			p.Timestamp = o.ts // a redelivery keeps its first consumer sequence
+			st.Pending[o.sseq] = p
+		}
+		st.Delivered.Consumer = max(st.Delivered.Consumer, o.dseq)
+		st.Delivered.Stream = max(st.Delivered.Stream, o.sseq)
+		if _, ok := st.Pending[o.sseq]; ok && o.dc > 1 {
+			st.Redelivered[o.sseq] = max(st.Redelivered[o.sseq], o.dc-1)
+		}
+	case opAck:
+		delete(st.Pending, o.sseq)
+		delete(st.Redelivered, o.sseq)
+		c.advanceFloorLocked()
+	case opAckAll:
+		for len(c.mu.order) > 0 && c.mu.order[0] <= o.sseq {
+			delete(st.Pending, c.mu.order[0])
+			delete(st.Redelivered, c.mu.order[0])
+			c.mu.order = c.mu.order[1:]
+		}
+		st.AckFloor.Consumer = max(st.AckFloor.Consumer, o.dseq)
+		st.AckFloor.Stream = max(st.AckFloor.Stream, o.sseq)
+		c.advanceFloorLocked()
+	}
+}
+
+// advanceFloorLocked moves the ack floor up to just below the oldest
+// pending message, or to Delivered when nothing is pending. It never moves
+// it down.
+func (c *ConsumerState) advanceFloorLocked() {
+	st := &c.mu.st
+	for len(c.mu.order) > 0 {
+		if _, ok := st.Pending[c.mu.order[0]]; ok {
+			break
+		}
+		c.mu.order = c.mu.order[1:]
+	}
+	if len(c.mu.order) > 2*len(st.Pending)+64 {
+		c.mu.order = slices.DeleteFunc(c.mu.order, func(q uint64) bool { _, ok := st.Pending[q]; return !ok })
+	}
+	floor := st.Delivered
+	if len(c.mu.order) > 0 {
+		oldest := c.mu.order[0]
+		floor = SeqPair{Consumer: st.Pending[oldest].ConsumerSeq - 1, Stream: oldest - 1}
+	}
+	if floor.Stream > st.AckFloor.Stream {
+		st.AckFloor.Stream = floor.Stream
+	}
+	if floor.Consumer > st.AckFloor.Consumer {
+		st.AckFloor.Consumer = floor.Consumer
+	}
+}
+
+// Update replaces the state with what f makes of a copy of it (for a reset
+// or a change the finer methods do not express) and persists it whole, as
+// a new snapshot. Under SyncAlways it returns once that is durable. Unlike
+// the other methods, Update may move the ack floor back.
+func (c *ConsumerState) Update(f func(*ConsumerSnapshot)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return ErrClosed
+	}
+	st := c.mu.st.clone()
+	f(&st)
+	if st.Pending == nil {
+		st.Pending = map[uint64]PendingEntry{}
+	}
+	if st.Redelivered == nil {
+		st.Redelivered = map[uint64]uint64{}
+	}
+	if c.mu.file != nil {
+		if err := c.compactLocked(&st, c.mu.lsn+1); err != nil {
+			return err
+		}
+	}
+	c.mu.lsn++
+	c.mu.st = st
+	c.mu.order = sortedKeys(st.Pending)
+	return nil
+}
+
+// compactLocked writes st as the snapshot as of lsn (to a temporary file,
+// fsynced, then renamed over the old one) and empties the log. A crash at
+// any point leaves either the old snapshot and the whole log, or the new
+// snapshot and a log whose records it already covers (skipped by LSN).
+func (c *ConsumerState) compactLocked(st *ConsumerSnapshot, lsn uint64) error {
+	b := encodeSnapshot(lsn, st)
+	tmp := filepath.Join(c.dir, consumerSnapName+".tmp")
+	f, err := c.fs.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrWrite, tmp, err)
+	}
+	_, err = f.Write(b)
+	if err == nil && c.policy != SyncNever {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = c.fs.Rename(tmp, filepath.Join(c.dir, consumerSnapName))
+	}
+	if err == nil && c.policy != SyncNever {
+		err = syncDir(c.fs, c.dir)
+	}
+	if err != nil {
+		_ = c.fs.Remove(tmp)
+		return fmt.Errorf("%w: consumer snapshot: %w", ErrWrite, err)
+	}
+	c.mu.snapSize, c.mu.needCompact = len(b), false
+	c.mu.file.size = 0
+	if err := c.mu.file.rewind(); err != nil {
+		// The snapshot covers the log's records; the next append retries.
+		c.log.Warn("store: truncate consumer log", "dir", c.dir, "err", err)
+	}
+	return nil
+}
+
+// syncRound fsyncs the log for the group commit; the caller holds gc.mu.
+func (c *ConsumerState) syncRound() (uint64, error) {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return 0, ErrClosed
+	}
+	target, f := c.mu.lsn, c.mu.file.f
+	c.mu.Unlock()
+	if err := f.Sync(); err != nil {
+		c.mu.Lock()
+		c.mu.needCompact = true // the unsynced records may be gone; rewrite the state whole
+		c.mu.Unlock()
+		return target, fmt.Errorf("%w: %s: %w", ErrSync, consumerLogName, err)
+	}
+	return target, nil
+}
+
+// Sync makes every change so far durable (unless SyncNever), for callers
+// that batch Delivered calls or use SyncInterval and want a checkpoint.
+func (c *ConsumerState) Sync() error {
+	c.mu.Lock()
+	lsn, closed := c.mu.lsn, c.mu.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case c.mu.file == nil || c.policy == SyncNever:
+		return nil
+	}
+	return c.gc.wait(lsn, c.syncRound)
+}
+
+// Load returns a deep copy of the state.
+func (c *ConsumerState) Load() (ConsumerSnapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return ConsumerSnapshot{}, ErrClosed
+	}
+	return c.mu.st.clone(), nil
+}
+
+// Close syncs (unless SyncNever) and closes the state's files.
+func (c *ConsumerState) Close() error {
+	err := c.Sync()
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	c.gc.mu.Lock() // no fsync in flight while the file closes
+	defer c.gc.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.closed = true
+	if c.mu.file != nil {
+		err = errors.Join(err, c.mu.file.f.Close())
+	}
+	return err
+}
+
+// Destroy closes the state and removes its files and directory.
+func (c *ConsumerState) Destroy() error {
+	err := c.Close()
+	if c.fs == nil {
+		return err
+	}
+	for _, n := range []string{consumerLogName, consumerSnapName, consumerSnapName + ".tmp"} {
+		if rerr := c.fs.Remove(filepath.Join(c.dir, n)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	if rerr := c.fs.Remove(c.dir); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}

@@ -1,0 +1,194 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// A sync round of file storage, run by WaitDurable (SyncAlways), by the
+// background goroutine every SyncInterval, and by Close:
+//
+//  1. under the stream's lock, prepareSync writes buffered delete records
+//     and the floor, and collects the files written since their last fsync;
+//  2. without the lock, the plan fsyncs them (unless SyncNever), then
+//     writes the index of every sealed segment now safely on disk;
+//  3. under the lock again, finishSync poisons segments whose fsync failed,
+//     closes the files of dropped segments, and retires a last segment with
+//     no messages left once the floor that replaces it is durable.
+//
+// Appends go on during step 2; the round covers what was written before
+// step 1. Only one round runs at a time (groupCommit.mu).
+
+type syncItem struct {
+	f    File
+	name string
+	seg  *segment // the segment whose log this is, or nil
+	del  *segment // the segment whose .del file this is, or nil
+	err  error
+}
+
+type indexJob struct {
+	seg   *segment
+	ents  []idxEntry
+	size  int64
+	first uint64
+	err   error
+}
+
+type filePlan struct {
+	fb    *fileBackend
+	fsync bool
+	files []*syncItem
+	dir   bool
+	dirOK bool
+	index []*indexJob
+}
+
+func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
+	p := &filePlan{fb: fb, fsync: fsync}
+	for _, s := range fb.segs {
+		if len(s.pending) > 0 {
+			if err := fb.writeDel(s, s.pending); err != nil {
+				fb.log.Error("store: write delete records; will retry", "dir", fb.dir, "err", err)
+			} else {
+				s.pending = s.pending[:0]
+			}
+		}
+	}
+	if fb.floor > fb.savedFloor {
+		if err := fb.writeMeta(fb.floor); err != nil {
+			fb.log.Error("store: write floor; will retry", "dir", fb.dir, "err", err)
+		}
+	}
+	for _, s := range fb.segs {
+		if fsync && s.dirty {
+			p.files = append(p.files, &syncItem{f: s.log.f, name: segmentBase(s.first) + logExt, seg: s})
+			s.dirty = false
+		}
+		if fsync && s.delDirty {
+			p.files = append(p.files, &syncItem{f: s.del.f, name: segmentBase(s.first) + delExt, del: s})
+			s.delDirty = false
+		}
+		if s.sealed && !s.indexed && !s.poisoned && s.ents != nil {
+			p.index = append(p.index, &indexJob{seg: s, ents: s.ents, size: s.log.size, first: s.first})
+		}
+	}
+	if fsync && fb.metaDirty {
+		p.files = append(p.files, &syncItem{f: fb.meta, name: metaName})
+		fb.metaDirty = false
+	}
+	if fsync && fb.dirDirty {
+		p.dir, fb.dirDirty = true, false
+	}
+	return p
+}
+
+// run fsyncs, then writes indexes. A sealed segment's entries no longer
+// change, so the index is built from them without the lock.
+func (p *filePlan) run() error {
+	var errs []error
+	failed := make(map[*segment]bool)
+	for _, it := range p.files {
+		// Only a log's fsync decides whether messages are durable; a failed
+		// .del or meta fsync can bring back deleted messages, which
+		// finishSync logs, but loses none.
+		if it.err = it.f.Sync(); it.err != nil && it.seg != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", it.name, it.err))
+			failed[it.seg] = true
+		}
+	}
+	if p.dir {
+		if err := syncDir(p.fb.fs, p.fb.dir); err != nil {
+			errs = append(errs, fmt.Errorf("directory: %w", err))
+		} else {
+			p.dirOK = true
+		}
+	}
+	for _, j := range p.index {
+		if failed[j.seg] {
+			continue
+		}
+		j.err = writeIndexFile(p.fb.fs, p.fb.path(j.first, idxExt), encodeIndex(j.first, j.ents, j.size, j.size))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrSync, errors.Join(errs...))
+	}
+	return nil
+}
+
+func (fb *fileBackend) finishSync(sp syncPlan, err error) {
+	p := sp.(*filePlan)
+	for _, it := range p.files {
+		switch {
+		case it.err == nil:
+		case it.seg != nil:
+			// The kernel may have dropped the unsynced pages: those records
+			// may be gone after a crash even though reads still see them.
+			// Seal the segment so that later records land in a new file,
+			// and never index it, so that recovery checks every record.
+			it.seg.poisoned = true
+			if it.seg == fb.active {
+				fb.needRoll = true
+			}
+			fb.log.Error("store: fsync failed; segment sealed", "dir", fb.dir, "file", it.name, "err", it.err)
+		default: // retried next round
+			if it.del != nil {
+				it.del.delDirty = true
+			} else {
+				fb.metaDirty = true
+			}
+			fb.log.Error("store: fsync failed; will retry", "dir", fb.dir, "file", it.name, "err", it.err)
+		}
+	}
+	if p.dir && !p.dirOK {
+		fb.dirDirty = true
+	}
+	for _, j := range p.index {
+		switch {
+		case j.err != nil:
+			fb.log.Warn("store: write index; recovery will rebuild it", "dir", fb.dir, "segment", j.first, "err", j.err)
+		case j.seg.dropped:
+			fb.removeFile(fb.path(j.first, idxExt))
+		case !j.seg.poisoned:
+			j.seg.indexed, j.seg.ents = true, nil
+		}
+	}
+	for _, f := range fb.graveyard {
+		_ = f.Close() // removed files: nothing to flush
+	}
+	fb.graveyard = nil
+	fb.retireLast(p.fsync)
+}
+
+// retireLast removes the last segment when none of its messages are left
+// and the floor on disk already says where the sequence stands.
+func (fb *fileBackend) retireLast(fsynced bool) {
+	if len(fb.segs) == 0 {
+		return
+	}
+	s := fb.segs[len(fb.segs)-1]
+	if s.live > 0 || fb.savedFloor <= s.last {
+		return
+	}
+	if fb.opts.Sync != SyncNever && (!fsynced || fb.metaDirty) {
+		return
+	}
+	fb.dropSegment(s)
+}
+
+// writeIndexFile writes an index in one go. It is not fsynced: a torn or
+// lost index fails its checks and is rebuilt from the log.
+func writeIndexFile(fsys FS, name string, b []byte) error {
+	f, err := fsys.Create(name)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = fsys.Remove(name)
+	}
+	return err
+}

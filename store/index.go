@@ -1,0 +1,146 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/skiffmq/skiff/subject"
+)
+
+// Index file layout; see the diagram in doc.go.
+const (
+	idxMagic      = "SKIFFIX1"
+	idxHeaderSize = 40
+	idxEntrySize  = 20
+	idxTrailer    = 4
+)
+
+// idxEntry describes one record of a segment: where it is, how big, when it
+// was written and on which subject. The entries of a segment are
+// positional: entry i is sequence first+i.
+type idxEntry struct {
+	off  uint32
+	size uint32
+	ts   int64
+	subj string
+}
+
+// encodeIndex encodes a segment's index. logSize is the size of the log
+// file it describes, validSize the bytes of it holding good records (less
+// than logSize only when recovery stopped at a corrupt record).
+func encodeIndex(first uint64, ents []idxEntry, logSize, validSize int64) []byte {
+	ids := make(map[string]uint32)
+	var subjects []string
+	tableSize := 0
+	for _, e := range ents {
+		if _, ok := ids[e.subj]; !ok {
+			ids[e.subj] = uint32(len(subjects))
+			subjects = append(subjects, e.subj)
+			tableSize += 2 + len(e.subj)
+		}
+	}
+	b := make([]byte, 0, idxHeaderSize+tableSize+len(ents)*idxEntrySize+idxTrailer)
+	b = append(b, idxMagic...)
+	b = binary.LittleEndian.AppendUint64(b, first)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(ents)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(subjects)))
+	b = binary.LittleEndian.AppendUint64(b, uint64(logSize))
+	b = binary.LittleEndian.AppendUint64(b, uint64(validSize))
+	for _, s := range subjects {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(s)))
+		b = append(b, s...)
+	}
+	for _, e := range ents {
+		b = binary.LittleEndian.AppendUint32(b, e.off)
+		b = binary.LittleEndian.AppendUint32(b, e.size)
+		b = binary.LittleEndian.AppendUint64(b, uint64(e.ts))
+		b = binary.LittleEndian.AppendUint32(b, ids[e.subj])
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// decodeIndex decodes and checks an index file for the segment that starts
+// at first and whose log file is logSize bytes. Beyond the checksum it
+// checks that the index describes that log exactly: records tile the valid
+// bytes from offset 0 with plausible sizes, timestamps never decrease, and
+// every subject is a valid literal. An index that fails is rebuilt from the
+// log. Allocation is bounded by len(b).
+func decodeIndex(b []byte, first uint64, logSize int64) ([]idxEntry, int64, error) {
+	bad := func(format string, args ...any) ([]idxEntry, int64, error) {
+		return nil, 0, fmt.Errorf("%w: index: "+format, append([]any{ErrCorrupt}, args...)...)
+	}
+	if len(b) < idxHeaderSize+idxTrailer {
+		return bad("%d bytes, shorter than header", len(b))
+	}
+	body := b[:len(b)-idxTrailer]
+	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(body):]); got != want {
+		return bad("checksum %08x, want %08x", got, want)
+	}
+	if string(body[:8]) != idxMagic {
+		return bad("bad magic %q", body[:8])
+	}
+	if f := binary.LittleEndian.Uint64(body[8:]); f != first {
+		return bad("first sequence %d, segment starts at %d", f, first)
+	}
+	count := int64(binary.LittleEndian.Uint32(body[16:]))
+	nsubj := int64(binary.LittleEndian.Uint32(body[20:]))
+	if ls := int64(binary.LittleEndian.Uint64(body[24:])); ls != logSize {
+		return bad("stale: describes a log of %d bytes, log is %d", ls, logSize)
+	}
+	validSize := int64(binary.LittleEndian.Uint64(body[32:]))
+	if validSize < 0 || validSize > logSize {
+		return bad("valid size %d outside log of %d bytes", validSize, logSize)
+	}
+	p := body[idxHeaderSize:]
+	if nsubj*3 > int64(len(p)) || count*idxEntrySize > int64(len(p)) || (count == 0) != (nsubj == 0) {
+		return bad("%d subjects and %d entries do not fit %d bytes", nsubj, count, len(p))
+	}
+	subjects := make([]string, nsubj)
+	for i := range subjects {
+		if len(p) < 2 {
+			return bad("subject table truncated")
+		}
+		n := int(binary.LittleEndian.Uint16(p))
+		if len(p) < 2+n {
+			return bad("subject table truncated")
+		}
+		subjects[i] = string(p[2 : 2+n])
+		if err := subject.ValidateLiteral(subjects[i]); err != nil || n == 0 {
+			return bad("invalid subject %q", subjects[i])
+		}
+		p = p[2+n:]
+	}
+	if int64(len(p)) != count*idxEntrySize {
+		return bad("%d entry bytes for %d entries", len(p), count)
+	}
+	ents := make([]idxEntry, count)
+	var off, lastTS int64
+	for i := range ents {
+		e := p[i*idxEntrySize:]
+		ent := idxEntry{
+			off:  binary.LittleEndian.Uint32(e),
+			size: binary.LittleEndian.Uint32(e[4:]),
+			ts:   int64(binary.LittleEndian.Uint64(e[8:])),
+		}
+		sid := int64(binary.LittleEndian.Uint32(e[16:]))
+		switch {
+		case int64(ent.off) != off:
+			return bad("entry %d at offset %d, want %d", i, ent.off, off)
+		case ent.size < recHeaderSize+1 || ent.size > MaxRecordSize:
+			return bad("entry %d has implausible size %d", i, ent.size)
+		case sid >= nsubj:
+			return bad("entry %d names subject %d of %d", i, sid, nsubj)
+		case i > 0 && ent.ts < lastTS:
+			return bad("entry %d timestamp goes backwards", i)
+		}
+		ent.subj = subjects[sid]
+		off += int64(ent.size)
+		lastTS = ent.ts
+		ents[i] = ent
+	}
+	if off != validSize {
+		return bad("entries cover %d bytes, valid size %d", off, validSize)
+	}
+	return ents, validSize, nil
+}

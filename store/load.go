@@ -1,0 +1,62 @@
+package store
+
+// load builds the in-memory index from the recovered segments: every
+// record at or above the floor and not in a .del file is live; removed
+// records and sequences missing between segments (lost to corruption, or
+// in a removed segment) become dead entries between the first live message
+// and the last sequence.
+func (s *Stream) load(fb *fileBackend, rec *recovered) {
+	floor := max(rec.floor, 1)
+	started := false
+	var lastSeq uint64
+	var lastTS int64
+	for _, seg := range fb.segs {
+		for i, ie := range seg.ents {
+			seq := seg.first + uint64(i)
+			lastSeq, lastTS = seq, ie.ts
+			_, deleted := rec.dels[seq]
+			if seq < floor || deleted {
+				if started {
+					s.padLocked(seq, ie.ts)
+					s.mu.ents = append(s.mu.ents, entry{ts: ie.ts})
+				}
+				continue
+			}
+			if !started {
+				started, s.mu.first = true, seq
+			}
+			s.padLocked(seq, ie.ts)
+			ss := s.mu.subjects[ie.subj]
+			if ss == nil {
+				ss = &subjectState{name: ie.subj}
+				s.mu.subjects[ie.subj] = ss
+			}
+			s.mu.ents = append(s.mu.ents, entry{subj: ss, ts: ie.ts, size: ie.size, off: ie.off})
+			ss.seqs = append(ss.seqs, seq)
+			ss.n++
+			s.mu.msgs++
+			s.mu.bytes += uint64(ie.size)
+			seg.live++
+		}
+		if seg.indexed {
+			seg.ents = nil // sealed and on disk; the stream's entries hold what reads need
+		}
+	}
+	s.mu.last, s.mu.lastTS = max(lastSeq, floor-1), lastTS
+	if !started {
+		s.mu.first = s.mu.last + 1
+	}
+	fb.setFloor(s.mu.first)
+	for _, seg := range append([]*segment(nil), fb.segs...) {
+		if seg.live == 0 && seg != fb.segs[len(fb.segs)-1] {
+			fb.dropSegment(seg)
+		}
+	}
+}
+
+// padLocked appends dead entries for the sequences missing before seq.
+func (s *Stream) padLocked(seq uint64, ts int64) {
+	for s.mu.first+uint64(len(s.mu.ents)) < seq {
+		s.mu.ents = append(s.mu.ents, entry{ts: ts})
+	}
+}

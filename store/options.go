@@ -1,0 +1,225 @@
+package store
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Storage selects where a stream keeps its messages.
+type Storage uint8
+
+const (
+	// FileStorage keeps messages in segment files under Options.Dir and
+	// recovers them on Open. It is the zero value.
+	FileStorage Storage = iota
+	// MemoryStorage keeps messages in memory only; they are lost on Close.
+	MemoryStorage
+)
+
+// String returns "file" or "memory".
+func (s Storage) String() string {
+	switch s {
+	case FileStorage:
+		return "file"
+	case MemoryStorage:
+		return "memory"
+	}
+	return fmt.Sprintf("Storage(%d)", uint8(s))
+}
+
+// SyncPolicy says when file storage calls fsync, and so what an operating
+// system crash or power loss can take away. A process crash (kill -9) loses
+// nothing that Append returned under any policy: every Append is written to
+// the operating system before it returns.
+type SyncPolicy uint8
+
+const (
+	// SyncAlways makes WaitDurable fsync before it returns, so a message is
+	// on stable storage before the layer above acknowledges it. Concurrent
+	// waiters share one fsync (group commit). It is the zero value.
+	SyncAlways SyncPolicy = iota
+	// SyncInterval fsyncs in the background every Options.SyncInterval. An
+	// operating system crash loses at most the messages appended in the
+	// last interval (plus the time one fsync takes), even though they were
+	// acknowledged.
+	SyncInterval
+	// SyncNever leaves flushing to the operating system (typically within
+	// 30 s on Linux). An operating system crash may lose any message not
+	// yet flushed, acknowledged or not.
+	SyncNever
+)
+
+// String returns "always", "interval" or "never".
+func (p SyncPolicy) String() string {
+	switch p {
+	case SyncAlways:
+		return "always"
+	case SyncInterval:
+		return "interval"
+	case SyncNever:
+		return "never"
+	}
+	return fmt.Sprintf("SyncPolicy(%d)", uint8(p))
+}
+
+// Discard says what Append does when a new message would break a limit.
+type Discard uint8
+
+const (
+	// DiscardOld removes the oldest messages (the oldest on the subject, for
+	// MaxMsgsPerSubject) to make room. It is the zero value.
+	DiscardOld Discard = iota
+	// DiscardNew refuses the new message with ErrMaxMsgs, ErrMaxBytes or
+	// ErrMaxMsgsPerSubject.
+	DiscardNew
+)
+
+// String returns "old" or "new".
+func (d Discard) String() string {
+	switch d {
+	case DiscardOld:
+		return "old"
+	case DiscardNew:
+		return "new"
+	}
+	return fmt.Sprintf("Discard(%d)", uint8(d))
+}
+
+// Defaults applied by Open to zero fields.
+const (
+	DefaultSyncInterval = 100 * time.Millisecond
+	DefaultSegmentBytes = 64 << 20
+	DefaultSegmentAge   = 24 * time.Hour
+)
+
+// Hard bounds, independent of Options.
+const (
+	// MaxRecordSize bounds one record on disk (framing plus subject,
+	// headers and data). Recovery rejects a record length above it before
+	// allocating, so a corrupt length cannot exhaust memory.
+	MaxRecordSize = 64 << 20
+	// MaxSegmentBytes bounds Options.SegmentBytes so that record offsets
+	// fit in 32 bits.
+	MaxSegmentBytes = 1 << 30
+)
+
+// Options configures a Stream. The zero value of every field means its
+// default, so Options{Dir: dir} is a durable, unlimited stream with SyncAlways.
+type Options struct {
+	// Dir is the stream's directory for FileStorage, created if missing. It
+	// holds only this stream's files. Ignored for MemoryStorage.
+	Dir string
+	// Storage selects file (default) or memory storage.
+	Storage Storage
+
+	// MaxMsgs bounds the number of messages; 0 is unlimited.
+	MaxMsgs int64
+	// MaxBytes bounds the stored bytes, counted as State.Bytes counts them
+	// (see Msg.Size); 0 is unlimited.
+	MaxBytes int64
+	// MaxMsgsPerSubject bounds the messages on each subject; 0 is unlimited.
+	MaxMsgsPerSubject int64
+	// MaxAge removes messages older than this; 0 keeps them forever.
+	MaxAge time.Duration
+	// MaxMsgSize bounds len(subject)+len(headers)+len(data) of one message;
+	// 0 means the hard cap (MaxRecordSize less framing).
+	MaxMsgSize int
+	// Discard is the policy when a new message breaks MaxMsgs, MaxBytes or
+	// MaxMsgsPerSubject (default DiscardOld).
+	Discard Discard
+
+	// Sync is the fsync policy of file storage (default SyncAlways).
+	Sync SyncPolicy
+	// SyncInterval is the period of background fsyncs under SyncInterval,
+	// and of background flushes of delete records and indexes under every
+	// policy (default 100ms).
+	SyncInterval time.Duration
+	// SegmentBytes rolls to a new segment file once the current one would
+	// grow past it (default 64 MiB, at most MaxSegmentBytes). A larger
+	// message gets a segment of its own.
+	SegmentBytes int64
+	// SegmentAge rolls to a new segment once the current one's first
+	// message is older than this (default 24h), so that MaxAge can remove
+	// whole files.
+	SegmentAge time.Duration
+
+	// FS is the file system for FileStorage (default the operating
+	// system's, OSFS). Tests inject faults through it.
+	FS FS
+	// Now is the clock that timestamps messages and drives MaxAge and
+	// SegmentAge (default time.Now). Tests inject a fake clock.
+	Now func() time.Time
+	// Logger receives recovery reports and background errors (default
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns durable file storage in dir with every default
+// filled in.
+func DefaultOptions(dir string) Options {
+	o := Options{Dir: dir}
+	o.fill()
+	return o
+}
+
+// fill replaces zero fields with their defaults.
+func (o *Options) fill() {
+	if o.SyncInterval == 0 {
+		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.SegmentAge == 0 {
+		o.SegmentAge = DefaultSegmentAge
+	}
+	if o.FS == nil {
+		o.FS = OSFS
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// validate reports the first invalid field of filled-in options.
+func (o *Options) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	switch {
+	case o.Storage > MemoryStorage:
+		return bad("unknown storage %d", o.Storage)
+	case o.Storage == FileStorage && o.Dir == "":
+		return bad("file storage needs a Dir")
+	case o.MaxMsgs < 0, o.MaxBytes < 0, o.MaxMsgsPerSubject < 0:
+		return bad("negative limit (MaxMsgs %d, MaxBytes %d, MaxMsgsPerSubject %d)",
+			o.MaxMsgs, o.MaxBytes, o.MaxMsgsPerSubject)
+	case o.MaxAge < 0:
+		return bad("negative MaxAge %v", o.MaxAge)
+	case o.MaxMsgSize < 0 || o.MaxMsgSize > maxMsgSize:
+		return bad("MaxMsgSize %d outside [0, %d]", o.MaxMsgSize, maxMsgSize)
+	case o.Discard > DiscardNew:
+		return bad("unknown discard policy %d", o.Discard)
+	case o.Sync > SyncNever:
+		return bad("unknown sync policy %d", o.Sync)
+	case o.SyncInterval < 0:
+		return bad("negative SyncInterval %v", o.SyncInterval)
+	case o.SegmentBytes < 0 || o.SegmentBytes > MaxSegmentBytes:
+		return bad("SegmentBytes %d outside [0, %d]", o.SegmentBytes, MaxSegmentBytes)
+	case o.SegmentAge < 0:
+		return bad("negative SegmentAge %v", o.SegmentAge)
+	}
+	return nil
+}
+
+// msgSizeLimit is the effective bound on subject+headers+data.
+func (o *Options) msgSizeLimit() int {
+	if o.MaxMsgSize > 0 {
+		return o.MaxMsgSize
+	}
+	return maxMsgSize
+}

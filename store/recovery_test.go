@@ -1,0 +1,437 @@
+package store
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const memDir = "/s"
+
+// fixture is a file stream on a memFS whose messages are known, so that
+// a reopened stream can be checked message by message.
+type fixture struct {
+	fs   *memFS
+	opts Options
+	want map[uint64]Msg // live messages
+	last uint64
+}
+
+// newFixture appends n messages of dataSize bytes on subjects f.<i%5>,
+// with a header on every third, in segments of segBytes.
+func newFixture(t testing.TB, n int, dataSize int, segBytes int64) *fixture {
+	f := &fixture{fs: newMemFS(), want: map[uint64]Msg{}}
+	clock := newFakeClock() // deterministic files, for fuzzing across processes
+	now := func() time.Time { clock.Advance(time.Millisecond); return clock.Now() }
+	f.opts = Options{Dir: memDir, FS: f.fs, SegmentBytes: segBytes, Logger: quiet, Now: now}
+	s, err := Open(f.opts)
+	require.NoError(t, err)
+	for i := 0; i < n; i++ {
+		f.append(t, s, fmt.Sprintf("f.%d", i%5), i%3 == 0, dataSize)
+	}
+	require.NoError(t, s.Close())
+	return f
+}
+
+func (f *fixture) append(t testing.TB, s *Stream, subj string, withHdr bool, size int) uint64 {
+	var hdr []byte
+	if withHdr {
+		hdr = []byte("NATS/1.0\r\nX: 1\r\n\r\n")
+	}
+	data := payload(f.last+1, size)
+	seq, ts, err := s.Append(subj, hdr, data)
+	require.NoError(t, err)
+	require.Equal(t, f.last+1, seq)
+	f.last = seq
+	if len(data) == 0 {
+		data = nil
+	}
+	f.want[seq] = Msg{Seq: seq, Timestamp: ts, Subject: subj, Header: hdr, Data: data}
+	return seq
+}
+
+// open opens the fixture's stream on fsys (the fixture's own if nil).
+func (f *fixture) open(t *testing.T, fsys *memFS) *Stream {
+	o := f.opts
+	if fsys != nil {
+		o.FS = fsys
+	}
+	s, err := Open(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// check verifies that s holds exactly the wanted messages with sequences
+// up to upto (and none above).
+func (f *fixture) check(t *testing.T, s *Stream, upto uint64) {
+	t.Helper()
+	var live []uint64
+	for seq := uint64(1); seq <= f.last; seq++ {
+		w, ok := f.want[seq]
+		got, err := s.Get(seq)
+		if !ok || seq > upto {
+			require.ErrorIs(t, err, ErrNotFound, "seq %d should be absent", seq)
+			continue
+		}
+		require.NoError(t, err, "seq %d", seq)
+		require.Equal(t, w, *got, "seq %d", seq)
+		live = append(live, seq)
+	}
+	require.Equal(t, live, liveSeqs(t, s))
+	require.Equal(t, uint64(len(live)), s.State().Msgs)
+}
+
+// segments lists the fixture's log files in order.
+func (f *fixture) segments(fsys *memFS) []string {
+	if fsys == nil {
+		fsys = f.fs
+	}
+	return fsys.names(memDir, logExt)
+}
+
+func TestReopenKeepsEverything(t *testing.T) {
+	f := newFixture(t, 200, 50, 2048)
+	require.Greater(t, len(f.segments(nil)), 3)
+	s := f.open(t, nil)
+	f.check(t, s, f.last)
+	rep := s.Recovery()
+	require.Equal(t, len(f.segments(nil)), rep.Segments)
+	require.Equal(t, rep.Segments-1, rep.IndexesLoaded, "sealed segments load from their index")
+	require.Equal(t, 1, rep.SegmentsScanned, "only the last segment is scanned")
+	require.Zero(t, rep.IndexesRebuilt)
+
+	// Removals of every kind survive a reopen.
+	require.NoError(t, s.Delete(7))
+	require.NoError(t, s.Delete(120))
+	n, err := s.Purge(PurgeRequest{Subject: "f.3"})
+	require.NoError(t, err)
+	require.Equal(t, uint64(40), n)
+	n, err = s.Purge(PurgeRequest{Seq: 31})
+	require.NoError(t, err)
+	require.Greater(t, n, uint64(0))
+	for q := range f.want {
+		if q == 7 || q == 120 || q < 31 || f.want[q].Subject == "f.3" {
+			delete(f.want, q)
+		}
+	}
+	f.append(t, s, "f.new", false, 10)
+	want := s.State()
+	require.NoError(t, s.Close())
+
+	s = f.open(t, nil)
+	f.check(t, s, f.last)
+	require.Equal(t, want, s.State())
+	next := f.last + 1
+	require.Equal(t, next, f.append(t, s, "f.0", false, 1))
+}
+
+func TestReopenWithoutClose(t *testing.T) {
+	f := newFixture(t, 50, 30, 1024)
+	s := f.open(t, nil)
+	for i := 0; i < 30; i++ {
+		f.append(t, s, "g", false, 30)
+	}
+	require.NoError(t, s.Delete(3))
+	delete(f.want, 3)
+	// A process crash: everything written to the OS survives, no Close ran.
+	crashed := f.fs.clone()
+	s2 := f.open(t, crashed)
+	f.check(t, s2, f.last)
+	next := f.last + 1
+	require.Equal(t, next, f.append(t, s2, "g", false, 1))
+}
+
+func TestReopenAfterPurgeAll(t *testing.T) {
+	f := newFixture(t, 30, 10, 512)
+	s := f.open(t, nil)
+	_, err := s.Purge(PurgeRequest{})
+	require.NoError(t, err)
+	require.Empty(t, f.segments(nil), "purging everything removes every segment")
+	require.NoError(t, s.Close())
+
+	s = f.open(t, nil)
+	require.Equal(t, State{FirstSeq: 31, LastSeq: 30}, s.State())
+	require.Equal(t, uint64(31), mustAppend(t, s, "a", "x"))
+
+	_, err = s.Purge(PurgeRequest{Seq: 1000})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	s = f.open(t, nil)
+	require.Equal(t, uint64(1000), s.State().FirstSeq)
+	require.Equal(t, uint64(1000), mustAppend(t, s, "a", "x"))
+}
+
+// TestTornWrite cuts the last segment at every byte offset inside its last
+// record, as a crash in the middle of the write would: the torn record is
+// dropped, everything before is intact, and sequences continue.
+func TestTornWrite(t *testing.T) {
+	f := newFixture(t, 40, 100, 2048)
+	segs := f.segments(nil)
+	lastSeg := path.Join(memDir, segs[len(segs)-1])
+	full := f.fs.bytes(lastSeg)
+	recSize := len(full) - lastRecordStart(t, full)
+	start := len(full) - recSize
+	for cut := start; cut < len(full); cut++ {
+		fsys := f.fs.clone()
+		fsys.setBytes(lastSeg, full[:cut])
+		s := f.open(t, fsys)
+		f.check(t, s, f.last-1)
+		require.Equal(t, int64(cut-start), s.Recovery().TruncatedBytes)
+		seq, _, err := s.Append("after", nil, []byte("x"))
+		require.NoError(t, err)
+		require.Equal(t, f.last, seq, "cut at %d", cut)
+		require.NoError(t, s.Close())
+	}
+}
+
+// lastRecordStart returns the offset of the last record in a log.
+func lastRecordStart(t *testing.T, log []byte) int {
+	ents, valid, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, firstSeqOf(log), int64(len(log)))
+	require.NoError(t, err)
+	require.Equal(t, int64(len(log)), valid)
+	return int(ents[len(ents)-1].off)
+}
+
+func firstSeqOf(log []byte) uint64 {
+	r, _ := decodeRecord(log[:int(uint32(log[0])|uint32(log[1])<<8|uint32(log[2])<<16|uint32(log[3])<<24)])
+	return r.seq
+}
+
+// TestCorruptTail flips bytes in the last segment: the damaged record and
+// everything after it in the segment are never served.
+func TestCorruptTail(t *testing.T) {
+	f := newFixture(t, 60, 80, 4096)
+	segs := f.segments(nil)
+	lastSeg := path.Join(memDir, segs[len(segs)-1])
+	full := f.fs.bytes(lastSeg)
+	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: full}}, firstSeqOf(full), int64(len(full)))
+	require.NoError(t, err)
+	first := firstSeqOf(full)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 100; trial++ {
+		// Damage one or more bytes of one record in the second half.
+		k := len(ents)/2 + rng.IntN(len(ents)-len(ents)/2)
+		e := ents[k]
+		b := append([]byte(nil), full...)
+		for n := 1 + rng.IntN(3); n > 0; n-- {
+			b[int(e.off)+rng.IntN(int(e.size))] ^= byte(1 + rng.IntN(255))
+		}
+		fsys := f.fs.clone()
+		fsys.setBytes(lastSeg, b)
+		s := f.open(t, fsys)
+		f.check(t, s, first+uint64(k)-1)
+		seq, _, err := s.Append("after", nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, first+uint64(k), seq)
+		require.NoError(t, s.Close())
+	}
+}
+
+// TestCorruptOlderSegment damages a record in the middle of a sealed
+// segment whose index is gone: the records before it are served, the rest
+// of that segment is not, later segments are unaffected, and the damage is
+// reported on every Open.
+func TestCorruptOlderSegment(t *testing.T) {
+	f := newFixture(t, 120, 60, 2048)
+	segs := f.segments(nil)
+	require.GreaterOrEqual(t, len(segs), 3)
+	victim := path.Join(memDir, segs[1])
+	log := f.fs.bytes(victim)
+	first := firstSeqOf(log)
+	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, first, int64(len(log)))
+	require.NoError(t, err)
+	k := len(ents) / 2
+	log[int(ents[k].off)+recHeaderSize+2] ^= 0xff
+	f.fs.setBytes(victim, log)
+	require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
+
+	lastLost := first + uint64(len(ents)) - 1
+	for q := first + uint64(k); q <= lastLost; q++ {
+		delete(f.want, q)
+	}
+	for round := 0; round < 2; round++ {
+		s := f.open(t, nil)
+		f.check(t, s, f.last)
+		rep := s.Recovery()
+		require.Len(t, rep.Corrupt, 1, "round %d", round)
+		require.Equal(t, first+uint64(k), rep.Corrupt[0].FirstLost)
+		require.Equal(t, int64(ents[k].off), rep.Corrupt[0].Offset)
+		require.ErrorIs(t, rep.Corrupt[0].Err, ErrCorrupt)
+		require.Equal(t, int(lastLost-first-uint64(k)+1), s.State().NumDeleted)
+		if round == 0 {
+			require.Equal(t, 1, rep.IndexesRebuilt)
+		} else {
+			require.Zero(t, rep.IndexesRebuilt, "the rebuilt index remembers the corrupt tail")
+		}
+		require.NoError(t, s.Close())
+	}
+}
+
+// TestCorruptRecordBehindIndex damages a record of a sealed segment whose
+// index is intact: Open trusts the index, but Get checks every record's
+// checksum and refuses to serve it.
+func TestCorruptRecordBehindIndex(t *testing.T) {
+	f := newFixture(t, 60, 60, 2048)
+	segs := f.segments(nil)
+	victim := path.Join(memDir, segs[0])
+	log := f.fs.bytes(victim)
+	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, 1, int64(len(log)))
+	require.NoError(t, err)
+	log[int(ents[2].off)+recHeaderSize] ^= 1
+	f.fs.setBytes(victim, log)
+	s := f.open(t, nil)
+	_, err = s.Get(3)
+	require.ErrorIs(t, err, ErrCorrupt)
+	_, err = s.Next(3, "")
+	require.ErrorIs(t, err, ErrCorrupt)
+	m, err := s.Get(4)
+	require.NoError(t, err)
+	require.Equal(t, f.want[4], *m)
+}
+
+// TestIndexRebuild damages index files in every way: each is detected,
+// the segment is scanned, and the index rewritten.
+func TestIndexRebuild(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(idx []byte) []byte
+	}{
+		{"missing", func([]byte) []byte { return nil }},
+		{"empty", func([]byte) []byte { return []byte{} }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }},
+		{"flipped", func(b []byte) []byte { b[len(b)/3] ^= 0x10; return b }},
+		{"garbage", func(b []byte) []byte { return append(b, 1, 2, 3) }},
+		{"other segment's", nil}, // filled in below
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, 100, 40, 1024)
+			segs := f.segments(nil)
+			idx := path.Join(memDir, segs[1][:20]+idxExt)
+			orig := f.fs.bytes(idx)
+			require.NotEmpty(t, orig)
+			switch {
+			case c.damage == nil:
+				f.fs.setBytes(idx, f.fs.bytes(path.Join(memDir, segs[2][:20]+idxExt)))
+			case c.name == "missing":
+				require.NoError(t, f.fs.Remove(idx))
+			default:
+				f.fs.setBytes(idx, c.damage(append([]byte(nil), orig...)))
+			}
+			s := f.open(t, nil)
+			f.check(t, s, f.last)
+			rep := s.Recovery()
+			require.Equal(t, 1, rep.IndexesRebuilt)
+			require.Equal(t, 2, rep.SegmentsScanned)
+			require.Equal(t, orig, f.fs.bytes(idx), "the rebuilt index equals the original")
+			require.NoError(t, s.Close())
+			s = f.open(t, nil)
+			require.Zero(t, s.Recovery().IndexesRebuilt)
+		})
+	}
+}
+
+// TestStaleIndex makes an index describe a longer log than the one on
+// disk (a log cut short behind the index's back).
+func TestStaleIndex(t *testing.T) {
+	f := newFixture(t, 100, 40, 1024)
+	segs := f.segments(nil)
+	logName := path.Join(memDir, segs[0])
+	log := f.fs.bytes(logName)
+	start := lastRecordStart(t, log)
+	f.fs.setBytes(logName, log[:start])
+	s := f.open(t, nil)
+	require.Equal(t, 1, s.Recovery().IndexesRebuilt)
+	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, 1, int64(len(log)))
+	require.NoError(t, err)
+	delete(f.want, uint64(len(ents)))
+	f.check(t, s, f.last)
+}
+
+// TestDeleteFileTornBatch cuts the last batch of a .del file: the deletes
+// before it hold, Open succeeds, and the file is repaired.
+func TestDeleteFileTornBatch(t *testing.T) {
+	f := newFixture(t, 40, 10, 4096)
+	s := f.open(t, nil)
+	require.NoError(t, s.Delete(5))
+	require.NoError(t, s.Delete(9))
+	require.NoError(t, s.Close())
+	del := path.Join(memDir, f.segments(nil)[0][:20]+delExt)
+	b := f.fs.bytes(del)
+	require.Len(t, b, 2*(delBatchHeader+8))
+	f.fs.setBytes(del, b[:len(b)-3])
+	delete(f.want, 5)
+	s = f.open(t, nil)
+	f.check(t, s, f.last)
+	require.Len(t, f.fs.bytes(del), delBatchHeader+8, "torn batch truncated")
+	require.NoError(t, s.Delete(9))
+	require.NoError(t, s.Close())
+	delete(f.want, 9)
+	s = f.open(t, nil)
+	f.check(t, s, f.last)
+}
+
+// TestLimitsReappliedOnRecovery: removals by limits are recorded lazily;
+// after a crash that lost them, Open applies the limits again.
+func TestLimitsReappliedOnRecovery(t *testing.T) {
+	fsys := newMemFS()
+	o := Options{Dir: memDir, FS: fsys, MaxMsgsPerSubject: 1, MaxMsgs: 50, Logger: quiet}
+	s, err := Open(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	for i := 0; i < 300; i++ {
+		mustAppend(t, s, fmt.Sprintf("kv.%d", i%80), fmt.Sprint(i))
+	}
+	want := liveSeqs(t, s)
+	require.Len(t, want, 50)
+	s2, err := Open(Options{Dir: memDir, FS: fsys.clone(), MaxMsgsPerSubject: 1, MaxMsgs: 50, Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close() })
+	require.Equal(t, want, liveSeqs(t, s2))
+}
+
+// TestSegmentsRollAndRetire checks the segment files: rolling by size and
+// age, removal of segments whose messages are all gone, and retirement of
+// the last segment once its removal is covered by the floor.
+func TestSegmentsRollAndRetire(t *testing.T) {
+	clock := newFakeClock()
+	fsys := newMemFS()
+	o := Options{Dir: memDir, FS: fsys, SegmentBytes: 1000, SegmentAge: 60e9, MaxMsgs: 30, Now: clock.Now, Logger: quiet}
+	s, err := Open(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	size := recordSize("r", nil, make([]byte, 70)) // 101 bytes: 9 per segment
+	require.Equal(t, 101, size)
+	for i := 0; i < 27; i++ {
+		mustAppend(t, s, "r", string(make([]byte, 70)))
+	}
+	require.Equal(t, []string{"00000000000000000001.log", "00000000000000000010.log", "00000000000000000019.log"}, fsys.names(memDir, logExt))
+	clock.Advance(61e9)
+	mustAppend(t, s, "r", string(make([]byte, 70))) // 28: a new segment by age
+	require.Len(t, fsys.names(memDir, logExt), 4)
+	for i := 0; i < 12; i++ { // 29..40: MaxMsgs 30 keeps 11..40
+		mustAppend(t, s, "r", string(make([]byte, 70)))
+	}
+	require.Equal(t, []string{"00000000000000000010.log", "00000000000000000019.log", "00000000000000000028.log", "00000000000000000037.log"},
+		fsys.names(memDir, logExt))
+	require.NoError(t, s.WaitDurable(40))
+	require.Len(t, fsys.names(memDir, idxExt), 3, "sealed segments get an index")
+
+	_, err = s.Purge(PurgeRequest{Seq: 40})
+	require.NoError(t, err)
+	require.Equal(t, []string{"00000000000000000037.log"}, fsys.names(memDir, logExt))
+	require.NoError(t, s.Delete(40))
+	require.NoError(t, s.WaitDurable(40))
+	s.backgroundSync() // the round after the floor is durable retires the empty last segment
+	require.Empty(t, fsys.names(memDir, logExt))
+	require.NoError(t, s.Close())
+	s2, err := Open(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close() })
+	require.Equal(t, State{FirstSeq: 41, LastSeq: 40}, s2.State())
+}

@@ -1,0 +1,257 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/skiffmq/skiff/subject"
+)
+
+// liveLocked reports whether seq is a stored message of subject ss.
+func (s *Stream) liveLocked(ss *subjectState, seq uint64) bool {
+	return seq >= s.mu.first && seq <= s.mu.last && s.mu.ents[seq-s.mu.first].subj == ss
+}
+
+// removeLocked removes the live message seq. lazy asks the backend to
+// record an interior removal at its next sync point (removals by limits,
+// which recovery would redo anyway); Delete and Purge persist theirs first.
+func (s *Stream) removeLocked(seq uint64, lazy bool) {
+	e := &s.mu.ents[seq-s.mu.first]
+	ss := e.subj
+	e.subj = nil
+	s.mu.msgs--
+	s.mu.bytes -= uint64(e.size)
+	ss.n--
+	front := seq == s.mu.first
+	s.be.removed(seq, lazy && !front)
+	if front {
+		s.advanceFirstLocked()
+	}
+	s.trimSubjectLocked(ss)
+	if ss.n == 0 && s.mu.subjects[ss.name] == ss {
+		delete(s.mu.subjects, ss.name)
+		s.fc.subjectRemoved(ss)
+	}
+}
+
+// advanceFirstLocked moves first past removed entries, dropping them.
+func (s *Stream) advanceFirstLocked() {
+	k := 0
+	for k < len(s.mu.ents) && s.mu.ents[k].subj == nil {
+		k++
+	}
+	s.mu.ents = s.mu.ents[k:]
+	s.mu.first += uint64(k)
+	if len(s.mu.ents) == 0 {
+		s.mu.ents = nil // release the backing array
+	}
+	s.be.setFloor(s.mu.first)
+	s.updateExpiryLocked()
+}
+
+// trimSubjectLocked drops dead sequences from both ends of ss.seqs, and
+// compacts it when dead ones outnumber live ones.
+func (s *Stream) trimSubjectLocked(ss *subjectState) {
+	for len(ss.seqs) > 0 && !s.liveLocked(ss, ss.seqs[0]) {
+		ss.seqs = ss.seqs[1:]
+	}
+	for len(ss.seqs) > 0 && !s.liveLocked(ss, ss.seqs[len(ss.seqs)-1]) {
+		ss.seqs = ss.seqs[:len(ss.seqs)-1]
+	}
+	if len(ss.seqs) > 2*ss.n+16 {
+		ss.seqs = slices.DeleteFunc(ss.seqs, func(q uint64) bool { return !s.liveLocked(ss, q) })
+	}
+	if ss.n == 0 {
+		ss.seqs = nil
+	}
+}
+
+// enforceSubjectLocked removes ss's oldest messages beyond MaxMsgsPerSubject.
+func (s *Stream) enforceSubjectLocked(ss *subjectState) {
+	limit := s.mu.opts.MaxMsgsPerSubject
+	for limit > 0 && int64(ss.n) > limit {
+		s.removeLocked(ss.seqs[0], true)
+	}
+}
+
+// enforceTotalsLocked removes the oldest messages beyond MaxMsgs and
+// MaxBytes.
+func (s *Stream) enforceTotalsLocked() {
+	o := &s.mu.opts
+	for o.MaxMsgs > 0 && int64(s.mu.msgs) > o.MaxMsgs {
+		s.removeLocked(s.mu.first, true)
+	}
+	for o.MaxBytes > 0 && int64(s.mu.bytes) > o.MaxBytes {
+		s.removeLocked(s.mu.first, true)
+	}
+}
+
+// enforceAllLocked applies every limit to the whole stream, as Open and
+// UpdateConfig need.
+func (s *Stream) enforceAllLocked(now int64) {
+	s.expireLocked(now)
+	if s.mu.opts.MaxMsgsPerSubject > 0 {
+		for _, ss := range s.mu.subjects {
+			s.enforceSubjectLocked(ss)
+		}
+	}
+	s.enforceTotalsLocked()
+}
+
+// expireLocked removes the messages older than MaxAge at time now.
+// Timestamps never decrease, so they are a prefix of the stream.
+func (s *Stream) expireLocked(now int64) {
+	age := int64(s.mu.opts.MaxAge)
+	if age <= 0 {
+		return
+	}
+	for s.mu.msgs > 0 && s.mu.ents[0].ts <= now-age {
+		s.removeLocked(s.mu.first, true)
+	}
+}
+
+// Delete removes one message; ErrNotFound if it is not stored. File storage
+// records the delete before applying it (and, under SyncAlways, fsyncs the
+// record). An error wrapping ErrSync means the delete took effect but may
+// be undone by an operating system crash; any other error means nothing
+// changed.
+func (s *Stream) Delete(seq uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	s.expireLocked(s.clock().UnixNano())
+	if seq < s.mu.first || seq > s.mu.last || s.mu.ents[seq-s.mu.first].subj == nil {
+		return fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
+	}
+	n, err := s.be.persistDeletes([]uint64{seq})
+	if n == 1 {
+		s.removeLocked(seq, false)
+	}
+	return err
+}
+
+// Purge removes the messages req selects and returns how many it removed.
+// As in JetStream: a request for every subject with neither Seq nor Keep
+// empties the stream (LastSeq stays, FirstSeq becomes LastSeq+1); with Seq
+// it removes everything below Seq, and a Seq beyond LastSeq+1 moves the
+// stream on so that the next message gets Seq; Seq 1 removes nothing.
+//
+// File storage persists the purge before applying it: a purge from the
+// front as the stream's floor in the meta file (fsynced unless SyncNever),
+// one of chosen messages as delete records (fsynced under SyncAlways). An
+// error wrapping ErrSync means the purge took effect but may be undone by an
+// operating system crash; after another error, purged counts what was
+// removed before it.
+func (s *Stream) Purge(req PurgeRequest) (purged uint64, err error) {
+	if req.Seq > 0 && req.Keep > 0 {
+		return 0, fmt.Errorf("%w: Seq and Keep are exclusive", ErrInvalidPurge)
+	}
+	kind, err := classifyFilter(req.Subject)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return 0, ErrClosed
+	}
+	s.expireLocked(s.clock().UnixNano())
+	switch {
+	case req.Seq == 1:
+		return 0, nil
+	case kind == filterAllSubjects && req.Keep > 0:
+		if s.mu.msgs <= req.Keep {
+			return 0, nil
+		}
+		return s.purgePrefixLocked(s.keepFromLocked(req.Keep))
+	case kind == filterAllSubjects && req.Seq > 0:
+		return s.purgePrefixLocked(req.Seq)
+	case kind == filterAllSubjects:
+		return s.purgePrefixLocked(s.mu.last + 1)
+	}
+	seqs := s.matchingLocked(req.Subject, kind, req.Seq)
+	if req.Keep > 0 {
+		if uint64(len(seqs)) <= req.Keep {
+			return 0, nil
+		}
+		seqs = seqs[:uint64(len(seqs))-req.Keep]
+	}
+	n, err := s.be.persistDeletes(seqs)
+	for _, q := range seqs[:n] {
+		s.removeLocked(q, false)
+	}
+	return uint64(n), err
+}
+
+// keepFromLocked returns the sequence of the keep-th newest message.
+func (s *Stream) keepFromLocked(keep uint64) uint64 {
+	seq := s.mu.last
+	for n := uint64(0); ; seq-- {
+		if s.mu.ents[seq-s.mu.first].subj != nil {
+			if n++; n == keep {
+				return seq
+			}
+		}
+	}
+}
+
+// matchingLocked returns, ascending, the live sequences below bound (0: no
+// bound) whose subject matches a literal or wildcard filter.
+func (s *Stream) matchingLocked(filter string, kind filterKind, bound uint64) []uint64 {
+	var seqs []uint64
+	collect := func(ss *subjectState) {
+		for _, q := range ss.seqs {
+			if bound > 0 && q >= bound {
+				break
+			}
+			if s.liveLocked(ss, q) {
+				seqs = append(seqs, q)
+			}
+		}
+	}
+	if kind == filterLiteral {
+		if ss := s.mu.subjects[filter]; ss != nil {
+			collect(ss)
+		}
+		return seqs
+	}
+	for name, ss := range s.mu.subjects {
+		if subject.Match(filter, name) {
+			collect(ss)
+		}
+	}
+	slices.Sort(seqs)
+	return seqs
+}
+
+// purgePrefixLocked removes every message below newFirst, persisting the
+// new floor first.
+func (s *Stream) purgePrefixLocked(newFirst uint64) (uint64, error) {
+	if newFirst <= s.mu.first {
+		return 0, nil
+	}
+	err := s.be.persistFloor(newFirst)
+	if err != nil && !errors.Is(err, ErrSync) {
+		return 0, err
+	}
+	var purged uint64
+	if newFirst > s.mu.last {
+		purged = s.mu.msgs
+		s.mu.ents, s.mu.msgs, s.mu.bytes = nil, 0, 0
+		s.mu.subjects = make(map[string]*subjectState)
+		s.fc.reset()
+		s.be.dropAll()
+		s.mu.first, s.mu.last = newFirst, newFirst-1
+		s.be.setFloor(newFirst)
+		s.updateExpiryLocked()
+		return purged, err
+	}
+	for s.mu.msgs > 0 && s.mu.first < newFirst {
+		s.removeLocked(s.mu.first, false)
+		purged++
+	}
+	return purged, err
+}

@@ -1,0 +1,63 @@
+package store
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// segment is one log file of a file-backed stream and its sidecars: the
+// index (written once the segment is sealed and synced) and the .del file
+// of sequences deleted from its middle.
+type segment struct {
+	first    uint64 // from the file name; the first record's sequence
+	last     uint64 // the last record's sequence; first-1 when empty
+	log      appendFile
+	fileSize int64 // size on disk; above log.size only for a corrupt older segment
+	firstTS  int64
+	live     int        // messages not yet removed
+	ents     []idxEntry // the index until it is written; nil afterwards
+	sealed   bool       // takes no more writes
+	indexed  bool       // its index file is on disk and current
+	poisoned bool       // an fsync failed: the index is never written, recovery scans it
+	dirty    bool       // written since the last fsync
+	dropped  bool       // removed from the stream
+
+	del      appendFile // nil f until the first delete
+	delDirty bool
+	pending  []uint64 // interior deletes not yet written to del
+}
+
+const (
+	logExt = ".log"
+	idxExt = ".idx"
+	delExt = ".del"
+)
+
+// segmentBase is the file name stem of the segment starting at first.
+func segmentBase(first uint64) string { return fmt.Sprintf("%020d", first) }
+
+// parseSegmentName returns the first sequence of a segment file name with
+// the given extension.
+func parseSegmentName(name, ext string) (uint64, bool) {
+	stem, ok := strings.CutSuffix(name, ext)
+	if !ok || len(stem) != 20 {
+		return 0, false
+	}
+	first, err := strconv.ParseUint(stem, 10, 64)
+	return first, err == nil && first > 0
+}
+
+func (fb *fileBackend) path(first uint64, ext string) string {
+	return filepath.Join(fb.dir, segmentBase(first)+ext)
+}
+
+// shouldRoll reports whether a record of n bytes stamped ts must start a new
+// segment rather than extend s.
+func (fb *fileBackend) shouldRoll(s *segment, ts int64, n int) bool {
+	if s.log.size+int64(n) > fb.opts.SegmentBytes {
+		return true
+	}
+	return fb.opts.SegmentAge > 0 && ts-s.firstTS >= int64(fb.opts.SegmentAge)
+}

@@ -1,0 +1,390 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiffmq/skiff/subject"
+)
+
+// Stream is an append-only log of messages with limits, a per-subject index
+// and, for file storage, crash recovery. All methods are safe for
+// concurrent use: appends, deletes, purges and UpdateConfig serialise on a
+// write lock (an Append holds it for one write system call and the index
+// update, not for an fsync); reads share a read lock and run in parallel;
+// WaitDurable fsyncs without holding either.
+type Stream struct {
+	be     backend
+	fb     *fileBackend // nil for memory storage
+	clock  func() time.Time
+	log    *slog.Logger
+	report RecoveryReport
+
+	// nextExpiry is when the first message expires, in Unix nanoseconds,
+	// or math.MaxInt64 when nothing can. Readers load it without the lock
+	// to decide whether to remove expired messages before reading.
+	nextExpiry atomic.Int64
+
+	mu struct {
+		sync.RWMutex
+		opts   Options
+		closed bool
+		// ents[i] is sequence first+i, for first <= seq <= last; the entry
+		// of first is live whenever the stream is not empty.
+		ents     []entry
+		first    uint64 // last+1 when empty
+		last     uint64
+		lastTS   int64
+		msgs     uint64
+		bytes    uint64
+		subjects map[string]*subjectState
+		wbuf     []byte // encoding buffer of Append
+	}
+	fc filterCache
+	gc groupCommit
+
+	closeOnce sync.Once
+	closeErr  error
+	stop      chan struct{} // closed by Close to stop the background goroutine
+	kick      chan struct{} // wakes it to re-read the expiry time and interval
+	done      chan struct{} // closed when it has stopped
+}
+
+// Open opens a stream. For FileStorage it creates opts.Dir if needed and
+// recovers what is there (see "Recovery" in the package documentation),
+// then applies the limits of opts to what it recovered. Open starts one
+// background goroutine, which Close stops.
+func Open(opts Options) (*Stream, error) {
+	opts.fill()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	s := &Stream{
+		clock: opts.Now,
+		log:   opts.Logger,
+		stop:  make(chan struct{}),
+		kick:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	s.mu.opts = opts
+	s.mu.first = 1
+	s.mu.subjects = make(map[string]*subjectState)
+	if opts.Storage == MemoryStorage {
+		s.be = &memBackend{}
+	} else {
+		fb, rec, err := openFileBackend(&s.mu.opts, &s.report)
+		if err != nil {
+			return nil, err
+		}
+		s.fb, s.be = fb, fb
+		s.load(fb, rec)
+	}
+	s.mu.Lock()
+	s.enforceAllLocked(s.clock().UnixNano())
+	s.updateExpiryLocked()
+	s.gc.durable.Store(s.mu.last)
+	s.mu.Unlock()
+	go s.loop()
+	return s, nil
+}
+
+// Recovery reports what Open found on disk. It is empty for memory storage.
+func (s *Stream) Recovery() RecoveryReport { return s.report }
+
+// Append stores a message and returns its sequence and timestamp. The
+// subject must be a valid literal subject. The timestamp is the clock's
+// time, raised if need be to the previous message's so that timestamps
+// never decrease (SeqAtOrAfterTime relies on it).
+//
+// Limits are enforced first: a message larger than MaxMsgSize, or alone
+// larger than MaxBytes, is refused; under DiscardNew a message that breaks
+// MaxMsgs, MaxBytes or MaxMsgsPerSubject is refused with ErrMaxMsgs,
+// ErrMaxBytes or ErrMaxMsgsPerSubject (wrapped; nothing stored); under
+// DiscardOld the oldest messages (the subject's oldest, for
+// MaxMsgsPerSubject) are removed to make room.
+//
+// File storage writes the record to the operating system before Append
+// returns but does not fsync; call WaitDurable before acknowledging. If the
+// write fails (ErrWrite, wrapping the OS error, such as ENOSPC), nothing of
+// the message remains, its sequence is not used, and the next Append tries
+// again.
+func (s *Stream) Append(subj string, hdr, data []byte) (seq uint64, ts int64, err error) {
+	if len(subj) > maxSubjectLen {
+		return 0, 0, fmt.Errorf("%w: %d bytes", ErrInvalidSubject, len(subj))
+	}
+	if err := subject.ValidateLiteral(subj); err != nil {
+		return 0, 0, fmt.Errorf("%w: %w", ErrInvalidSubject, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return 0, 0, ErrClosed
+	}
+	if n := len(subj) + len(hdr) + len(data); n > s.mu.opts.msgSizeLimit() {
+		return 0, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrMaxMsgSize, n, s.mu.opts.msgSizeLimit())
+	}
+	now := s.clock().UnixNano()
+	s.expireLocked(now)
+	size := recordSize(subj, hdr, data)
+	ss := s.mu.subjects[subj]
+	if err := s.admitLocked(ss, size); err != nil {
+		return 0, 0, err
+	}
+	seq, ts = s.mu.last+1, max(now, s.mu.lastTS)
+	name := subj
+	if ss != nil {
+		name = ss.name
+	} else {
+		name = strings.Clone(subj) // the caller's string may pin a larger buffer
+	}
+	s.mu.wbuf = appendRecord(s.mu.wbuf[:0], seq, ts, name, hdr, data)
+	off, err := s.be.write(seq, ts, name, s.mu.wbuf)
+	if cap(s.mu.wbuf) > 1<<20 {
+		s.mu.wbuf = nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if ss == nil {
+		ss = &subjectState{name: name}
+		s.mu.subjects[name] = ss
+		s.fc.subjectAdded(ss)
+	}
+	s.mu.ents = append(s.mu.ents, entry{subj: ss, ts: ts, size: uint32(size), off: off})
+	ss.seqs = append(ss.seqs, seq)
+	ss.n++
+	s.mu.msgs++
+	s.mu.bytes += uint64(size)
+	s.mu.last, s.mu.lastTS = seq, ts
+	if s.mu.msgs == 1 {
+		s.updateExpiryLocked()
+	}
+	s.enforceSubjectLocked(ss)
+	s.enforceTotalsLocked()
+	return seq, ts, nil
+}
+
+// admitLocked refuses a message of size bytes on subject ss (nil if new)
+// that breaks a limit it may not make room for.
+func (s *Stream) admitLocked(ss *subjectState, size int) error {
+	o := &s.mu.opts
+	if o.MaxBytes > 0 && int64(size) > o.MaxBytes {
+		return fmt.Errorf("%w: message of %d bytes, limit %d", ErrMaxBytes, size, o.MaxBytes)
+	}
+	if o.Discard != DiscardNew {
+		return nil
+	}
+	switch {
+	case o.MaxMsgs > 0 && int64(s.mu.msgs) >= o.MaxMsgs:
+		return fmt.Errorf("%w: limit %d", ErrMaxMsgs, o.MaxMsgs)
+	case o.MaxBytes > 0 && int64(s.mu.bytes)+int64(size) > o.MaxBytes:
+		return fmt.Errorf("%w: %d stored + %d, limit %d", ErrMaxBytes, s.mu.bytes, size, o.MaxBytes)
+	case o.MaxMsgsPerSubject > 0 && ss != nil && int64(ss.n) >= o.MaxMsgsPerSubject:
+		return fmt.Errorf("%w: subject %q, limit %d", ErrMaxMsgsPerSubject, ss.name, o.MaxMsgsPerSubject)
+	}
+	return nil
+}
+
+// WaitDurable blocks until every message up to seq is as durable as the
+// sync policy promises, and is meant to be called once per batch of
+// appends before acknowledging them. Under SyncAlways it makes sure an
+// fsync covering seq has completed; concurrent callers share one fsync
+// (group commit). Under SyncInterval and SyncNever, and for memory
+// storage, it returns at once. Under every policy it returns the error of
+// a failed fsync that covered seq (wrapping ErrSync): those messages may be
+// lost in an operating system crash and must not be acknowledged.
+func (s *Stream) WaitDurable(seq uint64) error {
+	s.mu.RLock()
+	closed, policy := s.mu.closed, s.mu.opts.Sync
+	s.mu.RUnlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case s.fb == nil:
+		return nil
+	case policy != SyncAlways:
+		return s.gc.failedErr(seq)
+	}
+	return s.gc.wait(seq, func() (uint64, error) { return s.syncRound(false) })
+}
+
+// syncRound runs one sync round (see filesync.go) and returns the last
+// sequence it covers. The caller holds gc.mu.
+func (s *Stream) syncRound(final bool) (uint64, error) {
+	s.mu.Lock()
+	if s.mu.closed && !final {
+		s.mu.Unlock()
+		return 0, ErrClosed
+	}
+	target := s.mu.last
+	plan := s.be.prepareSync(s.mu.opts.Sync != SyncNever)
+	s.mu.Unlock()
+	err := plan.run()
+	s.mu.Lock()
+	s.be.finishSync(plan, err)
+	s.mu.Unlock()
+	return target, err
+}
+
+// UpdateConfig changes the limits, discard policy, sync policy and segment
+// settings of a live stream and enforces the new limits at once, removing
+// the oldest messages as needed whatever the discard policy (which governs
+// only new messages). Storage and Dir cannot change (ErrInvalidConfig); FS,
+// Now and Logger are fixed at Open and ignored here.
+func (s *Stream) UpdateConfig(opts Options) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	cur := &s.mu.opts
+	if opts.Storage != cur.Storage || (cur.Storage == FileStorage && opts.Dir != cur.Dir) {
+		return fmt.Errorf("%w: Storage and Dir cannot change", ErrInvalidConfig)
+	}
+	opts.FS, opts.Now, opts.Logger = cur.FS, cur.Now, cur.Logger
+	opts.fill()
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	*cur = opts
+	s.enforceAllLocked(s.clock().UnixNano())
+	s.updateExpiryLocked()
+	s.wake()
+	return nil
+}
+
+// Options returns the stream's options, with defaults filled in; change
+// the limits of a copy and pass it to UpdateConfig.
+func (s *Stream) Options() Options {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.opts
+}
+
+// Close flushes and, unless SyncNever, fsyncs what was written, and
+// releases the stream's files. Every later call returns ErrClosed, except
+// Close, which returns the first Close's result.
+func (s *Stream) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closed = true
+		s.mu.Unlock()
+		close(s.stop)
+		<-s.done
+		s.gc.mu.Lock()
+		defer s.gc.mu.Unlock()
+		var err error
+		if s.fb != nil {
+			_, err = s.syncRound(true)
+		}
+		s.mu.Lock()
+		s.closeErr = errors.Join(err, s.be.close())
+		s.mu.ents, s.mu.subjects = nil, nil
+		s.mu.Unlock()
+	})
+	return s.closeErr
+}
+
+// Destroy closes the stream and removes its directory and files.
+func (s *Stream) Destroy() error {
+	err := s.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return errors.Join(err, s.be.destroy())
+}
+
+// wake asks the background goroutine to re-read the expiry time and the
+// sync interval.
+func (s *Stream) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// updateExpiryLocked recomputes nextExpiry after the first message or
+// MaxAge changed.
+func (s *Stream) updateExpiryLocked() {
+	next := int64(math.MaxInt64)
+	if age := s.mu.opts.MaxAge; age > 0 && s.mu.msgs > 0 {
+		next = s.mu.ents[0].ts + int64(age)
+	}
+	if old := s.nextExpiry.Swap(next); next < old {
+		s.wake()
+	}
+}
+
+// expireIfDue removes expired messages if the first one is due, and
+// returns the clock's time (0 if nothing can expire, so no reading of the
+// clock was needed).
+func (s *Stream) expireIfDue() int64 {
+	next := s.nextExpiry.Load()
+	if next == math.MaxInt64 {
+		return 0
+	}
+	now := s.clock().UnixNano()
+	if now >= next {
+		s.mu.Lock()
+		if !s.mu.closed {
+			s.expireLocked(now)
+		}
+		s.mu.Unlock()
+	}
+	return now
+}
+
+// loop is the background goroutine: it runs a sync round every
+// SyncInterval (file storage) and removes messages as they expire.
+func (s *Stream) loop() {
+	defer close(s.done)
+	var tick <-chan time.Time
+	var ticker *time.Ticker
+	var interval time.Duration
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.mu.RLock()
+		iv := s.mu.opts.SyncInterval
+		s.mu.RUnlock()
+		if s.fb != nil && iv != interval {
+			if ticker != nil {
+				ticker.Stop()
+			}
+			ticker, interval = time.NewTicker(iv), iv
+			tick = ticker.C
+		}
+		wait := time.Hour
+		if next := s.nextExpiry.Load(); next != math.MaxInt64 {
+			wait = min(max(time.Duration(next-s.clock().UnixNano()), time.Millisecond), time.Hour)
+		}
+		timer.Reset(wait)
+		select {
+		case <-s.stop:
+			if ticker != nil {
+				ticker.Stop()
+			}
+			return
+		case <-tick:
+			s.backgroundSync()
+		case <-timer.C:
+			s.expireIfDue()
+		case <-s.kick:
+		}
+	}
+}
+
+// backgroundSync runs a sync round from the background goroutine.
+func (s *Stream) backgroundSync() {
+	s.gc.mu.Lock()
+	err := s.gc.runLocked(func() (uint64, error) { return s.syncRound(false) })
+	s.gc.mu.Unlock()
+	if err != nil && !errors.Is(err, ErrClosed) {
+		s.log.Error("store: background sync", "err", err)
+	}
+}
