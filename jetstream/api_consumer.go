@@ -85,6 +85,9 @@ func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphem
 	if r.Error = decode(data, &req); r.Error != nil {
 		return r
 	}
+	if r.Error = unsupportedConsumer(data); r.Error != nil {
+		return r
+	}
 	if legacyEphemeral {
 		name = req.Config.Name
 	}

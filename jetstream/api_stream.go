@@ -66,6 +66,9 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 	if r.Error = decode(data, &cfg); r.Error != nil {
 		return r
 	}
+	if r.Error = unsupportedStream(data); r.Error != nil {
+		return r
+	}
 	if cfg.Name != name {
 		r.Error = errStreamMismatch()
 		return r
@@ -131,6 +134,9 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 	r := &streamInfoResponse{apiResponse: newResponse("stream_update")}
 	var cfg StreamConfig
 	if r.Error = decode(data, &cfg); r.Error != nil {
+		return r
+	}
+	if r.Error = unsupportedStream(data); r.Error != nil {
 		return r
 	}
 	if cfg.Name != name {

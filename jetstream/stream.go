@@ -188,6 +188,16 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 	}
 	st.store = s
 	st.dedup.init(cfg.Duplicates)
+	if create && cfg.FirstSeq > 1 {
+		// The first message gets first_seq.
+		if _, err := s.Purge(store.PurgeRequest{Seq: cfg.FirstSeq}); err != nil {
+			_ = st.close(true)
+			return nil, err
+		}
+	}
+	if !create {
+		st.rebuildDedup()
+	}
 	if err := st.loadConsumers(); err != nil {
 		_ = st.close(false)
 		return nil, err
@@ -358,7 +368,7 @@ func (st *stream) ingest(m *server.Msg) {
 		// sequence, and not kept.
 		_ = st.store.Delete(seq)
 	}
-	if reply == "" {
+	if reply == "" || cfg.NoAck {
 		return
 	}
 	m.AfterRead(func(p *server.Publisher) {
@@ -369,6 +379,31 @@ func (st *stream) ingest(m *server.Msg) {
 		}
 		p.Publish(reply, "", nil, pubAckJSON(st.name, seq, false))
 	})
+}
+
+// rebuildDedup refills the duplicate window from the stored messages'
+// Nats-Msg-Id headers after a restart, so that a publisher retrying
+// across the restart is still deduplicated.
+func (st *stream) rebuildDedup() {
+	window := st.config().Duplicates
+	if window <= 0 {
+		return
+	}
+	now := time.Now()
+	for seq := st.store.SeqAtOrAfterTime(now.Add(-window)); ; {
+		m, err := st.store.Next(seq, "")
+		if err != nil {
+			return
+		}
+		seq = m.Seq + 1
+		if len(m.Header) == 0 {
+			continue
+		}
+		if id, ok := parseHeaders(m.Header).get("Nats-Msg-Id"); ok {
+			st.dedup.add(id, m.Seq, time.Unix(0, m.Timestamp))
+			st.lastMsgID = id
+		}
+	}
 }
 
 // checkExpected checks the Nats-Expected-* headers. ingestMu held.
@@ -399,7 +434,7 @@ func (st *stream) checkExpected(hdr headers, subj string) *APIError {
 // ack answers a publish after the read, nack at once: a refused publish
 // stored nothing, so there is nothing to wait for.
 func (st *stream) ack(m *server.Msg, reply string, a PubAck) {
-	if reply == "" {
+	if reply == "" || st.cfg.Load().NoAck {
 		return
 	}
 	b := pubAckJSON(a.Stream, a.Sequence, a.Duplicate)
@@ -407,7 +442,7 @@ func (st *stream) ack(m *server.Msg, reply string, a PubAck) {
 }
 
 func (st *stream) nack(m *server.Msg, reply string, e *APIError) {
-	if reply == "" {
+	if reply == "" || st.cfg.Load().NoAck {
 		return
 	}
 	b := pubAckError(e)

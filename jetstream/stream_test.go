@@ -268,3 +268,54 @@ func TestDirectGetBatch(t *testing.T) {
 	}
 	require.Equal(t, []string{"1", "3", "5"}, seqs)
 }
+
+func TestUnsupportedFeaturesRefused(t *testing.T) {
+	b := startBroker(t, "")
+	nc, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "M", Mirror: &njs.StreamSource{Name: "X"}})
+	require.Equal(t, njs.ErrorCode(10052), apiCode(err))
+	require.Contains(t, err.Error(), "mirror")
+	_, err = js.CreateStream(ctx(t), njs.StreamConfig{Name: "S"})
+	require.NoError(t, err)
+	resp, err := nc.Request("$JS.API.CONSUMER.CREATE.S.C", []byte(`{"stream_name":"S","config":{"name":"C","priority_policy":"pinned_client","priority_groups":["a"]}}`), time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(resp.Data), `"err_code":10012`)
+	require.Contains(t, string(resp.Data), "priority_groups")
+}
+
+func TestFirstSeqAndNoAck(t *testing.T) {
+	b := startBroker(t, "")
+	nc, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "F", FirstSeq: 100})
+	require.NoError(t, err)
+	ack, err := js.Publish(ctx(t), "F", nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(100), ack.Sequence)
+
+	s, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "N", NoAck: true})
+	require.NoError(t, err)
+	_, err = nc.Request("N", []byte("x"), 200*time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrTimeout)
+	info, err := s.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), info.State.Msgs)
+}
+
+func TestDedupSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	_, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S"})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx(t), "S", []byte("a"), njs.WithMsgID("once"))
+	require.NoError(t, err)
+	b.stop()
+	b = startBroker(t, dir)
+	_, js = connect(t, b.srv.ClientURL())
+	ack, err := js.Publish(ctx(t), "S", []byte("a"), njs.WithMsgID("once"))
+	require.NoError(t, err)
+	require.True(t, ack.Duplicate)
+	require.Equal(t, uint64(1), ack.Sequence)
+	_, err = js.Publish(ctx(t), "S", nil, njs.WithExpectLastMsgID("once"))
+	require.NoError(t, err)
+}

@@ -28,6 +28,7 @@ type StreamConfig struct {
 	Replicas          int               `json:"num_replicas"`
 	NoAck             bool              `json:"no_ack,omitempty"`
 	Duplicates        time.Duration     `json:"duplicate_window,omitempty"`
+	FirstSeq          uint64            `json:"first_seq,omitempty"`
 	Compression       string            `json:"compression"`
 	AllowDirect       bool              `json:"allow_direct"`
 	MirrorDirect      bool              `json:"mirror_direct"`
