@@ -41,7 +41,7 @@ func unsupported(obj []byte, names []string) []string {
 
 func emptyJSON(v json.RawMessage) bool {
 	switch string(bytes.TrimSpace(v)) {
-	case "null", "false", "0", `""`, "[]", "{}":
+	case "null", "false", "0", `""`, "[]", "{}", `"0001-01-01T00:00:00Z"`:
 		return true
 	}
 	return false

@@ -2,14 +2,11 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,21 +15,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/natscli"
 	"github.com/skiffmq/skiff/server"
 )
-
-// cliTimeout bounds every run of the nats CLI, background ones included.
-const cliTimeout = 30 * time.Second
 
 // TestNATSCLI drives Skiff with the real `nats` CLI (natscli, pinned in
 // tools/nats and built into tools/bin by `make tools`), as a user of
 // `make run` would.
 func TestNATSCLI(t *testing.T) {
-	bin := natsCLIPath(t)
+	bin := natscli.Path(t)
 
 	t.Run("pub/sub", func(t *testing.T) {
 		s := RunServer(t, server.Options{})
-		cli := newNATSCLI(t, bin, s)
+		cli := natscli.New(t, bin, s.ClientURL())
 		sub := cli.Start("sub", "cli.demo", "--count", "1")
 		waitForSubs(t, s, 1)
 		out := cli.Run("pub", "cli.demo", "hello")
@@ -45,7 +40,7 @@ func TestNATSCLI(t *testing.T) {
 	t.Run("hash wildcard", func(t *testing.T) {
 		// '#' (zero or more tokens) is Skiff's; the CLI passes it through.
 		s := RunServer(t, server.Options{})
-		cli := newNATSCLI(t, bin, s)
+		cli := natscli.New(t, bin, s.ClientURL())
 		sub := cli.Start("sub", "orders.#", "--count", "2")
 		waitForSubs(t, s, 1)
 		cli.Run("pub", "orders", "zero")
@@ -58,11 +53,11 @@ func TestNATSCLI(t *testing.T) {
 	t.Run("queue group", func(t *testing.T) {
 		const msgs = 10
 		s := RunServer(t, server.Options{})
-		cli := newNATSCLI(t, bin, s)
+		cli := natscli.New(t, bin, s.ClientURL())
 		// `sub --count` does not auto-unsubscribe, so the members run
 		// until stopped, dumping one JSON file per message.
 		dirs := []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")}
-		var members []*cliProc
+		var members []*natscli.Proc
 		for _, d := range dirs {
 			members = append(members, cli.Start("sub", "cli.work", "--queue", "workers", "--dump", d))
 		}
@@ -99,7 +94,7 @@ func TestNATSCLI(t *testing.T) {
 
 	t.Run("request/reply", func(t *testing.T) {
 		s := RunServer(t, server.Options{})
-		cli := newNATSCLI(t, bin, s)
+		cli := natscli.New(t, bin, s.ClientURL())
 		reply := cli.Start("reply", "cli.svc", "pong", "--count", "1")
 		waitForSubs(t, s, 1)
 		out := cli.Run("request", "cli.svc", "ping")
@@ -116,7 +111,7 @@ func TestNATSCLI(t *testing.T) {
 
 	t.Run("headers", func(t *testing.T) {
 		s := RunServer(t, server.Options{})
-		cli := newNATSCLI(t, bin, s)
+		cli := natscli.New(t, bin, s.ClientURL())
 		nc := Connect(t, s)
 		sub, err := nc.SubscribeSync("cli.hdr")
 		require.NoError(t, err)
@@ -132,7 +127,7 @@ func TestNATSCLI(t *testing.T) {
 	t.Run("bench pub/sub", func(t *testing.T) {
 		const msgs, clients = 10_000, 2
 		s := RunServer(t, server.Options{})
-		cli := newNATSCLI(t, bin, s)
+		cli := natscli.New(t, bin, s.ClientURL())
 		dir := t.TempDir()
 		subCSV, pubCSV := filepath.Join(dir, "sub.csv"), filepath.Join(dir, "pub.csv")
 		n := strconv.Itoa(msgs)
@@ -153,7 +148,7 @@ func TestNATSCLI(t *testing.T) {
 	t.Run("bench service", func(t *testing.T) {
 		const msgs = 2_000
 		s := RunServer(t, server.Options{})
-		cli := newNATSCLI(t, bin, s)
+		cli := natscli.New(t, bin, s.ClientURL())
 		// serve runs until interrupted; it is ready once it answers.
 		serve := cli.Start("bench", "service", "serve", "cli.service", "--no-progress")
 		nc := Connect(t, s)
@@ -176,140 +171,15 @@ func TestNATSCLI(t *testing.T) {
 
 	t.Run("server check connection", func(t *testing.T) {
 		s := RunServer(t, server.Options{})
-		out := newNATSCLI(t, bin, s).Run("server", "check", "connection")
+		out := natscli.New(t, bin, s.ClientURL()).Run("server", "check", "connection")
 		require.True(t, strings.HasPrefix(out, "OK Connection OK:connected to "+s.ClientURL()), "got %q", out)
 	})
 
 	t.Run("rtt", func(t *testing.T) {
 		s := RunServer(t, server.Options{})
-		out := newNATSCLI(t, bin, s).Run("rtt")
+		out := natscli.New(t, bin, s.ClientURL()).Run("rtt")
 		require.Contains(t, out, s.ClientURL()+": ")
 	})
-}
-
-// natsCLIPath returns tools/bin/nats under the module root. It fails
-// rather than skips when the binary is missing: `make test` builds it
-// first, and a plain `go test` should say what is missing, not pass
-// with the CLI untested.
-func natsCLIPath(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, dir, parent, "no go.mod above the test's directory")
-		dir = parent
-	}
-	bin := filepath.Join(dir, "tools", "bin", "nats")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("the nats CLI is not built (%v): run `make tools` (`make test` does it first)", err)
-	}
-	return bin
-}
-
-// natsCLI runs the nats CLI against one server, with no user context:
-// --no-context, a private HOME and no NATS_* variables from the caller.
-type natsCLI struct {
-	t   *testing.T
-	bin string
-	url string
-	env []string
-}
-
-func newNATSCLI(t *testing.T, bin string, s *server.Server) *natsCLI {
-	home := t.TempDir()
-	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config")}
-	for _, kv := range os.Environ() {
-		switch {
-		case strings.HasPrefix(kv, "NATS_"), strings.HasPrefix(kv, "HOME="), strings.HasPrefix(kv, "XDG_CONFIG_HOME="):
-		default:
-			env = append(env, kv)
-		}
-	}
-	return &natsCLI{t: t, bin: bin, url: s.ClientURL(), env: env}
-}
-
-// cliProc is one nats CLI process; its output holds stdout and stderr
-// interleaved, and is read only after the process has exited.
-type cliProc struct {
-	t      *testing.T
-	args   []string
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
-	out    bytes.Buffer
-	err    error
-}
-
-// Start runs the CLI in the background; it is interrupted when the test
-// ends if it has not exited by then.
-func (c *natsCLI) Start(args ...string) *cliProc {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
-	p := &cliProc{t: c.t, args: args, ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	cmd := exec.CommandContext(ctx, c.bin, append([]string{"--no-context", "--server", c.url}, args...)...)
-	cmd.Env = c.env
-	cmd.Stdout, cmd.Stderr = &p.out, &p.out
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		cancel()
-		c.t.Fatalf("nats %s: %v", strings.Join(args, " "), err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	c.t.Cleanup(func() { p.Stop() })
-	return p
-}
-
-// Run runs the CLI to completion and returns its output, failing the test
-// unless it exits 0.
-func (c *natsCLI) Run(args ...string) string {
-	c.t.Helper()
-	return c.Start(args...).Wait()
-}
-
-// Wait waits for the process to exit and returns its output, failing the
-// test unless it exited 0.
-func (p *cliProc) Wait() string {
-	p.t.Helper()
-	out, code := p.Exit()
-	require.Zero(p.t, code, "nats %s:\n%s", strings.Join(p.args, " "), out)
-	return out
-}
-
-// Exit waits for the process to exit and returns its output and exit
-// code, failing the test if it was cut off at cliTimeout or did not run.
-func (p *cliProc) Exit() (string, int) {
-	p.t.Helper()
-	<-p.done
-	timedOut := p.ctx.Err() != nil
-	p.cancel()
-	out := p.out.String()
-	if timedOut {
-		p.t.Fatalf("nats %s: still running after %v: %v\n%s", strings.Join(p.args, " "), cliTimeout, p.err, out)
-	}
-	if p.err == nil {
-		return out, 0
-	}
-	var ee *exec.ExitError
-	if !errors.As(p.err, &ee) || !ee.Exited() {
-		p.t.Fatalf("nats %s: %v\n%s", strings.Join(p.args, " "), p.err, out)
-	}
-	return out, ee.ExitCode()
-}
-
-// Stop interrupts the process if it is still running and returns its
-// output, whatever its exit status.
-func (p *cliProc) Stop() string {
-	p.cancel()
-	<-p.done
-	return p.out.String()
 }
 
 // waitForSubs waits until the server holds at least n subscriptions, so a

@@ -1,0 +1,74 @@
+package jetstream_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/natscli"
+)
+
+// TestNATSCLI drives streams with the real `nats` CLI, as a user of
+// `make run` would.
+func TestNATSCLI(t *testing.T) {
+	bin := natscli.Path(t)
+	b := startBroker(t, "")
+	cli := natscli.New(t, bin, b.srv.ClientURL())
+
+	out := cli.Run("stream", "add", "ORDERS", "--subjects", "orders.*", "--storage", "file", "--defaults")
+	require.Contains(t, out, "Stream ORDERS was created")
+
+	out = cli.Run("pub", "--jetstream", "orders.new", "order {{Count}}", "--count", "5")
+	require.Contains(t, out, "Published 7 bytes to \"orders.new\"")
+
+	var info struct {
+		Config struct {
+			Name     string   `json:"name"`
+			Subjects []string `json:"subjects"`
+		} `json:"config"`
+		State struct {
+			Msgs    uint64 `json:"messages"`
+			LastSeq uint64 `json:"last_seq"`
+		} `json:"state"`
+	}
+	out = cli.Run("stream", "info", "ORDERS", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &info), out)
+	require.Equal(t, "ORDERS", info.Config.Name)
+	require.Equal(t, []string{"orders.*"}, info.Config.Subjects)
+	require.Equal(t, uint64(5), info.State.Msgs)
+	require.Equal(t, uint64(5), info.State.LastSeq)
+	out = cli.Run("stream", "info", "ORDERS")
+	require.Contains(t, out, "Messages: 5")
+
+	out = cli.Run("consumer", "add", "ORDERS", "WORKER", "--pull", "--ack", "explicit", "--deliver", "all", "--defaults")
+	require.Contains(t, out, "Information for Consumer ORDERS > WORKER")
+
+	out = cli.Run("consumer", "next", "ORDERS", "WORKER", "--count", "3")
+	require.Contains(t, out, "order 1")
+	require.Contains(t, out, "order 3")
+	require.NotContains(t, out, "order 4")
+
+	var ci struct {
+		NumPending    uint64 `json:"num_pending"`
+		NumAckPending int    `json:"num_ack_pending"`
+		AckFloor      struct {
+			Stream uint64 `json:"stream_seq"`
+		} `json:"ack_floor"`
+	}
+	out = cli.Run("consumer", "info", "ORDERS", "WORKER", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &ci), out)
+	require.Equal(t, uint64(2), ci.NumPending)
+	require.Equal(t, uint64(3), ci.AckFloor.Stream)
+	require.Zero(t, ci.NumAckPending)
+
+	out = cli.Run("stream", "ls", "--names")
+	require.Contains(t, out, "ORDERS")
+	out = cli.Run("stream", "get", "ORDERS", "2")
+	require.Contains(t, out, "order 2")
+	cli.Run("stream", "purge", "ORDERS", "-f")
+	cli.Run("consumer", "rm", "ORDERS", "WORKER", "-f")
+	cli.Run("stream", "rm", "ORDERS", "-f")
+	out = cli.Run("stream", "ls", "--names")
+	require.NotContains(t, out, "ORDERS")
+}
