@@ -18,14 +18,18 @@ func errStreamNotFound() *APIError       { return apiErr(404, 10059, "stream not
 func errStreamNameExist() *APIError {
 	return apiErr(400, 10058, "stream name already in use with a different configuration")
 }
-func errStreamMismatch() *APIError { return apiErr(400, 10056, "stream name in subject does not match request") }
-func errSubjectOverlap() *APIError { return apiErr(400, 10065, "subjects overlap with an existing stream") }
-func errMaxStreams() *APIError     { return apiErr(400, 10027, "maximum number of streams reached") }
-func errMaxConsumers() *APIError   { return apiErr(400, 10026, "maximum consumers limit reached") }
+func errStreamMismatch() *APIError {
+	return apiErr(400, 10056, "stream name in subject does not match request")
+}
+func errSubjectOverlap() *APIError {
+	return apiErr(400, 10065, "subjects overlap with an existing stream")
+}
+func errMaxStreams() *APIError   { return apiErr(400, 10027, "maximum number of streams reached") }
+func errMaxConsumers() *APIError { return apiErr(400, 10026, "maximum consumers limit reached") }
 func errStreamConfig(err error) *APIError {
 	return apiErr(500, 10052, err.Error())
 }
-func errStreamStore(err error) *APIError  { return apiErr(503, 10077, err.Error()) }
+func errStreamStore(err error) *APIError   { return apiErr(503, 10077, err.Error()) }
 func errStreamGeneral(err error) *APIError { return apiErr(500, 10051, err.Error()) }
 func errNoMessage() *APIError              { return apiErr(404, 10037, "no message found") }
 func errMsgTooBig() *APIError              { return apiErr(400, 10054, "message size exceeds maximum allowed") }
@@ -36,10 +40,10 @@ func errWrongLastSeq(seq uint64) *APIError {
 func errWrongLastMsgID(id string) *APIError {
 	return apiErr(400, 10070, "wrong last msg ID: "+id)
 }
-func errConsumerNotFound() *APIError   { return apiErr(404, 10014, "consumer not found") }
-func errConsumerExists() *APIError     { return apiErr(400, 10148, "consumer already exists") }
-func errConsumerNotExist() *APIError   { return apiErr(400, 10149, "consumer does not exist") }
-func errConsumerNameExist() *APIError  { return apiErr(400, 10013, "consumer name already in use") }
+func errConsumerNotFound() *APIError  { return apiErr(404, 10014, "consumer not found") }
+func errConsumerExists() *APIError    { return apiErr(400, 10148, "consumer already exists") }
+func errConsumerNotExist() *APIError  { return apiErr(400, 10149, "consumer does not exist") }
+func errConsumerNameExist() *APIError { return apiErr(400, 10013, "consumer name already in use") }
 func errConsumerCreate(err error) *APIError {
 	return apiErr(500, 10012, err.Error())
 }

@@ -29,7 +29,6 @@ type progressLog interface {
 	Close() error
 }
 
-
 // memProgress keeps nothing: the progress of ephemeral and memory-storage
 // consumers lives and dies with the process.
 type memProgress struct{}

@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"errors"
-	"sync/atomic"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiffmq/skiff/server"

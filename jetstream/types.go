@@ -248,15 +248,19 @@ func (p RetentionPolicy) MarshalJSON() ([]byte, error) { return marshalEnum("ret
 func (p *RetentionPolicy) UnmarshalJSON(b []byte) error {
 	return unmarshalEnum("retention", b, (*int)(p))
 }
-func (p DiscardPolicy) MarshalJSON() ([]byte, error)     { return marshalEnum("discard", int(p)) }
-func (p *DiscardPolicy) UnmarshalJSON(b []byte) error    { return unmarshalEnum("discard", b, (*int)(p)) }
-func (p StorageType) MarshalJSON() ([]byte, error)       { return marshalEnum("storage", int(p)) }
-func (p *StorageType) UnmarshalJSON(b []byte) error      { return unmarshalEnum("storage", b, (*int)(p)) }
-func (p DeliverPolicy) MarshalJSON() ([]byte, error)     { return marshalEnum("deliver_policy", int(p)) }
-func (p *DeliverPolicy) UnmarshalJSON(b []byte) error    { return unmarshalEnum("deliver_policy", b, (*int)(p)) }
-func (p AckPolicy) MarshalJSON() ([]byte, error)         { return marshalEnum("ack_policy", int(p)) }
-func (p *AckPolicy) UnmarshalJSON(b []byte) error        { return unmarshalEnum("ack_policy", b, (*int)(p)) }
-func (p ReplayPolicy) MarshalJSON() ([]byte, error)      { return marshalEnum("replay_policy", int(p)) }
-func (p *ReplayPolicy) UnmarshalJSON(b []byte) error     { return unmarshalEnum("replay_policy", b, (*int)(p)) }
-func (p SyncPolicy) MarshalJSON() ([]byte, error)        { return marshalEnum("sync", int(p)) }
-func (p *SyncPolicy) UnmarshalJSON(b []byte) error       { return unmarshalEnum("sync", b, (*int)(p)) }
+func (p DiscardPolicy) MarshalJSON() ([]byte, error)  { return marshalEnum("discard", int(p)) }
+func (p *DiscardPolicy) UnmarshalJSON(b []byte) error { return unmarshalEnum("discard", b, (*int)(p)) }
+func (p StorageType) MarshalJSON() ([]byte, error)    { return marshalEnum("storage", int(p)) }
+func (p *StorageType) UnmarshalJSON(b []byte) error   { return unmarshalEnum("storage", b, (*int)(p)) }
+func (p DeliverPolicy) MarshalJSON() ([]byte, error)  { return marshalEnum("deliver_policy", int(p)) }
+func (p *DeliverPolicy) UnmarshalJSON(b []byte) error {
+	return unmarshalEnum("deliver_policy", b, (*int)(p))
+}
+func (p AckPolicy) MarshalJSON() ([]byte, error)    { return marshalEnum("ack_policy", int(p)) }
+func (p *AckPolicy) UnmarshalJSON(b []byte) error   { return unmarshalEnum("ack_policy", b, (*int)(p)) }
+func (p ReplayPolicy) MarshalJSON() ([]byte, error) { return marshalEnum("replay_policy", int(p)) }
+func (p *ReplayPolicy) UnmarshalJSON(b []byte) error {
+	return unmarshalEnum("replay_policy", b, (*int)(p))
+}
+func (p SyncPolicy) MarshalJSON() ([]byte, error)  { return marshalEnum("sync", int(p)) }
+func (p *SyncPolicy) UnmarshalJSON(b []byte) error { return unmarshalEnum("sync", b, (*int)(p)) }
