@@ -181,7 +181,8 @@ func decode(data []byte, v any) *APIError {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	// A decoder, as the reference server uses: its errors read the same.
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(v); err != nil {
 		return errInvalidJSON(err)
 	}
 	return nil

@@ -89,7 +89,8 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 			r.Error = errStreamNameExist()
 			return r
 		}
-		r.StreamInfo = st.info("")
+		// The reference server says did_create for an identical create.
+		r.StreamInfo, r.DidCreate = st.info(""), true
 		return r
 	}
 	if len(js.mu.streams) >= js.opts.MaxStreams {
@@ -300,14 +301,13 @@ func (js *JetStream) streamPurge(name string, data []byte) any {
 }
 
 func (js *JetStream) streamNames(data []byte) any {
-	r := &streamNamesResponse{apiResponse: newResponse("stream_names"), Streams: []string{}}
+	r := &streamNamesResponse{apiResponse: newResponse("stream_names")} // null when none, as the reference
 	var req pagedRequest
 	if r.Error = decode(data, &req); r.Error != nil {
 		return r
 	}
 	names := js.namesMatching(req.Subject)
-	r.paged, names = page(names, req.Offset, namesLimit)
-	r.Streams = append(r.Streams, names...)
+	r.paged, r.Streams = page(names, req.Offset, namesLimit)
 	return r
 }
 

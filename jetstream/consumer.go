@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,7 @@ type consumer struct {
 	// sequences a last_per_subject consumer starts with.
 	sseq, dseq uint64
 	lss        []uint64
+	lssResume  uint64 // where a last_per_subject consumer goes on after lss
 	// Acknowledgements: the floor (every stream sequence at or below
 	// asflr is acknowledged; adflr is the consumer sequence there), the
 	// messages waiting for an ack with their ack deadlines, delivery counts
@@ -365,7 +367,11 @@ func (c *consumer) info() *ConsumerInfo {
 // time, counting the stream when the cached count is stale. mu held.
 func (c *consumer) numPending() int64 {
 	if !c.npcValid {
-		n := int64(len(c.lss)) + int64(c.st.countFrom(c.sseq, c.filters))
+		from := c.sseq
+		if len(c.lss) > 0 {
+			from = c.lssResume
+		}
+		n := int64(len(c.lss)) + int64(c.st.countFrom(from, c.filters))
 		c.npc, c.npcValid = n, true
 	}
 	return c.npc
@@ -418,7 +424,12 @@ type deadlineEntry struct {
 }
 
 func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Less(i, j int) bool {
+	if h[i].at.Equal(h[j].at) {
+		return h[i].seq < h[j].seq
+	}
+	return h[i].at.Before(h[j].at)
+}
 func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineEntry)) }
 func (h *deadlineHeap) Pop() any {
@@ -447,15 +458,20 @@ func (c *consumer) track(seq uint64, p *pendingMsg, at time.Time) {
 }
 
 // expireAcks queues for redelivery every pending message whose ack
-// deadline passed. mu held.
+// deadline passed, in stream order as the reference server does. mu held.
 func (c *consumer) expireAcks(now time.Time) {
+	var expired []uint64
 	for len(c.deadlines) > 0 && !c.deadlines[0].at.After(now) {
 		e := heap.Pop(&c.deadlines).(deadlineEntry)
 		p, ok := c.pending[e.seq]
 		if !ok || !p.deadline.Equal(e.at) {
 			continue
 		}
-		c.enqueue(e.seq)
+		expired = append(expired, e.seq)
+	}
+	slices.Sort(expired)
+	for _, seq := range expired {
+		c.enqueue(seq)
 	}
 }
 

@@ -54,6 +54,9 @@ func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig) (ConsumerConfig, 
 	if cfg.MaxAckPending == 0 && cfg.AckPolicy != AckNone {
 		cfg.MaxAckPending = DefaultMaxAckPending
 	}
+	if cfg.Durable == "" && cfg.InactiveThreshold == 0 {
+		cfg.InactiveThreshold = DefaultInactiveThreshold
+	}
 
 	if cfg.Name != "" && !validAssetName(cfg.Name) {
 		return cfg, errStreamConfig(errors.New(`consumer name can not contain '.', '*', '>', '\', '/'`))

@@ -63,7 +63,7 @@ func (c *consumer) next() (cand candidate, ok, stalled bool) {
 	for len(c.lss) > 0 {
 		m, err := c.st.store.Get(c.lss[0])
 		if err != nil {
-			c.lss = c.lss[1:]
+			c.popLastPerSubject()
 			c.npc--
 			continue
 		}
@@ -74,6 +74,17 @@ func (c *consumer) next() (cand candidate, ok, stalled bool) {
 		return cand, false, false
 	}
 	return candidate{m: m, dc: 1, src: fromStream}, true, false
+}
+
+// popLastPerSubject moves past the first of the start list: the consumer's
+// position is the next entry, or where it goes on after the list.
+func (c *consumer) popLastPerSubject() {
+	c.lss = c.lss[1:]
+	if len(c.lss) > 0 {
+		c.sseq = c.lss[0]
+	} else {
+		c.sseq = c.lssResume
+	}
 }
 
 func (c *consumer) popRedelivery(seq uint64) {
@@ -89,7 +100,7 @@ func (c *consumer) commit(cand *candidate, now time.Time) {
 	case fromRedelivery:
 		c.popRedelivery(seq)
 	case fromLastPerSubject:
-		c.lss = c.lss[1:]
+		c.popLastPerSubject()
 		c.npc--
 	case fromStream:
 		c.sseq = seq + 1
@@ -103,7 +114,7 @@ func (c *consumer) commit(cand *candidate, now time.Time) {
 	}
 	c.log.Delivered(seq, c.dseq, cand.dc, now.UnixNano())
 	if c.cfg.AckPolicy == AckNone {
-		if seq > c.asflr && len(c.lss) == 0 {
+		if seq > c.asflr {
 			c.asflr = seq
 		}
 		c.adflr = c.dseq
@@ -257,15 +268,9 @@ func (c *consumer) housekeep(pub *server.Publisher, now time.Time) time.Time {
 }
 
 // inactiveThreshold is how long the consumer may go without interest
-// before it is removed: its setting, or the default for an ephemeral one.
+// before it is removed; 0 is forever.
 func (c *consumer) inactiveThreshold() time.Duration {
-	if c.cfg.InactiveThreshold > 0 {
-		return c.cfg.InactiveThreshold
-	}
-	if c.cfg.Durable == "" {
-		return DefaultInactiveThreshold
-	}
-	return 0
+	return c.cfg.InactiveThreshold // set for every ephemeral consumer
 }
 
 // idleHeartbeat is the 100 status message of an idle consumer, naming the

@@ -91,5 +91,5 @@ func (c *consumer) needs(seq uint64, subj string) bool {
 	if _, ok := c.pending[seq]; ok {
 		return true
 	}
-	return seq >= c.sseq || (len(c.lss) > 0 && seq >= c.lss[0])
+	return seq >= c.sseq
 }

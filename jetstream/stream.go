@@ -292,6 +292,9 @@ func (st *stream) info(subjectsFilter string) *StreamInfo {
 		Msgs: s.Msgs, Bytes: s.Bytes, FirstSeq: s.FirstSeq, LastSeq: s.LastSeq,
 		NumSubjects: s.NumSubjects, NumDeleted: s.NumDeleted, Consumers: n,
 	}}
+	if s.LastSeq == 0 && s.Msgs == 0 {
+		si.State.FirstSeq = 0 // never held a message, as the reference server says
+	}
 	if !s.FirstTime.IsZero() {
 		si.State.FirstTime = s.FirstTime.UTC()
 	}
@@ -358,6 +361,7 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, errStreamStore(err))
 		return
 	}
+	st.lastMsgID = "" // the ID of the last message, if it had one
 	if hasID {
 		st.dedup.add(strings.Clone(msgID), seq, now)
 		st.lastMsgID = st.dedup.last
@@ -374,7 +378,7 @@ func (st *stream) ingest(m *server.Msg) {
 	m.AfterRead(func(p *server.Publisher) {
 		if err := st.store.WaitDurable(seq); err != nil {
 			st.js.log.Warn("stream sync failed", "stream", st.name, "err", err)
-			p.Publish(reply, "", nil, pubAckError(errStreamStore(err)))
+			p.Publish(reply, "", nil, pubAckError(st.name, errStreamStore(err)))
 			return
 		}
 		p.Publish(reply, "", nil, pubAckJSON(st.name, seq, false))
@@ -397,11 +401,13 @@ func (st *stream) rebuildDedup() {
 		}
 		seq = m.Seq + 1
 		if len(m.Header) == 0 {
+			st.lastMsgID = ""
 			continue
 		}
-		if id, ok := parseHeaders(m.Header).get("Nats-Msg-Id"); ok {
+		id, ok := parseHeaders(m.Header).get("Nats-Msg-Id")
+		st.lastMsgID = id
+		if ok {
 			st.dedup.add(id, m.Seq, time.Unix(0, m.Timestamp))
-			st.lastMsgID = id
 		}
 	}
 }
@@ -445,7 +451,7 @@ func (st *stream) nack(m *server.Msg, reply string, e *APIError) {
 	if reply == "" || st.cfg.Load().NoAck {
 		return
 	}
-	b := pubAckError(e)
+	b := pubAckError(st.name, e)
 	m.AfterRead(func(p *server.Publisher) { p.Publish(reply, "", nil, b) })
 }
 
@@ -480,10 +486,14 @@ func pubAckJSON(stream string, seq uint64, dup bool) []byte {
 	return append(b, '}')
 }
 
-func pubAckError(e *APIError) []byte {
+// pubAckError is a refused publish's answer: the error, and the stream
+// with sequence 0, as the reference server answers.
+func pubAckError(stream string, e *APIError) []byte {
 	b, _ := jsonMarshal(struct {
-		Error *APIError `json:"error"`
-	}{e})
+		Error  *APIError `json:"error"`
+		Stream string    `json:"stream"`
+		Seq    uint64    `json:"seq"`
+	}{e, stream, 0})
 	return b
 }
 

@@ -283,12 +283,13 @@ func (c *consumer) setStart() {
 		c.sseq = c.st.seqAtTime(*c.cfg.OptStartTime)
 	case DeliverLastPerSubject:
 		c.lss = c.st.lastPerSubject(c.filters)
-		c.sseq = s.LastSeq + 1
+		c.lssResume = s.LastSeq + 1
+		c.sseq = c.lssResume
+		if len(c.lss) > 0 {
+			c.sseq = c.lss[0]
+		}
 	}
 	c.asflr = c.sseq - 1
-	if len(c.lss) > 0 {
-		c.asflr = c.lss[0] - 1
-	}
 	c.log.Floor(c.asflr, 0)
 }
 
