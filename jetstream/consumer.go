@@ -423,15 +423,15 @@ type deadlineEntry struct {
 	seq uint64
 }
 
-func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Len() int { return len(h) }
 func (h deadlineHeap) Less(i, j int) bool {
 	if h[i].at.Equal(h[j].at) {
 		return h[i].seq < h[j].seq
 	}
 	return h[i].at.Before(h[j].at)
 }
-func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineEntry)) }
+func (h deadlineHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)   { *h = append(*h, x.(deadlineEntry)) }
 func (h *deadlineHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
