@@ -2,6 +2,8 @@ package jetstream
 
 import (
 	"errors"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiffmq/skiff/store"
@@ -41,12 +43,18 @@ func (memProgress) Close() error                            { return nil }
 
 // fileProgress keeps a durable consumer's progress in a store.ConsumerState:
 // a log of deliveries and acks, compacted into snapshots.
+//
+// Under the "always" policy Flush fsyncs, so that a synchronous ack is
+// confirmed, and an ack floor reported, only once durable. Under
+// "interval" a background goroutine fsyncs every interval when something
+// was written, off the consumer's delivery path.
 type fileProgress struct {
-	cs       *store.ConsumerState
-	policy   SyncPolicy
-	interval time.Duration
-	synced   time.Time
-	err      error // the first failed write since the last Flush
+	cs     *store.ConsumerState
+	policy SyncPolicy
+	err    error // the first failed write since the last Flush
+	dirty  atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
 	// The floor is written once per round, when it moved.
 	floor      store.SeqPair
 	floorDirty bool
@@ -54,7 +62,7 @@ type fileProgress struct {
 
 // openProgress opens a consumer's progress in dir and returns what it
 // recovered.
-func openProgress(dir string, cfg *StreamConfig) (*fileProgress, *store.ConsumerSnapshot, error) {
+func openProgress(dir string, cfg *StreamConfig, log *slog.Logger) (*fileProgress, *store.ConsumerSnapshot, error) {
 	policy := store.SyncInterval
 	switch cfg.Sync {
 	case SyncAlways:
@@ -71,7 +79,32 @@ func openProgress(dir string, cfg *StreamConfig) (*fileProgress, *store.Consumer
 		_ = cs.Close()
 		return nil, nil, err
 	}
-	return &fileProgress{cs: cs, policy: cfg.Sync, interval: cfg.SyncInterval, synced: time.Now(), floor: snap.AckFloor}, &snap, nil
+	p := &fileProgress{cs: cs, policy: cfg.Sync, floor: snap.AckFloor, stop: make(chan struct{}), done: make(chan struct{})}
+	if cfg.Sync == SyncInterval {
+		go p.syncLoop(cfg.SyncInterval, log)
+	} else {
+		close(p.done)
+	}
+	return p, &snap, nil
+}
+
+// syncLoop fsyncs what was written, every interval.
+func (p *fileProgress) syncLoop(interval time.Duration, log *slog.Logger) {
+	defer close(p.done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			if p.dirty.Swap(false) {
+				if err := p.cs.Sync(); err != nil {
+					log.Error("consumer state sync failed", "err", err)
+				}
+			}
+		}
+	}
 }
 
 func (p *fileProgress) keep(err error) {
@@ -103,16 +136,16 @@ func (p *fileProgress) Flush() error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case p.policy == SyncAlways,
-		p.policy == SyncInterval && time.Since(p.synced) >= p.interval:
-		p.synced = time.Now()
+	if p.policy == SyncAlways {
 		return p.cs.Sync()
 	}
+	p.dirty.Store(true)
 	return nil
 }
 
 func (p *fileProgress) Close() error {
 	err := p.Flush()
+	close(p.stop)
+	<-p.done
 	return errors.Join(err, p.cs.Close())
 }

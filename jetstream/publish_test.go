@@ -109,8 +109,11 @@ func TestExpectations(t *testing.T) {
 		{"subject seq ok", "s.b", []njs.PublishOpt{njs.WithExpectLastSequencePerSubject(2)}, 0, ""},
 		{"subject seq wrong", "s.b", []njs.PublishOpt{njs.WithExpectLastSequencePerSubject(1)}, 10071, "wrong last sequence: 5"},
 		{"subject seq new subject", "s.c", []njs.PublishOpt{njs.WithExpectLastSequencePerSubject(0)}, 0, ""},
-		{"last id wrong", "s.a", []njs.PublishOpt{njs.WithExpectLastMsgID("nope")}, 10070, "wrong last msg ID: m1"},
-		{"last id ok", "s.a", []njs.PublishOpt{njs.WithExpectLastMsgID("m1"), njs.WithMsgID("m2")}, 0, ""},
+		// The last message had no ID.
+		{"last id none", "s.a", []njs.PublishOpt{njs.WithExpectLastMsgID("m1")}, 10070, "wrong last msg ID: "},
+		{"with id", "s.a", []njs.PublishOpt{njs.WithMsgID("m2")}, 0, ""},
+		{"last id wrong", "s.a", []njs.PublishOpt{njs.WithExpectLastMsgID("nope")}, 10070, "wrong last msg ID: m2"},
+		{"last id ok", "s.a", []njs.PublishOpt{njs.WithExpectLastMsgID("m2"), njs.WithMsgID("m3")}, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -357,8 +357,7 @@ func (st *stream) ingest(m *server.Msg) {
 	seq, _, err := st.store.Append(m.Subject, m.Header, m.Data)
 	if err != nil {
 		st.ingestMu.Unlock()
-		st.js.log.Warn("stream append failed", "stream", st.name, "err", err)
-		st.nack(m, reply, errStreamStore(err))
+		st.nack(m, reply, st.appendError(err))
 		return
 	}
 	st.lastMsgID = "" // the ID of the last message, if it had one
@@ -383,6 +382,24 @@ func (st *stream) ingest(m *server.Msg) {
 		}
 		p.Publish(reply, "", nil, pubAckJSON(st.name, seq, false))
 	})
+}
+
+// appendError turns a refused append into the reference server's error:
+// the limits with its texts, anything else (a failed write, a full disk)
+// as the store says it.
+func (st *stream) appendError(err error) *APIError {
+	switch {
+	case errors.Is(err, store.ErrMaxMsgSize):
+		return errMsgTooBig()
+	case errors.Is(err, store.ErrMaxMsgs):
+		return errStreamStore(errors.New("maximum messages exceeded"))
+	case errors.Is(err, store.ErrMaxBytes):
+		return errStreamStore(errors.New("maximum bytes exceeded"))
+	case errors.Is(err, store.ErrMaxMsgsPerSubject):
+		return errStreamStore(errors.New("maximum messages per subject exceeded"))
+	}
+	st.js.log.Warn("stream append failed", "stream", st.name, "err", err)
+	return errStreamStore(err)
 }
 
 // rebuildDedup refills the duplicate window from the stored messages'

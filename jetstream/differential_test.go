@@ -1,0 +1,388 @@
+package jetstream_test
+
+// Differential tests: the same client scripts run against Skiff and against
+// the reference nats-server with JetStream, started in process; every step
+// records what the client saw (acks, API answers with their error codes,
+// deliveries with their ack subjects, status messages), reduced to what
+// does not depend on time or randomness, and both servers must have given
+// the same record.
+//
+// Where Skiff differs on purpose a step says so (differs), and only Skiff's
+// side is checked against the expectation written there.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// startReference starts nats-server with JetStream in process.
+func startReference(t *testing.T) string {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{
+		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(),
+	})
+	require.NoError(t, err)
+	ns.Start()
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	require.True(t, ns.ReadyForConnections(5*time.Second), "nats-server did not start")
+	return ns.ClientURL()
+}
+
+// target is one server under a script.
+type target struct {
+	t  *testing.T
+	nc *nats.Conn
+}
+
+// api sends a JetStream API request and returns the answer reduced to the
+// given JSON paths (dot-separated; "error" and "type" are always kept).
+func (tg *target) api(subj, body string, paths ...string) string {
+	tg.t.Helper()
+	m, err := tg.nc.Request("$JS.API."+subj, []byte(body), 2*time.Second)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if m.Header.Get("Status") != "" {
+		return "status " + m.Header.Get("Status")
+	}
+	return pick(tg.t, m.Data, append([]string{"type", "error.code", "error.err_code", "error.description"}, paths...)...)
+}
+
+// pub publishes with a reply and returns the ack.
+func (tg *target) pub(subj, data string, hdr ...string) string {
+	tg.t.Helper()
+	m := nats.NewMsg(subj)
+	m.Data = []byte(data)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		m.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := tg.nc.RequestMsg(m, 2*time.Second)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return pick(tg.t, resp.Data, "stream", "seq", "duplicate", "error.code", "error.err_code", "error.description")
+}
+
+// collect sends body to subj with a fresh inbox and returns everything
+// that arrives on it until quiet for the given time.
+func (tg *target) collect(subj, body string, quiet time.Duration) []string {
+	tg.t.Helper()
+	inbox := nats.NewInbox()
+	sub, err := tg.nc.SubscribeSync(inbox)
+	require.NoError(tg.t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(tg.t, tg.nc.PublishRequest(subj, inbox, []byte(body)))
+	return tg.drain(sub, quiet)
+}
+
+// drain returns the messages of sub until none arrives for quiet.
+func (tg *target) drain(sub *nats.Subscription, quiet time.Duration) []string {
+	var out []string
+	for {
+		m, err := sub.NextMsg(quiet)
+		if errors.Is(err, nats.ErrTimeout) {
+			return out
+		}
+		require.NoError(tg.t, err)
+		out = append(out, describe(m))
+	}
+}
+
+// during returns the messages of sub for a while, with runs of identical
+// heartbeats counted once: how many fit depends on timing.
+func (tg *target) during(sub *nats.Subscription, d time.Duration) []string {
+	var out []string
+	deadline := time.Now().Add(d)
+	for {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if errors.Is(err, nats.ErrTimeout) || time.Now().After(deadline) {
+			return out
+		}
+		require.NoError(tg.t, err)
+		s := describe(m)
+		if strings.HasPrefix(s, "status 100 Idle") && len(out) > 0 && out[len(out)-1] == s {
+			continue
+		}
+		out = append(out, s)
+	}
+}
+
+// describe reduces a delivered message to what both servers must agree
+// on: a status with its description and pending counts, or the subject,
+// data, the ack subject's delivery count and sequences, and the pending
+// count.
+func describe(m *nats.Msg) string {
+	if st := m.Header.Get("Status"); st != "" {
+		s := "status " + st + " " + m.Header.Get("Description")
+		for _, h := range []string{"Nats-Pending-Messages", "Nats-Pending-Bytes", "Nats-Last-Consumer", "Nats-Last-Stream"} {
+			if v := m.Header.Get(h); v != "" {
+				s += fmt.Sprintf(" %s=%s", h, v)
+			}
+		}
+		return s
+	}
+	subj := m.Subject
+	if m.Header.Get("Nats-Stream") != "" { // a DIRECT.GET answer, on an inbox
+		subj = fmt.Sprintf("direct %s %s seq=%s", m.Header.Get("Nats-Stream"), m.Header.Get("Nats-Subject"), m.Header.Get("Nats-Sequence"))
+	}
+	s := fmt.Sprintf("%s %q", subj, m.Data)
+	if toks := strings.Split(m.Reply, "."); len(toks) == 9 && toks[1] == "ACK" {
+		// $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>
+		s += fmt.Sprintf(" dc=%s sseq=%s dseq=%s pending=%s", toks[4], toks[5], toks[6], toks[8])
+	}
+	return s
+}
+
+// pick returns the named paths of a JSON document as "path=value" lines,
+// sorted; missing paths are left out.
+func pick(t *testing.T, data []byte, paths ...string) string {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return fmt.Sprintf("not JSON: %q", data)
+	}
+	var out []string
+	for _, p := range paths {
+		var v any = doc
+		for _, k := range strings.Split(p, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = m[k]
+		}
+		if v == nil {
+			continue
+		}
+		b, _ := json.Marshal(v)
+		out = append(out, p+"="+string(b))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// step is one action of a script; its result is compared.
+type step struct {
+	name string
+	do   func(tg *target) any
+	// differs, if set, says why Skiff answers differently on purpose;
+	// skiff is then Skiff's expected answer and the reference's is not
+	// compared.
+	differs string
+	skiff   any
+}
+
+// runScript runs steps against both servers and compares them.
+func runScript(t *testing.T, steps []step) {
+	ref := &target{t: t}
+	nc, err := nats.Connect(startReference(t))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ref.nc = nc
+	sk := &target{t: t}
+	b := startBroker(t, "")
+	nc2, err := nats.Connect(b.srv.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc2.Close)
+	sk.nc = nc2
+	for _, s := range steps {
+		want := s.do(ref)
+		got := s.do(sk)
+		if s.differs != "" {
+			require.Equal(t, s.skiff, got, "%s (differs on purpose: %s; nats-server: %v)", s.name, s.differs, want)
+			continue
+		}
+		require.Equal(t, want, got, "%s: Skiff differs from nats-server", s.name)
+	}
+}
+
+// The fields of a stream's info that both servers must agree on.
+var streamFields = []string{
+	"config.name", "config.subjects", "config.retention", "config.storage", "config.discard",
+	"config.max_msgs", "config.max_bytes", "config.max_age", "config.max_msgs_per_subject",
+	"config.max_msg_size", "config.duplicate_window", "config.num_replicas", "config.max_consumers",
+	"config.sealed", "config.deny_delete", "config.deny_purge", "config.allow_direct",
+	"state.messages", "state.first_seq", "state.last_seq", "state.num_deleted",
+	"state.num_subjects", "state.consumer_count", "state.subjects", "did_create",
+}
+
+// The fields of a consumer's info that both servers must agree on.
+var consumerFields = []string{
+	"stream_name", "config.durable_name", "config.deliver_policy", "config.ack_policy",
+	"config.ack_wait", "config.max_deliver", "config.max_waiting", "config.max_ack_pending",
+	"config.replay_policy", "config.filter_subject", "config.filter_subjects", "config.deliver_subject",
+	"config.opt_start_seq", "config.backoff", "config.headers_only", "config.inactive_threshold",
+	"delivered.consumer_seq", "delivered.stream_seq", "ack_floor.consumer_seq", "ack_floor.stream_seq",
+	"num_ack_pending", "num_redelivered", "num_waiting", "num_pending",
+}
+
+func api(subj, body string, paths ...string) func(*target) any {
+	return func(tg *target) any { return tg.api(subj, body, paths...) }
+}
+
+func pub(subj, data string, hdr ...string) func(*target) any {
+	return func(tg *target) any { return tg.pub(subj, data, hdr...) }
+}
+
+func pull(consumer, body string) func(*target) any {
+	return func(tg *target) any {
+		return tg.collect("$JS.API.CONSUMER.MSG.NEXT.S."+consumer, body, 300*time.Millisecond)
+	}
+}
+
+func TestDifferentialStreams(t *testing.T) {
+	runScript(t, []step{
+		{name: "info", do: api("INFO", "", "streams", "consumers")},
+		{name: "create", do: api("STREAM.CREATE.ORDERS", `{"name":"ORDERS","subjects":["orders.*"]}`, streamFields...)},
+		{name: "create again", do: api("STREAM.CREATE.ORDERS", `{"name":"ORDERS","subjects":["orders.*"]}`, streamFields...)},
+		{name: "create different", do: api("STREAM.CREATE.ORDERS", `{"name":"ORDERS","subjects":["orders.*"],"max_msgs":5}`)},
+		{name: "create mismatched name", do: api("STREAM.CREATE.X", `{"name":"Y"}`)},
+		{name: "create overlapping", do: api("STREAM.CREATE.OTHER", `{"name":"OTHER","subjects":["orders.new"]}`)},
+		{name: "create bad json", do: api("STREAM.CREATE.X", `{"name":`)},
+		{name: "create replicas", do: api("STREAM.CREATE.R", `{"name":"R","num_replicas":3}`)},
+		{name: "info missing", do: api("STREAM.INFO.NOPE", "")},
+		{name: "pub 1", do: pub("orders.new", "one")},
+		{name: "pub 2", do: pub("orders.paid", "two", "Nats-Msg-Id", "m2")},
+		{name: "pub dup", do: pub("orders.paid", "two", "Nats-Msg-Id", "m2")},
+		{name: "pub 3", do: pub("orders.new", "three")},
+		{name: "expect stream", do: pub("orders.new", "x", "Nats-Expected-Stream", "NOPE")},
+		{name: "expect last seq", do: pub("orders.new", "x", "Nats-Expected-Last-Sequence", "1")},
+		{name: "expect last seq ok", do: pub("orders.new", "four", "Nats-Expected-Last-Sequence", "3")},
+		{name: "expect subject seq", do: pub("orders.paid", "x", "Nats-Expected-Last-Subject-Sequence", "1")},
+		{name: "expect msg id", do: pub("orders.paid", "x", "Nats-Expected-Last-Msg-Id", "nope")},
+		{name: "info", do: api("STREAM.INFO.ORDERS", "", streamFields...)},
+		{name: "info subjects", do: api("STREAM.INFO.ORDERS", `{"subjects_filter":"orders.*"}`, streamFields...)},
+		{name: "msg get", do: api("STREAM.MSG.GET.ORDERS", `{"seq":2}`, "message.subject", "message.seq", "message.data", "message.hdrs")},
+		{name: "msg get last", do: api("STREAM.MSG.GET.ORDERS", `{"last_by_subj":"orders.new"}`, "message.subject", "message.seq", "message.data")},
+		{name: "msg get next", do: api("STREAM.MSG.GET.ORDERS", `{"seq":2,"next_by_subj":"orders.new"}`, "message.seq")},
+		{name: "msg get missing", do: api("STREAM.MSG.GET.ORDERS", `{"seq":99}`)},
+		{name: "msg get bad", do: api("STREAM.MSG.GET.ORDERS", `{"seq":1,"last_by_subj":"orders.new"}`)},
+		{name: "msg delete", do: api("STREAM.MSG.DELETE.ORDERS", `{"seq":1}`, "success")},
+		{name: "info after delete", do: api("STREAM.INFO.ORDERS", "", streamFields...)},
+		{name: "names", do: api("STREAM.NAMES", "", "total", "streams", "limit", "offset")},
+		{name: "names filtered", do: api("STREAM.NAMES", `{"subject":"nothing.here"}`, "total", "streams")},
+		{name: "list", do: api("STREAM.LIST", "", "total", "limit")},
+		{name: "update", do: api("STREAM.UPDATE.ORDERS", `{"name":"ORDERS","subjects":["orders.*","returns.>"],"max_msgs":100}`, streamFields...)},
+		{name: "update storage", do: api("STREAM.UPDATE.ORDERS", `{"name":"ORDERS","subjects":["orders.*"],"storage":"memory"}`)},
+		{name: "update missing", do: api("STREAM.UPDATE.NOPE", `{"name":"NOPE"}`)},
+		{name: "pub returns", do: pub("returns.a.b", "r")},
+		{name: "purge keep", do: api("STREAM.PURGE.ORDERS", `{"filter":"orders.new","keep":1}`, "success", "purged")},
+		{name: "purge all", do: api("STREAM.PURGE.ORDERS", "", "success", "purged")},
+		{name: "info after purge", do: api("STREAM.INFO.ORDERS", "", streamFields...)},
+		{name: "direct get disabled", do: api("DIRECT.GET.ORDERS", `{"seq":1}`)},
+		{name: "delete", do: api("STREAM.DELETE.ORDERS", "", "success")},
+		{name: "delete again", do: api("STREAM.DELETE.ORDERS", "")},
+		{name: "limits stream", do: api("STREAM.CREATE.L", `{"name":"L","max_msgs":2,"discard":"new","max_msg_size":10}`, streamFields...)},
+		{name: "pub l1", do: pub("L", "a")},
+		{name: "pub l2", do: pub("L", "b")},
+		{name: "pub l3 full", do: pub("L", "c")},
+		{name: "pub too big", do: pub("L", "0123456789abcdef")},
+		{name: "memory stream", do: api("STREAM.CREATE.M", `{"name":"M","storage":"memory","max_age":60000000000,"allow_direct":true}`, streamFields...)},
+		{name: "pub m", do: pub("M", "m", "K", "v")},
+		{name: "direct get", do: func(tg *target) any {
+			return tg.collect("$JS.API.DIRECT.GET.M", `{"seq":1}`, 300*time.Millisecond)
+		}},
+		{name: "direct get missing", do: func(tg *target) any {
+			return tg.collect("$JS.API.DIRECT.GET.M", `{"seq":5}`, 300*time.Millisecond)
+		}},
+		{name: "direct get empty", do: func(tg *target) any {
+			return tg.collect("$JS.API.DIRECT.GET.M", "", 300*time.Millisecond)
+		}},
+		{name: "info counts", do: api("INFO", "", "streams", "consumers")},
+	})
+}
+
+func TestDifferentialConsumers(t *testing.T) {
+	setup := []step{
+		{name: "stream", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s.>"]}`, "config.name")},
+	}
+	for i := range 5 {
+		setup = append(setup, step{name: fmt.Sprint("pub ", i), do: pub(fmt.Sprintf("s.%d", i%2), fmt.Sprint(i))})
+	}
+	steps := append(setup, []step{
+		{name: "create pull", do: api("CONSUMER.CREATE.S.D", `{"stream_name":"S","config":{"durable_name":"D","ack_policy":"explicit","ack_wait":500000000}}`, consumerFields...)},
+		{name: "create same", do: api("CONSUMER.CREATE.S.D", `{"stream_name":"S","config":{"durable_name":"D","ack_policy":"explicit","ack_wait":500000000}}`, consumerFields...)},
+		{name: "create different", do: api("CONSUMER.CREATE.S.D", `{"stream_name":"S","config":{"durable_name":"D","ack_policy":"all"},"action":"create"}`)},
+		{name: "update missing", do: api("CONSUMER.CREATE.S.E", `{"stream_name":"S","config":{"durable_name":"E"},"action":"update"}`)},
+		{name: "update ack policy", do: api("CONSUMER.CREATE.S.D", `{"stream_name":"S","config":{"durable_name":"D","ack_policy":"all","ack_wait":500000000}}`)},
+		{name: "durable mismatch", do: api("CONSUMER.CREATE.S.D", `{"stream_name":"S","config":{"durable_name":"X"}}`)},
+		{name: "stream mismatch", do: api("CONSUMER.CREATE.S.D", `{"stream_name":"T","config":{"durable_name":"D"}}`)},
+		{name: "stream missing", do: api("CONSUMER.CREATE.T.D", `{"stream_name":"T","config":{"durable_name":"D"}}`)},
+		{name: "filter mismatch", do: api("CONSUMER.CREATE.S.F.s.1", `{"stream_name":"S","config":{"name":"F","filter_subject":"s.0"}}`)},
+		{name: "bad start", do: api("CONSUMER.CREATE.S.B", `{"stream_name":"S","config":{"name":"B","opt_start_seq":3}}`)},
+		{name: "bad filter", do: api("CONSUMER.CREATE.S.B", `{"stream_name":"S","config":{"name":"B","filter_subjects":["s.*","s.1"]}}`)},
+		{name: "pull heartbeat", do: api("CONSUMER.CREATE.S.B", `{"stream_name":"S","config":{"name":"B","idle_heartbeat":1000000000}}`)},
+		{name: "info", do: api("CONSUMER.INFO.S.D", "", consumerFields...)},
+		{name: "info missing", do: api("CONSUMER.INFO.S.NOPE", "")},
+		{name: "next 2", do: pull("D", `{"batch":2,"expires":500000000}`)},
+		{name: "info after next", do: api("CONSUMER.INFO.S.D", "", consumerFields...)},
+		{name: "ack 1", do: func(tg *target) any {
+			resp, err := tg.nc.Request("$JS.ACK.S.D.1.1.1.0.4", []byte("+ACK"), time.Second)
+			if err != nil {
+				return err.Error()
+			}
+			return fmt.Sprintf("%q", resp.Data)
+		}},
+		{name: "nak 2", do: func(tg *target) any {
+			require.NoError(tg.t, tg.nc.Publish("$JS.ACK.S.D.1.2.2.0.3", []byte("-NAK")))
+			err := tg.nc.Flush()
+			time.Sleep(50 * time.Millisecond) // both servers apply acks asynchronously
+			return err
+		}},
+		{name: "next after nak", do: pull("D", `{"batch":1,"expires":500000000}`)},
+		{name: "term 2", do: func(tg *target) any {
+			resp, err := tg.nc.Request("$JS.ACK.S.D.2.2.3.0.3", []byte("+TERM"), time.Second)
+			if err != nil {
+				return err.Error()
+			}
+			return fmt.Sprintf("%q", resp.Data)
+		}},
+		{name: "info after term", do: api("CONSUMER.INFO.S.D", "", consumerFields...)},
+		{name: "next no_wait", do: pull("D", `{"batch":10,"no_wait":true}`)},
+		{name: "next no_wait empty", do: pull("D", `{"batch":1,"no_wait":true}`)},
+		{name: "next expires", do: pull("D", `{"batch":3,"expires":100000000}`)},
+		{name: "redelivery after ack wait", do: pull("D", `{"batch":3,"expires":2500000000}`)},
+		{name: "bad request", do: pull("D", `{"batch":1,"expires":100000000,"idle_heartbeat":100000000}`)},
+		{name: "names", do: api("CONSUMER.NAMES.S", "", "total", "consumers")},
+		{name: "list", do: api("CONSUMER.LIST.S", "", "total")},
+		{name: "filtered", do: api("CONSUMER.CREATE.S.F", `{"stream_name":"S","config":{"name":"F","filter_subject":"s.1","ack_policy":"none"}}`, consumerFields...)},
+		{name: "next filtered", do: pull("F", `{"batch":5,"expires":200000000}`)},
+		{name: "by start seq", do: api("CONSUMER.CREATE.S.Q", `{"stream_name":"S","config":{"name":"Q","deliver_policy":"by_start_sequence","opt_start_seq":4,"ack_policy":"none"}}`, consumerFields...)},
+		{name: "next by seq", do: pull("Q", `{"batch":5,"expires":200000000}`)},
+		{name: "last per subject", do: api("CONSUMER.CREATE.S.L", `{"stream_name":"S","config":{"name":"L","deliver_policy":"last_per_subject","filter_subject":"s.*","ack_policy":"none"}}`, consumerFields...)},
+		{name: "next last per subject", do: pull("L", `{"batch":5,"expires":200000000}`)},
+		{name: "max bytes", do: pull("F", `{"batch":5,"max_bytes":5,"expires":200000000}`)},
+		{name: "pub more", do: pub("s.1", "5")},
+		{name: "max bytes fits", do: pull("F", `{"batch":5,"max_bytes":1000,"expires":200000000}`)},
+		{name: "delete", do: api("CONSUMER.DELETE.S.D", "", "success")},
+		{name: "delete again", do: api("CONSUMER.DELETE.S.D", "")},
+		{name: "next deleted", do: func(tg *target) any {
+			_, err := tg.nc.Request("$JS.API.CONSUMER.MSG.NEXT.S.D", nil, 500*time.Millisecond)
+			return fmt.Sprint(err)
+		}},
+		{name: "push", do: func(tg *target) any {
+			sub, err := tg.nc.SubscribeSync("deliver.here")
+			require.NoError(tg.t, err)
+			defer func() { _ = sub.Unsubscribe() }()
+			r := tg.api("CONSUMER.CREATE.S.P", `{"stream_name":"S","config":{"durable_name":"P","deliver_subject":"deliver.here","ack_policy":"none","idle_heartbeat":200000000}}`, consumerFields...)
+			return append([]string{r}, tg.during(sub, time.Second)...)
+		}},
+		{name: "push next refused", do: pull("P", "")},
+		{name: "push next refused again", do: pull("P", "")},
+	}...)
+	runScript(t, steps)
+}
