@@ -5,7 +5,7 @@ BIN      := bin/skiff
 FUZZTIME ?= 30s
 COUNT    ?= 5
 
-.PHONY: all build run test vet race tools lint fuzz bench bench-match bench-core clean
+.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-peers clean
 
 all: build
 
@@ -17,15 +17,20 @@ build:
 run: build
 	./$(BIN) serve
 
-## test: the nats tools, go vet, then every test under the race detector
-test: tools vet race
+## test: the nats tools, Redis (if missing), go vet, then every test under the race detector
+test: tools redis vet race
 
 vet:
 	$(GO) vet ./...
 
-# The tests drive Skiff with tools/bin/nats, so race builds the tools first.
-race: tools
+# The tests drive Skiff with tools/bin/nats, so race builds the tools first,
+# and bench/'s Redis target tests start redis-server, so it installs Redis.
+race: tools redis
 	$(GO) test -race -timeout 20m ./...
+
+## redis: install redis-server from Debian's packages, only if it is missing
+redis:
+	@scripts/peers.sh install redis
 
 ## tools: build the pinned nats CLI and nats-server into tools/bin (from tools/nats)
 tools: tools/bin/nats tools/bin/nats-server
@@ -58,6 +63,19 @@ bench-match:
 ## bench-core: the broker against nats-server with nats bench (docs/benchmarks/core.md)
 bench-core: build tools
 	./$(BIN) bench core -runs $(COUNT)
+
+## bench-peers: RabbitMQ too (installed if missing): the AMQP target's tests against it,
+## then a 2 s-per-run smoke `skiff bench compare` of Skiff, nats-server, Redis and RabbitMQ
+## into $(PEERS_OUT) (not docs/: smoke figures are not results)
+PEERS_OUT ?= /tmp/skiff-bench-peers
+bench-peers: build tools redis
+	@scripts/peers.sh install rabbitmq
+	@set -e; trap 'scripts/peers.sh stop rabbitmq' EXIT; \
+	url=$$(scripts/peers.sh start rabbitmq); \
+	echo "RabbitMQ at $$url"; \
+	SKIFF_AMQP_URL=$$url $(GO) test -race -count=1 -run '^TestTargetAMQP$$' -v ./bench/
+	./$(BIN) bench compare --peers skiff,nats-server,redis,rabbitmq --duration 2s --warmup 500ms \
+		--out $(PEERS_OUT) --name smoke
 
 clean:
 	rm -rf bin tools/bin

@@ -20,122 +20,141 @@ import (
 func TestConcurrentAppendAndRead(t *testing.T) {
 	for _, st := range []Storage{FileStorage, MemoryStorage} {
 		t.Run(st.String(), func(t *testing.T) {
-			clock := newFakeClock()
-			const maxAge = 400 * time.Millisecond
-			o := Options{Storage: st, Dir: memDir, FS: newMemFS(), SegmentBytes: 16 << 10,
-				MaxAge: maxAge, MaxMsgsPerSubject: 50, Now: clock.Now, Logger: quiet}
-			s, err := Open(o)
+			r := &race{clock: newFakeClock(), errs: make(chan error, 64)}
+			s, err := Open(Options{Storage: st, Dir: memDir, FS: newMemFS(), SegmentBytes: 16 << 10,
+				MaxAge: raceMaxAge, MaxMsgsPerSubject: 50, Now: r.clock.Now, Logger: quiet})
 			require.NoError(t, err)
 			defer s.Close()
 
-			const appenders, perAppender = 4, 600
-			var wg sync.WaitGroup
-			var appended atomic.Int64
-			var stop atomic.Bool
-			errs := make(chan error, 64)
-			report := func(err error) {
-				select {
-				case errs <- err:
-				default:
-				}
+			var appenders, others sync.WaitGroup
+			for g := 0; g < raceAppenders; g++ {
+				appenders.Add(1)
+				go func() { defer appenders.Done(); r.append(s, g) }()
 			}
-			for g := 0; g < appenders; g++ {
-				wg.Add(1)
-				go func(g int) {
-					defer wg.Done()
-					var last uint64
-					for i := 0; i < perAppender; i++ {
-						seq, _, err := s.Append(fmt.Sprintf("c.%d.%d", g, i%10), nil, payload(uint64(i), 40))
-						if err != nil {
-							report(err)
-							return
-						}
-						if seq <= last {
-							report(fmt.Errorf("appender %d: seq %d after %d", g, seq, last))
-						}
-						last = seq
-						appended.Add(1)
-						if i%50 == 0 {
-							if err := s.WaitDurable(seq); err != nil {
-								report(err)
-							}
-						}
-					}
-				}(g)
-			}
-			var readers sync.WaitGroup
 			for _, filter := range []string{"", "c.1.3", "c.*.7", "c.2.>", "#.5", "c.#"} {
-				readers.Add(1)
-				go func(filter string) {
-					defer readers.Done()
-					var from uint64
-					for !stop.Load() {
-						before := clock.Now().UnixNano()
-						m, err := s.Next(from, filter)
-						if errors.Is(err, ErrNotFound) {
-							from = 0 // wrap around
-							continue
-						}
-						if err != nil {
-							report(err)
-							return
-						}
-						switch {
-						case m.Seq < from:
-							report(fmt.Errorf("filter %q: seq %d before %d", filter, m.Seq, from))
-						case filter != "" && !subject.Match(filter, m.Subject):
-							report(fmt.Errorf("filter %q returned %q", filter, m.Subject))
-						case m.Timestamp <= before-int64(maxAge):
-							report(fmt.Errorf("filter %q returned expired seq %d", filter, m.Seq))
-						}
-						from = m.Seq + 1
-					}
-				}(filter)
+				others.Add(1)
+				go func() { defer others.Done(); r.read(s, filter) }()
 			}
-			readers.Add(2)
-			go func() { // the clock moves, messages expire
-				defer readers.Done()
-				for !stop.Load() {
-					clock.Advance(time.Millisecond)
-					time.Sleep(50 * time.Microsecond)
-				}
-			}()
-			go func() {
-				defer readers.Done()
-				rng := rand.New(rand.NewPCG(1, 1))
-				for !stop.Load() {
-					st := s.State()
-					if st.Msgs > 0 {
-						q := st.FirstSeq + uint64(rng.IntN(int(st.LastSeq-st.FirstSeq+1)))
-						if m, err := s.Get(q); err == nil && m.Seq != q {
-							report(fmt.Errorf("Get(%d) returned %d", q, m.Seq))
-						} else if err != nil && !errors.Is(err, ErrNotFound) {
-							report(err)
-						}
-						_, _ = s.LastBySubject("c.0.0")
-						_ = s.SeqAtOrAfterTime(clock.Now().Add(-maxAge / 2))
-						_ = s.Subjects("c.1.*")
-					}
-				}
-			}()
-			wg.Wait()
-			stop.Store(true)
-			readers.Wait()
-			close(errs)
-			for err := range errs {
+			others.Add(2)
+			go func() { defer others.Done(); r.tick() }()
+			go func() { defer others.Done(); r.poke(s) }()
+			appenders.Wait()
+			r.stop.Store(true)
+			others.Wait()
+			close(r.errs)
+			for err := range r.errs {
 				require.NoError(t, err)
 			}
-			require.Equal(t, int64(appenders*perAppender), appended.Load())
-			st := s.State()
-			require.Equal(t, uint64(appenders*perAppender), st.LastSeq)
+			require.Greater(t, r.reads.Load(), int64(100), "the readers read")
+			state := s.State()
+			require.Equal(t, uint64(raceAppenders*racePerAppender), state.LastSeq)
 			// Whatever remains is consistent with the per-subject index.
 			var total uint64
 			for _, n := range s.Subjects("") {
 				total += n
 			}
-			require.Equal(t, st.Msgs, total)
-			require.Equal(t, st.Msgs, uint64(len(liveSeqs(t, s))))
+			require.Equal(t, state.Msgs, total)
+			require.Equal(t, state.Msgs, uint64(len(liveSeqs(t, s))))
 		})
+	}
+}
+
+const (
+	raceAppenders   = 4
+	racePerAppender = 600
+	raceMaxAge      = 400 * time.Millisecond
+)
+
+// race holds what the goroutines of TestConcurrentAppendAndRead share.
+type race struct {
+	clock *fakeClock
+	stop  atomic.Bool
+	reads atomic.Int64
+	errs  chan error
+}
+
+func (r *race) report(err error) {
+	select {
+	case r.errs <- err:
+	default:
+	}
+}
+
+// append appends racePerAppender messages, waiting for durability now
+// and then.
+func (r *race) append(s *Stream, g int) {
+	var last uint64
+	for i := 0; i < racePerAppender; i++ {
+		seq, _, err := s.Append(fmt.Sprintf("c.%d.%d", g, i%10), nil, payload(uint64(i), 40))
+		if err != nil {
+			r.report(err)
+			return
+		}
+		if seq <= last {
+			r.report(fmt.Errorf("appender %d: seq %d after %d", g, seq, last))
+		}
+		last = seq
+		if i%50 == 0 {
+			if err := s.WaitDurable(seq); err != nil {
+				r.report(err)
+			}
+		}
+	}
+}
+
+// read follows the stream with a filter until stopped.
+func (r *race) read(s *Stream, filter string) {
+	var from uint64
+	for !r.stop.Load() {
+		before := r.clock.Now().UnixNano()
+		m, err := s.Next(from, filter)
+		if errors.Is(err, ErrNotFound) {
+			from = 0 // wrap around
+			continue
+		}
+		if err != nil {
+			r.report(err)
+			return
+		}
+		r.reads.Add(1)
+		switch {
+		case m.Seq < from:
+			r.report(fmt.Errorf("filter %q: seq %d before %d", filter, m.Seq, from))
+		case filter != "" && !subject.Match(filter, m.Subject):
+			r.report(fmt.Errorf("filter %q returned %q", filter, m.Subject))
+		case m.Timestamp <= before-int64(raceMaxAge):
+			r.report(fmt.Errorf("filter %q returned expired seq %d", filter, m.Seq))
+		}
+		from = m.Seq + 1
+	}
+}
+
+// tick moves the clock on, so that messages keep expiring.
+func (r *race) tick() {
+	for !r.stop.Load() {
+		r.clock.Advance(time.Millisecond)
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// poke calls the other read methods at random.
+func (r *race) poke(s *Stream) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for !r.stop.Load() {
+		st := s.State()
+		if st.Msgs == 0 {
+			continue
+		}
+		q := st.FirstSeq + uint64(rng.IntN(int(st.LastSeq-st.FirstSeq+1)))
+		if m, err := s.Get(q); err == nil && m.Seq != q {
+			r.report(fmt.Errorf("Get(%d) returned %d", q, m.Seq))
+		} else if err != nil && !errors.Is(err, ErrNotFound) {
+			r.report(err)
+		}
+		_, _ = s.LastBySubject("c.0.0")
+		_ = s.SeqAtOrAfterTime(r.clock.Now().Add(-raceMaxAge / 2))
+		_ = s.Subjects("c.1.*")
+		_ = s.NumPending(q, "c.*.3")
 	}
 }
 

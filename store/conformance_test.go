@@ -46,6 +46,7 @@ func TestConformance(t *testing.T) {
 		{"PurgeMovesSequenceOn", testPurgeMovesSequenceOn},
 		{"Next", testNext},
 		{"NextManySubjects", testNextManySubjects},
+		{"NumPending", testNumPending},
 		{"LastBySubject", testLastBySubject},
 		{"SeqAtOrAfterTime", testSeqAtOrAfterTime},
 		{"State", testState},
@@ -427,6 +428,26 @@ func testNextManySubjects(t *testing.T, open opener) {
 	require.Equal(t, []byte("back"), m.Data)
 }
 
+// testNumPending checks NumPending against counting what Next returns.
+func testNumPending(t *testing.T, open opener) {
+	s := purgeFixture(t, open)
+	require.NoError(t, s.Delete(4))
+	for _, filter := range []string{"", ">", "a.x", "a.*", "*.x", "b.>", "#.y.#", "nope", "nope.*", "a..b"} {
+		for from := uint64(0); from <= 10; from++ {
+			var want uint64
+			for q := from; ; {
+				m, err := s.Next(q, filter)
+				if err != nil {
+					break
+				}
+				want++
+				q = m.Seq + 1
+			}
+			require.Equal(t, want, s.NumPending(from, filter), "filter %q from %d", filter, from)
+		}
+	}
+}
+
 func testLastBySubject(t *testing.T, open opener) {
 	s := purgeFixture(t, open)
 	cases := []struct {
@@ -533,7 +554,7 @@ func testUpdateConfig(t *testing.T, open opener) {
 		{Options{MaxMsgs: 8, MaxMsgsPerSubject: 3}, seqRange(5, 10)},
 		{Options{MaxBytes: 4 * size}, seqRange(7, 10)},
 		{Options{MaxAge: 2500 * time.Millisecond}, []uint64{9, 10}}, // now = t0+10s
-		{Options{}, []uint64{9, 10}},                                 // raising limits brings nothing back
+		{Options{}, []uint64{9, 10}},                                // raising limits brings nothing back
 	}
 	base := s.Options()
 	for i, st := range steps {

@@ -97,20 +97,46 @@ func NewMemoryConsumerState() *ConsumerState {
 	return c
 }
 
+// ConsumerOptions configures a file-backed ConsumerState.
+type ConsumerOptions struct {
+	// Dir is the consumer's directory, created if missing. It holds only
+	// this consumer's files.
+	Dir string
+	// FS is the file system (default OSFS).
+	FS FS
+	// Sync is the fsync policy (default SyncAlways); see ConsumerState.
+	Sync SyncPolicy
+	// Logger receives recovery reports (default slog.Default()).
+	Logger *slog.Logger
+}
+
 // OpenConsumerState opens or creates the file-backed state of a consumer in
-// dir (created if missing; it should hold nothing else), using fs (nil for
-// OSFS) and the sync policy. It recovers the snapshot and replays the log
-// after it, truncating a torn last record. A corrupt snapshot is an error:
-// starting over would move the ack floor back.
+// dir with fs (nil for OSFS) and the sync policy; see
+// OpenConsumerStateOptions.
 func OpenConsumerState(dir string, fs FS, sync SyncPolicy) (*ConsumerState, error) {
-	if fs == nil {
-		fs = OSFS
+	return OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fs, Sync: sync})
+}
+
+// OpenConsumerStateOptions opens or creates the file-backed state of a
+// consumer. It recovers the snapshot and replays the log after it,
+// truncating a torn last record. A corrupt snapshot is an error (wrapping
+// ErrCorrupt): starting over would move the ack floor back.
+func OpenConsumerStateOptions(o ConsumerOptions) (*ConsumerState, error) {
+	if o.FS == nil {
+		o.FS = OSFS
 	}
-	if sync > SyncNever {
-		return nil, fmt.Errorf("%w: unknown sync policy %d", ErrInvalidConfig, sync)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	switch {
+	case o.Sync > SyncNever:
+		return nil, fmt.Errorf("%w: unknown sync policy %d", ErrInvalidConfig, o.Sync)
+	case o.Dir == "":
+		return nil, fmt.Errorf("%w: consumer state needs a Dir", ErrInvalidConfig)
 	}
 	c := NewMemoryConsumerState()
-	c.fs, c.dir, c.policy = fs, dir, sync
+	c.fs, c.dir, c.policy, c.log = o.FS, o.Dir, o.Sync, o.Logger
+	fs, dir := o.FS, o.Dir
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
 	}

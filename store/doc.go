@@ -30,6 +30,17 @@
 // periodic syncs and MaxAge expiry; Close stops it. Messages returned are
 // copies the caller owns.
 //
+// # Memory
+//
+// Every stored message costs about 32 bytes of memory besides its subject
+// string, which is shared: an entry in a slice indexed by sequence
+// (subject, timestamp, size, file offset) and its sequence in its subject's
+// list. Get is one slice lookup and one read; Next with a literal filter is a
+// binary search in the subject's list; with a wildcard filter, a search in
+// the list of each matching subject (the set is cached per filter and kept
+// current as subjects come and go). Payloads of file storage are not kept in
+// memory: reads go to the operating system's page cache.
+//
 // # Durability
 //
 // File storage writes every Append to the operating system before it
@@ -108,8 +119,12 @@
 // its entries tile [0, validSize) with plausible sizes and non-decreasing
 // timestamps, its subjects are valid, and the last record it points at
 // decodes with the right sequence; otherwise the segment is scanned and the
-// index rewritten. Indexes are written after the segment's fsync, without
-// an fsync of their own: a torn or lost index is simply rebuilt.
+// index rewritten. A segment's index is written by the first sync round
+// after it is sealed, once the segment is fsynced (under SyncNever, without
+// waiting for one), and is not fsynced itself: a torn or lost index is
+// simply rebuilt. Under SyncNever an operating system crash can leave an
+// index on disk for a log whose data was not; recovery's checks then catch
+// it, or Get reports the damaged records as ErrCorrupt.
 //
 // # Delete file and meta file
 //

@@ -104,12 +104,16 @@ func TestSyncEIO(t *testing.T) {
 	}
 	require.NoError(t, s.WaitDurable(5))
 	ffs.failSync(syscall.EIO)
-	for i := 6; i <= 8; i++ {
+	for i := 6; i <= 7; i++ {
 		mustAppend(t, s, "x", fmt.Sprint(i))
 	}
-	err = s.WaitDurable(8)
+	// 8 is appended while the failing fsync runs, into the same file.
+	ffs.onSync = func() { mustAppend(t, s, "x", "8") }
+	err = s.WaitDurable(7)
 	require.ErrorIs(t, err, ErrSync)
 	require.ErrorIs(t, err, syscall.EIO)
+	ffs.failSync(nil)
+	require.ErrorIs(t, s.WaitDurable(8), ErrSync, "written after the failure, into the failed file")
 	require.ErrorIs(t, s.WaitDurable(6), ErrSync)
 	require.NoError(t, s.WaitDurable(5))
 	ffs.failSync(nil)

@@ -14,7 +14,8 @@ type faultFS struct {
 	mu      sync.Mutex
 	budget  int64 // bytes that may still be written; < 0 for no limit
 	syncErr error
-	writes  int // successful writes, for picking failure points
+	onSync  func() // runs inside every failing Sync, once
+	writes  int    // successful writes, for picking failure points
 }
 
 func newFaultFS(inner FS) *faultFS { return &faultFS{FS: inner, budget: -1} }
@@ -82,9 +83,15 @@ func (f *faultFile) Write(p []byte) (int, error) {
 
 func (f *faultFile) Sync() error {
 	f.fs.mu.Lock()
-	err := f.fs.syncErr
+	err, hook := f.fs.syncErr, f.fs.onSync
+	if err != nil {
+		f.fs.onSync = nil
+	}
 	f.fs.mu.Unlock()
 	if err != nil {
+		if hook != nil {
+			hook()
+		}
 		return err
 	}
 	return f.File.Sync()

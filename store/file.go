@@ -74,7 +74,10 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 		if a.log.size == 0 && a.first == seq {
 			return nil
 		}
-		if a.log.size > 0 && !fb.shouldRoll(a, ts, n) {
+		// Records of a segment are consecutive: a sequence that does not
+		// follow (recovery moved the last sequence past lost records)
+		// starts a new segment.
+		if a.log.size > 0 && a.last+1 == seq && !fb.shouldRoll(a, ts, n) {
 			return nil
 		}
 	}
@@ -138,8 +141,7 @@ func (fb *fileBackend) persistFloor(floor uint64) error {
 	if err := fb.writeMeta(floor); err != nil {
 		return err
 	}
-	fb.setFloor(floor)
-	if fb.opts.Sync == SyncAlways {
+	if fb.opts.Sync != SyncNever {
 		if err := fb.meta.Sync(); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrSync, metaName, err)
 		}

@@ -36,12 +36,13 @@ type indexJob struct {
 }
 
 type filePlan struct {
-	fb    *fileBackend
-	fsync bool
-	files []*syncItem
-	dir   bool
-	dirOK bool
-	index []*indexJob
+	fb       *fileBackend
+	fsync    bool
+	poisoned error // records were added to a segment whose fsync failed
+	files    []*syncItem
+	dir      bool
+	dirOK    bool
+	index    []*indexJob
 }
 
 func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
@@ -61,6 +62,13 @@ func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 		}
 	}
 	for _, s := range fb.segs {
+		if s.poisoned && s.dirty {
+			// They follow pages the kernel may have dropped, and recovery
+			// stops at the first bad record of a segment: they are no safer
+			// than the records of the failed fsync.
+			p.poisoned = fmt.Errorf("%w: %s: written after a failed fsync of the same file", ErrSync, segmentBase(s.first)+logExt)
+			s.dirty = false
+		}
 		if fsync && s.dirty {
 			p.files = append(p.files, &syncItem{f: s.log.f, name: segmentBase(s.first) + logExt, seg: s})
 			s.dirty = false
@@ -111,9 +119,9 @@ func (p *filePlan) run() error {
 		j.err = writeIndexFile(p.fb.fs, p.fb.path(j.first, idxExt), encodeIndex(j.first, j.ents, j.size, j.size))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrSync, errors.Join(errs...))
+		return fmt.Errorf("%w: %w", ErrSync, errors.Join(append(errs, p.poisoned)...))
 	}
-	return nil
+	return p.poisoned
 }
 
 func (fb *fileBackend) finishSync(sp syncPlan, err error) {

@@ -42,6 +42,12 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 			seg.ents = nil // sealed and on disk; the stream's entries hold what reads need
 		}
 	}
+	// A delete or a floor can outlive the records it covers (an operating
+	// system crash can keep the small fsynced sidecar and lose the log's
+	// tail): the last sequence never goes below them, so none is reused.
+	for q := range rec.dels {
+		lastSeq = max(lastSeq, q)
+	}
 	s.mu.last, s.mu.lastTS = max(lastSeq, floor-1), lastTS
 	if !started {
 		s.mu.first = s.mu.last + 1

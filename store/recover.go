@@ -25,8 +25,15 @@ type recovered struct {
 // segments; see "Recovery" in doc.go.
 func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered, error) {
 	fb := &fileBackend{fs: o.FS, dir: o.Dir, opts: o, log: o.Logger}
+	_, statErr := fb.fs.Stat(o.Dir)
 	if err := fb.fs.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("store: create %s: %w", o.Dir, err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) && o.Sync != SyncNever {
+		// The new directory's own entry must survive a crash too.
+		if err := syncDir(fb.fs, filepath.Dir(filepath.Clean(o.Dir))); err != nil {
+			return nil, nil, fmt.Errorf("store: sync the parent of %s: %w", o.Dir, err)
+		}
 	}
 	names, err := fb.fs.ReadDir(o.Dir)
 	if err != nil {

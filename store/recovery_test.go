@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"path"
 	"testing"
@@ -182,9 +183,16 @@ func TestTornWrite(t *testing.T) {
 		s := f.open(t, fsys)
 		f.check(t, s, f.last-1)
 		require.Equal(t, int64(cut-start), s.Recovery().TruncatedBytes)
-		seq, _, err := s.Append("after", nil, []byte("x"))
+		seq, ts, err := s.Append("after", nil, []byte("x"))
 		require.NoError(t, err)
 		require.Equal(t, f.last, seq, "cut at %d", cut)
+		require.NoError(t, s.Close())
+		// The new record replaced the torn one cleanly.
+		s = f.open(t, fsys)
+		require.Zero(t, s.Recovery().TruncatedBytes)
+		m, err := s.Get(seq)
+		require.NoError(t, err)
+		require.Equal(t, Msg{Seq: seq, Timestamp: ts, Subject: "after", Data: []byte("x")}, *m)
 		require.NoError(t, s.Close())
 	}
 }
@@ -336,6 +344,39 @@ func TestIndexRebuild(t *testing.T) {
 	}
 }
 
+// TestIndexEveryByte flips each byte of an index in turn: every flip is
+// detected and the index rebuilt.
+func TestIndexEveryByte(t *testing.T) {
+	f := newFixture(t, 60, 20, 900)
+	idx := path.Join(memDir, f.segments(nil)[1][:20]+idxExt)
+	orig := f.fs.bytes(idx)
+	for i := range orig {
+		fsys := f.fs.clone()
+		b := append([]byte(nil), orig...)
+		b[i] ^= 0x04
+		fsys.setBytes(idx, b)
+		s := f.open(t, fsys)
+		require.Equal(t, 1, s.Recovery().IndexesRebuilt, "flip at %d", i)
+		require.Equal(t, orig, fsys.bytes(idx))
+		require.NoError(t, s.Close())
+	}
+	f.check(t, f.open(t, nil), f.last)
+}
+
+// TestIndexOfShorterLog: a sealed log longer than its index says (bytes
+// appended behind the index's back) makes the index stale.
+func TestIndexOfShorterLog(t *testing.T) {
+	f := newFixture(t, 60, 20, 900)
+	segs := f.segments(nil)
+	logName := path.Join(memDir, segs[0])
+	log := f.fs.bytes(logName)
+	next, _ := parseSegmentName(segs[1], logExt)
+	f.fs.setBytes(logName, appendRecord(log, next, 0, "extra", nil, nil))
+	s := f.open(t, nil)
+	require.Equal(t, 1, s.Recovery().IndexesRebuilt)
+	f.check(t, s, f.last)
+}
+
 // TestStaleIndex makes an index describe a longer log than the one on
 // disk (a log cut short behind the index's back).
 func TestStaleIndex(t *testing.T) {
@@ -395,6 +436,28 @@ func TestLimitsReappliedOnRecovery(t *testing.T) {
 	require.Equal(t, want, liveSeqs(t, s2))
 }
 
+// TestRemovalsSurviveRaisedLimits: messages removed by a limit stay
+// removed when the stream is reopened with the limit raised, so the removal
+// itself was persisted, not just re-derived from the limit.
+func TestRemovalsSurviveRaisedLimits(t *testing.T) {
+	fsys := newMemFS()
+	o := Options{Dir: memDir, FS: fsys, MaxMsgsPerSubject: 1, SegmentBytes: 600, Logger: quiet}
+	s, err := Open(o)
+	require.NoError(t, err)
+	mustAppend(t, s, "kv.cold", "0") // stays first: later removals are interior
+	for i := 0; i < 60; i++ {
+		mustAppend(t, s, fmt.Sprintf("kv.%d", i%7), fmt.Sprint(i))
+	}
+	want := liveSeqs(t, s)
+	require.Len(t, want, 8)
+	require.NoError(t, s.Close())
+	o.MaxMsgsPerSubject = 0
+	s, err = Open(o)
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, want, liveSeqs(t, s))
+}
+
 // TestSegmentsRollAndRetire checks the segment files: rolling by size and
 // age, removal of segments whose messages are all gone, and retirement of
 // the last segment once its removal is covered by the floor.
@@ -434,4 +497,120 @@ func TestSegmentsRollAndRetire(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s2.Close() })
 	require.Equal(t, State{FirstSeq: 41, LastSeq: 40}, s2.State())
+}
+
+func TestDestroy(t *testing.T) {
+	dir := path.Join(t.TempDir(), "stream")
+	s, err := Open(Options{Dir: dir, SegmentBytes: 256, Logger: quiet})
+	require.NoError(t, err)
+	for i := 0; i < 20; i++ {
+		mustAppend(t, s, "d", "0123456789")
+	}
+	require.NoError(t, s.Delete(3))
+	require.NoError(t, s.WaitDurable(20))
+	require.NoError(t, s.Destroy())
+	_, err = OSFS.Stat(dir)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, _, err = s.Append("d", nil, nil)
+	require.ErrorIs(t, err, ErrClosed)
+
+	m, err := Open(Options{Storage: MemoryStorage})
+	require.NoError(t, err)
+	require.NoError(t, m.Destroy())
+}
+
+func TestDefaultOptions(t *testing.T) {
+	o := DefaultOptions("/x")
+	require.Equal(t, "/x", o.Dir)
+	require.Equal(t, FileStorage, o.Storage)
+	require.Equal(t, SyncAlways, o.Sync)
+	require.Equal(t, DefaultSyncInterval, o.SyncInterval)
+	require.Equal(t, int64(DefaultSegmentBytes), o.SegmentBytes)
+	require.Equal(t, DefaultSegmentAge, o.SegmentAge)
+	require.NoError(t, o.validate())
+	for _, bad := range []Options{
+		{Dir: "/x", SegmentBytes: MaxSegmentBytes + 1},
+		{Dir: "/x", MaxMsgSize: MaxRecordSize},
+		{Dir: "/x", Sync: 9},
+		{Dir: "/x", Discard: 9},
+		{Storage: 7},
+		{Dir: "/x", MaxAge: -1},
+	} {
+		_, err := Open(bad)
+		require.ErrorIs(t, err, ErrInvalidConfig, "%+v", bad)
+	}
+}
+
+// TestSidecarOutlivesLog: an OS crash keeps a fsynced delete record or
+// floor but loses the log records it refers to. No sequence is reused,
+// and the next message lands in a new segment, readable after a reopen.
+func TestSidecarOutlivesLog(t *testing.T) {
+	t.Run("delete", func(t *testing.T) {
+		mem := newMemFS()
+		o := Options{Dir: memDir, FS: mem, Logger: quiet}
+		s, err := Open(o)
+		require.NoError(t, err)
+		for i := 1; i <= 5; i++ {
+			mustAppend(t, s, "x", fmt.Sprint(i))
+		}
+		require.NoError(t, s.WaitDurable(5))
+		mustAppend(t, s, "x", "6") // not fsynced
+		require.NoError(t, s.Delete(6))
+		o.FS = mem.crashClone()
+		require.NoError(t, s.Close())
+		checkNoReuse(t, o, 6)
+	})
+	t.Run("floor", func(t *testing.T) {
+		mem := newMemFS()
+		o := Options{Dir: memDir, FS: mem, Logger: quiet}
+		s, err := Open(o)
+		require.NoError(t, err)
+		for i := 1; i <= 5; i++ {
+			mustAppend(t, s, "x", fmt.Sprint(i))
+		}
+		require.NoError(t, s.WaitDurable(5))
+		before := mem.clone()
+		_, err = s.Purge(PurgeRequest{Seq: 100})
+		require.NoError(t, err)
+		// The segment's removal did not reach the disk; the floor did.
+		before.setBytes(path.Join(memDir, metaName), mem.bytes(path.Join(memDir, metaName)))
+		require.NoError(t, s.Close())
+		o.FS = before
+		checkNoReuse(t, o, 99)
+	})
+}
+
+func checkNoReuse(t *testing.T, o Options, last uint64) {
+	s, err := Open(o)
+	require.NoError(t, err)
+	require.Equal(t, last, s.State().LastSeq)
+	seq, _, err := s.Append("x", nil, []byte("next"))
+	require.NoError(t, err)
+	require.Equal(t, last+1, seq)
+	require.NoError(t, s.Close())
+	s, err = Open(o)
+	require.NoError(t, err)
+	defer s.Close()
+	m, err := s.Get(seq)
+	require.NoError(t, err)
+	require.Equal(t, "next", string(m.Data))
+	require.Empty(t, s.Recovery().Corrupt)
+}
+
+// TestBackgroundExpiry: with nobody reading, the background goroutine
+// expires messages on the real clock and retires their segments.
+func TestBackgroundExpiry(t *testing.T) {
+	mem := newMemFS()
+	s, err := Open(Options{Dir: memDir, FS: mem, MaxAge: 30 * time.Millisecond, SyncInterval: 5 * time.Millisecond,
+		SegmentBytes: 300, Logger: quiet})
+	require.NoError(t, err)
+	defer s.Close()
+	for i := 0; i < 20; i++ {
+		mustAppend(t, s, "exp", "0123456789")
+	}
+	require.Greater(t, len(mem.names(memDir, logExt)), 2)
+	require.Eventually(t, func() bool { return len(mem.names(memDir, logExt)) == 0 }, 10*time.Second, 5*time.Millisecond)
+	st := s.State()
+	require.Equal(t, uint64(0), st.Msgs)
+	require.Equal(t, uint64(21), st.FirstSeq)
 }

@@ -285,7 +285,6 @@ func (s *Stream) Close() error {
 		}
 		s.mu.Lock()
 		s.closeErr = errors.Join(err, s.be.close())
-		s.mu.ents, s.mu.subjects = nil, nil
 		s.mu.Unlock()
 	})
 	return s.closeErr

@@ -2,6 +2,8 @@
 //
 //	skiff serve [flags]        run the broker (see skiff serve -h and docs/config.md)
 //	skiff bench match [flags]  run the topic-matching benchmarks and write the report
+//	skiff bench latency|throughput|compare|core [flags]
+//	                           the benchmark harness (docs/bench.md)
 //	skiff version              print the version
 //
 // Each subcommand lives in its own file; this one only dispatches.
@@ -45,7 +47,7 @@ func usage(w io.Writer) {
 
 Commands:
   serve     run the broker (skiff serve -h for its flags)
-  bench     benchmarks (bench match)
+  bench     benchmarks: match, core, latency, throughput, compare (skiff bench help)
   version   print the version
 `)
 }

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# Installs, starts and stops the servers Skiff is benchmarked against, all
+# on 127.0.0.1. Nothing is installed by hand: this script does it.
+#
+#   scripts/peers.sh install NAME   install NAME if it is missing (and only then)
+#   scripts/peers.sh start NAME     start NAME on a free port, unless this script
+#                                   already runs it; print its URL last
+#   scripts/peers.sh stop NAME      stop what start started and remove its state
+#   scripts/peers.sh version NAME   print NAME's version
+#
+# NAME is skiff (bin/skiff), nats-server (tools/bin/nats-server, built from
+# tools/nats), redis (Debian's redis-server) or rabbitmq (Debian's
+# rabbitmq-server). Every command is idempotent. State (pid files, URLs,
+# logs, RabbitMQ's data) lives in $PEERS_DIR, default /tmp/skiff-peers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+dir=${PEERS_DIR:-/tmp/skiff-peers}
+mkdir -p "$dir"
+
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo -E"; fi
+
+die() {
+	echo "peers.sh: $*" >&2
+	exit 1
+}
+
+free_port() {
+	if command -v python3 >/dev/null 2>&1; then
+		python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+		return
+	fi
+	local p
+	for _ in $(seq 100); do
+		p=$((20000 + RANDOM % 20000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+	die "no free port found"
+}
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+wait_port() { # host port seconds
+	local deadline=$((SECONDS + $3))
+	while ((SECONDS < deadline)); do
+		if port_open "$1" "$2"; then return 0; fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# alive PIDFILE: the process the pid file names is running.
+alive() {
+	[ -s "$1" ] || return 1
+	local pid
+	pid=$(cat "$1")
+	[ -n "$pid" ] && { kill -0 "$pid" 2>/dev/null || [ -d "/proc/$pid" ]; }
+}
+
+apt_install() { # package binary
+	if command -v "$2" >/dev/null 2>&1; then return 0; fi
+	echo "peers.sh: installing $1 from Debian's packages" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	# The package would start its own service, with its default
+	# configuration (RabbitMQ's listens on every interface); start does
+	# that instead, on loopback. policy-rc.d exit 101 forbids it.
+	local policy=/usr/sbin/policy-rc.d own_policy=""
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+		$sudo chmod 755 "$policy"
+		own_policy=1
+	fi
+	local log="$dir/apt-$1.log" rc=0
+	{ $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends "$1"; } >"$log" 2>&1 || rc=$?
+	if [ -n "$own_policy" ]; then $sudo rm -f "$policy"; fi
+	if [ "$rc" != 0 ]; then
+		tail -20 "$log" >&2
+		die "apt-get install $1 failed (log: $log)"
+	fi
+	command -v "$2" >/dev/null 2>&1 || die "$1 did not install $2"
+	# Under systemd the unit is enabled for the next boot: keep it off.
+	if [ -d /run/systemd/system ]; then $sudo systemctl disable "$3" >/dev/null 2>&1 || true; fi
+}
+
+cmd_install() {
+	case $1 in
+	skiff) make -s build >&2 ;;
+	nats-server) make -s tools/bin/nats-server >&2 ;;
+	redis) apt_install redis-server redis-server redis-server ;;
+	rabbitmq) apt_install rabbitmq-server rabbitmq-server rabbitmq-server ;;
+	*) die "unknown peer $1" ;;
+	esac
+}
+
+# start_bg NAME PORT COMMAND...: run COMMAND in the background, its pid in
+# NAME.pid, and wait for it to listen on PORT.
+start_bg() {
+	local name=$1 port=$2
+	shift 2
+	"$@" </dev/null >"$dir/$name.log" 2>&1 &
+	echo $! >"$dir/$name.pid"
+	local deadline=$((SECONDS + 20))
+	while ! port_open 127.0.0.1 "$port"; do
+		if ! alive "$dir/$name.pid" || ((SECONDS >= deadline)); then
+			stop_pid "$name"
+			die "$name did not start: $(tail -5 "$dir/$name.log")"
+		fi
+		sleep 0.1
+	done
+}
+
+stop_pid() { # name
+	local f="$dir/$1.pid"
+	if alive "$f"; then
+		local pid
+		pid=$(cat "$f")
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -9 "$pid" 2>/dev/null || true
+	fi
+	rm -f "$f" "$dir/$1.url"
+}
+
+# RabbitMQ runs as the rabbitmq user (Debian's wrapper su's to it), so its
+# data directory belongs to that user. Everything is kept on loopback: the
+# node name, the AMQP listener, epmd and Erlang distribution, for the
+# server and for rabbitmqctl.
+rdir=$dir/rabbitmq
+rabbit_env() {
+	export RABBITMQ_NODENAME=rabbit@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+		ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_DIST_PORT=25672 \
+		RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+		RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+		RABBITMQ_MNESIA_BASE="$rdir/mnesia" RABBITMQ_LOG_BASE="$dir/rabbitmq-log" \
+		RABBITMQ_PID_FILE="$rdir/rabbitmq.pid" ERL_CRASH_DUMP="$rdir/erl_crash.dump"
+}
+
+rabbit_logs() {
+	tail -n 5 "$dir/rabbitmq.log" "$dir"/rabbitmq-log/*.log 2>/dev/null || true
+	if [ -f "$rdir/erl_crash.dump" ]; then grep -a -m1 '^Slogan' "$rdir/erl_crash.dump" || true; fi
+}
+
+start_rabbitmq() { # port
+	local port=$1
+	rabbit_env
+	export RABBITMQ_NODE_PORT=$port
+	stop_rabbitmq # what a failed start may have left
+	# epmd outlives the node; stop kills it only if this start launched it.
+	if ! epmd -names >/dev/null 2>&1; then touch "$dir/rabbitmq.epmd"; fi
+	chmod o+x "$dir" 2>/dev/null || true
+	$sudo install -d -o rabbitmq -g rabbitmq -m 755 "$rdir" "$dir/rabbitmq-log"
+	$sudo rm -f "$dir"/rabbitmq-log/*
+	if ! $sudo rabbitmq-server -detached >"$dir/rabbitmq.log" 2>&1; then
+		rabbit_logs >&2
+		stop_rabbitmq
+		die "rabbitmq-server -detached failed"
+	fi
+	local deadline=$((SECONDS + 60))
+	while ! port_open 127.0.0.1 "$port"; do
+		if [ -f "$rdir/erl_crash.dump" ] || { [ -s "$rdir/rabbitmq.pid" ] && ! alive "$rdir/rabbitmq.pid"; } ||
+			((SECONDS >= deadline)); then
+			rabbit_logs >&2
+			stop_rabbitmq
+			die "rabbitmq did not start (logs above)"
+		fi
+		sleep 0.2
+	done
+}
+
+stop_rabbitmq() {
+	rabbit_env
+	if alive "$rdir/rabbitmq.pid"; then
+		local pid
+		pid=$(cat "$rdir/rabbitmq.pid")
+		# stop waits for the node's process to exit.
+		timeout 60 $sudo rabbitmqctl stop "$rdir/rabbitmq.pid" >/dev/null 2>&1 || true
+		$sudo kill -9 "$pid" 2>/dev/null || true
+	fi
+	if [ -f "$dir/rabbitmq.epmd" ]; then
+		epmd -kill >/dev/null 2>&1 || true
+		for _ in $(seq 50); do
+			port_open 127.0.0.1 4369 || break
+			sleep 0.1
+		done
+		rm -f "$dir/rabbitmq.epmd"
+	fi
+	$sudo rm -rf "$rdir"
+	rm -f "$dir/rabbitmq.url"
+}
+
+running() { # name
+	case $1 in
+	rabbitmq) alive "$rdir/rabbitmq.pid" && [ -s "$dir/rabbitmq.url" ] ;;
+	*) alive "$dir/$1.pid" && [ -s "$dir/$1.url" ] ;;
+	esac
+}
+
+cmd_start() {
+	if running "$1"; then
+		cat "$dir/$1.url"
+		return
+	fi
+	cmd_install "$1"
+	local port url
+	port=$(free_port)
+	case $1 in
+	skiff)
+		start_bg skiff "$port" "$root/bin/skiff" serve -a 127.0.0.1 -p "$port" -m 0
+		url="nats://127.0.0.1:$port"
+		;;
+	nats-server)
+		start_bg nats-server "$port" "$root/tools/bin/nats-server" -a 127.0.0.1 -p "$port"
+		url="nats://127.0.0.1:$port"
+		;;
+	redis)
+		start_bg redis "$port" redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no
+		url="redis://127.0.0.1:$port"
+		;;
+	rabbitmq)
+		start_rabbitmq "$port"
+		url="amqp://guest:guest@127.0.0.1:$port/"
+		;;
+	*) die "unknown peer $1" ;;
+	esac
+	echo "$url" >"$dir/$1.url"
+	echo "$url"
+}
+
+cmd_stop() {
+	case $1 in
+	skiff | nats-server | redis) stop_pid "$1" ;;
+	rabbitmq) stop_rabbitmq ;;
+	*) die "unknown peer $1" ;;
+	esac
+}
+
+cmd_version() {
+	case $1 in
+	skiff) "$root/bin/skiff" version ;;
+	nats-server) "$root/tools/bin/nats-server" --version ;;
+	redis) redis-server --version | head -1 ;;
+	rabbitmq) dpkg-query -W -f='rabbitmq-server ${Version}\n' rabbitmq-server 2>/dev/null || echo unknown ;;
+	*) die "unknown peer $1" ;;
+	esac
+}
+
+[ $# -eq 2 ] || die "usage: scripts/peers.sh install|start|stop|version NAME"
+case $1 in
+install | start | stop | version) "cmd_$1" "$2" ;;
+*) die "unknown command $1" ;;
+esac
