@@ -26,6 +26,7 @@ const (
 	DefaultAPIQueue      = 4_096
 	DefaultDupWindow     = 2 * time.Minute
 	DefaultAckWait       = 30 * time.Second
+	DefaultSyncInterval  = 100 * time.Millisecond
 	// MaxDedupIDs bounds the message IDs a stream remembers for
 	// deduplication, whatever its window.
 	MaxDedupIDs = 1 << 20
@@ -43,6 +44,11 @@ type Options struct {
 	// APIQueue bounds the API requests waiting for the API worker
 	// (default 4,096); past it requests are refused with 503.
 	APIQueue int
+	// Sync and SyncInterval are the sync policy of a stream whose
+	// configuration does not name one (default SyncInterval, every
+	// 100 ms); nats-server's `sync_interval` sets the same for all.
+	Sync         SyncPolicy
+	SyncInterval time.Duration
 	// Logger receives structured logs (default: the server's, or discard).
 	Logger *slog.Logger
 }
@@ -59,6 +65,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.APIQueue <= 0 {
 		o.APIQueue = DefaultAPIQueue
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = DefaultSyncInterval
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

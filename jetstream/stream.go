@@ -115,7 +115,7 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 		return cfg, errStreamConfig(errors.New("rollup headers are not supported"))
 	}
 	if cfg.SyncInterval <= 0 {
-		cfg.SyncInterval = 100 * time.Millisecond
+		cfg.SyncInterval = DefaultSyncInterval
 	}
 	return cfg, nil
 }
@@ -366,22 +366,45 @@ func (st *stream) ingest(m *server.Msg) {
 		st.lastMsgID = st.dedup.last
 	}
 	st.ingestMu.Unlock()
-	if !st.notify(m.Subject) && cfg.Retention == InterestPolicy {
-		// Nobody is interested: the message is acknowledged, with its
-		// sequence, and not kept.
-		_ = st.store.Delete(seq)
+	if cfg.Sync == SyncAlways && cfg.Storage == FileStorage {
+		// Consumers read only what an fsync covered (nextFrom), so they
+		// hear of the message once it is durable, with or without an ack
+		// to send: one fsync still covers the publisher's whole read.
+		subj := strings.Clone(m.Subject)
+		m.AfterRead(func(p *server.Publisher) {
+			err := st.store.WaitDurable(seq)
+			st.arrived(subj, seq, cfg)
+			if reply == "" || cfg.NoAck {
+				return
+			}
+			st.pubAck(p, reply, seq, err)
+		})
+		return
 	}
+	st.arrived(m.Subject, seq, cfg)
 	if reply == "" || cfg.NoAck {
 		return
 	}
-	m.AfterRead(func(p *server.Publisher) {
-		if err := st.store.WaitDurable(seq); err != nil {
-			st.js.log.Warn("stream sync failed", "stream", st.name, "err", err)
-			p.Publish(reply, "", nil, pubAckError(st.name, errStreamStore(err)))
-			return
-		}
-		p.Publish(reply, "", nil, pubAckJSON(st.name, seq, false))
-	})
+	m.AfterRead(func(p *server.Publisher) { st.pubAck(p, reply, seq, st.store.WaitDurable(seq)) })
+}
+
+// arrived tells the consumers of a stored message; under interest
+// retention a message nobody is interested in is acknowledged, with its
+// sequence, and not kept.
+func (st *stream) arrived(subj string, seq uint64, cfg StreamConfig) {
+	if !st.notify(subj) && cfg.Retention == InterestPolicy {
+		_ = st.store.Delete(seq)
+	}
+}
+
+// pubAck answers a publish once WaitDurable returned err for it.
+func (st *stream) pubAck(p *server.Publisher, reply string, seq uint64, err error) {
+	if err != nil {
+		st.js.log.Warn("stream sync failed", "stream", st.name, "err", err)
+		p.Publish(reply, "", nil, pubAckError(st.name, errStreamStore(err)))
+		return
+	}
+	p.Publish(reply, "", nil, pubAckJSON(st.name, seq, false))
 }
 
 // appendError turns a refused append into the reference server's error:

@@ -12,8 +12,19 @@ import (
 // subject, several mean any of them.
 
 // nextFrom returns the first message at or after from that passes the
-// filters.
+// filters and is durable (see store.Stream.Durable): under sync always a
+// consumer never delivers a message an fsync has not covered, so that no
+// machine crash can take back a message a consumer has seen, or leave an
+// ack floor past the stream's end.
 func (st *stream) nextFrom(from uint64, filters []string) (*store.Msg, error) {
+	m, err := st.nextAny(from, filters)
+	if err == nil && m.Seq > st.store.Durable() {
+		return nil, store.ErrNotFound
+	}
+	return m, err
+}
+
+func (st *stream) nextAny(from uint64, filters []string) (*store.Msg, error) {
 	switch len(filters) {
 	case 0:
 		return st.store.Next(from, "")

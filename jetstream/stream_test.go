@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -125,6 +126,38 @@ func TestMaxStreams(t *testing.T) {
 	}
 	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S2"})
 	require.Equal(t, njs.ErrorCode(10027), apiCode(err))
+}
+
+// TestServerSyncPolicy: a stream that names no sync policy gets the
+// server's; one that names it keeps its own; an update from a client that
+// knows nothing of it (nats.go, the nats CLI) leaves it as it was.
+func TestServerSyncPolicy(t *testing.T) {
+	b := startBrokerWith(t, jetstream.Options{Sync: jetstream.SyncAlways, SyncInterval: time.Second})
+	nc, js := connect(t, b.srv.ClientURL())
+	syncOf := func(name string) (jetstream.SyncPolicy, time.Duration) {
+		t.Helper()
+		m, err := nc.Request("$JS.API.STREAM.INFO."+name, nil, 5*time.Second)
+		require.NoError(t, err)
+		var info struct{ Config jetstream.StreamConfig }
+		require.NoError(t, json.Unmarshal(m.Data, &info))
+		return info.Config.Sync, info.Config.SyncInterval
+	}
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "D", Subjects: []string{"d"}})
+	require.NoError(t, err)
+	p, iv := syncOf("D")
+	require.Equal(t, jetstream.SyncAlways, p)
+	require.Equal(t, time.Second, iv)
+
+	m, err := nc.Request("$JS.API.STREAM.CREATE.N", []byte(`{"name":"N","subjects":["n"],"sync":"never"}`), 5*time.Second)
+	require.NoError(t, err)
+	require.NotContains(t, string(m.Data), `"error"`)
+	p, _ = syncOf("N")
+	require.Equal(t, jetstream.SyncNever, p)
+
+	_, err = js.UpdateStream(ctx(t), njs.StreamConfig{Name: "N", Subjects: []string{"n", "n2"}})
+	require.NoError(t, err)
+	p, _ = syncOf("N")
+	require.Equal(t, jetstream.SyncNever, p, "an update without the field keeps the policy")
 }
 
 func TestPurgeAndDelete(t *testing.T) {

@@ -9,9 +9,11 @@
 #   scripts/peers.sh version NAME   print NAME's version
 #
 # NAME is skiff (bin/skiff), nats-server (tools/bin/nats-server, built from
-# tools/nats), redis (Debian's redis-server) or rabbitmq (Debian's
-# rabbitmq-server). Every command is idempotent. State (pid files, URLs,
-# logs, RabbitMQ's data) lives in $PEERS_DIR, default /tmp/skiff-peers.
+# tools/nats), redis (Debian's redis-server), rabbitmq (Debian's
+# rabbitmq-server) or kafka (Apache Kafka's jars from Maven Central, pinned
+# in scripts/kafka/pom.xml, in tools/kafka/lib). Every command is
+# idempotent. State (pid files, URLs, logs, RabbitMQ's and Kafka's data)
+# lives in $PEERS_DIR, default /tmp/skiff-peers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -92,8 +94,41 @@ cmd_install() {
 	nats-server) make -s tools/bin/nats-server >&2 ;;
 	redis) apt_install redis-server redis-server redis-server ;;
 	rabbitmq) apt_install rabbitmq-server rabbitmq-server rabbitmq-server ;;
+	kafka) install_kafka ;;
 	*) die "unknown peer $1" ;;
 	esac
+}
+
+# Kafka is a JVM program with no Debian package: its jars and their
+# dependencies come from Maven Central, resolved by Maven from
+# scripts/kafka/pom.xml, which pins the version.
+kpom=$root/scripts/kafka/pom.xml
+klib=$root/tools/kafka/lib
+kdir=$dir/kafka
+kafka_version() { sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$kpom"; }
+
+install_kafka() {
+	local v
+	v=$(kafka_version)
+	[ -n "$v" ] || die "no kafka.version in $kpom"
+	if [ -f "$klib/kafka_2.13-$v.jar" ]; then return 0; fi
+	command -v java >/dev/null 2>&1 || die "kafka needs java (OpenJDK 17 or later)"
+	command -v mvn >/dev/null 2>&1 || die "kafka is installed with mvn (Maven), which is missing"
+	echo "peers.sh: installing Kafka $v from Maven Central into tools/kafka/lib" >&2
+	# Into a fresh directory, moved into place once complete: an
+	# interrupted install is not taken for a finished one, and the jars of
+	# another version do not linger.
+	local tmp="$klib.tmp" log="$dir/mvn-kafka.log"
+	rm -rf "$tmp"
+	if ! mvn -q -B -Dstyle.color=never -f "$kpom" dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$tmp" >"$log" 2>&1; then
+		tail -20 "$log" >&2
+		rm -rf "$tmp"
+		die "mvn could not fetch Kafka $v (log: $log)"
+	fi
+	[ -f "$tmp/kafka_2.13-$v.jar" ] || die "mvn did not fetch kafka_2.13-$v.jar (log: $log)"
+	rm -rf "$klib"
+	mv "$tmp" "$klib"
 }
 
 # start_bg NAME PORT COMMAND...: run COMMAND in the background, its pid in
@@ -195,6 +230,78 @@ stop_rabbitmq() {
 	rm -f "$dir/rabbitmq.url"
 }
 
+# start_kafka PORT: a single-node KRaft cluster, one process as broker and
+# controller, its client listener on PORT and its controller listener on
+# another free port, both on 127.0.0.1. Each start formats a fresh log
+# directory.
+start_kafka() {
+	local port=$1 cport
+	cport=$(free_port)
+	while [ "$cport" = "$port" ]; do cport=$(free_port); done
+	stop_pid kafka # what a failed start may have left
+	rm -rf "$kdir"
+	mkdir -p "$kdir"
+	# Replication factors of 1 for the internal topics, as one broker
+	# cannot do more; no delay before a consumer group's first rebalance.
+	cat >"$kdir/server.properties" <<-EOF
+		process.roles=broker,controller
+		node.id=1
+		controller.quorum.bootstrap.servers=127.0.0.1:$cport
+		listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+		advertised.listeners=PLAINTEXT://127.0.0.1:$port
+		controller.listener.names=CONTROLLER
+		inter.broker.listener.name=PLAINTEXT
+		listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+		log.dirs=$kdir/data
+		num.partitions=1
+		auto.create.topics.enable=false
+		offsets.topic.replication.factor=1
+		transaction.state.log.replication.factor=1
+		transaction.state.log.min.isr=1
+		share.coordinator.state.topic.replication.factor=1
+		share.coordinator.state.topic.min.isr=1
+		group.initial.rebalance.delay.ms=0
+	EOF
+	# Kafka's own distribution logs at INFO to stdout too (kafka.log here).
+	cat >"$kdir/log4j2.properties" <<-'EOF'
+		appender.out.type=Console
+		appender.out.name=out
+		appender.out.layout.type=PatternLayout
+		appender.out.layout.pattern=[%d] %p %m (%c)%n
+		rootLogger.level=INFO
+		rootLogger.appenderRef.out.ref=out
+	EOF
+	local cp="$klib/*" log4j="-Dlog4j2.configurationFile=$kdir/log4j2.properties" id
+	# A Kafka 4 controller formatted --standalone is a one-voter dynamic
+	# quorum, the replacement for controller.quorum.voters.
+	if ! id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>"$kdir/format.log") ||
+		! java -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$kdir/server.properties" \
+			--standalone >>"$kdir/format.log" 2>&1; then
+		tail -5 "$kdir/format.log" >&2
+		die "kafka: formatting $kdir/data failed"
+	fi
+	# The heap and the JVM flags of Kafka's kafka-server-start.sh and
+	# kafka-run-class.sh, which this replaces.
+	start_bg kafka "$port" java -Xms1g -Xmx1g -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
+		"$log4j" -cp "$cp" kafka.Kafka "$kdir/server.properties"
+	# The listener accepts connections before the broker serves them.
+	local deadline=$((SECONDS + 60))
+	while ! grep -q 'Kafka Server started' "$dir/kafka.log"; do
+		if ! alive "$dir/kafka.pid" || ((SECONDS >= deadline)); then
+			tail -5 "$dir/kafka.log" >&2
+			stop_kafka
+			die "kafka did not start (log above)"
+		fi
+		sleep 0.1
+	done
+}
+
+stop_kafka() {
+	stop_pid kafka
+	rm -rf "$kdir"
+}
+
 running() { # name
 	case $1 in
 	rabbitmq) alive "$rdir/rabbitmq.pid" && [ -s "$dir/rabbitmq.url" ] ;;
@@ -227,6 +334,10 @@ cmd_start() {
 		start_rabbitmq "$port"
 		url="amqp://guest:guest@127.0.0.1:$port/"
 		;;
+	kafka)
+		start_kafka "$port"
+		url="kafka://127.0.0.1:$port"
+		;;
 	*) die "unknown peer $1" ;;
 	esac
 	echo "$url" >"$dir/$1.url"
@@ -237,6 +348,7 @@ cmd_stop() {
 	case $1 in
 	skiff | nats-server | redis) stop_pid "$1" ;;
 	rabbitmq) stop_rabbitmq ;;
+	kafka) stop_kafka ;;
 	*) die "unknown peer $1" ;;
 	esac
 }
@@ -247,6 +359,7 @@ cmd_version() {
 	nats-server) "$root/tools/bin/nats-server" --version ;;
 	redis) redis-server --version | head -1 ;;
 	rabbitmq) dpkg-query -W -f='rabbitmq-server ${Version}\n' rabbitmq-server 2>/dev/null || echo unknown ;;
+	kafka) echo "kafka $(kafka_version)" ;;
 	*) die "unknown peer $1" ;;
 	esac
 }

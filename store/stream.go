@@ -191,6 +191,21 @@ func (s *Stream) admitLocked(ss *subjectState, size int) error {
 	return nil
 }
 
+// Durable returns the highest sequence that may be read as stored for
+// good: under SyncAlways, the last one an fsync covered; under the other
+// policies, and for memory storage, every sequence (math.MaxUint64). A
+// reader that must never hand out a message a machine crash could take
+// back (a consumer, which would record it as delivered) reads no further.
+func (s *Stream) Durable() uint64 {
+	s.mu.RLock()
+	always := s.fb != nil && s.mu.opts.Sync == SyncAlways
+	s.mu.RUnlock()
+	if !always {
+		return math.MaxUint64
+	}
+	return s.gc.durable.Load()
+}
+
 // WaitDurable blocks until every message up to seq is as durable as the
 // sync policy promises, and is meant to be called once per batch of
 // appends before acknowledging them. Under SyncAlways it makes sure an

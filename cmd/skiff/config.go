@@ -97,8 +97,9 @@ func applyConfig(m *conf.Map, cfg *brokerConfig, warn func(string, ...any)) erro
 }
 
 // applyJetStream reads `jetstream: enabled|disabled|true|false` or a
-// block {store_dir: DIR, max_streams: N, max_consumers: N}; nats-server's
-// storage quotas are reported and ignored.
+// block {store_dir: DIR, max_streams: N, max_consumers: N,
+// sync_interval: always|never|DURATION}; nats-server's storage quotas are
+// reported and ignored.
 func applyJetStream(v conf.Value, cfg *brokerConfig, warn func(string, ...any)) error {
 	if v.Kind() != conf.KindMap {
 		switch strings.ToLower(v.Text()) {
@@ -122,6 +123,8 @@ func applyJetStream(v conf.Value, cfg *brokerConfig, warn func(string, ...any)) 
 			cfg.jetstream.MaxStreams, err = intValue(v)
 		case "max_consumers":
 			cfg.jetstream.MaxConsumers, err = intValue(v)
+		case "sync_interval", "sync":
+			err = applySync(v, &cfg.jetstream)
 		case "enabled":
 			var on bool
 			on, err = v.Bool()
@@ -133,6 +136,30 @@ func applyJetStream(v conf.Value, cfg *brokerConfig, warn func(string, ...any)) 
 			return err
 		}
 	}
+	return nil
+}
+
+// applySync reads nats-server's `sync_interval`: `always` (fsync before
+// every acknowledgement), a duration (acknowledge once written, fsync that
+// often), or Skiff's `never` (leave flushing to the operating system). It
+// is the policy of streams whose configuration names none.
+func applySync(v conf.Value, o *jetstream.Options) error {
+	switch strings.ToLower(v.Text()) {
+	case "always":
+		o.Sync = jetstream.SyncAlways
+		return nil
+	case "never":
+		o.Sync = jetstream.SyncNever
+		return nil
+	}
+	d, err := v.Duration()
+	if err != nil {
+		return err
+	}
+	if d <= 0 {
+		return fmt.Errorf("config: line %d: sync_interval: want always, never or a positive duration, not %q", v.Line(), v.Text())
+	}
+	o.Sync, o.SyncInterval = jetstream.SyncInterval, d
 	return nil
 }
 

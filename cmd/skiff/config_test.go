@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/conf"
+	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -103,6 +104,37 @@ func TestConfigJetStream(t *testing.T) {
 			require.NoError(t, applyConfig(m, &cfg, func(string, ...any) {}))
 			require.Equal(t, tt.streams, cfg.streams)
 			require.Equal(t, tt.dir, cfg.jetstream.StoreDir)
+		})
+	}
+}
+
+func TestConfigSync(t *testing.T) {
+	tests := []struct {
+		text     string
+		policy   jetstream.SyncPolicy
+		interval time.Duration
+		err      bool
+	}{
+		{"jetstream { sync_interval: always }", jetstream.SyncAlways, 0, false},
+		{"jetstream { sync: never }", jetstream.SyncNever, 0, false},
+		{"jetstream { sync_interval: 2s }", jetstream.SyncInterval, 2 * time.Second, false},
+		{"jetstream { sync_interval: \"10ms\" }", jetstream.SyncInterval, 10 * time.Millisecond, false},
+		{"jetstream { sync_interval: sometimes }", 0, 0, true},
+		{"jetstream { sync_interval: 0s }", 0, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			m, err := conf.Parse([]byte(tt.text))
+			require.NoError(t, err)
+			cfg := defaultBrokerConfig()
+			err = applyConfig(m, &cfg, func(string, ...any) {})
+			if tt.err {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.policy, cfg.jetstream.Sync)
+			require.Equal(t, tt.interval, cfg.jetstream.SyncInterval)
 		})
 	}
 }

@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+)
+
+func init() {
+	Register("jetstream", openJetStreamTarget)
+}
+
+// jetStreamTarget publishes into a stream with JetStream's acknowledged
+// publish and receives through a consumer: Skiff with streams, or
+// nats-server with JetStream. A URL looks like
+//
+//	jetstream://127.0.0.1:4222?storage=file&pending=4096
+//
+// storage is the stream's (file, the default, or memory); pending bounds
+// each connection's unacknowledged publishes (default 4,096), past which
+// Send waits. When a publish is acknowledged (after an fsync or not) is
+// the server's policy: Skiff's and nats-server's `jetstream {
+// sync_interval: always }`.
+//
+// Each topic gets a stream of its own, created by the first connection
+// that opens the topic and deleted when the last one closes. A receiving
+// connection reads through an ephemeral ordered consumer (pull, no acks,
+// flow controlled by the client), from the messages published after Open.
+type jetStreamTarget struct {
+	url     string
+	storage njs.StorageType
+	pending int
+
+	mu   sync.Mutex
+	refs map[string]int // open connections per stream
+}
+
+func openJetStreamTarget(u *url.URL) (Target, error) {
+	t := &jetStreamTarget{storage: njs.FileStorage, pending: 4096, refs: map[string]int{}}
+	q := u.Query()
+	switch q.Get("storage") {
+	case "", "file":
+	case "memory":
+		t.storage = njs.MemoryStorage
+	default:
+		return nil, fmt.Errorf("bench: jetstream: storage %q: want file or memory", q.Get("storage"))
+	}
+	if p := q.Get("pending"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bench: jetstream: pending %q: want a positive number", p)
+		}
+		t.pending = n
+	}
+	nu := *u
+	nu.Scheme, nu.RawQuery = "nats", ""
+	t.url = nu.String()
+	return t, nil
+}
+
+func (t *jetStreamTarget) Name() string { return "jetstream" }
+
+// streamName turns a topic into a stream name: names cannot hold dots.
+func streamName(topic string) string {
+	return "BENCH_" + strings.NewReplacer(".", "_", "*", "_", ">", "_").Replace(topic)
+}
+
+func (t *jetStreamTarget) Open(ctx context.Context, topic string, deliver func([]byte)) (Conn, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, natsWait)
+		defer cancel()
+	}
+	c := &jsConn{t: t, topic: topic, stream: streamName(topic), failed: make(chan struct{})}
+	nc, err := nats.Connect(t.url, nats.Name("skiff-bench"), nats.MaxReconnects(0),
+		nats.ReconnectBufSize(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { c.setErr(err) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.setErr(err) }),
+		nats.ClosedHandler(func(*nats.Conn) { c.once.Do(func() { close(c.failed) }) }))
+	if err != nil {
+		return nil, err
+	}
+	c.nc = nc
+	js, err := njs.New(nc,
+		njs.WithPublishAsyncMaxPending(t.pending),
+		njs.WithPublishAsyncErrHandler(func(_ njs.JetStream, _ *nats.Msg, err error) { c.setPubErr(err) }))
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.js = js
+	if err := t.acquire(ctx, js, c.stream, topic); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: stream %s: %w", c.stream, err)
+	}
+	if deliver != nil {
+		cons, err := js.OrderedConsumer(ctx, c.stream, njs.OrderedConsumerConfig{DeliverPolicy: njs.DeliverNewPolicy})
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("jetstream: consumer: %w", err)
+		}
+		cc, err := cons.Consume(func(m njs.Msg) { deliver(m.Data()) },
+			njs.ConsumeErrHandler(func(_ njs.ConsumeContext, err error) {
+				// Heartbeats missed or the consumer reset: the ordered
+				// consumer recovers by itself; only a closed connection
+				// fails the subscriber.
+				if errors.Is(err, nats.ErrConnectionClosed) {
+					c.setErr(err)
+				}
+			}))
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("jetstream: consume: %w", err)
+		}
+		c.cc = cc
+		// The consumer exists on the server and its first pull is sent:
+		// a flush makes sure the server has the pull before Open returns.
+		if err := nc.FlushWithContext(ctx); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// acquire creates the topic's stream if this is its first connection.
+// An identical create of an existing stream succeeds on both servers.
+func (t *jetStreamTarget) acquire(ctx context.Context, js njs.JetStream, stream, topic string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.refs[stream] == 0 {
+		_, err := js.CreateStream(ctx, njs.StreamConfig{Name: stream, Subjects: []string{topic}, Storage: t.storage})
+		if err != nil {
+			return err
+		}
+	}
+	t.refs[stream]++
+	return nil
+}
+
+// release deletes the stream when its last connection goes.
+func (t *jetStreamTarget) release(js njs.JetStream, stream string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.refs[stream]--
+	if t.refs[stream] > 0 {
+		return nil
+	}
+	delete(t.refs, stream)
+	ctx, cancel := context.WithTimeout(context.Background(), natsWait)
+	defer cancel()
+	return js.DeleteStream(ctx, stream)
+}
+
+type jsConn struct {
+	t      *jetStreamTarget
+	nc     *nats.Conn
+	js     njs.JetStream
+	cc     njs.ConsumeContext
+	topic  string
+	stream string
+	failed chan struct{}
+	once   sync.Once
+	mu     struct {
+		sync.Mutex
+		err    error // why the connection went
+		pubErr error // the first publish the server refused
+	}
+}
+
+var (
+	_ Failer  = (*jsConn)(nil)
+	_ Flusher = (*jsConn)(nil)
+)
+
+func (c *jsConn) setErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.err == nil && err != nil {
+		c.mu.err = err
+	}
+}
+
+func (c *jsConn) setPubErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.pubErr == nil {
+		c.mu.pubErr = err
+	}
+}
+
+func (c *jsConn) Failed() <-chan struct{} { return c.failed }
+
+func (c *jsConn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.err != nil {
+		return fmt.Errorf("connection closed: %w", c.mu.err)
+	}
+	return nats.ErrConnectionClosed
+}
+
+// Send publishes without waiting for the acknowledgement. The client keeps
+// the message until it is acknowledged (to publish it again if need be),
+// so the payload, which the caller reuses, is copied.
+func (c *jsConn) Send(p []byte) error {
+	c.mu.Lock()
+	err := c.mu.pubErr
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("jetstream: publish refused: %w", err)
+	}
+	// A publisher that outruns the server waits for acks; the
+	// throughput run's timeout bounds the wait, not the client's 200 ms.
+	_, err = c.js.PublishAsync(c.topic, append([]byte(nil), p...), njs.WithStallWait(time.Minute))
+	return err
+}
+
+// Flush waits until every publish so far is acknowledged, and returns the
+// first refusal.
+func (c *jsConn) Flush(ctx context.Context) error {
+	select {
+	case <-c.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return fmt.Errorf("jetstream: %d publishes unacknowledged: %w", c.js.PublishAsyncPending(), ctx.Err())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.pubErr != nil {
+		return fmt.Errorf("jetstream: publish refused: %w", c.mu.pubErr)
+	}
+	return nil
+}
+
+func (c *jsConn) Close() error {
+	if c.cc != nil {
+		c.cc.Stop()
+	}
+	err := c.t.release(c.js, c.stream)
+	c.nc.Close()
+	return err
+}

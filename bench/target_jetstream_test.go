@@ -1,0 +1,83 @@
+package bench_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/bench"
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
+)
+
+// startSkiffStreams starts an in-process Skiff with streams whose default
+// sync policy is sync, and returns its jetstream:// URL (without query).
+func startSkiffStreams(t *testing.T, sync jetstream.SyncPolicy) string {
+	t.Helper()
+	s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort})
+	require.NoError(t, err)
+	js, err := jetstream.New(s, jetstream.Options{StoreDir: t.TempDir(), Sync: sync})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		_ = js.Close()
+	})
+	return strings.Replace(s.ClientURL(), "nats://", "jetstream://", 1)
+}
+
+// TestTargetJetStreamSkiff runs the jetstream target against Skiff: file
+// storage with an fsync before every acknowledgement, and memory.
+func TestTargetJetStreamSkiff(t *testing.T) {
+	t.Run("file-always", func(t *testing.T) {
+		url := startSkiffStreams(t, jetstream.SyncAlways)
+		targetSuite(t, url+"?storage=file", 2_000)
+		requireNoStreams(t, url)
+	})
+	t.Run("memory", func(t *testing.T) {
+		url := startSkiffStreams(t, jetstream.SyncInterval)
+		targetSuite(t, url+"?storage=memory", 5_000)
+		requireNoStreams(t, url)
+	})
+}
+
+// TestTargetJetStreamServer runs the jetstream target against an embedded
+// nats-server with JetStream, file storage.
+func TestTargetJetStreamServer(t *testing.T) {
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	require.True(t, ns.ReadyForConnections(10*time.Second), "nats-server did not start")
+	url := strings.Replace(ns.ClientURL(), "nats://", "jetstream://", 1)
+	targetSuite(t, url, 2_000)
+	requireNoStreams(t, url)
+}
+
+// requireNoStreams checks that the target deleted every stream it made.
+func requireNoStreams(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(strings.Replace(url, "jetstream://", "nats://", 1))
+	require.NoError(t, err)
+	defer nc.Close()
+	m, err := nc.Request("$JS.API.STREAM.NAMES", nil, 5*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"total":0`)
+}
+
+func TestJetStreamTargetURL(t *testing.T) {
+	for _, bad := range []string{"jetstream://127.0.0.1:1?storage=tape", "jetstream://127.0.0.1:1?pending=0"} {
+		_, err := bench.OpenTarget(bad)
+		require.Error(t, err, bad)
+	}
+	_, err := bench.OpenTarget("jetstream://127.0.0.1:1?storage=memory&pending=10")
+	require.NoError(t, err)
+}
