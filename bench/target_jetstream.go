@@ -22,11 +22,14 @@ func init() {
 // publish and receives through a consumer: Skiff with streams, or
 // nats-server with JetStream. A URL looks like
 //
-//	jetstream://127.0.0.1:4222?storage=file&pending=4096
+//	jetstream://127.0.0.1:4222?storage=file&pending=4096&until=deliver
 //
 // storage is the stream's (file, the default, or memory); pending bounds
 // each connection's unacknowledged publishes (default 4,096), past which
-// Send waits. When a publish is acknowledged (after an fsync or not) is
+// Send waits. until says where a latency round trip ends: deliver (the
+// default), when a consumer receives the message, or ack, when the
+// publisher has the server's acknowledgement (a synchronous publish's
+// latency). When a publish is acknowledged (after an fsync or not) is
 // the server's policy: Skiff's and nats-server's `jetstream {
 // sync_interval: always }`.
 //
@@ -38,6 +41,7 @@ type jetStreamTarget struct {
 	url     string
 	storage njs.StorageType
 	pending int
+	ack     bool // a round trip ends at the acknowledgement
 
 	mu   sync.Mutex
 	refs map[string]int // open connections per stream
@@ -59,6 +63,13 @@ func openJetStreamTarget(u *url.URL) (Target, error) {
 			return nil, fmt.Errorf("bench: jetstream: pending %q: want a positive number", p)
 		}
 		t.pending = n
+	}
+	switch q.Get("until") {
+	case "", "deliver":
+	case "ack":
+		t.ack = true
+	default:
+		return nil, fmt.Errorf("bench: jetstream: until %q: want deliver or ack", q.Get("until"))
 	}
 	nu := *u
 	nu.Scheme, nu.RawQuery = "nats", ""
@@ -89,9 +100,17 @@ func (t *jetStreamTarget) Open(ctx context.Context, topic string, deliver func([
 		return nil, err
 	}
 	c.nc = nc
-	js, err := njs.New(nc,
+	opts := []njs.JetStreamOpt{
 		njs.WithPublishAsyncMaxPending(t.pending),
-		njs.WithPublishAsyncErrHandler(func(_ njs.JetStream, _ *nats.Msg, err error) { c.setPubErr(err) }))
+		njs.WithPublishAsyncErrHandler(func(_ njs.JetStream, _ *nats.Msg, err error) { c.setPubErr(err) }),
+	}
+	if t.ack && deliver != nil {
+		// The message comes back to the harness with its acknowledgement.
+		acked := deliver
+		opts = append(opts, njs.WithPublishAsyncAckHandler(func(_ njs.JetStream, m *nats.Msg, _ *njs.PubAck) { acked(m.Data) }))
+		deliver = nil
+	}
+	js, err := njs.New(nc, opts...)
 	if err != nil {
 		nc.Close()
 		return nil, err

@@ -41,6 +41,17 @@ func TestTargetJetStreamSkiff(t *testing.T) {
 		targetSuite(t, url+"?storage=file", 2_000)
 		requireNoStreams(t, url)
 	})
+	t.Run("until-ack", func(t *testing.T) {
+		url := startSkiffStreams(t, jetstream.SyncAlways)
+		tgt, err := bench.OpenTarget(url + "?until=ack")
+		require.NoError(t, err)
+		res, err := bench.RunLatency(context.Background(), tgt, bench.LatencyOptions{
+			Rate: 200, Size: 64, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond})
+		require.NoError(t, err)
+		require.EqualValues(t, 100, res.Sent)
+		require.Zero(t, res.Lost())
+		requireNoStreams(t, url)
+	})
 	t.Run("memory", func(t *testing.T) {
 		url := startSkiffStreams(t, jetstream.SyncInterval)
 		targetSuite(t, url+"?storage=memory", 5_000)
@@ -74,7 +85,7 @@ func requireNoStreams(t *testing.T, url string) {
 }
 
 func TestJetStreamTargetURL(t *testing.T) {
-	for _, bad := range []string{"jetstream://127.0.0.1:1?storage=tape", "jetstream://127.0.0.1:1?pending=0"} {
+	for _, bad := range []string{"jetstream://127.0.0.1:1?storage=tape", "jetstream://127.0.0.1:1?pending=0", "jetstream://127.0.0.1:1?until=never"} {
 		_, err := bench.OpenTarget(bad)
 		require.Error(t, err, bad)
 	}

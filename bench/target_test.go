@@ -9,7 +9,7 @@ import (
 )
 
 func TestSchemes(t *testing.T) {
-	require.Equal(t, []string{"amqp", "nats", "noop", "redis"}, bench.Schemes())
+	require.Equal(t, []string{"amqp", "jetstream", "kafka", "nats", "noop", "redis"}, bench.Schemes())
 }
 
 // TestOpenTarget opens targets without connecting: Open connects, not
@@ -26,11 +26,15 @@ func TestOpenTarget(t *testing.T) {
 		{url: "redis://127.0.0.1:6379/2", name: "redis"},
 		{url: "amqp://guest:guest@127.0.0.1:5672/", name: "rabbitmq"},
 		{url: "noop://", name: "noop"},
-		{url: "kafka://127.0.0.1:9092", unknown: true},
-		{url: "localhost:4222", unknown: true}, // the scheme is "localhost"
-		{url: "127.0.0.1:4222"},                // not a URL
-		{url: "redis://127.0.0.1:6379/notadb"}, // go-redis refuses it
-		{url: "nats://[::1"},                   // not a URL
+		{url: "kafka://127.0.0.1:9092", name: "kafka"},
+		{url: "kafka://127.0.0.1:9092?flush=always", name: "kafka"},
+		{url: "kafka://127.0.0.1:9092?flush=sometimes"}, // only always
+		{url: "kafka://"}, // no broker
+		{url: "mqtt://127.0.0.1:1883", unknown: true}, // no MQTT target
+		{url: "localhost:4222", unknown: true},        // the scheme is "localhost"
+		{url: "127.0.0.1:4222"},                       // not a URL
+		{url: "redis://127.0.0.1:6379/notadb"},        // go-redis refuses it
+		{url: "nats://[::1"},                          // not a URL
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			tgt, err := bench.OpenTarget(tc.url)

@@ -13,7 +13,9 @@
 # rabbitmq-server) or kafka (Apache Kafka's jars from Maven Central, pinned
 # in scripts/kafka/pom.xml, in tools/kafka/lib). Every command is
 # idempotent. State (pid files, URLs, logs, RabbitMQ's and Kafka's data)
-# lives in $PEERS_DIR, default /tmp/skiff-peers.
+# lives in $PEERS_DIR, default /tmp/skiff-peers. Skiff and nats-server
+# run with streams (JetStream) on, stored there too; PEERS_SYNC=always,
+# a duration, or never sets their sync policy (see js_conf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -309,6 +311,20 @@ running() { # name
 	esac
 }
 
+# js_conf NAME STORE_DIR writes NAME's configuration: streams (JetStream)
+# on, stored in STORE_DIR, with the sync policy $PEERS_SYNC when set:
+# `always` (fsync before every acknowledgement), a duration, or `never`
+# (Skiff only). Unset, each server keeps its default (Skiff: every 100 ms;
+# nats-server: every 2 minutes).
+js_conf() {
+	local sync=""
+	if [ -n "${PEERS_SYNC:-}" ]; then
+		[ "$PEERS_SYNC" != never ] || [ "$1" = skiff ] || die "$1 has no sync policy never"
+		sync="sync_interval: $PEERS_SYNC"
+	fi
+	printf 'jetstream {\n  store_dir: "%s"\n  %s\n}\n' "$2" "$sync" >"$dir/$1.conf"
+}
+
 cmd_start() {
 	if running "$1"; then
 		cat "$dir/$1.url"
@@ -319,11 +335,15 @@ cmd_start() {
 	port=$(free_port)
 	case $1 in
 	skiff)
-		start_bg skiff "$port" "$root/bin/skiff" serve -a 127.0.0.1 -p "$port" -m 0
+		rm -rf "$dir/skiff-data"
+		js_conf skiff "$dir/skiff-data"
+		start_bg skiff "$port" "$root/bin/skiff" serve -a 127.0.0.1 -p "$port" -m 0 -c "$dir/skiff.conf"
 		url="nats://127.0.0.1:$port"
 		;;
 	nats-server)
-		start_bg nats-server "$port" "$root/tools/bin/nats-server" -a 127.0.0.1 -p "$port"
+		rm -rf "$dir/nats-data"
+		js_conf nats-server "$dir/nats-data"
+		start_bg nats-server "$port" "$root/tools/bin/nats-server" -a 127.0.0.1 -p "$port" -c "$dir/nats-server.conf"
 		url="nats://127.0.0.1:$port"
 		;;
 	redis)
@@ -346,7 +366,11 @@ cmd_start() {
 
 cmd_stop() {
 	case $1 in
-	skiff | nats-server | redis) stop_pid "$1" ;;
+	skiff | nats-server)
+		stop_pid "$1"
+		rm -rf "$dir/$1.conf" "$dir/${1%-server}-data"
+		;;
+	redis) stop_pid "$1" ;;
 	rabbitmq) stop_rabbitmq ;;
 	kafka) stop_kafka ;;
 	*) die "unknown peer $1" ;;

@@ -22,6 +22,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return benchThroughputCmd(args[1:], stdout, stderr)
 	case "compare":
 		return benchCompareCmd(args[1:], stdout, stderr)
+	case "streams":
+		return benchStreamsCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0
@@ -38,4 +40,5 @@ Benchmarks:
   latency     open-loop round-trip latency with coordinated-omission correction, HDR to 99.9999%
   throughput  N publishers, M subscribers: sender and receiver rates
   compare     Skiff and real peers (nats-server, Redis, RabbitMQ) side by side, in alternation
+  streams     Skiff's streams against nats-server JetStream and Kafka: latency and acked throughput
 `

@@ -93,6 +93,7 @@ type comparison struct {
 	urls    map[string]string
 	started []string
 	runs    int
+	env     []string // extra environment for scripts/peers.sh
 	opts    bench.LatencyOptions
 	stderr  io.Writer
 	// results[config][peer] holds one result per run; overhead[config]
@@ -109,7 +110,9 @@ func (c *comparison) start(given map[string]string) error {
 			c.urls[p] = u
 			continue
 		}
-		out, err := exec.Command("scripts/peers.sh", "start", p).Output()
+		cmd := exec.Command("scripts/peers.sh", "start", p)
+		cmd.Env = append(os.Environ(), c.env...)
+		out, err := cmd.Output()
 		if err != nil {
 			return fmt.Errorf("scripts/peers.sh start %s: %w", p, err)
 		}
@@ -201,21 +204,31 @@ func (c *comparison) report(dir, name, date string, args []string) ([]byte, erro
 				micros(a4), micros(b4), micros(a6), micros(b6), met)
 		}
 	}
+	if err := c.writeConfigs(&b, dir, name, "##"); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// writeConfigs writes, per configuration, a table of every percentile per
+// server and a plot of their corrected distributions (files name-*.png in
+// dir), under headings of the given level.
+func (c *comparison) writeConfigs(b *bytes.Buffer, dir, name, heading string) error {
 	for ci, cfg := range c.configs {
 		cname := bench.Name(cfg.Size, cfg.Rate, cfg.Connections)
-		fmt.Fprintf(&b, "\n## %s at %.0f requests/s over %d connection(s)\n\n", bench.SizeName(cfg.Size), cfg.Rate, cfg.Connections)
+		fmt.Fprintf(b, "\n%s %s at %.0f requests/s over %d connection(s)\n\n", heading, bench.SizeName(cfg.Size), cfg.Rate, cfg.Connections)
 		b.WriteString("| server |")
 		for _, p := range bench.Percentiles {
-			fmt.Fprintf(&b, " p%s |", bench.PercentileKey(p))
+			fmt.Fprintf(b, " p%s |", bench.PercentileKey(p))
 		}
 		b.WriteString(" uncorrected p99.9999 | lost |\n| --- |" + strings.Repeat(" ---: |", len(bench.Percentiles)+2) + "\n")
 		var labels []string
 		var merged []*bench.LatencyResult
 		for _, p := range c.peers {
 			rs := c.results[ci][p]
-			fmt.Fprintf(&b, "| %s |", p)
+			fmt.Fprintf(b, "| %s |", p)
 			for _, q := range bench.Percentiles {
-				fmt.Fprintf(&b, " %s |", micros(median(rs, q, true)))
+				fmt.Fprintf(b, " %s |", micros(median(rs, q, true)))
 			}
 			var lost int64
 			m := &bench.LatencyResult{Corrected: bench.NewHistogram(), Uncorrected: bench.NewHistogram()}
@@ -224,24 +237,24 @@ func (c *comparison) report(dir, name, date string, args []string) ([]byte, erro
 				m.Corrected.Merge(r.Corrected)
 				m.Uncorrected.Merge(r.Uncorrected)
 			}
-			fmt.Fprintf(&b, " %s | %d |\n", micros(median(rs, 99.9999, false)), lost)
+			fmt.Fprintf(b, " %s | %d |\n", micros(median(rs, 99.9999, false)), lost)
 			labels = append(labels, p)
 			merged = append(merged, m)
 		}
 		over := c.overhead[ci].Corrected
-		fmt.Fprintf(&b, "| harness alone (no-op target) |")
+		fmt.Fprintf(b, "| harness alone (no-op target) |")
 		for _, q := range bench.Percentiles {
-			fmt.Fprintf(&b, " %s |", micros(float64(over.Percentile(q))/float64(time.Microsecond)))
+			fmt.Fprintf(b, " %s |", micros(float64(over.Percentile(q))/float64(time.Microsecond)))
 		}
 		b.WriteString(" | |\n")
 		plot := name + "-" + cname + ".png"
 		title := fmt.Sprintf("%s at %.0f req/s over %d connection(s), corrected", bench.SizeName(cfg.Size), cfg.Rate, cfg.Connections)
 		if err := bench.PlotLatency(filepath.Join(dir, plot), title, labels, merged, false); err != nil {
-			return nil, err
+			return err
 		}
-		fmt.Fprintf(&b, "\n![%s](%s)\n", cname, plot)
+		fmt.Fprintf(b, "\n![%s](%s)\n", cname, plot)
 	}
-	return b.Bytes(), nil
+	return nil
 }
 
 // peerVersion asks scripts/peers.sh what version a peer is.

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -27,6 +29,24 @@ func startSkiff(t *testing.T) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
+	})
+	return s.ClientURL()
+}
+
+// startSkiffStreams is startSkiff with streams, stored in a temporary
+// directory.
+func startSkiffStreams(t *testing.T) string {
+	t.Helper()
+	s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort})
+	require.NoError(t, err)
+	js, err := jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		_ = js.Close()
 	})
 	return s.ClientURL()
 }
@@ -148,4 +168,39 @@ func TestBenchUsage(t *testing.T) {
 	stderr.Reset()
 	require.Equal(t, 2, run([]string{"bench", "latency", "--suite", "nope"}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), `unknown suite "nope"`)
+}
+
+// TestBenchStreamsGivenURLs runs `skiff bench streams` against an
+// in-process Skiff with streams and an embedded nats-server with
+// JetStream, with runs short enough for a test, and checks the report.
+func TestBenchStreamsGivenURLs(t *testing.T) {
+	sk := startSkiffStreams(t)
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "streams", "--peers", "skiff,nats-server", "--url", "skiff=" + sk, "--url", "nats-server=" + ns.ClientURL(),
+		"--modes", "memory,file", "--sizes", "256B", "--rate", "200", "--duration", "200ms", "--ack-duration", "200ms", "--warmup", "100ms",
+		"--tp-sizes", "16B,1KB", "--msgs", "2000", "--tp-runs", "1", "--out", out, "--name", "smoke"}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	md, err := os.ReadFile(filepath.Join(out, "smoke.md"))
+	require.NoError(t, err)
+	for _, want := range []string{
+		"# Streams: Skiff against nats-server JetStream and Kafka",
+		"| async publish ≥ 1.5× | file | 16B |",
+		"| sync publish p99 ≤ | memory | 256B |",
+		"## Mode file",
+		"### Latency, publish to acknowledgement",
+		"| 1KB | 2000 | nats-server |",
+		"![256B-200rps-1conn](smoke-file-deliver-256B-200rps-1conn.png)",
+	} {
+		require.Contains(t, string(md), want)
+	}
+	pngs, err := filepath.Glob(filepath.Join(out, "smoke-*.png"))
+	require.NoError(t, err)
+	require.Len(t, pngs, 4, "one plot per mode, kind and size")
 }
