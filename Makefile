@@ -64,9 +64,9 @@ bench-match:
 bench-core: build tools
 	./$(BIN) bench core -runs $(COUNT)
 
-## bench-peers: RabbitMQ too (installed if missing): the AMQP target's tests against it,
-## then a 2 s-per-run smoke `skiff bench compare` of Skiff, nats-server, Redis and RabbitMQ
-## into $(PEERS_OUT) (not docs/: smoke figures are not results)
+## bench-peers: RabbitMQ and Kafka too (installed if missing): the AMQP and Kafka targets'
+## tests against them, then a 2 s-per-run smoke `skiff bench compare` of Skiff, nats-server,
+## Redis and RabbitMQ into $(PEERS_OUT) (not docs/: smoke figures are not results)
 PEERS_OUT ?= /tmp/skiff-bench-peers
 bench-peers: build tools redis
 	@scripts/peers.sh install rabbitmq
@@ -74,8 +74,13 @@ bench-peers: build tools redis
 	url=$$(scripts/peers.sh start rabbitmq); \
 	echo "RabbitMQ at $$url"; \
 	SKIFF_AMQP_URL=$$url $(GO) test -race -count=1 -run '^TestTargetAMQP$$' -v ./bench/
+	@scripts/peers.sh install kafka
+	@set -e; trap 'scripts/peers.sh stop kafka' EXIT; \
+	url=$$(scripts/peers.sh start kafka); \
+	echo "Kafka at $$url"; \
+	SKIFF_KAFKA_URL=$$url $(GO) test -race -count=1 -run '^TestTargetKafka$$' -v ./bench/
 	./$(BIN) bench compare --peers skiff,nats-server,redis,rabbitmq --duration 2s --warmup 500ms \
 		--out $(PEERS_OUT) --name smoke
 
 clean:
-	rm -rf bin tools/bin
+	rm -rf bin tools/bin tools/kafka

@@ -25,7 +25,8 @@
 //	                            |<-->            uncorrected: from the send
 //
 // A Target is the system under test; adding a system is one file that
-// implements it (see target_nats.go, target_redis.go, target_amqp.go).
+// implements it (see target_nats.go, target_jetstream.go, target_redis.go,
+// target_amqp.go, target_kafka.go).
 //
 // # Throughput
 //

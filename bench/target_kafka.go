@@ -33,7 +33,9 @@ func init() {
 // durability; with ?flush=always the topic is created with
 // flush.messages=1, so that the broker fsyncs every append before it acks
 // it: Kafka's equivalent of an fsync per message, for comparison with
-// stores that sync each write.
+// stores that sync each write. (An append is one produce request's batch
+// for the partition: a single message, unless several queued in the
+// client while a request was in flight.)
 type kafkaTarget struct {
 	brokers     []string
 	flushAlways bool

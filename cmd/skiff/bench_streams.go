@@ -82,7 +82,7 @@ func benchStreamsCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	maxBytes := *tpBytes
 	sb := &streamsBench{given: given, runs: *runs, tpRuns: *tpRuns, msgs: *msgs, maxBytes: maxBytes, stderr: stderr,
-		opts: bench.LatencyOptions{Duration: *duration, Warmup: warmupOption(*warmup), Progress: progressWriter(stderr)},
+		opts:        bench.LatencyOptions{Duration: *duration, Warmup: warmupOption(*warmup), Progress: progressWriter(stderr)},
 		ackDuration: *ackDuration, tpSizes: thrSizes}
 	for _, s := range latSizes {
 		sb.configs = append(sb.configs, bench.Config{Size: s, Rate: *rate, Connections: 1})

@@ -163,7 +163,7 @@ func TestBenchUsage(t *testing.T) {
 	require.Equal(t, 2, run([]string{"bench", "latency", "--size", "1GB"}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), `bad size "1GB"`)
 	stderr.Reset()
-	require.Equal(t, 2, run([]string{"bench", "latency", "--target", "kafka://127.0.0.1:9092", "--overhead=false"}, &stdout, &stderr))
+	require.Equal(t, 2, run([]string{"bench", "latency", "--target", "mqtt://127.0.0.1:1883", "--overhead=false"}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), "no target for this URL scheme")
 	stderr.Reset()
 	require.Equal(t, 2, run([]string{"bench", "latency", "--suite", "nope"}, &stdout, &stderr))
