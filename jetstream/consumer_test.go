@@ -3,6 +3,10 @@ package jetstream_test
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -748,4 +752,60 @@ func TestDurableSurvivesRestart(t *testing.T) {
 	s, err = js.Stream(c, "S")
 	require.NoError(t, err)
 	require.Equal(t, uint64(10), s.CachedInfo().State.Msgs)
+}
+
+// TestConsumerPastStreamEnd: a machine crash under sync interval can cost
+// the stream its last messages while the consumer's state kept having seen
+// them. After the restart the consumer goes back to the stream's end, and
+// the new messages that reuse those sequences reach it.
+func TestConsumerPastStreamEnd(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	_, js := connect(t, b.srv.ClientURL())
+	c := ctx(t)
+	s, err := js.CreateStream(c, njs.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+	require.NoError(t, err)
+	publishN(t, js, 0, 5) // five records of the same size
+	cons, err := s.CreateConsumer(c, njs.ConsumerConfig{Durable: "D", AckPolicy: njs.AckExplicitPolicy})
+	require.NoError(t, err)
+	_, msgs := fetch(t, cons, 5)
+	for _, m := range msgs {
+		require.NoError(t, m.DoubleAck(c))
+	}
+	b.stop()
+
+	// Lose the last two records, as a crash before their fsync would.
+	var logs []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && filepath.Base(filepath.Dir(p)) == "msgs" && strings.HasSuffix(p, ".log") {
+			logs = append(logs, p)
+		}
+		return err
+	}))
+	require.Len(t, logs, 1)
+	fi, err := os.Stat(logs[0])
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(logs[0], fi.Size()*3/5))
+
+	b = startBroker(t, dir)
+	_, js = connect(t, b.srv.ClientURL())
+	s, err = js.Stream(c, "S")
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), s.CachedInfo().State.LastSeq)
+	publishN(t, js, 5, 2) // sequences 4 and 5 again
+	cons, err = js.Consumer(c, "S", "D")
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), cons.CachedInfo().AckFloor.Stream)
+	got, _ := fetch(t, cons, 2, njs.FetchMaxWait(2*time.Second))
+	require.Equal(t, []string{"5", "6"}, got)
+}
+
+// TestMaxMsgSizeCountsHeadersAndData: as in the reference server, the
+// subject does not count towards max_msg_size.
+func TestMaxMsgSizeCountsHeadersAndData(t *testing.T) {
+	_, _, js, _ := setup(t, 0, njs.StreamConfig{Name: "S", Subjects: []string{"s.>"}, MaxMsgSize: 10})
+	_, err := js.Publish(ctx(t), "s.a.rather.long.subject", []byte("0123456789"))
+	require.NoError(t, err)
+	_, err = js.Publish(ctx(t), "s.a", []byte("0123456789A"))
+	require.Equal(t, njs.ErrorCode(10054), apiCode(err))
 }

@@ -143,8 +143,10 @@ func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 		MaxBytes:          unl(cfg.MaxBytes),
 		MaxMsgsPerSubject: unl(cfg.MaxMsgsPerSubject),
 		MaxAge:            cfg.MaxAge,
-		MaxMsgSize:        int(max(cfg.MaxMsgSize, 0)),
-		SyncInterval:      cfg.SyncInterval,
+		// ingest checks max_msg_size (headers and data); the store's own
+		// bound counts the subject too, so it keeps only its hard cap.
+		MaxMsgSize:   0,
+		SyncInterval: cfg.SyncInterval,
 	}
 	if cfg.Storage == MemoryStorage {
 		o.Storage = store.MemoryStorage
@@ -182,7 +184,9 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 			return nil, err
 		}
 	}
-	s, err := store.Open(cfg.storeOptions(filepath.Join(dir, "msgs")))
+	so := cfg.storeOptions(filepath.Join(dir, "msgs"))
+	so.Logger = js.log.With("stream", cfg.Name) // recovery and corruption reports
+	s, err := store.Open(so)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +334,8 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, apiErr(400, 10109, "invalid operation on sealed stream"))
 		return
 	}
-	if cfg.MaxMsgSize > 0 && len(m.Subject)+len(m.Header)+len(m.Data) > int(cfg.MaxMsgSize) {
+	// Headers and data count, not the subject, as in the reference server.
+	if cfg.MaxMsgSize > 0 && len(m.Header)+len(m.Data) > int(cfg.MaxMsgSize) {
 		st.nack(m, reply, errMsgTooBig())
 		return
 	}

@@ -298,9 +298,19 @@ func (c *consumer) restore(s *store.ConsumerSnapshot) {
 	c.dseq = max(s.Delivered.Consumer, s.AckFloor.Consumer)
 	c.sseq = max(s.Delivered.Stream, s.AckFloor.Stream) + 1
 	c.asflr, c.adflr = s.AckFloor.Stream, s.AckFloor.Consumer
+	// A machine crash under sync interval or never can cost the stream
+	// its last messages while the consumer's state kept having seen them:
+	// their sequences will be given again to new messages, which the
+	// consumer must not skip. It goes back to the stream's end.
+	last := c.st.store.State().LastSeq
+	if c.sseq > last+1 {
+		c.st.js.log.Warn("consumer was past the stream's end; moved back", "stream", c.st.name,
+			"consumer", c.name, "was", c.sseq-1, "last", last)
+		c.sseq, c.asflr = last+1, min(c.asflr, last)
+	}
 	now := time.Now()
 	for seq, p := range s.Pending {
-		if seq <= c.asflr {
+		if seq <= c.asflr || seq > last {
 			continue
 		}
 		pm := &pendingMsg{dseq: p.ConsumerSeq, ts: p.Timestamp}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/skiffmq/skiff/store"
 )
@@ -84,4 +85,46 @@ func ExampleConsumerState() {
 	// Output:
 	// {0 9} 1
 	// {2 11} 0
+}
+
+func ExampleOpen_reopen() {
+	// A file-backed stream recovers its messages, deletes and sequence
+	// when opened again on the same directory.
+	dir, err := os.MkdirTemp("", "store-example-")
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	s, err := store.Open(store.Options{Dir: dir}) // SyncAlways: WaitDurable fsyncs
+	if err != nil {
+		panic(err)
+	}
+	for _, subj := range []string{"orders.eu", "orders.us", "orders.eu"} {
+		seq, _, err := s.Append(subj, nil, []byte("payload"))
+		if err != nil {
+			panic(err)
+		}
+		if err := s.WaitDurable(seq); err != nil {
+			panic(err)
+		}
+	}
+	if err := s.Delete(2); err != nil {
+		panic(err)
+	}
+	if err := s.Close(); err != nil {
+		panic(err)
+	}
+
+	s, err = store.Open(store.Options{Dir: dir})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	st := s.State()
+	fmt.Println(st.Msgs, st.FirstSeq, st.LastSeq, st.NumDeleted)
+	seq, _, _ := s.Append("orders.us", nil, nil)
+	fmt.Println(seq) // sequences go on where they stopped
+	// Output:
+	// 2 1 3 1
+	// 4
 }

@@ -2,7 +2,7 @@
 //
 //	skiff serve [flags]        run the broker (see skiff serve -h and docs/config.md)
 //	skiff bench match [flags]  run the topic-matching benchmarks and write the report
-//	skiff bench latency|throughput|compare|core [flags]
+//	skiff bench latency|throughput|compare|streams|core [flags]
 //	                           the benchmark harness (docs/bench.md)
 //	skiff version              print the version
 //
@@ -47,7 +47,7 @@ func usage(w io.Writer) {
 
 Commands:
   serve     run the broker (skiff serve -h for its flags)
-  bench     benchmarks: match, core, latency, throughput, compare (skiff bench help)
+  bench     benchmarks: match, core, latency, throughput, compare, streams (skiff bench help)
   version   print the version
 `)
 }

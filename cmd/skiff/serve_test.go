@@ -25,7 +25,7 @@ func TestServeBinary(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "-p", "-1", "-m", "0", "--auth", "tok")
+	cmd := exec.CommandContext(ctx, bin, "serve", "-p", "-1", "-m", "0", "--auth", "tok", "-sd", filepath.Join(t.TempDir(), "data"))
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

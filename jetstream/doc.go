@@ -1,0 +1,56 @@
+// Package jetstream is Skiff's durable streams: the JetStream API of the
+// reference server (streams, consumers, acknowledgements) on top of a
+// server.Server, with messages kept by package store. Clients talk to it
+// with the usual JetStream clients (nats.go's jetstream package, the nats
+// CLI) over request/reply on $JS.API.>, acknowledgements on $JS.ACK.> and
+// flow control answers on $JS.FC.>. What it implements, and what it
+// refuses, is described for users in docs/streams.md.
+//
+//	s, err := server.New(server.DefaultOptions())
+//	if err != nil { ... }
+//	js, err := jetstream.New(s, jetstream.Options{StoreDir: "/var/lib/skiff"})
+//	if err != nil { ... } // a stream or consumer on disk could not be opened
+//	if err := s.Start(); err != nil { ... }
+//	...
+//	_ = s.Shutdown(ctx) // first the server: no more publishes or acks
+//	_ = js.Close()      // then the streams: flushed and, per policy, fsynced
+//
+// New recovers every stream and durable consumer in StoreDir before the
+// server starts, so that no publish arrives at a stream that is not open.
+//
+// # Files
+//
+// Every stream has a directory under StoreDir/streams, named after it;
+// memory streams keep only their configuration there.
+//
+//	StoreDir/streams/ORDERS/
+//	    meta.json                    configuration and creation time
+//	    msgs/                        the messages (package store: segments, indexes, floor)
+//	    consumers/WORKER/meta.json   a durable consumer's configuration
+//	    consumers/WORKER/state/      its progress (store.ConsumerState)
+//
+// The meta.json files are written to a temporary file, fsynced, renamed
+// into place, and the directory fsynced. Only durable consumers of file
+// streams without mem_storage have a directory; ephemeral ones live and
+// die with the process.
+//
+// # Durability
+//
+// A stream's sync policy (StreamConfig.Sync, or Options.Sync for a stream
+// that names none) says when a publish is acknowledged: SyncInterval
+// acknowledges once the message is written to the operating system and
+// fsyncs every SyncInterval; SyncAlways acknowledges after an fsync
+// covering it, one fsync serving every message a publisher's read
+// carried and every concurrent publisher (group commit), and lets
+// consumers see only fsynced messages; SyncNever leaves fsyncs to the
+// operating system. A durable consumer's progress is fsynced on the same
+// terms as its stream's messages.
+//
+// # Concurrency
+//
+// A JetStream is safe for concurrent use. Publishes are stored on the
+// publisher's goroutine; API requests (except pull requests, which go
+// straight to their consumer) are answered in order by one worker
+// goroutine behind a bounded queue; each consumer runs one goroutine that
+// owns its state.
+package jetstream
