@@ -193,13 +193,24 @@ type connRun struct {
 	received    int64
 }
 
+// randomPayload returns size random bytes.
+func randomPayload(size int) []byte {
+	b := make([]byte, size)
+	for i := 0; i < len(b); i += 8 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], rand.Uint64())
+		copy(b[i:], w[:])
+	}
+	return b
+}
+
 func (r *connRun) intended(i int) time.Time {
 	return r.start.Add(r.offset + time.Duration(i)*r.interval)
 }
 
 // send issues requests 0..n-1 on schedule.
 func (r *connRun) send(ctx context.Context, n, size int) error {
-	payload := make([]byte, size)
+	payload := randomPayload(size) // random, so that no broker gains by compressing
 	binary.LittleEndian.PutUint64(payload[8:], uint64(r.id))
 	for i := range n {
 		if err := ctx.Err(); err != nil {
@@ -310,4 +321,4 @@ type clock interface {
 type realClock struct{}
 
 func (realClock) Now() time.Time        { return time.Now() }
-func (realClock) Sleep(d time.Duration) { time.Sleep(d) }
+func (realClock) Sleep(d time.Duration) { sleep(d) }

@@ -104,6 +104,9 @@ func (t *kafkaTarget) Open(ctx context.Context, topic string, deliver func([]byt
 		kgo.RequiredAcks(kgo.LeaderAck()),
 		kgo.DisableIdempotentWrite(),
 		kgo.ProducerLinger(0),
+		// franz-go compresses batches with snappy by default; no other
+		// target compresses, and the payloads are random anyway.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.FetchMaxWait(kafkaFetchMaxWait),
 	)

@@ -109,7 +109,7 @@ func RunThroughput(ctx context.Context, t Target, o ThroughputOptions) (*Through
 
 	res := &ThroughputResult{Target: t.Name(), Publishers: o.Publishers, Subscribers: o.Subscribers, Size: o.Size,
 		Expected: expected * int64(o.Subscribers)}
-	payload := make([]byte, o.Size)
+	payload := randomPayload(o.Size)
 	var wg sync.WaitGroup
 	ends := make([]time.Time, o.Publishers)
 	errs := make([]error, o.Publishers)

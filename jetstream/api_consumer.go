@@ -145,12 +145,12 @@ func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphem
 		r.Error = errStreamNotFound()
 		return r
 	}
-	c, aerr := st.addConsumer(req.Config, req.Action)
+	info, aerr := st.addConsumer(req.Config, req.Action)
 	if aerr != nil {
 		r.Error = aerr
 		return r
 	}
-	r.ConsumerInfo = c.info()
+	r.ConsumerInfo = info
 	return r
 }
 

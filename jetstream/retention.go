@@ -22,7 +22,7 @@ func (st *stream) retire(c *consumer, seqs []uint64) {
 	case WorkQueuePolicy:
 		// Filters of a workqueue stream's consumers never overlap.
 		for _, seq := range seqs {
-			_ = st.store.Delete(seq)
+			_ = st.store.Remove(seq)
 		}
 	case InterestPolicy:
 		others := st.otherConsumers(c)
@@ -36,7 +36,7 @@ func (st *stream) retire(c *consumer, seqs []uint64) {
 					continue
 				}
 			}
-			_ = st.store.Delete(seq)
+			_ = st.store.Remove(seq)
 		}
 	}
 }
@@ -54,7 +54,7 @@ func (st *stream) sweepInterest() {
 			break
 		}
 		if !anyNeeds(consumers, m.Seq, m.Subject) {
-			_ = st.store.Delete(m.Seq)
+			_ = st.store.Remove(m.Seq)
 		}
 		seq = m.Seq + 1
 	}

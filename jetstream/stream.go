@@ -98,6 +98,14 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 	if cfg.Duplicates < 0 || (cfg.MaxAge > 0 && cfg.Duplicates > cfg.MaxAge) {
 		return cfg, errStreamConfig(errors.New("duplicates window can not be larger then max age"))
 	}
+	if cfg.DiscardNewPer {
+		if cfg.Discard != DiscardNew {
+			return cfg, errStreamConfig(errors.New("discard new per subject requires discard new policy to be set"))
+		}
+		if cfg.MaxMsgsPerSubject <= 0 {
+			return cfg, errStreamConfig(errors.New("discard new per subject requires max msgs per subject > 0"))
+		}
+	}
 	switch {
 	case cfg.Replicas > 1:
 		return cfg, apiErr(500, 10074, "replicas > 1 not supported in non-clustered mode")
@@ -153,6 +161,7 @@ func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 	} else {
 		o.Storage = store.FileStorage
 	}
+	o.DiscardNewPerSubject = cfg.DiscardNewPer
 	if cfg.Discard == DiscardNew {
 		o.Discard = store.DiscardNew
 	} else {
@@ -398,7 +407,7 @@ func (st *stream) ingest(m *server.Msg) {
 // sequence, and not kept.
 func (st *stream) arrived(subj string, seq uint64, cfg StreamConfig) {
 	if !st.notify(subj) && cfg.Retention == InterestPolicy {
-		_ = st.store.Delete(seq)
+		_ = st.store.Remove(seq)
 	}
 }
 

@@ -22,7 +22,10 @@ const (
 
 // addConsumer creates a consumer, or updates the one of the same name,
 // as the action allows.
-func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*consumer, *APIError) {
+// addConsumer creates or updates a consumer and returns its info, taken
+// before a new consumer starts delivering (as the reference server
+// answers: nothing delivered yet).
+func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*ConsumerInfo, *APIError) {
 	scfg := st.config()
 	ncfg, aerr := normalizeConsumer(cfg, &scfg)
 	if aerr != nil {
@@ -55,7 +58,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*consumer, *AP
 		if err := existing.update(ncfg); err != nil {
 			return nil, errConsumerCreate(err)
 		}
-		return existing, nil
+		return existing.info(), nil
 	}
 	if action == actionUpdate {
 		return nil, errConsumerNotExist()
@@ -94,8 +97,9 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*consumer, *AP
 	st.mu.consumers[name] = c
 	st.setConsumers()
 	st.js.consumers.Add(1)
+	info := c.info()
 	c.start()
-	return c, nil
+	return info, nil
 }
 
 // persisted reports whether a consumer keeps its progress on disk: a

@@ -13,31 +13,34 @@ import (
 
 // StreamConfig is a stream's configuration.
 type StreamConfig struct {
-	Name              string            `json:"name"`
-	Description       string            `json:"description,omitempty"`
-	Subjects          []string          `json:"subjects,omitempty"`
-	Retention         RetentionPolicy   `json:"retention"`
-	MaxConsumers      int               `json:"max_consumers"`
-	MaxMsgs           int64             `json:"max_msgs"`
-	MaxBytes          int64             `json:"max_bytes"`
-	MaxAge            time.Duration     `json:"max_age"`
-	MaxMsgsPerSubject int64             `json:"max_msgs_per_subject"`
-	MaxMsgSize        int32             `json:"max_msg_size,omitempty"`
-	Discard           DiscardPolicy     `json:"discard"`
-	Storage           StorageType       `json:"storage"`
-	Replicas          int               `json:"num_replicas"`
-	NoAck             bool              `json:"no_ack,omitempty"`
-	Duplicates        time.Duration     `json:"duplicate_window,omitempty"`
-	FirstSeq          uint64            `json:"first_seq,omitempty"`
-	Compression       string            `json:"compression"`
-	AllowDirect       bool              `json:"allow_direct"`
-	MirrorDirect      bool              `json:"mirror_direct"`
-	Sealed            bool              `json:"sealed"`
-	DenyDelete        bool              `json:"deny_delete"`
-	DenyPurge         bool              `json:"deny_purge"`
-	AllowRollup       bool              `json:"allow_rollup_hdrs"`
-	ConsumerLimits    ConsumerLimits    `json:"consumer_limits"`
-	Metadata          map[string]string `json:"metadata,omitempty"`
+	Name              string          `json:"name"`
+	Description       string          `json:"description,omitempty"`
+	Subjects          []string        `json:"subjects,omitempty"`
+	Retention         RetentionPolicy `json:"retention"`
+	MaxConsumers      int             `json:"max_consumers"`
+	MaxMsgs           int64           `json:"max_msgs"`
+	MaxBytes          int64           `json:"max_bytes"`
+	MaxAge            time.Duration   `json:"max_age"`
+	MaxMsgsPerSubject int64           `json:"max_msgs_per_subject"`
+	MaxMsgSize        int32           `json:"max_msg_size,omitempty"`
+	Discard           DiscardPolicy   `json:"discard"`
+	// DiscardNewPer refuses a message past max_msgs_per_subject, instead of
+	// removing the subject's oldest, under discard new.
+	DiscardNewPer  bool              `json:"discard_new_per_subject,omitempty"`
+	Storage        StorageType       `json:"storage"`
+	Replicas       int               `json:"num_replicas"`
+	NoAck          bool              `json:"no_ack,omitempty"`
+	Duplicates     time.Duration     `json:"duplicate_window,omitempty"`
+	FirstSeq       uint64            `json:"first_seq,omitempty"`
+	Compression    string            `json:"compression"`
+	AllowDirect    bool              `json:"allow_direct"`
+	MirrorDirect   bool              `json:"mirror_direct"`
+	Sealed         bool              `json:"sealed"`
+	DenyDelete     bool              `json:"deny_delete"`
+	DenyPurge      bool              `json:"deny_purge"`
+	AllowRollup    bool              `json:"allow_rollup_hdrs"`
+	ConsumerLimits ConsumerLimits    `json:"consumer_limits"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
 	// Sync is Skiff's: when a publish is acknowledged (see SyncPolicy).
 	Sync SyncPolicy `json:"sync"`
 	// SyncInterval is the interval of SyncInterval, in nanoseconds.

@@ -42,6 +42,7 @@ func TestConformance(t *testing.T) {
 		{"PerSubjectWithTotals", testPerSubjectWithTotals},
 		{"MaxAge", testMaxAge},
 		{"Delete", testDelete},
+		{"Remove", testRemove},
 		{"Purge", testPurge},
 		{"PurgeMovesSequenceOn", testPurgeMovesSequenceOn},
 		{"Next", testNext},
@@ -162,7 +163,11 @@ func testLimits(t *testing.T, open opener) {
 			appends: []string{"s.1"}, wantErr: map[int]error{0: ErrMaxBytes}},
 		{name: "MaxMsgsPerSubject/old", opts: Options{MaxMsgsPerSubject: 2},
 			appends: []string{"s.1", "s.2", "s.1", "s.1", "s.2", "s.3", "s.2"}, want: []uint64{3, 4, 5, 6, 7}},
+		// Under DiscardNew alone the per-subject limit still removes the
+		// subject's oldest (as nats-server does).
 		{name: "MaxMsgsPerSubject/new", opts: Options{MaxMsgsPerSubject: 2, Discard: DiscardNew},
+			appends: []string{"s.1", "s.2", "s.1", "s.1", "s.2", "s.3", "s.2"}, want: []uint64{3, 4, 5, 6, 7}},
+		{name: "MaxMsgsPerSubject/new per subject", opts: Options{MaxMsgsPerSubject: 2, Discard: DiscardNew, DiscardNewPerSubject: true},
 			appends: []string{"s.1", "s.2", "s.1", "s.1", "s.2", "s.3", "s.2"},
 			wantErr: map[int]error{3: ErrMaxMsgsPerSubject, 6: ErrMaxMsgsPerSubject}, want: []uint64{1, 2, 3, 4, 5}},
 		{name: "MaxMsgSize", opts: Options{MaxMsgSize: 13},
@@ -241,7 +246,12 @@ func testMaxAge(t *testing.T, open opener) {
 	require.Equal(t, uint64(5), mustAppend(t, s, "a", "5"))
 }
 
-func testDelete(t *testing.T, open opener) {
+func testDelete(t *testing.T, open opener) { testRemoval(t, open, (*Stream).Delete) }
+
+// testRemove: Remove removes as Delete does; only its persistence differs.
+func testRemove(t *testing.T, open opener) { testRemoval(t, open, (*Stream).Remove) }
+
+func testRemoval(t *testing.T, open opener, remove func(*Stream, uint64) error) {
 	s := open(t, Options{})
 	for i := 0; i < 5; i++ {
 		mustAppend(t, s, fmt.Sprintf("d.%d", i%2), "x")
@@ -263,7 +273,7 @@ func testDelete(t *testing.T, open opener) {
 		{seq: 4, live: nil, first: 6},
 	}
 	for _, c := range cases {
-		err := s.Delete(c.seq)
+		err := remove(s, c.seq)
 		if c.wantErr != nil {
 			require.ErrorIs(t, err, c.wantErr)
 		} else {

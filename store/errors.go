@@ -17,8 +17,9 @@ var (
 	// does not fit in Options.MaxBytes, and under either policy when the
 	// message alone is larger than MaxBytes.
 	ErrMaxBytes = errors.New("store: maximum bytes exceeded")
-	// ErrMaxMsgsPerSubject is returned by Append under DiscardNew when the
-	// subject holds Options.MaxMsgsPerSubject messages.
+	// ErrMaxMsgsPerSubject is returned by Append under DiscardNew and
+	// DiscardNewPerSubject when the subject holds MaxMsgsPerSubject
+	// messages.
 	ErrMaxMsgsPerSubject = errors.New("store: maximum messages per subject exceeded")
 	// ErrMaxMsgSize is returned by Append, whatever the discard policy, for a
 	// message whose subject, headers and data together exceed

@@ -54,6 +54,7 @@ func (fb *fileBackend) write(seq uint64, ts int64, subj string, rec []byte) (uin
 	if err := s.log.append(rec); err != nil {
 		return 0, fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(s.first)+logExt, err)
 	}
+	s.cacheTail(off, rec)
 	if off == 0 {
 		s.firstTS = ts
 	}
@@ -92,7 +93,7 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 	fb.removeFile(fb.path(seq, idxExt))
 	fb.removeFile(fb.path(seq, delExt))
 	if fb.active != nil {
-		fb.active.sealed = true
+		fb.active.sealed, fb.active.tail = true, nil
 	}
 	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f}}
 	fb.segs = append(fb.segs, ns)
@@ -104,6 +105,9 @@ func (fb *fileBackend) read(seq uint64, e *entry) ([]byte, error) {
 	s := fb.segFor(seq)
 	if s == nil {
 		return nil, fmt.Errorf("%w: sequence %d in no segment", ErrNotFound, seq)
+	}
+	if buf, ok := s.cached(int64(e.off), int(e.size)); ok {
+		return buf, nil
 	}
 	buf := make([]byte, e.size)
 	if _, err := s.log.f.ReadAt(buf, int64(e.off)); err != nil {
@@ -233,7 +237,7 @@ func (fb *fileBackend) dropSegment(s *segment) {
 	if fb.active == s {
 		fb.active = nil
 	}
-	s.dropped, s.ents, s.pending = true, nil, nil
+	s.dropped, s.ents, s.pending, s.tail = true, nil, nil, nil
 	fb.graveyard = append(fb.graveyard, s.log.f)
 	if s.del.f != nil {
 		fb.graveyard = append(fb.graveyard, s.del.f)

@@ -125,9 +125,12 @@ type Options struct {
 	// MaxMsgSize bounds len(subject)+len(headers)+len(data) of one message;
 	// 0 means the hard cap (MaxRecordSize less framing).
 	MaxMsgSize int
-	// Discard is the policy when a new message breaks MaxMsgs, MaxBytes or
-	// MaxMsgsPerSubject (default DiscardOld).
-	Discard Discard
+	// Discard is the policy when a new message breaks MaxMsgs or MaxBytes
+	// (default DiscardOld). MaxMsgsPerSubject always removes the subject's
+	// oldest message, unless DiscardNewPerSubject is set too, when
+	// DiscardNew refuses the new one.
+	Discard              Discard
+	DiscardNewPerSubject bool
 
 	// Sync is the fsync policy of file storage (default SyncAlways).
 	Sync SyncPolicy

@@ -70,7 +70,8 @@ func (s *Stream) readLocked(seq uint64) (*Msg, error) {
 		m.Header = rec.hdr[:len(rec.hdr):len(rec.hdr)]
 	}
 	if len(rec.data) > 0 {
-		m.Data = rec.data
+		// Capped: the bytes may be the tail cache's, shared by readers.
+		m.Data = rec.data[:len(rec.data):len(rec.data)]
 	}
 	return m, nil
 }

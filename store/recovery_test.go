@@ -614,3 +614,23 @@ func TestBackgroundExpiry(t *testing.T) {
 	require.Equal(t, uint64(0), st.Msgs)
 	require.Equal(t, uint64(21), st.FirstSeq)
 }
+
+// TestRemoveSurvivesClose: a removal recorded lazily is on disk once the
+// stream closes, so a reopened stream does not bring the message back.
+func TestRemoveSurvivesClose(t *testing.T) {
+	for _, policy := range []SyncPolicy{SyncAlways, SyncInterval, SyncNever} {
+		t.Run(policy.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(Options{Dir: dir, Sync: policy, Logger: quiet})
+			require.NoError(t, err)
+			for i := range 5 {
+				mustAppend(t, s, "r", fmt.Sprint(i))
+			}
+			require.NoError(t, s.Remove(3))
+			require.NoError(t, s.Remove(1))
+			require.NoError(t, s.Close())
+			s = mustOpen(t, Options{Dir: dir, Sync: policy})
+			require.Equal(t, []uint64{2, 4, 5}, liveSeqs(t, s))
+		})
+	}
+}

@@ -133,6 +133,25 @@ func (s *Stream) Delete(seq uint64) error {
 	return err
 }
 
+// Remove removes one message the way the limits do: at once in memory,
+// and on disk at the next sync point, with no write or fsync of its own,
+// so that a crash before then may bring the message back. It suits
+// removals that are safe to undo, such as a work-queue message once
+// acknowledged (at worst it is delivered again). ErrNotFound if the
+// message is not stored.
+func (s *Stream) Remove(seq uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	if seq < s.mu.first || seq > s.mu.last || s.mu.ents[seq-s.mu.first].subj == nil {
+		return fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
+	}
+	s.removeLocked(seq, true)
+	return nil
+}
+
 // Purge removes the messages req selects and returns how many it removed.
 // As in JetStream: a request for every subject with neither Seq nor Keep
 // empties the stream (LastSeq stays, FirstSeq becomes LastSeq+1); with Seq

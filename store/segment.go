@@ -27,6 +27,38 @@ type segment struct {
 	del      appendFile // nil f until the first delete
 	delDirty bool
 	pending  []uint64 // interior deletes not yet written to del
+
+	// tail holds a copy of the active segment's last records, from file
+	// offset tailOff, so that a reader close behind the writer (a consumer
+	// keeping up) reads memory, not the file. It is never written over:
+	// when full it is replaced, so slices handed out stay valid.
+	tail    []byte
+	tailOff int64
+}
+
+// tailCap bounds each stream's tail cache (see segment.tail).
+const tailCap = 256 << 10
+
+// cacheTail adds the record just written at off to the tail cache.
+func (s *segment) cacheTail(off int64, rec []byte) {
+	if len(rec) > tailCap/4 {
+		s.tail = nil // large records are read from the file
+		return
+	}
+	if s.tail == nil || s.tailOff+int64(len(s.tail)) != off || len(s.tail)+len(rec) > cap(s.tail) {
+		s.tail, s.tailOff = make([]byte, 0, tailCap), off
+	}
+	s.tail = append(s.tail, rec...)
+}
+
+// cached returns the size bytes at off from the tail cache, if it has
+// them. The slice's capacity ends with it.
+func (s *segment) cached(off int64, size int) ([]byte, bool) {
+	if s.tail == nil || off < s.tailOff || off+int64(size) > s.tailOff+int64(len(s.tail)) {
+		return nil, false
+	}
+	i := int(off - s.tailOff)
+	return s.tail[i : i+size : i+size], true
 }
 
 const (

@@ -185,7 +185,7 @@ func (s *Stream) admitLocked(ss *subjectState, size int) error {
 		return fmt.Errorf("%w: limit %d", ErrMaxMsgs, o.MaxMsgs)
 	case o.MaxBytes > 0 && int64(s.mu.bytes)+int64(size) > o.MaxBytes:
 		return fmt.Errorf("%w: %d stored + %d, limit %d", ErrMaxBytes, s.mu.bytes, size, o.MaxBytes)
-	case o.MaxMsgsPerSubject > 0 && ss != nil && int64(ss.n) >= o.MaxMsgsPerSubject:
+	case o.DiscardNewPerSubject && o.MaxMsgsPerSubject > 0 && ss != nil && int64(ss.n) >= o.MaxMsgsPerSubject:
 		return fmt.Errorf("%w: subject %q, limit %d", ErrMaxMsgsPerSubject, ss.name, o.MaxMsgsPerSubject)
 	}
 	return nil
