@@ -106,10 +106,11 @@ func (fb *fileBackend) read(seq uint64, e *entry) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: sequence %d in no segment", ErrNotFound, seq)
 	}
-	if buf, ok := s.cached(int64(e.off), int(e.size)); ok {
+	buf := make([]byte, e.size) // the caller owns what it reads
+	if c, ok := s.cached(int64(e.off), int(e.size)); ok {
+		copy(buf, c)
 		return buf, nil
 	}
-	buf := make([]byte, e.size)
 	if _, err := s.log.f.ReadAt(buf, int64(e.off)); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%w: record of sequence %d beyond end of %s", ErrCorrupt, seq, segmentBase(s.first)+logExt)

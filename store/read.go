@@ -70,8 +70,7 @@ func (s *Stream) readLocked(seq uint64) (*Msg, error) {
 		m.Header = rec.hdr[:len(rec.hdr):len(rec.hdr)]
 	}
 	if len(rec.data) > 0 {
-		// Capped: the bytes may be the tail cache's, shared by readers.
-		m.Data = rec.data[:len(rec.data):len(rec.data)]
+		m.Data = rec.data
 	}
 	return m, nil
 }

@@ -30,8 +30,7 @@ type segment struct {
 
 	// tail holds a copy of the active segment's last records, from file
 	// offset tailOff, so that a reader close behind the writer (a consumer
-	// keeping up) reads memory, not the file. It is never written over:
-	// when full it is replaced, so slices handed out stay valid.
+	// keeping up) reads memory, not the file. Readers get copies.
 	tail    []byte
 	tailOff int64
 }
@@ -45,14 +44,17 @@ func (s *segment) cacheTail(off int64, rec []byte) {
 		s.tail = nil // large records are read from the file
 		return
 	}
-	if s.tail == nil || s.tailOff+int64(len(s.tail)) != off || len(s.tail)+len(rec) > cap(s.tail) {
-		s.tail, s.tailOff = make([]byte, 0, tailCap), off
+	if s.tail == nil {
+		s.tail = make([]byte, 0, tailCap)
+	}
+	if s.tailOff+int64(len(s.tail)) != off || len(s.tail)+len(rec) > cap(s.tail) {
+		s.tail, s.tailOff = s.tail[:0], off // readers copy under the stream's lock
 	}
 	s.tail = append(s.tail, rec...)
 }
 
 // cached returns the size bytes at off from the tail cache, if it has
-// them. The slice's capacity ends with it.
+// them, to be copied before the cache changes.
 func (s *segment) cached(off int64, size int) ([]byte, bool) {
 	if s.tail == nil || off < s.tailOff || off+int64(size) > s.tailOff+int64(len(s.tail)) {
 		return nil, false
