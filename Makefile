@@ -5,7 +5,7 @@ BIN      := bin/skiff
 FUZZTIME ?= 30s
 COUNT    ?= 5
 
-.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-peers clean
+.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-peers bench-latency bench-streams clean
 
 all: build
 
@@ -65,8 +65,9 @@ bench-core: build tools
 	./$(BIN) bench core -runs $(COUNT)
 
 ## bench-peers: RabbitMQ and Kafka too (installed if missing): the AMQP and Kafka targets'
-## tests against them, then a 2 s-per-run smoke `skiff bench compare` of Skiff, nats-server,
-## Redis and RabbitMQ into $(PEERS_OUT) (not docs/: smoke figures are not results)
+## tests against them, then 2 s-per-run smoke runs of `skiff bench compare` (Skiff, nats-server,
+## Redis, RabbitMQ) and `skiff bench streams` (Skiff, nats-server JetStream, Kafka) into
+## $(PEERS_OUT) (not docs/: smoke figures are not results)
 PEERS_OUT ?= /tmp/skiff-bench-peers
 bench-peers: build tools redis
 	@scripts/peers.sh install rabbitmq
@@ -81,6 +82,18 @@ bench-peers: build tools redis
 	SKIFF_KAFKA_URL=$$url $(GO) test -race -count=1 -run '^TestTargetKafka$$' -v ./bench/
 	./$(BIN) bench compare --peers skiff,nats-server,redis,rabbitmq --duration 2s --warmup 500ms \
 		--out $(PEERS_OUT) --name smoke
+	./$(BIN) bench streams --modes file --sizes 1KB --duration 2s --ack-duration 1s --warmup 500ms \
+		--tp-sizes 1KB --msgs 20000 --tp-runs 1 --out $(PEERS_OUT) --name streams-smoke
+
+## bench-latency: the published latency suite against Skiff, nats-server, Redis and
+## RabbitMQ, 2 runs each, into docs/benchmarks/<date>-published.md (about 25 minutes)
+bench-latency: build tools redis
+	./$(BIN) bench compare --suite published --peers skiff,nats-server,redis,rabbitmq --runs 2
+
+## bench-streams: streams against nats-server JetStream and Kafka, every storage mode,
+## into docs/benchmarks/streams.md (about 35 minutes)
+bench-streams: build tools
+	./$(BIN) bench streams --duration 30s --ack-duration 10s --tp-sizes 16B,1KB,5KB,1MB --tp-runs 2
 
 clean:
 	rm -rf bin tools/bin tools/kafka

@@ -79,6 +79,10 @@ func openJetStreamTarget(u *url.URL) (Target, error) {
 
 func (t *jetStreamTarget) Name() string { return "jetstream" }
 
+// consumeBytes bounds what a receiving connection's consumer has in
+// flight.
+const consumeBytes = 16 << 20
+
 // streamName turns a topic into a stream name: names cannot hold dots.
 func streamName(topic string) string {
 	return "BENCH_" + strings.NewReplacer(".", "_", "*", "_", ">", "_").Replace(topic)
@@ -127,6 +131,11 @@ func (t *jetStreamTarget) Open(ctx context.Context, topic string, deliver func([
 			return nil, fmt.Errorf("jetstream: consumer: %w", err)
 		}
 		cc, err := cons.Consume(func(m njs.Msg) { deliver(m.Data()) },
+			// Bounded in bytes, not the client's default 500 messages:
+			// 500 messages of 1 MB in flight would exceed a server's
+			// pending limit for a client (64 MB by default for both
+			// servers), and it would cut the subscriber off.
+			njs.PullMaxBytes(consumeBytes),
 			njs.ConsumeErrHandler(func(_ njs.ConsumeContext, err error) {
 				// Heartbeats missed or the consumer reset: the ordered
 				// consumer recovers by itself; only a closed connection

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/store"
 )
 
 // Defaults of the Options.
@@ -49,6 +50,9 @@ type Options struct {
 	// 100 ms); nats-server's `sync_interval` sets the same for all.
 	Sync         SyncPolicy
 	SyncInterval time.Duration
+	// FS is the file system of streams' messages and consumers' state
+	// (default store.OSFS); tests wrap it to inject faults.
+	FS store.FS
 	// Logger receives structured logs (default: the server's, or discard).
 	Logger *slog.Logger
 }
@@ -68,6 +72,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.SyncInterval <= 0 {
 		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.FS == nil {
+		o.FS = store.OSFS
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

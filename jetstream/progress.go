@@ -62,7 +62,7 @@ type fileProgress struct {
 
 // openProgress opens a consumer's progress in dir and returns what it
 // recovered.
-func openProgress(dir string, cfg *StreamConfig, log *slog.Logger) (*fileProgress, *store.ConsumerSnapshot, error) {
+func openProgress(dir string, fs store.FS, cfg *StreamConfig, log *slog.Logger) (*fileProgress, *store.ConsumerSnapshot, error) {
 	policy := store.SyncInterval
 	switch cfg.Sync {
 	case SyncAlways:
@@ -70,7 +70,7 @@ func openProgress(dir string, cfg *StreamConfig, log *slog.Logger) (*fileProgres
 	case SyncNever:
 		policy = store.SyncNever
 	}
-	cs, err := store.OpenConsumerState(dir, nil, policy)
+	cs, err := store.OpenConsumerState(dir, fs, policy)
 	if err != nil {
 		return nil, nil, err
 	}

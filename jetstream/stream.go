@@ -195,6 +195,7 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 	}
 	so := cfg.storeOptions(filepath.Join(dir, "msgs"))
 	so.Logger = js.log.With("stream", cfg.Name) // recovery and corruption reports
+	so.FS = js.opts.FS
 	s, err := store.Open(so)
 	if err != nil {
 		return nil, err

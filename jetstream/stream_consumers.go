@@ -130,7 +130,7 @@ func (st *stream) openConsumer(name string, cfg ConsumerConfig, created time.Tim
 			}
 		}
 		scfg := st.config()
-		fl, s, err := openProgress(filepath.Join(dir, "state"), &scfg, st.js.log.With("stream", st.name, "consumer", name))
+		fl, s, err := openProgress(filepath.Join(dir, "state"), st.js.opts.FS, &scfg, st.js.log.With("stream", st.name, "consumer", name))
 		if err != nil {
 			return nil, err
 		}

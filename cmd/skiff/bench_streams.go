@@ -161,8 +161,10 @@ type modeResult struct {
 	versions map[string]string
 	deliver  *comparison // publish to delivery
 	ack      *comparison // publish to acknowledgement; nil when skipped
-	// tp[size][peer] holds one throughput result per run.
-	tp []map[string][]*bench.ThroughputResult
+	// tp[size][peer] holds one throughput result per complete run;
+	// tpFails lists the runs that failed, and why.
+	tp      []map[string][]*bench.ThroughputResult
+	tpFails []string
 }
 
 // modePeers returns the peers a mode runs: Kafka has no memory storage,
@@ -238,13 +240,20 @@ func (sb *streamsBench) runMode(ctx context.Context, mr *modeResult) error {
 				fmt.Fprintf(sb.stderr, "throughput %s × %d run %d: %s\n", bench.SizeName(size), n, run+1, p)
 				r, err := bench.RunThroughput(ctx, t, bench.ThroughputOptions{Publishers: 1, Subscribers: 1, Msgs: n, Size: size,
 					Timeout: 5 * time.Minute})
-				if err != nil {
-					return fmt.Errorf("%s: %w", p, err)
+				// A failed run is reported, not fatal: the other
+				// servers' figures still stand.
+				switch {
+				case err != nil:
+					mr.tpFails = append(mr.tpFails, fmt.Sprintf("%s, %s, run %d: %v", p, bench.SizeName(size), run+1, err))
+				case r.Received != r.Expected:
+					mr.tpFails = append(mr.tpFails, fmt.Sprintf("%s, %s, run %d: received %d of %d %v",
+						p, bench.SizeName(size), run+1, r.Received, r.Expected, r.Failures))
+				default:
+					res[p] = append(res[p], r)
 				}
-				if r.Received != r.Expected {
-					return fmt.Errorf("%s: throughput %s: received %d of %d %v", p, bench.SizeName(size), r.Received, r.Expected, r.Failures)
+				if err != nil || r.Received != r.Expected {
+					fmt.Fprintln(sb.stderr, "  failed:", mr.tpFails[len(mr.tpFails)-1])
 				}
-				res[p] = append(res[p], r)
 			}
 		}
 		mr.tp = append(mr.tp, res)
@@ -311,11 +320,21 @@ What is measured:
 			for _, p := range mr.peers {
 				pub, sub := medianRate(res[p], true), medianRate(res[p], false)
 				rp, rs := "", ""
-				if p != "skiff" && res["skiff"] != nil {
+				if p != "skiff" && res["skiff"] != nil && res[p] != nil {
 					rp, rs = fmt.Sprintf("%.2f", sp/pub), fmt.Sprintf("%.2f", ss/sub)
+				}
+				if res[p] == nil {
+					fmt.Fprintf(&b, "| %s | %d | %s | failed | | failed | | |\n", bench.SizeName(size), sb.tpMsgs(size), p)
+					continue
 				}
 				fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.1f | %.0f | %s | %s |\n", bench.SizeName(size), sb.tpMsgs(size), p,
 					pub, pub*float64(size)/1e6, sub, rp, rs)
+			}
+		}
+		if len(mr.tpFails) > 0 {
+			b.WriteString("\nRuns that failed (left out of the medians):\n\n")
+			for _, f := range mr.tpFails {
+				fmt.Fprintf(&b, "- %s\n", f)
 			}
 		}
 	}

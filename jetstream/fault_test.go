@@ -1,0 +1,97 @@
+package jetstream_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/store"
+)
+
+// fullDisk is the operating system's file system with a switch: while
+// full is set, every write to a stream's message segments fails with
+// ENOSPC, as on a full disk, after writing nothing.
+type fullDisk struct {
+	store.FS
+	full atomic.Bool
+}
+
+func (d *fullDisk) wrap(name string, f store.File, err error) (store.File, error) {
+	if err != nil || filepath.Base(filepath.Dir(name)) != "msgs" || filepath.Ext(name) != ".log" {
+		return f, err
+	}
+	return &fullFile{File: f, d: d}, nil
+}
+
+func (d *fullDisk) OpenFile(name string, flag int, perm os.FileMode) (store.File, error) {
+	f, err := d.FS.OpenFile(name, flag, perm)
+	return d.wrap(name, f, err)
+}
+
+func (d *fullDisk) Create(name string) (store.File, error) {
+	f, err := d.FS.Create(name)
+	return d.wrap(name, f, err)
+}
+
+type fullFile struct {
+	store.File
+	d *fullDisk
+}
+
+func (f *fullFile) Write(b []byte) (int, error) {
+	if f.d.full.Load() {
+		return 0, &os.PathError{Op: "write", Path: "segment", Err: syscall.ENOSPC}
+	}
+	return f.File.Write(b)
+}
+
+// TestFullDisk: while the disk is full a publish gets an error
+// acknowledgement (503, 10077, naming the cause) and nothing is stored;
+// what was acknowledged before stays; once space returns, publishing
+// goes on with the next sequence, and a restart finds every acknowledged
+// message.
+func TestFullDisk(t *testing.T) {
+	disk := &fullDisk{FS: store.OSFS}
+	dir := t.TempDir()
+	b := startBrokerWith(t, jetstream.Options{StoreDir: dir, FS: disk})
+	_, js := connect(t, b.srv.ClientURL())
+	c := ctx(t)
+	_, err := js.CreateStream(c, njs.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+	require.NoError(t, err)
+	publishN(t, js, 0, 3)
+
+	disk.full.Store(true)
+	for range 2 {
+		_, err = js.Publish(c, "s.x", []byte("lost"))
+		var apiErr *njs.APIError
+		require.True(t, errors.As(err, &apiErr), "want an error acknowledgement, got %v", err)
+		require.Equal(t, njs.ErrorCode(10077), apiErr.ErrorCode)
+		require.Equal(t, 503, apiErr.Code)
+		require.Contains(t, apiErr.Description, "no space left on device")
+	}
+	disk.full.Store(false)
+
+	ack, err := js.Publish(c, "s.3", []byte("3"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), ack.Sequence, "refused publishes take no sequence")
+	b.stop()
+
+	b = startBroker(t, dir)
+	_, js = connect(t, b.srv.ClientURL())
+	s, err := js.Stream(c, "S")
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), s.CachedInfo().State.Msgs)
+	for i := range 4 {
+		m, err := s.GetMsg(c, uint64(i+1))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(i), string(m.Data))
+	}
+}
