@@ -62,6 +62,10 @@ const kafkaWait = 10 * time.Second
 // consumers from polling the broker busily.
 const kafkaFetchMaxWait = 500 * time.Millisecond
 
+// kafkaMaxBytes bounds a record batch: the topic's max.message.bytes,
+// the producer's batches and the consumer's fetches (8 MiB).
+const kafkaMaxBytes = 8 << 20
+
 // openKafka builds the target for kafka://host:port[?flush=always].
 func openKafka(u *url.URL) (Target, error) {
 	if u.Host == "" {
@@ -109,6 +113,9 @@ func (t *kafkaTarget) Open(ctx context.Context, topic string, deliver func([]byt
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.FetchMaxWait(kafkaFetchMaxWait),
+		kgo.ProducerBatchMaxBytes(kafkaMaxBytes),
+		kgo.FetchMaxPartitionBytes(kafkaMaxBytes),
+		kgo.FetchMaxBytes(2*kafkaMaxBytes),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -146,9 +153,11 @@ func (t *kafkaTarget) acquire(ctx context.Context, adm *kadm.Client, topic strin
 		e.refs++
 		return nil
 	}
-	var configs map[string]*string
+	// Kafka refuses records over about 1 MB by default; the harness
+	// sends up to 1 MiB of payload plus its framing.
+	configs := map[string]*string{"max.message.bytes": kadm.StringPtr(fmt.Sprint(kafkaMaxBytes))}
 	if t.flushAlways {
-		configs = map[string]*string{"flush.messages": kadm.StringPtr("1")}
+		configs["flush.messages"] = kadm.StringPtr("1")
 	}
 	_, err := adm.CreateTopic(ctx, 1, 1, configs, topic)
 	created := err == nil

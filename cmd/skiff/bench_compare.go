@@ -94,8 +94,12 @@ type comparison struct {
 	started []string
 	runs    int
 	env     []string // extra environment for scripts/peers.sh
-	opts    bench.LatencyOptions
-	stderr  io.Writer
+	// tolerant runs go on past a server's failed run, listed in failed,
+	// instead of ending the comparison.
+	tolerant bool
+	failed   []string
+	opts     bench.LatencyOptions
+	stderr   io.Writer
 	// results[config][peer] holds one result per run; overhead[config]
 	// the harness's own latencies.
 	results  []map[string][]*bench.LatencyResult
@@ -151,6 +155,12 @@ func (c *comparison) run(ctx context.Context) error {
 				}
 				fmt.Fprintf(c.stderr, "%s run %d: %s\n", bench.Name(cfg.Size, cfg.Rate, cfg.Connections), run+1, p)
 				res, err := bench.RunLatency(ctx, t, opts)
+				if err != nil && c.tolerant {
+					f := fmt.Sprintf("%s, %s, run %d: %v", p, bench.Name(cfg.Size, cfg.Rate, cfg.Connections), run+1, err)
+					fmt.Fprintln(c.stderr, "  failed:", f)
+					c.failed = append(c.failed, f)
+					continue
+				}
 				if err != nil {
 					return fmt.Errorf("%s: %w", p, err)
 				}
@@ -226,6 +236,10 @@ func (c *comparison) writeConfigs(b *bytes.Buffer, dir, name, heading string) er
 		var merged []*bench.LatencyResult
 		for _, p := range c.peers {
 			rs := c.results[ci][p]
+			if len(rs) == 0 {
+				fmt.Fprintf(b, "| %s | failed (below) |%s\n", p, strings.Repeat(" |", len(bench.Percentiles)+1))
+				continue
+			}
 			fmt.Fprintf(b, "| %s |", p)
 			for _, q := range bench.Percentiles {
 				fmt.Fprintf(b, " %s |", micros(median(rs, q, true)))
@@ -253,6 +267,12 @@ func (c *comparison) writeConfigs(b *bytes.Buffer, dir, name, heading string) er
 			return err
 		}
 		fmt.Fprintf(b, "\n![%s](%s)\n", cname, plot)
+	}
+	if len(c.failed) > 0 {
+		b.WriteString("\nRuns that failed (left out):\n\n")
+		for _, f := range c.failed {
+			fmt.Fprintf(b, "- %s\n", f)
+		}
 	}
 	return nil
 }

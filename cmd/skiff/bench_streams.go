@@ -200,7 +200,7 @@ func (sb *streamsBench) runMode(ctx context.Context, mr *modeResult) error {
 	mr.peers = sb.modePeers(m, false)
 	fmt.Fprintf(sb.stderr, "== %s: %s\n", m.name, m.what)
 	mr.deliver = &comparison{suite: "streams-" + m.name, configs: sb.configs, peers: mr.peers, runs: sb.runs,
-		env: []string{"PEERS_SYNC=" + m.sync}, opts: sb.opts, stderr: sb.stderr}
+		env: []string{"PEERS_SYNC=" + m.sync}, opts: sb.opts, stderr: sb.stderr, tolerant: true}
 	defer mr.deliver.stop()
 	if err := mr.deliver.start(sb.given); err != nil {
 		return err
@@ -219,7 +219,7 @@ func (sb *streamsBench) runMode(ctx context.Context, mr *modeResult) error {
 		opts := sb.opts
 		opts.Duration = sb.ackDuration
 		mr.ack = &comparison{suite: "streams-ack-" + m.name, configs: sb.configs, peers: sb.modePeers(m, true),
-			runs: sb.runs, opts: opts, stderr: sb.stderr, urls: map[string]string{}}
+			runs: sb.runs, opts: opts, stderr: sb.stderr, urls: map[string]string{}, tolerant: true}
 		for _, p := range mr.ack.peers {
 			mr.ack.urls[p] = targetURL(p, base[p], m, true)
 		}
