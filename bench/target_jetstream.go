@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -94,16 +95,12 @@ func (t *jetStreamTarget) Open(ctx context.Context, topic string, deliver func([
 		ctx, cancel = context.WithTimeout(ctx, natsWait)
 		defer cancel()
 	}
-	c := &jsConn{t: t, topic: topic, stream: streamName(topic), failed: make(chan struct{})}
-	nc, err := nats.Connect(t.url, nats.Name("skiff-bench"), nats.MaxReconnects(0),
-		nats.ReconnectBufSize(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { c.setErr(err) }),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.setErr(err) }),
-		nats.ClosedHandler(func(*nats.Conn) { c.once.Do(func() { close(c.failed) }) }))
+	nconn, err := dialNATS(t.url, topic)
 	if err != nil {
 		return nil, err
 	}
-	c.nc = nc
+	c := &jsConn{natsConn: nconn, t: t, stream: streamName(topic)}
+	nc := nconn.nc
 	opts := []njs.JetStreamOpt{
 		njs.WithPublishAsyncMaxPending(t.pending),
 		njs.WithPublishAsyncErrHandler(func(_ njs.JetStream, _ *nats.Msg, err error) { c.setPubErr(err) }),
@@ -188,20 +185,15 @@ func (t *jetStreamTarget) release(js njs.JetStream, stream string) error {
 	return js.DeleteStream(ctx, stream)
 }
 
+// jsConn is a NATS connection (natsConn: its failures) publishing into,
+// and perhaps consuming from, its topic's stream.
 type jsConn struct {
+	*natsConn
 	t      *jetStreamTarget
-	nc     *nats.Conn
 	js     njs.JetStream
 	cc     njs.ConsumeContext
-	topic  string
 	stream string
-	failed chan struct{}
-	once   sync.Once
-	mu     struct {
-		sync.Mutex
-		err    error // why the connection went
-		pubErr error // the first publish the server refused
-	}
+	pubErr atomic.Pointer[error] // the first publish the server refused
 }
 
 var (
@@ -209,46 +201,26 @@ var (
 	_ Flusher = (*jsConn)(nil)
 )
 
-func (c *jsConn) setErr(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.err == nil && err != nil {
-		c.mu.err = err
-	}
-}
+func (c *jsConn) setPubErr(err error) { c.pubErr.CompareAndSwap(nil, &err) }
 
-func (c *jsConn) setPubErr(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.pubErr == nil {
-		c.mu.pubErr = err
+// refused returns the first refused publish's error, or nil.
+func (c *jsConn) refused() error {
+	if p := c.pubErr.Load(); p != nil {
+		return fmt.Errorf("jetstream: publish refused: %w", *p)
 	}
-}
-
-func (c *jsConn) Failed() <-chan struct{} { return c.failed }
-
-func (c *jsConn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.err != nil {
-		return fmt.Errorf("connection closed: %w", c.mu.err)
-	}
-	return nats.ErrConnectionClosed
+	return nil
 }
 
 // Send publishes without waiting for the acknowledgement. The client keeps
 // the message until it is acknowledged (to publish it again if need be),
 // so the payload, which the caller reuses, is copied.
 func (c *jsConn) Send(p []byte) error {
-	c.mu.Lock()
-	err := c.mu.pubErr
-	c.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("jetstream: publish refused: %w", err)
+	if err := c.refused(); err != nil {
+		return err
 	}
 	// A publisher that outruns the server waits for acks; the
 	// throughput run's timeout bounds the wait, not the client's 200 ms.
-	_, err = c.js.PublishAsync(c.topic, append([]byte(nil), p...), njs.WithStallWait(time.Minute))
+	_, err := c.js.PublishAsync(c.topic, append([]byte(nil), p...), njs.WithStallWait(time.Minute))
 	return err
 }
 
@@ -260,12 +232,7 @@ func (c *jsConn) Flush(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("jetstream: %d publishes unacknowledged: %w", c.js.PublishAsyncPending(), ctx.Err())
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.pubErr != nil {
-		return fmt.Errorf("jetstream: publish refused: %w", c.mu.pubErr)
-	}
-	return nil
+	return c.refused()
 }
 
 func (c *jsConn) Close() error {

@@ -19,18 +19,7 @@ import (
 // sync policy is sync, and returns its jetstream:// URL (without query).
 func startSkiffStreams(t *testing.T, sync jetstream.SyncPolicy) string {
 	t.Helper()
-	s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort})
-	require.NoError(t, err)
-	js, err := jetstream.New(s, jetstream.Options{StoreDir: t.TempDir(), Sync: sync})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		_ = js.Close()
-	})
-	return strings.Replace(s.ClientURL(), "nats://", "jetstream://", 1)
+	return strings.Replace(startSkiff(t, server.Options{}, &jetstream.Options{Sync: sync}), "nats://", "jetstream://", 1)
 }
 
 // TestTargetJetStreamSkiff runs the jetstream target against Skiff: file

@@ -24,9 +24,11 @@ const natsWait = 10 * time.Second
 
 func (t *natsTarget) Name() string { return "nats" }
 
-func (t *natsTarget) Open(ctx context.Context, topic string, deliver func([]byte)) (Conn, error) {
+// dialNATS connects to url for topic, with the connection's failures
+// recorded for Failer.
+func dialNATS(url, topic string) (*natsConn, error) {
 	c := &natsConn{topic: topic, failed: make(chan struct{})}
-	nc, err := nats.Connect(t.url, nats.Name("skiff-bench"), nats.MaxReconnects(0),
+	nc, err := nats.Connect(url, nats.Name("skiff-bench"), nats.MaxReconnects(0),
 		// The benchmark must not be throttled by the client's own limits.
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { c.setErr(err) }),
@@ -36,6 +38,15 @@ func (t *natsTarget) Open(ctx context.Context, topic string, deliver func([]byte
 		return nil, err
 	}
 	c.nc = nc
+	return c, nil
+}
+
+func (t *natsTarget) Open(ctx context.Context, topic string, deliver func([]byte)) (Conn, error) {
+	c, err := dialNATS(t.url, topic)
+	if err != nil {
+		return nil, err
+	}
+	nc := c.nc
 	if deliver != nil {
 		sub, err := nc.Subscribe(topic, func(m *nats.Msg) { deliver(m.Data) })
 		if err != nil {

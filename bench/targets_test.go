@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/bench"
+	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -80,30 +81,42 @@ func requireSanePercentiles(t *testing.T, res *bench.LatencyResult, elapsed time
 
 // TestTargetNATSSkiff runs the nats target against an in-process Skiff.
 func TestTargetNATSSkiff(t *testing.T) {
-	s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort})
+	targetSuite(t, startSkiff(t, server.Options{}, nil), 10_000)
+}
+
+// startSkiff starts an in-process Skiff on a random port of 127.0.0.1,
+// with streams if js is not nil (stored in a temporary directory when
+// js.StoreDir is empty), stops it when the test ends, and returns its URL.
+func startSkiff(t *testing.T, opts server.Options, js *jetstream.Options) string {
+	t.Helper()
+	opts.Host, opts.Port = "127.0.0.1", server.RandomPort
+	s, err := server.New(opts)
 	require.NoError(t, err)
+	var streams *jetstream.JetStream
+	if js != nil {
+		if js.StoreDir == "" {
+			js.StoreDir = t.TempDir()
+		}
+		streams, err = jetstream.New(s, *js)
+		require.NoError(t, err)
+	}
 	require.NoError(t, s.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
+		if streams != nil {
+			_ = streams.Close()
+		}
 	})
-	targetSuite(t, s.ClientURL(), 10_000)
+	return s.ClientURL()
 }
 
 // TestTargetNATSDropIsReported floods a Skiff that cuts off a subscriber
 // 4 KB behind: a run that loses messages must say which subscriber the
 // broker dropped, and end long before its timeout.
 func TestTargetNATSDropIsReported(t *testing.T) {
-	s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort, MaxPayload: 4 << 10, MaxPending: 4 << 10})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	tgt, err := bench.OpenTarget(s.ClientURL())
+	tgt, err := bench.OpenTarget(startSkiff(t, server.Options{MaxPayload: 4 << 10, MaxPending: 4 << 10}, nil))
 	require.NoError(t, err)
 	start := time.Now()
 	res, err := bench.RunThroughput(context.Background(), tgt, bench.ThroughputOptions{

@@ -177,6 +177,19 @@ func errorResponse(kind string, e *APIError) []byte {
 func newResponse(kind string) apiResponse { return apiResponse{Type: typePrefix + kind + "_response"} }
 
 // decode reads a request body into v; an empty body leaves v as it is.
+// streamRequest decodes a request about the stream name into req and
+// returns the stream.
+func (js *JetStream) streamRequest(name string, data []byte, req any) (*stream, *APIError) {
+	if err := decode(data, req); err != nil {
+		return nil, err
+	}
+	st := js.lookup(name)
+	if st == nil {
+		return nil, errStreamNotFound()
+	}
+	return st, nil
+}
+
 func decode(data []byte, v any) *APIError {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil

@@ -188,12 +188,9 @@ func (js *JetStream) consumerDelete(streamName, name string) any {
 func (js *JetStream) consumerNames(streamName string, data []byte) any {
 	r := &consumerNamesResponse{apiResponse: newResponse("consumer_names"), Consumers: []string{}}
 	var req pagedRequest
-	if r.Error = decode(data, &req); r.Error != nil {
-		return r
-	}
-	st := js.lookup(streamName)
-	if st == nil {
-		r.Error = errStreamNotFound()
+	st, aerr := js.streamRequest(streamName, data, &req)
+	if aerr != nil {
+		r.Error = aerr
 		return r
 	}
 	names := st.consumerNames()
@@ -205,12 +202,9 @@ func (js *JetStream) consumerNames(streamName string, data []byte) any {
 func (js *JetStream) consumerList(streamName string, data []byte) any {
 	r := &consumerListResponse{apiResponse: newResponse("consumer_list"), Consumers: []*ConsumerInfo{}}
 	var req pagedRequest
-	if r.Error = decode(data, &req); r.Error != nil {
-		return r
-	}
-	st := js.lookup(streamName)
-	if st == nil {
-		r.Error = errStreamNotFound()
+	st, aerr := js.streamRequest(streamName, data, &req)
+	if aerr != nil {
+		r.Error = aerr
 		return r
 	}
 	names := st.consumerNames()

@@ -252,12 +252,9 @@ type streamInfoRequest struct {
 func (js *JetStream) streamInfo(name string, data []byte) any {
 	r := &streamInfoResponse{apiResponse: newResponse("stream_info")}
 	var req streamInfoRequest
-	if r.Error = decode(data, &req); r.Error != nil {
-		return r
-	}
-	st := js.lookup(name)
-	if st == nil {
-		r.Error = errStreamNotFound()
+	st, aerr := js.streamRequest(name, data, &req)
+	if aerr != nil {
+		r.Error = aerr
 		return r
 	}
 	r.StreamInfo = st.info(req.SubjectsFilter)
@@ -291,18 +288,15 @@ type purgeRequest struct {
 func (js *JetStream) streamPurge(name string, data []byte) any {
 	r := &purgeResponse{apiResponse: newResponse("stream_purge")}
 	var req purgeRequest
-	if r.Error = decode(data, &req); r.Error != nil {
-		return r
-	}
-	st := js.lookup(name)
-	if st == nil {
-		r.Error = errStreamNotFound()
+	st, aerr := js.streamRequest(name, data, &req)
+	if aerr != nil {
+		r.Error = aerr
 		return r
 	}
 	cfg := st.config()
 	switch {
 	case cfg.Sealed:
-		r.Error = apiErr(400, 10109, "invalid operation on sealed stream")
+		r.Error = errSealed()
 		return r
 	case cfg.DenyPurge:
 		r.Error = apiErr(500, 10110, "stream purge not permitted")
@@ -433,12 +427,9 @@ func (st *stream) find(req *msgGetRequest) (*store.Msg, error) {
 func (js *JetStream) msgGet(name string, data []byte) any {
 	r := &msgGetResponse{apiResponse: newResponse("stream_msg_get")}
 	var req msgGetRequest
-	if r.Error = decode(data, &req); r.Error != nil {
-		return r
-	}
-	st := js.lookup(name)
-	if st == nil {
-		r.Error = errStreamNotFound()
+	st, aerr := js.streamRequest(name, data, &req)
+	if aerr != nil {
+		r.Error = aerr
 		return r
 	}
 	if req.Batch > 0 || req.MaxBytes > 0 || len(req.MultiLast) > 0 || !req.valid() ||
@@ -463,18 +454,15 @@ type msgDeleteRequest struct {
 func (js *JetStream) msgDelete(name string, data []byte) any {
 	r := &successResponse{apiResponse: newResponse("stream_msg_delete")}
 	var req msgDeleteRequest
-	if r.Error = decode(data, &req); r.Error != nil {
-		return r
-	}
-	st := js.lookup(name)
-	if st == nil {
-		r.Error = errStreamNotFound()
+	st, aerr := js.streamRequest(name, data, &req)
+	if aerr != nil {
+		r.Error = aerr
 		return r
 	}
 	cfg := st.config()
 	switch {
 	case cfg.Sealed:
-		r.Error = apiErr(400, 10109, "invalid operation on sealed stream")
+		r.Error = errSealed()
 		return r
 	case cfg.DenyDelete:
 		r.Error = apiErr(500, 10057, "message delete not permitted")

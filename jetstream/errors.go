@@ -29,6 +29,7 @@ func errMaxConsumers() *APIError { return apiErr(400, 10026, "maximum consumers 
 func errStreamConfig(err error) *APIError {
 	return apiErr(500, 10052, err.Error())
 }
+func errSealed() *APIError                 { return apiErr(400, 10109, "invalid operation on sealed stream") }
 func errStreamStore(err error) *APIError   { return apiErr(503, 10077, err.Error()) }
 func errStreamGeneral(err error) *APIError { return apiErr(500, 10051, err.Error()) }
 func errNoMessage() *APIError              { return apiErr(404, 10037, "no message found") }
@@ -40,21 +41,14 @@ func errWrongLastSeq(seq uint64) *APIError {
 func errWrongLastMsgID(id string) *APIError {
 	return apiErr(400, 10070, "wrong last msg ID: "+id)
 }
-func errConsumerNotFound() *APIError  { return apiErr(404, 10014, "consumer not found") }
-func errConsumerExists() *APIError    { return apiErr(400, 10148, "consumer already exists") }
-func errConsumerNotExist() *APIError  { return apiErr(400, 10149, "consumer does not exist") }
-func errConsumerNameExist() *APIError { return apiErr(400, 10013, "consumer name already in use") }
+func errConsumerNotFound() *APIError { return apiErr(404, 10014, "consumer not found") }
+func errConsumerExists() *APIError   { return apiErr(400, 10148, "consumer already exists") }
+func errConsumerNotExist() *APIError { return apiErr(400, 10149, "consumer does not exist") }
 func errConsumerCreate(err error) *APIError {
 	return apiErr(500, 10012, err.Error())
 }
-func errConsumerBadName() *APIError {
-	return apiErr(400, 10103, "durable name can not contain '.', '*', '>'")
-}
 func errConsumerDurableMismatch() *APIError {
 	return apiErr(400, 10017, "consumer name in subject does not match durable name in request")
-}
-func errConsumerNameMismatch() *APIError {
-	return apiErr(400, 10132, "Consumer Durable and Name have to be equal if both are provided")
 }
 func errConsumerFilterMismatch() *APIError {
 	return apiErr(400, 10131, "Consumer create request did not match filtered subject from create subject")

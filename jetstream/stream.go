@@ -341,7 +341,7 @@ func (st *stream) ingest(m *server.Msg) {
 	}
 	cfg := st.config()
 	if cfg.Sealed {
-		st.nack(m, reply, apiErr(400, 10109, "invalid operation on sealed stream"))
+		st.nack(m, reply, errSealed())
 		return
 	}
 	// Headers and data count, not the subject, as in the reference server.

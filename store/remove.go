@@ -116,7 +116,19 @@ func (s *Stream) expireLocked(now int64) {
 // record). An error wrapping ErrSync means the delete took effect but may
 // be undone by an operating system crash; any other error means nothing
 // changed.
-func (s *Stream) Delete(seq uint64) error {
+func (s *Stream) Delete(seq uint64) error { return s.removeOne(seq, true) }
+
+// Remove removes one message the way the limits do: at once in memory,
+// and on disk at the next sync point, with no write or fsync of its own,
+// so that a crash before then may bring the message back. It suits
+// removals that are safe to undo, such as a work-queue message once
+// acknowledged (at worst it is delivered again). ErrNotFound if the
+// message is not stored.
+func (s *Stream) Remove(seq uint64) error { return s.removeOne(seq, false) }
+
+// removeOne removes the live message seq: persisted first (Delete), or
+// lazily at the next sync point (Remove).
+func (s *Stream) removeOne(seq uint64, persist bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
@@ -126,30 +138,15 @@ func (s *Stream) Delete(seq uint64) error {
 	if seq < s.mu.first || seq > s.mu.last || s.mu.ents[seq-s.mu.first].subj == nil {
 		return fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
 	}
+	if !persist {
+		s.removeLocked(seq, true)
+		return nil
+	}
 	n, err := s.be.persistDeletes([]uint64{seq})
 	if n == 1 {
 		s.removeLocked(seq, false)
 	}
 	return err
-}
-
-// Remove removes one message the way the limits do: at once in memory,
-// and on disk at the next sync point, with no write or fsync of its own,
-// so that a crash before then may bring the message back. It suits
-// removals that are safe to undo, such as a work-queue message once
-// acknowledged (at worst it is delivered again). ErrNotFound if the
-// message is not stored.
-func (s *Stream) Remove(seq uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
-		return ErrClosed
-	}
-	if seq < s.mu.first || seq > s.mu.last || s.mu.ents[seq-s.mu.first].subj == nil {
-		return fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
-	}
-	s.removeLocked(seq, true)
-	return nil
 }
 
 // Purge removes the messages req selects and returns how many it removed.

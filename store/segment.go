@@ -41,7 +41,9 @@ const tailCap = 256 << 10
 // cacheTail adds the record just written at off to the tail cache.
 func (s *segment) cacheTail(off int64, rec []byte) {
 	if len(rec) > tailCap/4 {
-		s.tail = nil // large records are read from the file
+		// Large records are read from the file; the cache starts again
+		// after this one, keeping its buffer.
+		s.tail, s.tailOff = s.tail[:0], off+int64(len(rec))
 		return
 	}
 	if s.tail == nil {

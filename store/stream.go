@@ -30,6 +30,10 @@ type Stream struct {
 	// or math.MaxInt64 when nothing can. Readers load it without the lock
 	// to decide whether to remove expired messages before reading.
 	nextExpiry atomic.Int64
+	// syncAlways mirrors mu.opts.Sync == SyncAlways for file storage, so
+	// that Durable, asked once per message a consumer reads, takes no
+	// lock.
+	syncAlways atomic.Bool
 
 	mu struct {
 		sync.RWMutex
@@ -73,6 +77,7 @@ func Open(opts Options) (*Stream, error) {
 		done:  make(chan struct{}),
 	}
 	s.mu.opts = opts
+	s.syncAlways.Store(opts.Storage == FileStorage && opts.Sync == SyncAlways)
 	s.mu.first = 1
 	s.mu.subjects = make(map[string]*subjectState)
 	if opts.Storage == MemoryStorage {
@@ -197,10 +202,7 @@ func (s *Stream) admitLocked(ss *subjectState, size int) error {
 // reader that must never hand out a message a machine crash could take
 // back (a consumer, which would record it as delivered) reads no further.
 func (s *Stream) Durable() uint64 {
-	s.mu.RLock()
-	always := s.fb != nil && s.mu.opts.Sync == SyncAlways
-	s.mu.RUnlock()
-	if !always {
+	if !s.syncAlways.Load() {
 		return math.MaxUint64
 	}
 	return s.gc.durable.Load()
@@ -268,6 +270,7 @@ func (s *Stream) UpdateConfig(opts Options) error {
 		return err
 	}
 	*cur = opts
+	s.syncAlways.Store(opts.Storage == FileStorage && opts.Sync == SyncAlways)
 	s.enforceAllLocked(s.clock().UnixNano())
 	s.updateExpiryLocked()
 	s.wake()

@@ -41,14 +41,10 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	c := &comparison{suite: *suite, configs: configs, runs: *runs, stderr: stderr,
 		opts: bench.LatencyOptions{Duration: *duration, Warmup: warmupOption(*warmup), Progress: progressWriter(stderr)}}
-	given := map[string]string{}
-	for _, u := range urls {
-		k, v, ok := strings.Cut(u, "=")
-		if !ok {
-			fmt.Fprintf(stderr, "skiff bench compare: --url %q is not name=URL\n", u)
-			return 2
-		}
-		given[k] = v
+	given, err := givenURLs(urls)
+	if err != nil {
+		fmt.Fprintln(stderr, "skiff bench compare:", err)
+		return 2
 	}
 	for _, p := range strings.Split(*peers, ",") {
 		c.peers = append(c.peers, strings.TrimSpace(p))
@@ -58,7 +54,7 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "skiff bench compare:", err)
 		return 1
 	}
-	err := c.run(context.Background())
+	err = c.run(context.Background())
 	c.stop()
 	if err != nil {
 		fmt.Fprintln(stderr, "skiff bench compare:", err)
@@ -84,6 +80,19 @@ func benchCompareCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "wrote", path)
 	return 0
+}
+
+// givenURLs reads --url name=URL flags.
+func givenURLs(urls []string) (map[string]string, error) {
+	given := map[string]string{}
+	for _, u := range urls {
+		k, v, ok := strings.Cut(u, "=")
+		if !ok {
+			return nil, fmt.Errorf("--url %q is not name=URL", u)
+		}
+		given[k] = v
+	}
+	return given, nil
 }
 
 type comparison struct {

@@ -72,16 +72,11 @@ func benchStreamsCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	given := map[string]string{}
-	for _, u := range urls {
-		k, v, ok := strings.Cut(u, "=")
-		if !ok {
-			return fail(fmt.Errorf("--url %q is not name=URL", u))
-		}
-		given[k] = v
+	given, err := givenURLs(urls)
+	if err != nil {
+		return fail(err)
 	}
-	maxBytes := *tpBytes
-	sb := &streamsBench{given: given, runs: *runs, tpRuns: *tpRuns, msgs: *msgs, maxBytes: maxBytes, stderr: stderr,
+	sb := &streamsBench{given: given, runs: *runs, tpRuns: *tpRuns, msgs: *msgs, maxBytes: *tpBytes, stderr: stderr,
 		opts:        bench.LatencyOptions{Duration: *duration, Warmup: warmupOption(*warmup), Progress: progressWriter(stderr)},
 		ackDuration: *ackDuration, tpSizes: thrSizes}
 	for _, s := range latSizes {

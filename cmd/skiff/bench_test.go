@@ -20,33 +20,29 @@ import (
 
 // startSkiff runs an in-process Skiff on a random port of 127.0.0.1 and
 // returns its URL.
-func startSkiff(t *testing.T) string {
-	t.Helper()
-	s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	return s.ClientURL()
-}
+func startSkiff(t *testing.T) string { return startSkiffWith(t, false) }
 
 // startSkiffStreams is startSkiff with streams, stored in a temporary
 // directory.
-func startSkiffStreams(t *testing.T) string {
+func startSkiffStreams(t *testing.T) string { return startSkiffWith(t, true) }
+
+func startSkiffWith(t *testing.T, streams bool) string {
 	t.Helper()
 	s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort})
 	require.NoError(t, err)
-	js, err := jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
-	require.NoError(t, err)
+	var js *jetstream.JetStream
+	if streams {
+		js, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
+		require.NoError(t, err)
+	}
 	require.NoError(t, s.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
-		_ = js.Close()
+		if js != nil {
+			_ = js.Close()
+		}
 	})
 	return s.ClientURL()
 }
