@@ -110,6 +110,13 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	// Catch SIGINT and SIGTERM before the listener is announced, so a
+	// supervisor that signals as soon as it sees the address gets a clean
+	// shutdown rather than the default action.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+
 	s, err := server.New(*opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "skiff serve:", err)
@@ -142,10 +149,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		startProfiling(f.profPort, stderr)
 	}
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
-	signal.Stop(sig)
 	if err := s.Shutdown(context.Background()); err != nil {
 		fmt.Fprintln(stderr, "skiff serve: shutdown:", err)
 	}
