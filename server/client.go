@@ -116,6 +116,10 @@ const (
 	startReadBuf = 4 << 10
 	maxReadBuf   = 64 << 10
 	shrinkAfter  = 8 // reads under a quarter of the buffer before it halves
+
+	// directReadMin is the smallest remainder of a split payload read
+	// straight into the message's buffer rather than through buf.
+	directReadMin = 16 << 10
 )
 
 func (s *Server) newClient(conn net.Conn, cid uint64) *client {
@@ -149,10 +153,29 @@ func (c *client) readLoop() {
 	buf := make([]byte, startReadBuf)
 	small := 0
 	for {
-		n, err := c.conn.Read(buf)
+		var n int
+		var err, perr error
+		if space := c.parser.PayloadSpace(); len(space) >= directReadMin {
+			// The rest of a large message goes straight into its buffer,
+			// in reads as large as the socket allows.
+			if n, err = c.conn.Read(space); n > 0 {
+				perr = c.parser.PayloadRead(n)
+			}
+		} else if n, err = c.conn.Read(buf); n > 0 {
+			perr = c.parser.Parse(buf[:n])
+			switch {
+			case n == len(buf) && len(buf) < maxReadBuf:
+				buf, small = make([]byte, 2*len(buf)), 0
+			case n < len(buf)/4 && len(buf) > minReadBuf:
+				if small++; small >= shrinkAfter {
+					buf, small = make([]byte, len(buf)/2), 0
+				}
+			default:
+				small = 0
+			}
+		}
 		if n > 0 {
 			c.lastIn.Store(time.Now().UnixNano())
-			perr := c.parser.Parse(buf[:n])
 			if c.readMsgs > 0 {
 				// Counted once per read rather than per message, and
 				// before any PONG of this read goes out, so that a client
@@ -165,16 +188,6 @@ func (c *client) readLoop() {
 			if perr != nil {
 				c.protocolError(perr)
 				return
-			}
-			switch {
-			case n == len(buf) && len(buf) < maxReadBuf:
-				buf, small = make([]byte, 2*len(buf)), 0
-			case n < len(buf)/4 && len(buf) > minReadBuf:
-				if small++; small >= shrinkAfter {
-					buf, small = make([]byte, len(buf)/2), 0
-				}
-			default:
-				small = 0
 			}
 		}
 		if err != nil {

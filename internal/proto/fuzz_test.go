@@ -2,11 +2,12 @@ package proto
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
-// FuzzParse feeds arbitrary bytes, whole and split at two points the
-// fuzzer chooses: the parser must never panic, and the operations and the
+// FuzzParse feeds arbitrary bytes, whole, split at two points the fuzzer
+// chooses, and in small reads into the payload space: the parser must never panic, and the operations and the
 // error must not depend on how reads split the input.
 func FuzzParse(f *testing.F) {
 	for _, tc := range parseCases {
@@ -31,6 +32,10 @@ func FuzzParse(f *testing.F) {
 			if wholeCalls[k] != splitCalls[k] {
 				t.Fatalf("call %d: %q whole, %q split", k, wholeCalls[k], splitCalls[k])
 			}
+		}
+		readCalls, readErr := parseReads(limits, in, int(a)%17+1)
+		if wholeErr != readErr || fmt.Sprint(wholeCalls) != fmt.Sprint(readCalls) {
+			t.Fatalf("whole: %q, %q; reads of %d into the payload space: %q, %q", wholeCalls, wholeErr, int(a)%17+1, readCalls, readErr)
 		}
 		var pe *Error
 		if wholeErr != "" && !errors.As(NewParser(discard{}, limits).Parse(in), &pe) {

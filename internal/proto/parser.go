@@ -249,7 +249,11 @@ func (p *Parser) pub(args []byte, headers bool, rest []byte) ([]byte, error) {
 	p.subject = len(subject)
 	p.hdr, p.size = hdr, size
 	if cap(p.msg) < size+2 {
-		p.msg = make([]byte, 0, max(size+2, 512))
+		if size+2 > retainMax {
+			p.msg = getBig(size + 2)
+		} else {
+			p.msg = make([]byte, 0, max(size+2, 512))
+		}
 	}
 	p.msg = append(p.msg[:0], rest...)
 	p.state = statePayload
@@ -269,9 +273,32 @@ func (p *Parser) finishSplitPayload() error {
 	err := p.h.Pub(p.args[:p.subject], reply, p.hdr, msg[:p.size])
 	p.msg = msg[:0]
 	if cap(p.msg) > retainMax {
+		putBig(p.msg) // the handler is done with it
 		p.msg = nil
 	}
 	return err
+}
+
+// PayloadSpace returns the part of a split message's payload (and its
+// CRLF) still to come, for the caller to read into directly, or nil when
+// the parser is not inside a payload. Reading straight into it saves a
+// copy and lets one read take more than the caller's read buffer holds.
+// Report what was read with PayloadRead.
+func (p *Parser) PayloadSpace() []byte {
+	if p.state != statePayload {
+		return nil
+	}
+	return p.msg[len(p.msg) : p.size+2]
+}
+
+// PayloadRead accounts for n bytes read into the slice PayloadSpace
+// returned, and hands the message to the Handler once it is complete.
+func (p *Parser) PayloadRead(n int) error {
+	p.msg = p.msg[:len(p.msg)+n]
+	if len(p.msg) < p.size+2 {
+		return nil
+	}
+	return p.finishSplitPayload()
 }
 
 // ops lists every operation name a client may send, for validOpPrefix.
@@ -279,12 +306,15 @@ var ops = []string{"PUB", "HPUB", "SUB", "UNSUB", "PING", "PONG", "CONNECT", "+O
 
 // validOpPrefix reports whether an incomplete control line could still be
 // a valid operation: its first token, as far as it goes, is a prefix of an
-// operation name, case-insensitively, followed by a separator if complete.
-// It lets garbage be refused at once instead of after MaxControlLine bytes.
+// operation name, case-insensitively, followed by a separator if complete
+// (a CR only as the last byte: a line of one word). It lets garbage be refused at once instead of after MaxControlLine bytes.
 func validOpPrefix(line []byte) bool {
 	tok := line
 	for i, c := range line {
 		if c == ' ' || c == '\t' || c == '\r' {
+			if c == '\r' && i+1 < len(line) {
+				return false // only the line's LF may follow a CR
+			}
 			tok = line[:i]
 			break
 		}

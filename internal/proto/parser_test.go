@@ -38,17 +38,67 @@ func parseChunks(l Limits, chunks ...[]byte) ([]string, string) {
 	p := NewParser(r, l)
 	for _, c := range chunks {
 		if err := p.Parse(c); err != nil {
-			var pe *Error
-			if errors.As(err, &pe) {
-				if pe.Text == "" {
-					return r.calls, "(silent close)"
-				}
-				return r.calls, pe.Text
-			}
-			return r.calls, err.Error()
+			return r.calls, errText(err)
 		}
 	}
 	return r.calls, ""
+}
+
+// parseReads feeds in as a connection's read loop does: reads of at most
+// n bytes, each into the payload space while the parser is inside a split
+// payload, else through Parse.
+func parseReads(l Limits, in []byte, n int) ([]string, string) {
+	r := &recorder{}
+	p := NewParser(r, l)
+	for len(in) > 0 {
+		var err error
+		if space := p.PayloadSpace(); len(space) > 0 {
+			k := copy(space, in[:min(n, len(in))])
+			in = in[k:]
+			err = p.PayloadRead(k)
+		} else {
+			k := min(n, len(in))
+			err, in = p.Parse(in[:k]), in[k:]
+		}
+		if err != nil {
+			return r.calls, errText(err)
+		}
+	}
+	return r.calls, ""
+}
+
+func errText(err error) string {
+	var pe *Error
+	if errors.As(err, &pe) {
+		if pe.Text == "" {
+			return "(silent close)"
+		}
+		return pe.Text
+	}
+	return err.Error()
+}
+
+func TestParseReads(t *testing.T) {
+	limits := Limits{MaxPayload: 1 << 21}
+	big := strings.Repeat("x", 1<<20)
+	in := []byte("PUB big 1048576\r\n" + big + "\r\nPUB s 2\r\nhi\r\nHPUB h r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n")
+	want, wantErr := parseChunks(limits, in)
+	require.Empty(t, wantErr)
+	require.Len(t, want, 4)
+	for _, n := range []int{1, 7, 4096, 65536, 1 << 22} {
+		if n == 1 && testing.Short() {
+			continue
+		}
+		got, err := parseReads(limits, in, n)
+		require.Empty(t, err, "reads of %d", n)
+		require.Equal(t, want, got, "reads of %d", n)
+	}
+	// A payload not followed by CRLF is refused in the payload space too.
+	bad := []byte("PUB a 3\r\nabcX\r\n")
+	_, err := parseReads(limits, bad, 8)
+	_, wholeErr := parseChunks(limits, bad)
+	require.NotEmpty(t, err)
+	require.Equal(t, wholeErr, err)
 }
 
 var parseCases = []struct {
