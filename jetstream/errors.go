@@ -95,4 +95,7 @@ var (
 	ErrClosed = errors.New("jetstream: closed")
 	// ErrInvalidOptions wraps every error New returns for bad Options.
 	ErrInvalidOptions = errors.New("jetstream: invalid options")
+	// ErrStoreDirLocked is returned by New when another process (or
+	// another JetStream in this one) holds the store directory.
+	ErrStoreDirLocked = errors.New("jetstream: store directory in use")
 )

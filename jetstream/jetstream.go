@@ -94,6 +94,7 @@ type JetStream struct {
 		closed  bool
 	}
 	consumers atomic.Int64 // over all streams, against MaxConsumers
+	lock      *dirLock     // on StoreDir, until Close
 
 	subs     []*server.InternalSub
 	apiQueue chan apiRequest // never closed: handlers may still send
@@ -111,10 +112,15 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StoreDir, "streams"), 0o755); err != nil {
 		return nil, fmt.Errorf("%w: store_dir %s: %v", ErrInvalidOptions, opts.StoreDir, err)
 	}
-	js := &JetStream{srv: s, opts: opts, log: opts.Logger, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
+	lock, err := lockStoreDir(opts.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	js := &JetStream{srv: s, opts: opts, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
 	js.mu.streams = map[string]*stream{}
 	if err := js.recover(); err != nil {
 		js.closeStreams()
+		_ = lock.release()
 		return nil, err
 	}
 	for _, sub := range []struct {
@@ -182,7 +188,8 @@ func (js *JetStream) Close() error {
 	}
 	close(js.stop)
 	js.wg.Wait()
-	return js.closeStreams()
+	err := js.closeStreams()
+	return errors.Join(err, js.lock.release())
 }
 
 func (js *JetStream) closeStreams() error {
