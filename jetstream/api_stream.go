@@ -23,6 +23,7 @@ const (
 
 type streamInfoResponse struct {
 	apiResponse
+	paged // of State.Subjects, on STREAM.INFO with a subjects filter
 	*StreamInfo
 	DidCreate bool `json:"did_create,omitempty"`
 }
@@ -93,7 +94,7 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 			return r
 		}
 		// The reference server says did_create for an identical create.
-		r.StreamInfo, r.DidCreate = st.info(""), true
+		r.StreamInfo, r.DidCreate = st.info(), true
 		return r
 	}
 	if len(js.mu.streams) >= js.opts.MaxStreams {
@@ -112,7 +113,7 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 	}
 	js.mu.streams[name] = st
 	js.log.Info("stream created", "stream", name, "subjects", ncfg.Subjects, "storage", ncfg.Storage)
-	r.StreamInfo, r.DidCreate = st.info(""), true
+	r.StreamInfo, r.DidCreate = st.info(), true
 	return r
 }
 
@@ -175,7 +176,7 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 		r.Error = apiErr(500, 10069, err.Error())
 		return r
 	}
-	r.StreamInfo = st.info("")
+	r.StreamInfo = st.info()
 	return r
 }
 
@@ -247,7 +248,17 @@ func (st *stream) update(cfg StreamConfig) error {
 
 type streamInfoRequest struct {
 	SubjectsFilter string `json:"subjects_filter"`
+	DeletedDetails bool   `json:"deleted_details"`
+	Offset         int    `json:"offset"` // into the sorted subjects
 }
+
+// Bounds of a STREAM.INFO answer. Subjects are paged with offset, as in
+// the reference server; deleted sequences past the bound are left out
+// (num_deleted still counts them all).
+const (
+	subjectDetailsLimit = 100_000
+	deletedDetailsLimit = 100_000
+)
 
 func (js *JetStream) streamInfo(name string, data []byte) any {
 	r := &streamInfoResponse{apiResponse: newResponse("stream_info")}
@@ -257,7 +268,21 @@ func (js *JetStream) streamInfo(name string, data []byte) any {
 		r.Error = aerr
 		return r
 	}
-	r.StreamInfo = st.info(req.SubjectsFilter)
+	r.StreamInfo = st.info()
+	if req.SubjectsFilter != "" {
+		subjects := st.store.Subjects(req.SubjectsFilter)
+		if len(subjects) > 0 {
+			var names []string
+			r.paged, names = page(sortedKeys(subjects), req.Offset, subjectDetailsLimit)
+			r.State.Subjects = make(map[string]uint64, len(names))
+			for _, n := range names {
+				r.State.Subjects[n] = subjects[n]
+			}
+		}
+	}
+	if req.DeletedDetails {
+		r.State.Deleted = st.store.Deleted(deletedDetailsLimit)
+	}
 	return r
 }
 
@@ -339,7 +364,7 @@ func (js *JetStream) streamList(data []byte) any {
 	r.paged, names = page(names, req.Offset, listLimit)
 	for _, n := range names {
 		if st := js.lookup(n); st != nil {
-			r.Streams = append(r.Streams, st.info(""))
+			r.Streams = append(r.Streams, st.info())
 		}
 	}
 	return r

@@ -297,9 +297,8 @@ func (st *stream) setConsumers() {
 	st.clist.Store(&l)
 }
 
-// info returns the stream's configuration and state; with a filter, the
-// state lists message counts per matching subject.
-func (st *stream) info(subjectsFilter string) *StreamInfo {
+// info returns the stream's configuration and state.
+func (st *stream) info() *StreamInfo {
 	s := st.store.State()
 	cfg, n := st.config(), st.numConsumers()
 	si := &StreamInfo{Config: cfg, Created: st.created.UTC(), TimeStamp: time.Now().UTC(), State: StreamState{
@@ -314,9 +313,6 @@ func (st *stream) info(subjectsFilter string) *StreamInfo {
 	}
 	if !s.LastTime.IsZero() {
 		si.State.LastTime = s.LastTime.UTC()
-	}
-	if subjectsFilter != "" {
-		si.State.Subjects = st.store.Subjects(subjectsFilter)
 	}
 	return si
 }

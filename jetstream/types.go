@@ -64,6 +64,7 @@ type StreamState struct {
 	NumSubjects int               `json:"num_subjects,omitempty"`
 	Subjects    map[string]uint64 `json:"subjects,omitempty"`
 	NumDeleted  int               `json:"num_deleted,omitempty"`
+	Deleted     []uint64          `json:"deleted,omitempty"` // with deleted_details`
 	Consumers   int               `json:"consumer_count"`
 }
 

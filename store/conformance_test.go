@@ -284,6 +284,15 @@ func testRemoval(t *testing.T, open opener, remove func(*Stream, uint64) error) 
 		require.Equal(t, c.first, st.FirstSeq, "after deleting %d", c.seq)
 		require.Equal(t, uint64(5), st.LastSeq)
 		require.Equal(t, c.deleted, st.NumDeleted, "after deleting %d", c.seq)
+		gaps := s.Deleted(100)
+		require.Len(t, gaps, c.deleted, "after deleting %d", c.seq)
+		for _, g := range gaps {
+			require.NotContains(t, c.live, g)
+			require.True(t, g >= c.first && g <= st.LastSeq, "gap %d outside %d..%d", g, c.first, st.LastSeq)
+		}
+		if c.deleted > 0 {
+			require.Equal(t, gaps[:1], s.Deleted(1), "bounded by max")
+		}
 	}
 	require.Equal(t, uint64(6), mustAppend(t, s, "d.0", "y"))
 }

@@ -247,6 +247,31 @@ func (s *Stream) Subjects(filter string) map[string]uint64 {
 	return out
 }
 
+// Deleted returns, ascending, up to max sequences between the first and
+// the last message that hold no message (State.NumDeleted counts them
+// all).
+func (s *Stream) Deleted(max int) []uint64 {
+	s.expireIfDue()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.msgs == 0 || max <= 0 {
+		return nil
+	}
+	n := min(int(s.mu.last-s.mu.first+1-s.mu.msgs), max)
+	if n == 0 {
+		return nil
+	}
+	out := make([]uint64, 0, n)
+	for i := range s.mu.ents {
+		if s.mu.ents[i].subj == nil {
+			if out = append(out, s.mu.first+uint64(i)); len(out) == n {
+				break
+			}
+		}
+	}
+	return out
+}
+
 // State returns a summary of the stream.
 func (s *Stream) State() State {
 	s.expireIfDue()
