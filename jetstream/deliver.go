@@ -192,6 +192,7 @@ func (c *consumer) deliver(pub *server.Publisher, now time.Time) bool {
 			hdr = nil
 		}
 		pub.PublishAs(to, cand.m.Subject, string(reply), hdr, data)
+		cand.m.Release() // copied into the subscribers' queues
 		if r != nil {
 			c.served(pub, r, size, now)
 		} else {

@@ -12,23 +12,30 @@ type appendFile struct {
 	broken bool
 }
 
-// append writes b in full or, on error, leaves the file as it was (or
-// broken, to be repaired by the next append).
-func (a *appendFile) append(b []byte) error {
+// append writes the parts, one after the other, in full or, on error,
+// leaves the file as it was (or broken, to be repaired by the next append).
+func (a *appendFile) append(parts ...[]byte) error {
 	if a.broken {
 		if err := a.rewind(); err != nil {
 			return err
 		}
 	}
-	n, err := a.f.Write(b)
-	if err == nil && n < len(b) {
-		err = io.ErrShortWrite
+	var total int64
+	for _, b := range parts {
+		if len(b) == 0 {
+			continue
+		}
+		n, err := a.f.Write(b)
+		if err == nil && n < len(b) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			_ = a.rewind() // on failure it marks the file broken
+			return err
+		}
+		total += int64(n)
 	}
-	if err != nil {
-		_ = a.rewind() // on failure it marks the file broken
-		return err
-	}
-	a.size += int64(n)
+	a.size += total
 	return nil
 }
 

@@ -1,6 +1,11 @@
 package store
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/skiffmq/skiff/internal/bufpool"
+)
 
 // backend is where a Stream keeps its records: memory or segment files.
 // The Stream owns the in-memory index (entries, subjects, limits); the
@@ -8,11 +13,13 @@ import "fmt"
 // read and the sync plan's run is called with the stream's write lock held;
 // read is called with at least its read lock.
 type backend interface {
-	// write stores rec, the encoded record of seq (timestamp ts, interned
-	// subject subj), and returns its offset. On error nothing of rec remains
-	// and the backend is ready for the next write.
-	write(seq uint64, ts int64, subj string, rec []byte) (uint32, error)
-	// read returns the record of seq, described by e, in a new buffer.
+	// write stores the encoded record of seq (timestamp ts, interned
+	// subject subj), head followed by data, and returns its offset. On
+	// error nothing of the record remains and the backend is ready for the
+	// next write.
+	write(seq uint64, ts int64, subj string, head, data []byte) (uint32, error)
+	// read returns the record of seq, described by e, in a buffer the
+	// caller owns: new, or from bufpool for a large record.
 	read(seq uint64, e *entry) ([]byte, error)
 	// removed notes that seq is gone. lazy asks the backend to record an
 	// interior delete at its next sync point; a removal at the front is
@@ -58,14 +65,20 @@ type memBackend struct {
 
 var _ backend = (*memBackend)(nil)
 
-func (m *memBackend) write(seq uint64, _ int64, _ string, rec []byte) (uint32, error) {
+func (m *memBackend) write(seq uint64, _ int64, _ string, head, data []byte) (uint32, error) {
 	if len(m.recs) == 0 {
 		m.base = seq
 	}
 	for m.base+uint64(len(m.recs)) < seq { // a purge moved the stream on
 		m.recs = append(m.recs, nil)
 	}
-	m.recs = append(m.recs, append([]byte(nil), rec...))
+	// Appending to a full-capacity head copies it into a new buffer that
+	// the runtime need not zero first, as make would.
+	rec := append(head[:len(head):len(head)], data...)
+	if len(data) == 0 {
+		rec = bytes.Clone(head)
+	}
+	m.recs = append(m.recs, rec)
 	return 0, nil
 }
 
@@ -73,7 +86,8 @@ func (m *memBackend) read(seq uint64, _ *entry) ([]byte, error) {
 	if seq < m.base || seq-m.base >= uint64(len(m.recs)) || m.recs[seq-m.base] == nil {
 		return nil, fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
 	}
-	return append([]byte(nil), m.recs[seq-m.base]...), nil
+	rec := m.recs[seq-m.base]
+	return append(bufpool.Get(len(rec)), rec...), nil
 }
 
 func (m *memBackend) removed(seq uint64, _ bool) {

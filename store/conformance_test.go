@@ -75,6 +75,11 @@ func testAppendGet(t *testing.T, open opener) {
 		{"a.b", []byte("NATS/1.0\r\nK: V\r\n\r\n"), []byte("two")},
 		{"c.d.e", nil, nil},
 		{"a", []byte("NATS/1.0\r\n\r\n"), bytes.Repeat([]byte("x"), 10000)},
+		// Around the size past which the payload is written from the
+		// caller's buffer and read into a pooled one.
+		{"big", nil, payload(5, inlineDataMax)},
+		{"big", []byte("NATS/1.0\r\nK: V\r\n\r\n"), payload(6, inlineDataMax+1)},
+		{"big.1m", nil, payload(7, 1<<20+3)},
 	}
 	var lastTS int64
 	for i, m := range msgs {
@@ -97,6 +102,14 @@ func testAppendGet(t *testing.T, open opener) {
 		require.Equal(t, m.hdr, got.Header)
 		require.Equal(t, m.data, got.Data)
 		require.Equal(t, uint64(recordSize(m.subj, m.hdr, m.data)), got.Size())
+		got.Release()
+		require.Nil(t, got.Data, "released")
+	}
+	for i, m := range msgs { // again, into buffers given back by Release
+		got, err := s.Get(uint64(i + 1))
+		require.NoError(t, err)
+		require.Equal(t, m.hdr, got.Header)
+		require.Equal(t, m.data, got.Data)
 	}
 	// The caller owns returned bytes.
 	got, err := s.Get(1)
@@ -106,7 +119,7 @@ func testAppendGet(t *testing.T, open opener) {
 	require.NoError(t, err)
 	require.Equal(t, []byte("one"), again.Data)
 
-	for _, seq := range []uint64{0, 5, 1 << 40} {
+	for _, seq := range []uint64{0, uint64(len(msgs) + 1), 1 << 40} {
 		_, err := s.Get(seq)
 		require.ErrorIs(t, err, ErrNotFound, "seq %d", seq)
 	}

@@ -31,6 +31,9 @@ func TestENOSPC(t *testing.T) {
 			for i := 0; i < 600; i++ {
 				if rng.IntN(10) == 0 {
 					ffs.setBudget(int64(rng.IntN(400))) // the disk fills up
+					if rng.IntN(3) == 0 {
+						ffs.setBudget(int64(rng.IntN(200_000))) // ... inside a large record, perhaps
+					}
 				} else if rng.IntN(8) == 0 {
 					ffs.setBudget(-1) // space is freed
 				}
@@ -49,6 +52,9 @@ func TestENOSPC(t *testing.T) {
 					continue
 				}
 				data := payload(uint64(i), rng.IntN(300))
+				if rng.IntN(10) == 0 { // written in two parts
+					data = payload(uint64(i), inlineDataMax+1+rng.IntN(60_000))
+				}
 				subj := fmt.Sprintf("e.%d", rng.IntN(7))
 				seq, _, err := s.Append(subj, nil, data)
 				if err != nil {

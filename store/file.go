@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/skiffmq/skiff/internal/bufpool"
 )
 
 // fileBackend stores a stream in segment files; see doc.go for the layout.
@@ -45,20 +47,21 @@ func (fb *fileBackend) segFor(seq uint64) *segment {
 	return fb.segs[i]
 }
 
-func (fb *fileBackend) write(seq uint64, ts int64, subj string, rec []byte) (uint32, error) {
-	if err := fb.prepareActive(seq, ts, len(rec)); err != nil {
+func (fb *fileBackend) write(seq uint64, ts int64, subj string, head, data []byte) (uint32, error) {
+	n := len(head) + len(data)
+	if err := fb.prepareActive(seq, ts, n); err != nil {
 		return 0, err
 	}
 	s := fb.active
 	off := s.log.size
-	if err := s.log.append(rec); err != nil {
+	if err := s.log.append(head, data); err != nil {
 		return 0, fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(s.first)+logExt, err)
 	}
-	s.cacheTail(off, rec)
+	s.cacheTail(off, head, data)
 	if off == 0 {
 		s.firstTS = ts
 	}
-	s.ents = append(s.ents, idxEntry{off: uint32(off), size: uint32(len(rec)), ts: ts, subj: subj})
+	s.ents = append(s.ents, idxEntry{off: uint32(off), size: uint32(n), ts: ts, subj: subj})
 	s.fileSize = s.log.size
 	s.last = seq
 	s.live++
@@ -106,12 +109,13 @@ func (fb *fileBackend) read(seq uint64, e *entry) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: sequence %d in no segment", ErrNotFound, seq)
 	}
-	buf := make([]byte, e.size) // the caller owns what it reads
+	buf := bufpool.Get(int(e.size))[:e.size] // the caller owns what it reads
 	if c, ok := s.cached(int64(e.off), int(e.size)); ok {
 		copy(buf, c)
 		return buf, nil
 	}
 	if _, err := s.log.f.ReadAt(buf, int64(e.off)); err != nil {
+		bufpool.Put(buf)
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%w: record of sequence %d beyond end of %s", ErrCorrupt, seq, segmentBase(s.first)+logExt)
 		}

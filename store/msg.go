@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"time"
+
+	"github.com/skiffmq/skiff/internal/bufpool"
+)
 
 // Msg is a stored message. Its byte slices belong to the caller: the store
 // copies them out of its buffers and never touches them again.
@@ -16,6 +20,19 @@ type Msg struct {
 	Header []byte
 	// Data is the payload; nil when empty.
 	Data []byte
+
+	buf []byte // what Header and Data point into, for Release
+}
+
+// Release gives the buffer behind Header and Data back to the store for
+// reuse. It is optional: a caller done with a large message (one that
+// copied it into a connection's queue, say) saves an allocation per read.
+// Neither the Msg nor the slices it held may be used afterwards.
+func (m *Msg) Release() {
+	if m.buf != nil {
+		bufpool.Put(m.buf)
+	}
+	m.buf, m.Header, m.Data = nil, nil, nil
 }
 
 // Time returns Timestamp as a time.Time.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/bufpool"
 	"github.com/skiffmq/skiff/subject"
 )
 
@@ -66,6 +67,9 @@ func (s *Stream) readLocked(seq uint64) (*Msg, error) {
 		return nil, fmt.Errorf("store: sequence %d: %w", seq, err)
 	}
 	m := &Msg{Seq: seq, Timestamp: rec.ts, Subject: e.subj.name}
+	if len(buf) > bufpool.MinSize {
+		m.buf = buf // pooled: Release gives it back
+	}
 	if len(rec.hdr) > 0 {
 		m.Header = rec.hdr[:len(rec.hdr):len(rec.hdr)]
 	}

@@ -35,10 +35,18 @@ func recordSize(subj string, hdr, data []byte) int {
 // appendRecord appends the encoded record to dst. The caller has checked
 // the subject and size bounds.
 func appendRecord(dst []byte, seq uint64, ts int64, subj string, hdr, data []byte) []byte {
+	return append(appendRecordHead(dst, seq, ts, subj, hdr, data), data...)
+}
+
+// appendRecordHead appends all of the encoded record but its data: the
+// framing, with the checksum of the whole record, the subject and the
+// headers. The data follows it in the log, written from where it is.
+func appendRecordHead(dst []byte, seq uint64, ts int64, subj string, hdr, data []byte) []byte {
 	n := recordSize(subj, hdr, data)
+	head := n - len(data)
 	off := len(dst)
-	dst = grow(dst, n)
-	b := dst[off : off+n]
+	dst = grow(dst, head)
+	b := dst[off : off+head]
 	binary.LittleEndian.PutUint32(b[0:], uint32(n))
 	binary.LittleEndian.PutUint64(b[8:], seq)
 	binary.LittleEndian.PutUint64(b[16:], uint64(ts))
@@ -46,9 +54,8 @@ func appendRecord(dst []byte, seq uint64, ts int64, subj string, hdr, data []byt
 	binary.LittleEndian.PutUint32(b[26:], uint32(len(hdr)))
 	p := recHeaderSize
 	p += copy(b[p:], subj)
-	p += copy(b[p:], hdr)
-	copy(b[p:], data)
-	binary.LittleEndian.PutUint32(b[4:], recordCRC(b))
+	copy(b[p:], hdr)
+	binary.LittleEndian.PutUint32(b[4:], crc32.Update(recordCRC(b), castagnoli, data))
 	return dst
 }
 

@@ -38,21 +38,29 @@ type segment struct {
 // tailCap bounds each stream's tail cache (see segment.tail).
 const tailCap = 256 << 10
 
-// cacheTail adds the record just written at off to the tail cache.
-func (s *segment) cacheTail(off int64, rec []byte) {
-	if len(rec) > tailCap/4 {
+// inlineDataMax is the largest payload Append copies into the record it
+// writes; a larger one is written from the caller's buffer by a second
+// write, which costs less than the copy. Such records are too large for
+// the tail cache anyway.
+const inlineDataMax = tailCap / 4
+
+// cacheTail adds the record just written at off (head, then data) to the
+// tail cache.
+func (s *segment) cacheTail(off int64, head, data []byte) {
+	n := len(head) + len(data)
+	if n > tailCap/4 {
 		// Large records are read from the file; the cache starts again
 		// after this one, keeping its buffer.
-		s.tail, s.tailOff = s.tail[:0], off+int64(len(rec))
+		s.tail, s.tailOff = s.tail[:0], off+int64(n)
 		return
 	}
 	if s.tail == nil {
 		s.tail = make([]byte, 0, tailCap)
 	}
-	if s.tailOff+int64(len(s.tail)) != off || len(s.tail)+len(rec) > cap(s.tail) {
+	if s.tailOff+int64(len(s.tail)) != off || len(s.tail)+n > cap(s.tail) {
 		s.tail, s.tailOff = s.tail[:0], off // readers copy under the stream's lock
 	}
-	s.tail = append(s.tail, rec...)
+	s.tail = append(append(s.tail, head...), data...)
 }
 
 // cached returns the size bytes at off from the tail cache, if it has

@@ -148,8 +148,14 @@ func (s *Stream) Append(subj string, hdr, data []byte) (seq uint64, ts int64, er
 	} else {
 		name = strings.Clone(subj) // the caller's string may pin a larger buffer
 	}
-	s.mu.wbuf = appendRecord(s.mu.wbuf[:0], seq, ts, name, hdr, data)
-	off, err := s.be.write(seq, ts, name, s.mu.wbuf)
+	// A large payload is written from the caller's buffer, after the
+	// record's head, rather than copied behind it.
+	s.mu.wbuf = appendRecordHead(s.mu.wbuf[:0], seq, ts, name, hdr, data)
+	body := data
+	if len(data) <= inlineDataMax {
+		s.mu.wbuf, body = append(s.mu.wbuf, data...), nil
+	}
+	off, err := s.be.write(seq, ts, name, s.mu.wbuf, body)
 	if cap(s.mu.wbuf) > 1<<20 {
 		s.mu.wbuf = nil
 	}

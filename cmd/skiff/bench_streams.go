@@ -43,13 +43,13 @@ func benchStreamsCmd(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	peers := fs.String("peers", "skiff,nats-server,kafka", "servers to compare (skiff, nats-server, kafka), started by scripts/peers.sh")
 	modes := fs.String("modes", "memory,file,file-fsync", "storage modes: memory, file, file-fsync")
-	sizes := fs.String("sizes", "256B,1KB,5KB,1MB", "latency payload sizes")
+	sizes := fs.String("sizes", "256B,1KB,5KB,1MB", "latency payload sizes (\"\": no latency runs)")
 	rate := fs.Float64("rate", 50, "latency: messages per second")
 	duration := fs.Duration("duration", 30*time.Second, "latency: measured time per run, publish to delivery")
 	ackDuration := fs.Duration("ack-duration", 10*time.Second, "latency: measured time per run, publish to acknowledgement (0: skip)")
 	warmup := fs.Duration("warmup", 2*time.Second, "latency: unrecorded time before each run")
 	runs := fs.Int("runs", 1, "latency runs per server and configuration, alternating the order")
-	tpSizes := fs.String("tp-sizes", "16B,256B,1KB,5KB,1MB", "throughput payload sizes")
+	tpSizes := fs.String("tp-sizes", "16B,256B,1KB,5KB,1MB", "throughput payload sizes (\"\": no throughput runs)")
 	msgs := fs.Int("msgs", 100_000, "throughput: messages per run (fewer for large payloads, see --tp-bytes)")
 	tpBytes := fs.Int("tp-bytes", 1<<30, "throughput: most payload bytes per run")
 	var urls stringList
@@ -122,8 +122,13 @@ func findMode(name string) (streamMode, bool) {
 	return streamMode{}, false
 }
 
+// parseSizes parses a comma-separated list of sizes; an empty list skips
+// that part of the benchmark.
 func parseSizes(s string) ([]int, error) {
 	var sizes []int
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
 	for _, f := range strings.Split(s, ",") {
 		n, err := bench.ParseSize(strings.TrimSpace(f))
 		if err != nil {

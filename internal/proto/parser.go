@@ -2,6 +2,8 @@ package proto
 
 import (
 	"bytes"
+
+	"github.com/skiffmq/skiff/internal/bufpool"
 )
 
 // Handler receives the operations a Parser decodes. Arguments are valid
@@ -250,7 +252,7 @@ func (p *Parser) pub(args []byte, headers bool, rest []byte) ([]byte, error) {
 	p.hdr, p.size = hdr, size
 	if cap(p.msg) < size+2 {
 		if size+2 > retainMax {
-			p.msg = getBig(size + 2)
+			p.msg = bufpool.Get(size + 2)
 		} else {
 			p.msg = make([]byte, 0, max(size+2, 512))
 		}
@@ -273,7 +275,7 @@ func (p *Parser) finishSplitPayload() error {
 	err := p.h.Pub(p.args[:p.subject], reply, p.hdr, msg[:p.size])
 	p.msg = msg[:0]
 	if cap(p.msg) > retainMax {
-		putBig(p.msg) // the handler is done with it
+		bufpool.Put(p.msg) // the handler is done with it
 		p.msg = nil
 	}
 	return err

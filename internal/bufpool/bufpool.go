@@ -1,19 +1,24 @@
-package proto
+// Package bufpool lends large byte buffers by size class, so that code
+// handling a stream of large messages (the protocol parser assembling
+// payloads, the store reading records) reuses buffers instead of
+// allocating, zeroing and collecting one per message.
+package bufpool
 
 import (
 	"math/bits"
 	"sync"
 )
 
-// Payload buffers for messages split across reads and larger than
-// retainMax come from size-classed pools shared by every parser, so that a
-// stream of large messages does not allocate (and make the collector
-// sweep) a buffer per message. Classes have four steps per power of two,
-// so a buffer is at most a quarter larger than asked for.
+// Buffers above MinSize and up to 1 GiB are pooled, in classes of four
+// steps per power of two, so a buffer is at most a quarter larger than
+// asked for. Smaller buffers are cheap to allocate and are not pooled.
 const (
 	poolMinShift = 16 // the smallest pooled class is above 1<<poolMinShift
 	poolMaxShift = 30 // sizes above 1<<poolMaxShift are not pooled
 	poolSteps    = 4
+
+	// MinSize is the largest size Get does not pool.
+	MinSize = 1 << poolMinShift
 )
 
 var bigPools [(poolMaxShift - poolMinShift) * poolSteps]sync.Pool
@@ -31,8 +36,9 @@ func bigClass(n int) (idx, capacity int) {
 	return idx, q * step
 }
 
-// getBig returns an empty buffer with room for n bytes.
-func getBig(n int) []byte {
+// Get returns an empty buffer with room for n bytes: from a pool when n is
+// above MinSize, else newly allocated.
+func Get(n int) []byte {
 	idx, c := bigClass(n)
 	if idx >= 0 {
 		if b, ok := bigPools[idx].Get().(*[]byte); ok {
@@ -42,8 +48,9 @@ func getBig(n int) []byte {
 	return make([]byte, 0, c)
 }
 
-// putBig returns a buffer from getBig to its pool.
-func putBig(b []byte) {
+// Put gives a buffer from Get back for reuse; its holder must not touch
+// it afterwards. Other buffers are ignored.
+func Put(b []byte) {
 	idx, c := bigClass(cap(b))
 	if idx < 0 || c != cap(b) {
 		return

@@ -1,4 +1,4 @@
-package proto
+package bufpool
 
 import "testing"
 
@@ -27,15 +27,15 @@ func TestBigClass(t *testing.T) {
 	}
 }
 
-func TestGetPutBig(t *testing.T) {
-	b := getBig(1<<20 + 2)
+func TestGetPut(t *testing.T) {
+	b := Get(1<<20 + 2)
 	if len(b) != 0 || cap(b) < 1<<20+2 {
-		t.Fatalf("getBig: len %d cap %d", len(b), cap(b))
+		t.Fatalf("Get: len %d cap %d", len(b), cap(b))
 	}
-	putBig(append(b, 'x'))
-	putBig(make([]byte, 100))        // not pooled: ignored
-	putBig(make([]byte, 0, 1<<20+3)) // not a class capacity: ignored
-	if b := getBig(1<<20 + 1); len(b) != 0 {
+	Put(append(b, 'x'))
+	Put(make([]byte, 100))        // not pooled: ignored
+	Put(make([]byte, 0, 1<<20+3)) // not a class capacity: ignored
+	if b := Get(1<<20 + 1); len(b) != 0 {
 		t.Fatalf("pooled buffer not emptied: len %d", len(b))
 	}
 }
