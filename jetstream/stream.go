@@ -27,6 +27,8 @@ type stream struct {
 	created time.Time
 	store   *store.Stream
 
+	ackPrefix []byte // of every PubAck: {"stream":"<name>","seq":
+
 	cfg atomic.Pointer[StreamConfig] // replaced whole on update
 	mu  struct {
 		sync.RWMutex
@@ -181,7 +183,7 @@ func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 // openStream opens (or, with create, creates) a stream and subscribes it.
 func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool) (*stream, error) {
 	dir := filepath.Join(js.opts.StoreDir, "streams", cfg.Name)
-	st := &stream{js: js, name: cfg.Name, dir: dir, created: created}
+	st := &stream{js: js, name: cfg.Name, dir: dir, created: created, ackPrefix: pubAckPrefix(cfg.Name)}
 	st.cfg.Store(&cfg)
 	st.mu.consumers = map[string]*consumer{}
 	st.clist.Store(&[]*consumer{})
@@ -415,7 +417,7 @@ func (st *stream) pubAck(p *server.Publisher, reply string, seq uint64, err erro
 		p.Publish(reply, "", nil, pubAckError(st.name, errStreamStore(err)))
 		return
 	}
-	p.Publish(reply, "", nil, pubAckJSON(st.name, seq, false))
+	p.Publish(reply, "", nil, appendPubAck(nil, st.ackPrefix, seq, false))
 }
 
 // appendError turns a refused append into the reference server's error:
@@ -526,10 +528,23 @@ func (st *stream) changed() {
 }
 
 func pubAckJSON(stream string, seq uint64, dup bool) []byte {
-	b := make([]byte, 0, 48+len(stream))
-	b = append(b, `{"stream":`...)
-	b = strconv.AppendQuote(b, stream)
-	b = append(b, `,"seq":`...)
+	return appendPubAck(nil, pubAckPrefix(stream), seq, dup)
+}
+
+// pubAckPrefix is the start of every PubAck of a stream, up to the
+// sequence.
+func pubAckPrefix(stream string) []byte {
+	b := append([]byte(`{"stream":`), strconv.Quote(stream)...)
+	return append(b, `,"seq":`...)
+}
+
+// appendPubAck appends a PubAck made of prefix (see pubAckPrefix), seq
+// and the duplicate flag.
+func appendPubAck(b, prefix []byte, seq uint64, dup bool) []byte {
+	if b == nil {
+		b = make([]byte, 0, len(prefix)+40)
+	}
+	b = append(b, prefix...)
 	b = strconv.AppendUint(b, seq, 10)
 	if dup {
 		b = append(b, `,"duplicate":true`...)
