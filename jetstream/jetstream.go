@@ -138,6 +138,10 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		}
 		js.subs = append(js.subs, is)
 	}
+	if err := s.HandleMonitor(jszPath, js.handleJsz); err != nil {
+		js.Close()
+		return nil, err
+	}
 	js.wg.Add(1)
 	go js.apiWorker()
 	s.AdvertiseJetStream()

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -84,7 +85,51 @@ func (m *monitor) handler() http.Handler {
 	route(connzPath, m.handleConnz)
 	route(subszPath, m.handleSubsz)
 	route(metricsPath, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP)
+	for path, f := range m.s.extraMonitor {
+		route(path, func(w http.ResponseWriter, r *http.Request) {
+			v, err := f(r)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		})
+	}
 	return mux
+}
+
+// MonitorFunc builds the answer of a monitoring endpoint added with
+// HandleMonitor: a value the server writes as JSON, or an error it answers
+// with 400 and {"error": "..."} (a bad query parameter, say).
+type MonitorFunc func(r *http.Request) (any, error)
+
+// HandleMonitor adds an endpoint to the monitoring port (JetStream adds
+// /jsz), served for GET like the built-in ones, in the same JSON style, and
+// counted in /varz's http_req_stats. Call it before Start; it refuses a
+// path already served.
+func (s *Server) HandleMonitor(path string, f MonitorFunc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.started {
+		return errors.New("server: HandleMonitor after Start")
+	}
+	if _, dup := s.extraMonitor[path]; dup || builtinMonitorPath(path) {
+		return fmt.Errorf("server: monitoring path %s already served", path)
+	}
+	if s.extraMonitor == nil {
+		s.extraMonitor = map[string]MonitorFunc{}
+	}
+	s.extraMonitor[path] = f
+	return nil
+}
+
+// builtinMonitorPath reports whether the server serves path itself.
+func builtinMonitorPath(path string) bool {
+	switch path {
+	case healthzPath, varzPath, connzPath, subszPath, metricsPath:
+		return true
+	}
+	return false
 }
 
 // countRequest counts a request for /varz's http_req_stats. A request is

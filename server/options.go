@@ -44,8 +44,9 @@ type Options struct {
 	ServerName string
 
 	// HTTPHost and HTTPPort serve monitoring (/healthz, /varz, /connz,
-	// /subsz, /metrics). HTTPPort 0 turns monitoring off; RandomPort picks
-	// an ephemeral port. HTTPHost defaults to Host.
+	// /subsz, /metrics, and /jsz with JetStream). HTTPPort 0 turns
+	// monitoring off; RandomPort picks an ephemeral port. HTTPHost
+	// defaults to Host.
 	HTTPHost string
 	HTTPPort int
 

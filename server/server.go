@@ -33,8 +33,9 @@ type Server struct {
 	subs  *cstrie.Trie[*subscription]
 	start time.Time
 
-	internalClient *client // owns internal subscriptions
-	jetstream      bool    // advertised in INFO
+	internalClient *client                // owns internal subscriptions
+	jetstream      bool                   // advertised in INFO
+	extraMonitor   map[string]MonitorFunc // endpoints added by HandleMonitor
 
 	ln      net.Listener
 	httpLn  net.Listener

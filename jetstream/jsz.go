@@ -1,0 +1,174 @@
+package jetstream
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// jszPath is JetStream's monitoring endpoint, as in the reference server:
+// the Prometheus exporter for NATS and dashboards read it.
+const jszPath = "/jsz"
+
+// jsz is the body of /jsz, with the reference server's field names. Skiff
+// has one account, "$G", and no clustering, so the cluster and leader
+// fields are absent.
+type jsz struct {
+	jszStats
+	ID        string        `json:"server_id"`
+	Now       time.Time     `json:"now"`
+	Config    jszConfig     `json:"config"`
+	Streams   int           `json:"streams"`
+	Consumers int           `json:"consumers"`
+	Messages  uint64        `json:"messages"`
+	Bytes     uint64        `json:"bytes"`
+	Accounts  []*jszAccount `json:"account_details,omitempty"`
+	Total     int           `json:"total"`
+}
+
+type jszStats struct {
+	Memory          uint64   `json:"memory"`
+	Storage         uint64   `json:"storage"`
+	ReservedMemory  uint64   `json:"reserved_memory"`
+	ReservedStorage uint64   `json:"reserved_storage"`
+	AccountCount    int      `json:"accounts"`
+	HAAssets        int      `json:"ha_assets"`
+	API             apiStats `json:"api"`
+}
+
+type jszConfig struct {
+	MaxMemory    int64         `json:"max_memory"`
+	MaxStorage   int64         `json:"max_storage"`
+	StoreDir     string        `json:"store_dir,omitempty"`
+	SyncInterval time.Duration `json:"sync_interval,omitempty"`
+	SyncAlways   bool          `json:"sync_always,omitempty"`
+}
+
+type jszAccount struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	jszStats
+	Streams []*jszStream `json:"stream_detail,omitempty"`
+}
+
+type jszStream struct {
+	Name      string          `json:"name"`
+	Created   time.Time       `json:"created"`
+	Config    *StreamConfig   `json:"config,omitempty"`
+	State     StreamState     `json:"state"`
+	Consumers []*ConsumerInfo `json:"consumer_detail,omitempty"`
+}
+
+// jszOptions are the query parameters of /jsz that Skiff honours:
+// accounts, streams, consumers and config add detail, each implying the
+// ones before it, as in the reference server; offset and limit page the
+// streams (at most jszStreamsLimit).
+type jszOptions struct {
+	accounts, streams, consumers, config bool
+	offset, limit                        int
+}
+
+// jszStreamsLimit bounds the streams one /jsz response details.
+const jszStreamsLimit = 1024
+
+func parseJszOptions(r *http.Request) (jszOptions, error) {
+	q := r.URL.Query()
+	var o jszOptions
+	for _, p := range []struct {
+		name string
+		v    *bool
+	}{{"accounts", &o.accounts}, {"streams", &o.streams}, {"consumers", &o.consumers}, {"config", &o.config}} {
+		if s := q.Get(p.name); s != "" {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return o, fmt.Errorf("bad query parameter %s=%q: want true or false", p.name, s)
+			}
+			*p.v = b
+		}
+	}
+	for _, p := range []struct {
+		name string
+		v    *int
+	}{{"offset", &o.offset}, {"limit", &o.limit}} {
+		if s := q.Get(p.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				return o, fmt.Errorf("bad query parameter %s=%q: want a non-negative integer", p.name, s)
+			}
+			*p.v = n
+		}
+	}
+	if o.limit == 0 || o.limit > jszStreamsLimit {
+		o.limit = jszStreamsLimit
+	}
+	// Consumer detail needs stream detail, which needs account detail.
+	o.streams = o.streams || o.consumers
+	o.accounts = o.accounts || o.streams || r.URL.Query().Get("acc") != ""
+	return o, nil
+}
+
+// handleJsz serves /jsz.
+func (js *JetStream) handleJsz(r *http.Request) (any, error) {
+	o, err := parseJszOptions(r)
+	if err != nil {
+		return nil, err
+	}
+	return js.jsz(o), nil
+}
+
+// jsz builds the /jsz report.
+func (js *JetStream) jsz(o jszOptions) *jsz {
+	r := &jsz{ID: js.srv.ID(), Now: time.Now().UTC(), Config: jszConfig{
+		MaxMemory: -1, MaxStorage: -1, StoreDir: js.opts.StoreDir,
+	}}
+	if js.opts.Sync == SyncAlways {
+		r.Config.SyncAlways = true
+	} else {
+		r.Config.SyncInterval = js.opts.SyncInterval
+	}
+	r.AccountCount = 1
+	r.API = apiStats{Total: js.apiTotal.Load(), Errors: js.apiErrs.Load()}
+
+	var details []*jszStream
+	names := js.sortedStreamNames()
+	for i, name := range names {
+		st := js.lookup(name)
+		if st == nil {
+			continue // deleted meanwhile
+		}
+		s := st.store.State()
+		if st.config().Storage == MemoryStorage {
+			r.Memory += s.Bytes
+		} else {
+			r.Storage += s.Bytes
+		}
+		r.Streams++
+		r.Consumers += st.numConsumers()
+		r.Messages += s.Msgs
+		r.Bytes += s.Bytes
+		if !o.streams || i < o.offset || i >= o.offset+o.limit {
+			continue
+		}
+		info := st.info()
+		d := &jszStream{Name: name, Created: info.Created, State: info.State}
+		if o.config {
+			d.Config = &info.Config
+		}
+		if o.consumers {
+			for _, c := range *st.clist.Load() { // sorted by name
+				d.Consumers = append(d.Consumers, c.info())
+			}
+		}
+		details = append(details, d)
+	}
+	r.Total = r.Streams
+	if o.accounts {
+		r.Accounts = []*jszAccount{{Name: globalAccount, ID: globalAccount, jszStats: r.jszStats, Streams: details}}
+	}
+	return r
+}
+
+// globalAccount is the name of Skiff's one account, as the reference
+// server names the account of a server without accounts.
+const globalAccount = "$G"
