@@ -413,11 +413,12 @@ type msgGetRequest struct {
 
 // valid checks the combination of fields as the reference server does.
 func (r *msgGetRequest) valid() bool {
-	return !(r.Seq > 0 && r.LastFor != "" ||
+	conflict := r.Seq > 0 && r.LastFor != "" ||
 		r.Seq > 0 && r.StartTime != nil ||
 		r.StartTime != nil && r.LastFor != "" ||
 		r.LastFor != "" && r.NextFor != "" ||
-		r.LastFor != "" && r.Batch > 0)
+		r.LastFor != "" && r.Batch > 0
+	return !conflict
 }
 
 type storedMsg struct {

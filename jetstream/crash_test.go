@@ -65,7 +65,7 @@ func startChild(t *testing.T, dir string) *child {
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
 	out, err := os.Create(filepath.Join(dir, "child.log"))
 	require.NoError(t, err)
-	defer out.Close()
+	defer func() { _ = out.Close() }()
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {

@@ -119,7 +119,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	js := &JetStream{srv: s, opts: opts, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
 	js.mu.streams = map[string]*stream{}
 	if err := js.recover(); err != nil {
-		js.closeStreams()
+		_ = js.closeStreams()
 		_ = lock.release()
 		return nil, err
 	}
@@ -133,13 +133,13 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	} {
 		is, err := s.SubscribeInternal(sub.pattern, "", sub.h)
 		if err != nil {
-			js.Close()
+			_ = js.Close()
 			return nil, err
 		}
 		js.subs = append(js.subs, is)
 	}
 	if err := s.HandleMonitor(jszPath, js.handleJsz); err != nil {
-		js.Close()
+		_ = js.Close()
 		return nil, err
 	}
 	js.wg.Add(1)

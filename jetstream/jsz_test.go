@@ -51,7 +51,7 @@ func TestJsz(t *testing.T) {
 	get := func(query string) (int, *natsserver.JSInfo, string) {
 		resp, err := http.Get(fmt.Sprintf("http://%s/jsz%s", s.MonitorAddr(), query))
 		require.NoError(t, err)
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
 		if resp.StatusCode != http.StatusOK {

@@ -202,7 +202,7 @@ func parseDiffFile(path string) ([]*diffScript, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var scripts []*diffScript
 	var cur *diffScript
 	sc := bufio.NewScanner(f)

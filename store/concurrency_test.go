@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiffmq/skiff/subject"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/subject"
 )
 
 // TestConcurrentAppendAndRead runs appenders, filtered readers, Get,
@@ -24,7 +25,7 @@ func TestConcurrentAppendAndRead(t *testing.T) {
 			s, err := Open(Options{Storage: st, Dir: memDir, FS: newMemFS(), SegmentBytes: 16 << 10,
 				MaxAge: raceMaxAge, MaxMsgsPerSubject: 50, Now: r.clock.Now, Logger: quiet})
 			require.NoError(t, err)
-			defer s.Close()
+			defer func() { _ = s.Close() }()
 
 			var appenders, others sync.WaitGroup
 			for g := 0; g < raceAppenders; g++ {
@@ -164,7 +165,7 @@ func TestConcurrentWaitDurable(t *testing.T) {
 	mem := newMemFS()
 	s, err := Open(Options{Dir: memDir, FS: mem, Logger: quiet})
 	require.NoError(t, err)
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -185,6 +186,6 @@ func TestConcurrentWaitDurable(t *testing.T) {
 	wg.Wait()
 	crashed, err := Open(Options{Dir: memDir, FS: mem.crashClone(), Logger: quiet})
 	require.NoError(t, err)
-	defer crashed.Close()
+	defer func() { _ = crashed.Close() }()
 	require.Equal(t, uint64(1600), crashed.State().Msgs)
 }

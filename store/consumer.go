@@ -160,7 +160,7 @@ func (c *ConsumerState) loadSnapshot() (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("store: open %s: %w", name, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(f)
 	if err != nil {
 		return 0, fmt.Errorf("store: read %s: %w", name, err)
@@ -182,7 +182,7 @@ func (c *ConsumerState) replayLog(snapLSN uint64) error {
 	}
 	b, err := io.ReadAll(f)
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("store: read %s: %w", name, err)
 	}
 	good, derr := decodeOps(b, func(o consumerOp) {
@@ -196,7 +196,7 @@ func (c *ConsumerState) replayLog(snapLSN uint64) error {
 	}
 	c.mu.file = &appendFile{f: f, size: int64(good)}
 	if err := c.mu.file.rewind(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("store: truncate %s: %w", name, err)
 	}
 	if c.policy != SyncNever && len(b) == 0 {

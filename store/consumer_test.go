@@ -185,7 +185,7 @@ func TestConsumerStateTornAndCorrupt(t *testing.T) {
 	require.NoError(t, func() error {
 		c, err := openTestConsumer("/c", fsys, SyncAlways)
 		require.NoError(t, err)
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		return c.Update(func(st *ConsumerSnapshot) { st.Delivered.Consumer = 99 })
 	}())
 	snap := fsys.bytes("/c/" + consumerSnapName)
@@ -241,7 +241,7 @@ func TestConsumerStateNoWait(t *testing.T) {
 	mem := newMemFS()
 	c, err := openTestConsumer("/c", mem, SyncAlways)
 	require.NoError(t, err)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	for q := uint64(1); q <= 4; q++ {
 		require.NoError(t, c.Delivered(q, q, 1, 0))
 	}
@@ -254,7 +254,7 @@ func TestConsumerStateNoWait(t *testing.T) {
 	require.NoError(t, c.Sync())
 	c2, err := openTestConsumer("/c", mem.crashClone(), SyncAlways)
 	require.NoError(t, err)
-	defer c2.Close()
+	defer func() { _ = c2.Close() }()
 	got, _ := c2.Load()
 	require.Equal(t, st, got)
 }
@@ -266,7 +266,7 @@ func TestConsumerStateFaults(t *testing.T) {
 	ffs := newFaultFS(mem)
 	c, err := openTestConsumer("/c", ffs, SyncAlways)
 	require.NoError(t, err)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	require.NoError(t, c.Delivered(1, 1, 1, 0))
 	require.NoError(t, c.Delivered(2, 2, 1, 0))
 	ffs.setBudget(10)
@@ -281,7 +281,7 @@ func TestConsumerStateFaults(t *testing.T) {
 	require.NotEmpty(t, mem.bytes(path.Join("/c", consumerSnapName)), "rewritten whole after the failed fsync")
 	c2, err := openTestConsumer("/c", mem.crashClone(), SyncAlways)
 	require.NoError(t, err)
-	defer c2.Close()
+	defer func() { _ = c2.Close() }()
 	st, _ = c2.Load()
 	require.Equal(t, SeqPair{2, 2}, st.AckFloor)
 }
@@ -289,7 +289,7 @@ func TestConsumerStateFaults(t *testing.T) {
 func TestConsumerStateConcurrent(t *testing.T) {
 	c, err := OpenConsumerState(t.TempDir(), nil, SyncAlways)
 	require.NoError(t, err)
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	const n = 8
 	done := make(chan error, n)
 	var deliver sync.Mutex // a consumer delivers in stream order

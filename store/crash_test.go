@@ -64,7 +64,7 @@ func crashChildStream(dir string) {
 					os.Exit(2)
 				}
 				out.Lock()
-				os.Stdout.WriteString(fmt.Sprintf("%d %d %d\n", seq, g, n))
+				_, _ = fmt.Fprintf(os.Stdout, "%d %d %d\n", seq, g, n)
 				out.Unlock()
 			}
 		}(g)
@@ -177,7 +177,7 @@ func crashChildConsumer(dir string) {
 		}
 		pending = append(pending[:i], pending[i+1:]...)
 		st, _ := c.Load()
-		os.Stdout.WriteString(fmt.Sprintf("%d\n", st.AckFloor.Stream))
+		_, _ = fmt.Fprintf(os.Stdout, "%d\n", st.AckFloor.Stream)
 	}
 }
 

@@ -15,7 +15,7 @@ func ExampleOpen() {
 	if err != nil {
 		panic(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	for _, subj := range []string{"orders.eu", "orders.us", "orders.eu", "orders.eu"} {
 		seq, _, err := s.Append(subj, nil, []byte("payload"))
 		if err != nil {
@@ -37,9 +37,11 @@ func ExampleOpen() {
 
 func ExampleStream_Next() {
 	s, _ := store.Open(store.Options{Storage: store.MemoryStorage})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	for _, subj := range []string{"orders.eu.created", "stock.eu", "orders.us.created", "orders.eu.paid"} {
-		s.Append(subj, nil, nil)
+		if _, _, err := s.Append(subj, nil, nil); err != nil {
+			fmt.Println(err)
+		}
 	}
 	// A consumer with a filter reads on from its position.
 	for from := uint64(1); ; {
@@ -57,9 +59,11 @@ func ExampleStream_Next() {
 
 func ExampleStream_Purge() {
 	s, _ := store.Open(store.Options{Storage: store.MemoryStorage})
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	for _, subj := range []string{"a.1", "b.1", "a.2", "a.1", "b.2"} {
-		s.Append(subj, nil, nil)
+		if _, _, err := s.Append(subj, nil, nil); err != nil {
+			fmt.Println(err)
+		}
 	}
 	n, _ := s.Purge(store.PurgeRequest{Subject: "a.#", Keep: 1})
 	fmt.Println(n, s.Subjects(""))
@@ -73,13 +77,13 @@ func ExampleStream_Purge() {
 
 func ExampleConsumerState() {
 	c := store.NewMemoryConsumerState() // or OpenConsumerState(dir, nil, store.SyncAlways)
-	defer c.Close()
-	c.Delivered(1, 10, 1, 0) // consumer seq 1 delivered stream seq 10
-	c.Delivered(2, 11, 1, 0)
-	c.Ack(2, 11) // out of order: the floor waits for 10
+	defer func() { _ = c.Close() }()
+	_ = c.Delivered(1, 10, 1, 0) // consumer seq 1 delivered stream seq 10
+	_ = c.Delivered(2, 11, 1, 0)
+	_ = c.Ack(2, 11) // out of order: the floor waits for 10
 	st, _ := c.Load()
 	fmt.Println(st.AckFloor, len(st.Pending))
-	c.Ack(1, 10)
+	_ = c.Ack(1, 10)
 	st, _ = c.Load()
 	fmt.Println(st.AckFloor, len(st.Pending))
 	// Output:
@@ -119,7 +123,7 @@ func ExampleOpen_reopen() {
 	if err != nil {
 		panic(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	st := s.State()
 	fmt.Println(st.Msgs, st.FirstSeq, st.LastSeq, st.NumDeleted)
 	seq, _, _ := s.Append("orders.us", nil, nil)

@@ -81,7 +81,7 @@ func TestENOSPC(t *testing.T) {
 			o.FS = mem
 			s2, err := Open(o)
 			require.NoError(t, err)
-			defer s2.Close()
+			defer func() { _ = s2.Close() }()
 			require.Zero(t, s2.Recovery().TruncatedBytes, "no partial record was left")
 			require.Empty(t, s2.Recovery().Corrupt)
 			require.Equal(t, live, liveSeqs(t, s2))
@@ -104,7 +104,7 @@ func TestSyncEIO(t *testing.T) {
 	ffs := newFaultFS(mem)
 	s, err := Open(Options{Dir: memDir, FS: ffs, Logger: quiet})
 	require.NoError(t, err)
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	for i := 1; i <= 5; i++ {
 		mustAppend(t, s, "x", fmt.Sprint(i))
 	}
@@ -136,7 +136,7 @@ func TestSyncEIO(t *testing.T) {
 	crashed := mem.crashClone()
 	s2, err := Open(Options{Dir: memDir, FS: crashed, Logger: quiet})
 	require.NoError(t, err)
-	defer s2.Close()
+	defer func() { _ = s2.Close() }()
 	for _, q := range []uint64{1, 2, 3, 4, 5, 9} {
 		m, err := s2.Get(q)
 		require.NoError(t, err, "seq %d", q)
@@ -152,7 +152,7 @@ func TestSyncIntervalReportsFailure(t *testing.T) {
 	ffs := newFaultFS(newMemFS())
 	s, err := Open(Options{Dir: memDir, FS: ffs, Sync: SyncInterval, SyncInterval: 5 * time.Millisecond, Logger: quiet})
 	require.NoError(t, err)
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	mustAppend(t, s, "x", "1")
 	require.Eventually(t, func() bool { return s.gc.durable.Load() >= 1 }, 5*time.Second, time.Millisecond)
 	ffs.failSync(syscall.EIO)
@@ -169,7 +169,7 @@ func TestOSCrashSyncAlways(t *testing.T) {
 	o := Options{Dir: memDir, FS: mem, SegmentBytes: 1500, MaxMsgs: 200, Logger: quiet}
 	s, err := Open(o)
 	require.NoError(t, err)
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	rng := rand.New(rand.NewPCG(5, 5))
 	durable := map[uint64][]byte{}
 	for i := 0; i < 400; i++ {

@@ -100,7 +100,7 @@ func FuzzIndexLoad(f *testing.F) {
 		fsys.setBytes(idxName, b)
 		s, err := Open(Options{Dir: memDir, FS: fsys, SegmentBytes: 700, Logger: quiet})
 		require.NoError(t, err)
-		defer s.Close()
+		defer func() { _ = s.Close() }()
 		if !bytes.Equal(b, good) {
 			require.Equal(t, 1, s.Recovery().IndexesRebuilt, "a bad index must be rebuilt")
 		}

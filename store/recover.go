@@ -56,7 +56,7 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 	rep.Segments = len(firsts)
 	for i, first := range firsts {
 		if err := fb.loadSegment(first, i == len(firsts)-1, have, rep); err != nil {
-			fb.close()
+			_ = fb.close()
 			return nil, nil, err
 		}
 	}
@@ -71,7 +71,7 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 	for _, s := range fb.segs {
 		if have[segmentBase(s.first)+delExt] {
 			if err := fb.loadDels(s, rec.dels); err != nil {
-				fb.close()
+				_ = fb.close()
 				return nil, nil, err
 			}
 		}
@@ -93,7 +93,7 @@ func (fb *fileBackend) loadMeta(rec *recovered) error {
 	b := make([]byte, 2*metaSlotSize)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("store: read %s: %w", name, err)
 	}
 	floor, gen, ok := decodeMeta(b[:n])
@@ -115,7 +115,7 @@ func (fb *fileBackend) loadSegment(first uint64, last bool, have map[string]bool
 	}
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("store: size of %s: %w", name, err)
 	}
 	s := &segment{first: first, log: appendFile{f: f}, fileSize: size, sealed: !last}
@@ -132,14 +132,14 @@ func (fb *fileBackend) loadSegment(first uint64, last bool, have map[string]bool
 	}
 	if !s.indexed {
 		if err := fb.scanSegment(s, last, rep); err != nil {
-			f.Close()
+			_ = f.Close()
 			return err
 		}
 	}
 	if last {
 		fb.removeFile(fb.path(first, idxExt)) // it will describe a longer log
 		if _, err := f.Seek(s.log.size, io.SeekStart); err != nil {
-			f.Close()
+			_ = f.Close()
 			return fmt.Errorf("store: seek %s: %w", name, err)
 		}
 		fb.active = s
@@ -169,7 +169,7 @@ func (fb *fileBackend) loadIndex(s *segment, logSize int64) ([]idxEntry, int64, 
 	if err != nil {
 		return nil, 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	b := make([]byte, st.Size())
 	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
 		return nil, 0, err
@@ -332,7 +332,7 @@ func (fb *fileBackend) loadDels(s *segment, dels map[uint64]struct{}) error {
 		}
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("store: read %s: %w", name, err)
 	}
 	good, derr := decodeDelBatches(b, func(seq uint64) { dels[seq] = struct{}{} })
@@ -341,7 +341,7 @@ func (fb *fileBackend) loadDels(s *segment, dels map[uint64]struct{}) error {
 	}
 	s.del = appendFile{f: f, size: int64(good)}
 	if err := s.del.rewind(); err != nil {
-		f.Close()
+		_ = f.Close()
 		s.del = appendFile{}
 		return fmt.Errorf("store: truncate %s: %w", name, err)
 	}

@@ -454,7 +454,7 @@ func TestRemovalsSurviveRaisedLimits(t *testing.T) {
 	o.MaxMsgsPerSubject = 0
 	s, err = Open(o)
 	require.NoError(t, err)
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	require.Equal(t, want, liveSeqs(t, s))
 }
 
@@ -590,7 +590,7 @@ func checkNoReuse(t *testing.T, o Options, last uint64) {
 	require.NoError(t, s.Close())
 	s, err = Open(o)
 	require.NoError(t, err)
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	m, err := s.Get(seq)
 	require.NoError(t, err)
 	require.Equal(t, "next", string(m.Data))
@@ -604,7 +604,7 @@ func TestBackgroundExpiry(t *testing.T) {
 	s, err := Open(Options{Dir: memDir, FS: mem, MaxAge: 30 * time.Millisecond, SyncInterval: 5 * time.Millisecond,
 		SegmentBytes: 300, Logger: quiet})
 	require.NoError(t, err)
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	for i := 0; i < 20; i++ {
 		mustAppend(t, s, "exp", "0123456789")
 	}

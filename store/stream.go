@@ -142,7 +142,7 @@ func (s *Stream) Append(subj string, hdr, data []byte) (seq uint64, ts int64, er
 		return 0, 0, err
 	}
 	seq, ts = s.mu.last+1, max(now, s.mu.lastTS)
-	name := subj
+	var name string
 	if ss != nil {
 		name = ss.name
 	} else {

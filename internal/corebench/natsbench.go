@@ -3,7 +3,6 @@ package corebench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -79,8 +78,7 @@ func (o *Options) pubSub(ctx context.Context, url, subSubject, pubSubject string
 		case <-time.After(100 * time.Millisecond):
 			if strings.Contains(subOut.String(), "Disconnected") {
 				_ = sub.Process.Kill()
-				<-waitErr
-				return 0, errors.New("the server disconnected the subscriber (cut off as a slow consumer)")
+				return 0, fmt.Errorf("the server disconnected the subscriber (cut off as a slow consumer); nats bench sub stopped: %v", <-waitErr)
 			}
 		}
 	}
