@@ -176,7 +176,6 @@ func errorResponse(kind string, e *APIError) []byte {
 
 func newResponse(kind string) apiResponse { return apiResponse{Type: typePrefix + kind + "_response"} }
 
-// decode reads a request body into v; an empty body leaves v as it is.
 // streamRequest decodes a request about the stream name into req and
 // returns the stream.
 func (js *JetStream) streamRequest(name string, data []byte, req any) (*stream, *APIError) {
@@ -190,6 +189,7 @@ func (js *JetStream) streamRequest(name string, data []byte, req any) (*stream, 
 	return st, nil
 }
 
+// decode reads a request body into v; an empty body leaves v as it is.
 func decode(data []byte, v any) *APIError {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
@@ -230,29 +230,46 @@ type apiStats struct {
 	Errors uint64 `json:"errors"`
 }
 
-func (js *JetStream) accountInfo() *accountInfoResponse {
-	r := &accountInfoResponse{apiResponse: newResponse("account_info")}
+// usage sums what every stream holds, for $JS.API.INFO and /jsz.
+type usage struct {
+	memory, storage, msgs uint64 // bytes in memory and file streams; messages
+	streams, consumers    int
+}
+
+func (js *JetStream) usage() usage {
 	js.mu.RLock()
 	streams := make([]*stream, 0, len(js.mu.streams))
 	for _, st := range js.mu.streams {
 		streams = append(streams, st)
 	}
 	js.mu.RUnlock()
+	u := usage{streams: len(streams)}
 	for _, st := range streams {
 		s := st.store.State()
 		if st.config().Storage == MemoryStorage {
-			r.Memory += s.Bytes
+			u.memory += s.Bytes
 		} else {
-			r.Storage += s.Bytes
+			u.storage += s.Bytes
 		}
-		r.Consumers += st.numConsumers()
+		u.msgs += s.Msgs
+		u.consumers += st.numConsumers()
 	}
-	r.Streams = len(streams)
+	return u
+}
+
+func (js *JetStream) apiStats() apiStats {
+	return apiStats{Total: js.apiTotal.Load(), Errors: js.apiErrs.Load()}
+}
+
+func (js *JetStream) accountInfo() *accountInfoResponse {
+	r := &accountInfoResponse{apiResponse: newResponse("account_info")}
+	u := js.usage()
+	r.Memory, r.Storage, r.Streams, r.Consumers = u.memory, u.storage, u.streams, u.consumers
 	r.Limits = accountLimits{
 		MaxMemory: -1, MaxStorage: -1,
 		MaxStreams: js.opts.MaxStreams, MaxConsumers: js.opts.MaxConsumers,
 		MaxAckPending: MaxAckPendingLimit, MemoryMaxStreamBytes: -1, StorageMaxStreamByte: -1,
 	}
-	r.API = apiStats{Total: js.apiTotal.Load(), Errors: js.apiErrs.Load()}
+	r.API = js.apiStats()
 	return r
 }

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -72,8 +73,7 @@ type jszOptions struct {
 // jszStreamsLimit bounds the streams one /jsz response details.
 const jszStreamsLimit = 1024
 
-func parseJszOptions(r *http.Request) (jszOptions, error) {
-	q := r.URL.Query()
+func parseJszOptions(q url.Values) (jszOptions, error) {
 	var o jszOptions
 	for _, p := range []struct {
 		name string
@@ -104,13 +104,13 @@ func parseJszOptions(r *http.Request) (jszOptions, error) {
 	}
 	// Consumer detail needs stream detail, which needs account detail.
 	o.streams = o.streams || o.consumers
-	o.accounts = o.accounts || o.streams || r.URL.Query().Get("acc") != ""
+	o.accounts = o.accounts || o.streams || q.Get("acc") != ""
 	return o, nil
 }
 
 // handleJsz serves /jsz.
 func (js *JetStream) handleJsz(r *http.Request) (any, error) {
-	o, err := parseJszOptions(r)
+	o, err := parseJszOptions(r.URL.Query())
 	if err != nil {
 		return nil, err
 	}
@@ -128,27 +128,30 @@ func (js *JetStream) jsz(o jszOptions) *jsz {
 		r.Config.SyncInterval = js.opts.SyncInterval
 	}
 	r.AccountCount = 1
-	r.API = apiStats{Total: js.apiTotal.Load(), Errors: js.apiErrs.Load()}
+	r.API = js.apiStats()
+	u := js.usage()
+	r.Memory, r.Storage, r.Streams, r.Consumers = u.memory, u.storage, u.streams, u.consumers
+	r.Messages, r.Bytes = u.msgs, u.memory+u.storage
+	r.Total = r.Streams
 
 	var details []*jszStream
-	names := js.sortedStreamNames()
-	for i, name := range names {
+	if o.streams {
+		details = js.jszStreams(o)
+	}
+	if o.accounts {
+		r.Accounts = []*jszAccount{{Name: globalAccount, ID: globalAccount, jszStats: r.jszStats, Streams: details}}
+	}
+	return r
+}
+
+// jszStreams details the page of streams, sorted by name, that o asks for.
+func (js *JetStream) jszStreams(o jszOptions) []*jszStream {
+	var details []*jszStream
+	_, names := page(js.sortedStreamNames(), o.offset, o.limit)
+	for _, name := range names {
 		st := js.lookup(name)
 		if st == nil {
 			continue // deleted meanwhile
-		}
-		s := st.store.State()
-		if st.config().Storage == MemoryStorage {
-			r.Memory += s.Bytes
-		} else {
-			r.Storage += s.Bytes
-		}
-		r.Streams++
-		r.Consumers += st.numConsumers()
-		r.Messages += s.Msgs
-		r.Bytes += s.Bytes
-		if !o.streams || i < o.offset || i >= o.offset+o.limit {
-			continue
 		}
 		info := st.info()
 		d := &jszStream{Name: name, Created: info.Created, State: info.State}
@@ -162,11 +165,7 @@ func (js *JetStream) jsz(o jszOptions) *jsz {
 		}
 		details = append(details, d)
 	}
-	r.Total = r.Streams
-	if o.accounts {
-		r.Accounts = []*jszAccount{{Name: globalAccount, ID: globalAccount, jszStats: r.jszStats, Streams: details}}
-	}
-	return r
+	return details
 }
 
 // globalAccount is the name of Skiff's one account, as the reference

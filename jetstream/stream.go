@@ -358,7 +358,7 @@ func (st *stream) ingest(m *server.Msg) {
 	if hasID {
 		if seq, dup := st.dedup.lookup(msgID, now); dup {
 			st.ingestMu.Unlock()
-			st.ack(m, reply, PubAck{Stream: st.name, Sequence: seq, Duplicate: true})
+			st.ackDuplicate(m, reply, seq)
 			return
 		}
 	}
@@ -417,7 +417,7 @@ func (st *stream) pubAck(p *server.Publisher, reply string, seq uint64, err erro
 		p.Publish(reply, "", nil, pubAckError(st.name, errStreamStore(err)))
 		return
 	}
-	p.Publish(reply, "", nil, appendPubAck(nil, st.ackPrefix, seq, false))
+	p.Publish(reply, "", nil, st.pubAckJSON(seq, false))
 }
 
 // appendError turns a refused append into the reference server's error:
@@ -490,13 +490,14 @@ func (st *stream) checkExpected(hdr headers, subj string) *APIError {
 	return nil
 }
 
-// ack answers a publish after the read, nack at once: a refused publish
-// stored nothing, so there is nothing to wait for.
-func (st *stream) ack(m *server.Msg, reply string, a PubAck) {
+// ackDuplicate answers a duplicate publish (one stored before as seq)
+// after the read, nack at once: neither stored anything, so there is
+// nothing to wait for.
+func (st *stream) ackDuplicate(m *server.Msg, reply string, seq uint64) {
 	if reply == "" || st.cfg.Load().NoAck {
 		return
 	}
-	b := pubAckJSON(a.Stream, a.Sequence, a.Duplicate)
+	b := st.pubAckJSON(seq, true)
 	m.AfterRead(func(p *server.Publisher) { p.Publish(reply, "", nil, b) })
 }
 
@@ -527,10 +528,6 @@ func (st *stream) changed() {
 	}
 }
 
-func pubAckJSON(stream string, seq uint64, dup bool) []byte {
-	return appendPubAck(nil, pubAckPrefix(stream), seq, dup)
-}
-
 // pubAckPrefix is the start of every PubAck of a stream, up to the
 // sequence.
 func pubAckPrefix(stream string) []byte {
@@ -538,13 +535,11 @@ func pubAckPrefix(stream string) []byte {
 	return append(b, `,"seq":`...)
 }
 
-// appendPubAck appends a PubAck made of prefix (see pubAckPrefix), seq
-// and the duplicate flag.
-func appendPubAck(b, prefix []byte, seq uint64, dup bool) []byte {
-	if b == nil {
-		b = make([]byte, 0, len(prefix)+40)
-	}
-	b = append(b, prefix...)
+// pubAckJSON is the PubAck (the JSON of type PubAck) of seq, built on the
+// stream's ackPrefix.
+func (st *stream) pubAckJSON(seq uint64, dup bool) []byte {
+	b := make([]byte, 0, len(st.ackPrefix)+40)
+	b = append(b, st.ackPrefix...)
 	b = strconv.AppendUint(b, seq, 10)
 	if dup {
 		b = append(b, `,"duplicate":true`...)

@@ -20,11 +20,10 @@ const (
 	actionUpdate         = "update"
 )
 
-// addConsumer creates a consumer, or updates the one of the same name,
-// as the action allows.
-// addConsumer creates or updates a consumer and returns its info, taken
-// before a new consumer starts delivering (as the reference server
-// answers: nothing delivered yet).
+// addConsumer creates a consumer, or updates the one of the same name, as
+// the action allows, and returns its info, taken before a new consumer
+// starts delivering (as the reference server answers: nothing delivered
+// yet).
 func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*ConsumerInfo, *APIError) {
 	scfg := st.config()
 	ncfg, aerr := normalizeConsumer(cfg, &scfg)

@@ -277,13 +277,19 @@ func (c *comparison) writeConfigs(b *bytes.Buffer, dir, name, heading string) er
 		}
 		fmt.Fprintf(b, "\n![%s](%s)\n", cname, plot)
 	}
-	if len(c.failed) > 0 {
-		b.WriteString("\nRuns that failed (left out):\n\n")
-		for _, f := range c.failed {
-			fmt.Fprintf(b, "- %s\n", f)
-		}
-	}
+	writeFailures(b, "Runs that failed (left out):", c.failed)
 	return nil
+}
+
+// writeFailures lists failed runs under heading, if there are any.
+func writeFailures(b *bytes.Buffer, heading string, failed []string) {
+	if len(failed) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%s\n\n", heading)
+	for _, f := range failed {
+		fmt.Fprintf(b, "- %s\n", f)
+	}
 }
 
 // peerVersion asks scripts/peers.sh what version a peer is.

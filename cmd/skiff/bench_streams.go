@@ -242,18 +242,16 @@ func (sb *streamsBench) runMode(ctx context.Context, mr *modeResult) error {
 					Timeout: 5 * time.Minute})
 				// A failed run is reported, not fatal: the other
 				// servers' figures still stand.
-				switch {
-				case err != nil:
-					mr.tpFails = append(mr.tpFails, fmt.Sprintf("%s, %s, run %d: %v", p, bench.SizeName(size), run+1, err))
-				case r.Received != r.Expected:
-					mr.tpFails = append(mr.tpFails, fmt.Sprintf("%s, %s, run %d: received %d of %d %v",
-						p, bench.SizeName(size), run+1, r.Received, r.Expected, r.Failures))
-				default:
-					res[p] = append(res[p], r)
+				if err == nil && r.Received != r.Expected {
+					err = fmt.Errorf("received %d of %d %v", r.Received, r.Expected, r.Failures)
 				}
-				if err != nil || r.Received != r.Expected {
-					fmt.Fprintln(sb.stderr, "  failed:", mr.tpFails[len(mr.tpFails)-1])
+				if err != nil {
+					f := fmt.Sprintf("%s, %s, run %d: %v", p, bench.SizeName(size), run+1, err)
+					fmt.Fprintln(sb.stderr, "  failed:", f)
+					mr.tpFails = append(mr.tpFails, f)
+					continue
 				}
+				res[p] = append(res[p], r)
 			}
 		}
 		mr.tp = append(mr.tp, res)
@@ -331,12 +329,7 @@ What is measured:
 					pub, pub*float64(size)/1e6, sub, rp, rs)
 			}
 		}
-		if len(mr.tpFails) > 0 {
-			b.WriteString("\nRuns that failed (left out of the medians):\n\n")
-			for _, f := range mr.tpFails {
-				fmt.Fprintf(&b, "- %s\n", f)
-			}
-		}
+		writeFailures(&b, "Runs that failed (left out of the medians):", mr.tpFails)
 	}
 	return b.Bytes(), nil
 }

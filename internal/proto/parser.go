@@ -251,11 +251,7 @@ func (p *Parser) pub(args []byte, headers bool, rest []byte) ([]byte, error) {
 	p.subject = len(subject)
 	p.hdr, p.size = hdr, size
 	if cap(p.msg) < size+2 {
-		if size+2 > retainMax {
-			p.msg = bufpool.Get(size + 2)
-		} else {
-			p.msg = make([]byte, 0, max(size+2, 512))
-		}
+		p.msg = bufpool.Get(max(size+2, 512)) // pooled if large
 	}
 	p.msg = append(p.msg[:0], rest...)
 	p.state = statePayload
@@ -309,7 +305,8 @@ var ops = []string{"PUB", "HPUB", "SUB", "UNSUB", "PING", "PONG", "CONNECT", "+O
 // validOpPrefix reports whether an incomplete control line could still be
 // a valid operation: its first token, as far as it goes, is a prefix of an
 // operation name, case-insensitively, followed by a separator if complete
-// (a CR only as the last byte: a line of one word). It lets garbage be refused at once instead of after MaxControlLine bytes.
+// (a CR only as the last byte: a line of one word). It lets garbage be
+// refused at once instead of after MaxControlLine bytes.
 func validOpPrefix(line []byte) bool {
 	tok := line
 	for i, c := range line {
