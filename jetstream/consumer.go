@@ -211,13 +211,16 @@ func (c *consumer) run() {
 			c.st.js.log.Error("consumer state write failed", "stream", c.st.name, "consumer", c.name, "err", err)
 			replies = nil
 		}
+		// Messages leave an interest or workqueue stream before their
+		// acks are confirmed: a client that saw its ack confirmed sees
+		// the message gone.
+		if len(retire) > 0 {
+			c.st.retire(c, retire)
+		}
 		for _, r := range replies {
 			pub.Publish(r, "", nil, nil)
 		}
 		pub.Flush()
-		if len(retire) > 0 {
-			c.st.retire(c, retire)
-		}
 		if del {
 			go c.st.js.deleteInactive(c)
 			<-c.quit
