@@ -2,6 +2,9 @@ package jetstream_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -71,4 +74,47 @@ func TestNATSCLI(t *testing.T) {
 	cli.Run("stream", "rm", "ORDERS", "-f")
 	out = cli.Run("stream", "ls", "--names")
 	require.NotContains(t, out, "ORDERS")
+}
+
+// TestNATSCLIBuckets drives key-value and object store buckets with the
+// `nats` CLI: both are streams with rollups underneath.
+func TestNATSCLIBuckets(t *testing.T) {
+	bin := natscli.Path(t)
+	b := startBroker(t, "")
+	cli := natscli.New(t, bin, b.srv.ClientURL())
+
+	out := cli.Run("kv", "add", "CONF", "--history", "5")
+	require.Contains(t, out, "History Kept: 5")
+	cli.Run("kv", "put", "CONF", "db.host", "alpha")
+	cli.Run("kv", "put", "CONF", "db.host", "beta")
+	cli.Run("kv", "put", "CONF", "db.port", "5432")
+	require.Equal(t, "beta", strings.TrimSpace(cli.Run("kv", "get", "CONF", "db.host", "--raw")))
+	out = cli.Run("kv", "history", "CONF", "db.host")
+	require.Contains(t, out, "alpha")
+	require.Contains(t, out, "beta")
+	cli.Run("kv", "del", "CONF", "db.port", "-f")
+	out = cli.Run("kv", "ls", "CONF")
+	require.Contains(t, out, "db.host")
+	require.NotContains(t, out, "db.port")
+	// A purge is a rollup: the key's history becomes one purge marker.
+	cli.Run("kv", "purge", "CONF", "db.host", "-f")
+	out = cli.Run("kv", "history", "CONF", "db.host")
+	require.Contains(t, out, "PURGE")
+	require.NotContains(t, out, "alpha")
+	cli.Run("kv", "rm", "CONF", "-f")
+
+	file := filepath.Join(t.TempDir(), "report.txt")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Repeat("report line\n", 20_000)), 0o600))
+	cli.Run("object", "add", "FILES")
+	out = cli.Run("object", "put", "FILES", file, "--name", "report.txt")
+	require.Contains(t, out, "Size: 234 KiB")
+	out = cli.Run("object", "ls", "FILES")
+	require.Contains(t, out, "report.txt")
+	copyPath := filepath.Join(t.TempDir(), "copy.txt")
+	cli.Run("object", "get", "FILES", "report.txt", "--output", copyPath, "-f")
+	got, err := os.ReadFile(copyPath)
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("report line\n", 20_000), string(got))
+	cli.Run("object", "rm", "FILES", "report.txt", "-f")
+	cli.Run("object", "rm", "FILES", "-f")
 }

@@ -384,8 +384,46 @@ func TestDifferentialConsumers(t *testing.T) {
 			r := tg.api("CONSUMER.CREATE.S.P", `{"stream_name":"S","config":{"durable_name":"P","deliver_subject":"deliver.here","ack_policy":"none","idle_heartbeat":200000000}}`, consumerFields...)
 			return append([]string{r}, tg.during(sub, time.Second)...)
 		}},
+		{name: "push first heartbeat after an interval", do: func(tg *target) any {
+			sub, err := tg.nc.SubscribeSync("deliver.new")
+			require.NoError(tg.t, err)
+			defer func() { _ = sub.Unsubscribe() }()
+			r := tg.api("CONSUMER.CREATE.S.PN", `{"stream_name":"S","config":{"durable_name":"PN","deliver_subject":"deliver.new","deliver_policy":"new","ack_policy":"none","idle_heartbeat":1000000000}}`, "config.deliver_policy")
+			return append([]string{r}, tg.during(sub, 500*time.Millisecond)...)
+		}},
 		{name: "push next refused", do: pull("P", "")},
 		{name: "push next refused again", do: pull("P", "")},
 	}...)
 	runScript(t, steps)
+}
+
+func TestDifferentialRollup(t *testing.T) {
+	rollFields := []string{"config.allow_rollup_hdrs", "config.deny_purge", "state.messages", "state.first_seq",
+		"state.last_seq", "state.num_deleted", "state.num_subjects"}
+	runScript(t, []step{
+		{name: "rollup needs purge", do: api("STREAM.CREATE.R", `{"name":"R","subjects":["r.>"],"allow_rollup_hdrs":true,"deny_purge":true}`)},
+		{name: "create without rollups", do: api("STREAM.CREATE.N", `{"name":"N","subjects":["n.>"]}`, rollFields...)},
+		{name: "rollup not permitted", do: pub("n.a", "x", "Nats-Rollup", "sub")},
+		{name: "create", do: api("STREAM.CREATE.R", `{"name":"R","subjects":["r.>"],"allow_rollup_hdrs":true}`, rollFields...)},
+		{name: "pub a1", do: pub("r.a", "a1")},
+		{name: "pub b1", do: pub("r.b", "b1")},
+		{name: "pub a2", do: pub("r.a", "a2")},
+		{name: "pub a3", do: pub("r.a", "a3")},
+		{name: "rollup invalid", do: pub("r.a", "x", "Nats-Rollup", "some")},
+		{name: "rollup sub", do: pub("r.a", "a4", "Nats-Rollup", "sub")},
+		{name: "info after sub", do: api("STREAM.INFO.R", `{"subjects_filter":">"}`, append(rollFields, "state.subjects")...)},
+		{name: "last a", do: api("STREAM.MSG.GET.R", `{"last_by_subj":"r.a"}`, "message.seq", "message.data")},
+		{name: "first", do: api("STREAM.MSG.GET.R", `{"seq":1}`)},
+		{name: "b1 kept", do: api("STREAM.MSG.GET.R", `{"seq":2}`, "message.data")},
+		{name: "rollup sub upper case", do: pub("r.b", "b2", "Nats-Rollup", "SUB")},
+		{name: "rollup with wrong expectation", do: pub("r.b", "x", "Nats-Rollup", "sub", "Nats-Expected-Last-Subject-Sequence", "1")},
+		{name: "pub c1", do: pub("r.c", "c1")},
+		{name: "rollup all", do: pub("r.z", "z", "Nats-Rollup", "all")},
+		{name: "info after all", do: api("STREAM.INFO.R", `{"subjects_filter":">"}`, append(rollFields, "state.subjects")...)},
+		{name: "update deny purge", do: api("STREAM.UPDATE.R", `{"name":"R","subjects":["r.>"],"allow_rollup_hdrs":true,"deny_purge":true}`)},
+		{name: "update no rollups", do: api("STREAM.UPDATE.R", `{"name":"R","subjects":["r.>"]}`, rollFields...)},
+		{name: "rollup after update", do: pub("r.a", "x", "Nats-Rollup", "sub")},
+		{name: "seal", do: api("STREAM.UPDATE.R", `{"name":"R","subjects":["r.>"],"allow_rollup_hdrs":true,"sealed":true}`,
+			append(rollFields, "config.sealed", "config.deny_delete")...)},
+	})
 }

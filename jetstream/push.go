@@ -49,6 +49,11 @@ func (c *consumer) refreshInterest(now time.Time) {
 		return
 	}
 	if c.st.js.srv.HasInterest(c.cfg.DeliverSubject) {
+		if !p.active {
+			// The first heartbeat is due one interval after a
+			// subscriber appears, as in the reference server.
+			p.lastSend = now
+		}
 		p.active, p.backoff = true, 0
 		c.lastActive = now
 		return

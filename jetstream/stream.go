@@ -121,8 +121,14 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 	if cfg.Compression != "none" {
 		return cfg, errStreamConfig(fmt.Errorf("compression %q is not supported", cfg.Compression))
 	}
-	if cfg.AllowRollup {
-		return cfg, errStreamConfig(errors.New("rollup headers are not supported"))
+	if cfg.Sealed {
+		// A sealed stream changes no more: as the reference server,
+		// its configuration says so.
+		cfg.MaxAge, cfg.Discard = 0, DiscardNew
+		cfg.DenyDelete, cfg.DenyPurge, cfg.AllowRollup = true, true, false
+	}
+	if cfg.AllowRollup && cfg.DenyPurge {
+		return cfg, errStreamConfig(errors.New("roll-ups require the purge permission"))
 	}
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = DefaultSyncInterval
@@ -367,6 +373,12 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, aerr)
 		return
 	}
+	roll, aerr := rollupOf(hdr, &cfg)
+	if aerr != nil {
+		st.ingestMu.Unlock()
+		st.nack(m, reply, aerr)
+		return
+	}
 	seq, _, err := st.store.Append(m.Subject, m.Header, m.Data)
 	if err != nil {
 		st.ingestMu.Unlock()
@@ -378,7 +390,19 @@ func (st *stream) ingest(m *server.Msg) {
 		st.dedup.add(strings.Clone(msgID), seq, now)
 		st.lastMsgID = st.dedup.last
 	}
+	var rollErr error
+	if roll != noRollup {
+		rollErr = st.roll(roll, m.Subject)
+	}
 	st.ingestMu.Unlock()
+	if rollErr != nil {
+		// The message is stored, but what it replaces may not all be
+		// gone: the publisher hears so rather than a PubAck.
+		st.js.log.Warn("rollup purge failed", "stream", st.name, "seq", seq, "err", rollErr)
+		st.nack(m, reply, errRollup(fmt.Errorf("stored as %d, rollup purge failed: %w", seq, rollErr)))
+		st.arrived(m.Subject, seq, cfg)
+		return
+	}
 	if cfg.Sync == SyncAlways && cfg.Storage == FileStorage {
 		// Consumers read only what an fsync covered (nextFrom), so they
 		// hear of the message once it is durable, with or without an ack
