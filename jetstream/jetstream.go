@@ -142,6 +142,10 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		_ = js.Close()
 		return nil, err
 	}
+	if err := s.RegisterMetrics(&metricsCollector{js: js}); err != nil {
+		_ = js.Close()
+		return nil, err
+	}
 	js.wg.Add(1)
 	go js.apiWorker()
 	s.AdvertiseJetStream()

@@ -47,6 +47,11 @@ func newMonitor(s *Server) (*monitor, error) {
 	if err := m.reg.Register(&metricsCollector{m: m}); err != nil {
 		return nil, fmt.Errorf("server: monitoring: %w", err)
 	}
+	for _, c := range s.extraMetrics {
+		if err := m.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("server: monitoring: %w", err)
+		}
+	}
 	return m, nil
 }
 
@@ -120,6 +125,20 @@ func (s *Server) HandleMonitor(path string, f MonitorFunc) error {
 		s.extraMonitor = map[string]MonitorFunc{}
 	}
 	s.extraMonitor[path] = f
+	return nil
+}
+
+// RegisterMetrics adds a collector to /metrics (JetStream adds its
+// streams' and consumers' metrics). Call it before Start. Its metrics must
+// not collide with the server's own or another collector's: the
+// registration at Start would fail.
+func (s *Server) RegisterMetrics(c prometheus.Collector) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.started {
+		return errors.New("server: RegisterMetrics after Start")
+	}
+	s.extraMetrics = append(s.extraMetrics, c)
 	return nil
 }
 

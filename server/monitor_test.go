@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -689,4 +692,37 @@ func TestMonitorUnderChurn(t *testing.T) {
 		v := getVarz(t, s)
 		return v.Connections == 0 && v.InMsgs == published.Load()
 	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestMonitorExtensions adds an endpoint and a collector before Start, as
+// JetStream does, and checks what is refused.
+func TestMonitorExtensions(t *testing.T) {
+	opts := server.Options{Host: "127.0.0.1", Port: server.RandomPort, HTTPPort: server.RandomPort}
+	s, err := server.New(opts)
+	require.NoError(t, err)
+	require.NoError(t, s.HandleMonitor("/extra", func(r *http.Request) (any, error) {
+		if r.URL.Query().Get("fail") != "" {
+			return nil, errors.New("asked to fail")
+		}
+		return map[string]int{"answer": 42}, nil
+	}))
+	require.Error(t, s.HandleMonitor("/extra", nil), "a path twice")
+	require.Error(t, s.HandleMonitor("/varz", nil), "a built-in path")
+	extra := prometheus.NewGauge(prometheus.GaugeOpts{Name: "extra_gauge", Help: "An added gauge."})
+	extra.Set(7)
+	require.NoError(t, s.RegisterMetrics(extra))
+	require.NoError(t, s.Start())
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	require.Error(t, s.HandleMonitor("/late", nil), "after Start")
+	require.Error(t, s.RegisterMetrics(prometheus.NewGauge(prometheus.GaugeOpts{Name: "late", Help: "x"})), "after Start")
+
+	var v map[string]int
+	MonitorJSON(t, s, "/extra", &v)
+	require.Equal(t, 42, v["answer"])
+	status, _, body := monitorGet(t, s, "/extra?fail=1")
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, string(body), "asked to fail")
+	_, _, body = monitorGet(t, s, "/metrics")
+	require.Contains(t, string(body), "extra_gauge 7")
+	require.Contains(t, string(body), "skiff_connections 0")
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/skiffmq/skiff/internal/proto"
 	"github.com/skiffmq/skiff/match/cstrie"
 )
@@ -36,6 +38,7 @@ type Server struct {
 	internalClient *client                // owns internal subscriptions
 	jetstream      bool                   // advertised in INFO
 	extraMonitor   map[string]MonitorFunc // endpoints added by HandleMonitor
+	extraMetrics   []prometheus.Collector // collectors added by RegisterMetrics
 
 	ln      net.Listener
 	httpLn  net.Listener
