@@ -109,9 +109,20 @@ func (js *JetStream) handleFlowControl(m *server.Msg) {
 func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
 	kind, arg := parseAckBody(a.body)
 	switch kind {
-	case ackAck, ackTerm:
+	case ackAck:
+		c.ack(a.sseq, now)
+	case ackTerm:
+		if _, pending := c.pending[a.sseq]; pending {
+			c.adviseTerm(a, string(arg))
+		}
 		c.ack(a.sseq, now)
 	case ackNak:
+		if _, pending := c.pending[a.sseq]; pending {
+			c.st.js.advise(advMsgNaked+c.st.name+"."+c.name, func() any {
+				return msgNaked{typedEvent: newEvent("nak"), Stream: c.st.name, Consumer: c.name,
+					ConsumerSeq: a.dseq, StreamSeq: a.sseq, Deliveries: a.dc}
+			})
+		}
 		c.nak(a.sseq, arg, now)
 	case ackProgress:
 		if p, ok := c.pending[a.sseq]; ok {
@@ -128,6 +139,15 @@ func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
 	if a.reply != "" {
 		c.ackReplies = append(c.ackReplies, a.reply)
 	}
+}
+
+// adviseTerm queues the advisory of a message terminated by +TERM, with
+// the reason that followed it. mu held.
+func (c *consumer) adviseTerm(a *ackMsg, reason string) {
+	c.st.js.advise(advMsgTerminated+c.st.name+"."+c.name, func() any {
+		return msgTerminated{typedEvent: newEvent("terminated"), Stream: c.st.name, Consumer: c.name,
+			ConsumerSeq: a.dseq, StreamSeq: a.sseq, Deliveries: a.dc, Reason: reason}
+	})
 }
 
 // ack acknowledges a stream sequence: alone (explicit) or with everything

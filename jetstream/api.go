@@ -21,6 +21,7 @@ type apiRequest struct {
 	subject string // without the $JS.API. prefix
 	reply   string
 	data    []byte
+	client  *server.ClientInfo // the requester, if the API is audited
 }
 
 // apiResponse is the envelope of every API response.
@@ -43,6 +44,9 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 		return
 	}
 	req := apiRequest{subject: strings.Clone(subj), reply: strings.Clone(m.Reply), data: bytes.Clone(m.Data)}
+	if js.wants(advAPI) {
+		req.client = m.Client()
+	}
 	select {
 	case js.apiQueue <- req:
 	default:
@@ -91,9 +95,34 @@ func (js *JetStream) apiWorker() {
 			for _, r := range replies {
 				pub.Publish(req.reply, "", r.hdr, r.body)
 			}
+			if req.client != nil && audited(&req, replies, isErr) {
+				js.audit(&req, replies[0].body)
+			}
+			js.publishAdvisories(pub)
 			pub.Flush()
 		}
 	}
+}
+
+// audited says whether an answered request has an audit advisory: every
+// JSON answer but a message read (STREAM.MSG.GET that found its message;
+// DIRECT.GET answers with messages), which the reference server leaves
+// out, reads being frequent.
+func audited(req *apiRequest, replies []apiReply, isErr bool) bool {
+	if len(replies) != 1 || replies[0].hdr != nil {
+		return false
+	}
+	return isErr || !strings.HasPrefix(req.subject, "STREAM.MSG.GET.")
+}
+
+// audit queues the API audit advisory of an answered request.
+func (js *JetStream) audit(req *apiRequest, response []byte) {
+	js.advise(advAPI, func() any {
+		return apiAudit{
+			typedEvent: newEvent("api_audit"), Server: js.srv.Name(), Client: req.client,
+			Subject: apiPrefix + req.subject, Request: string(req.data), Response: string(response),
+		}
+	})
 }
 
 // apiReply is an answer: JSON, or for DIRECT.GET messages with headers.

@@ -114,6 +114,7 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 	js.mu.streams[name] = st
 	js.log.Info("stream created", "stream", name, "subjects", ncfg.Subjects, "storage", ncfg.Storage)
 	r.StreamInfo, r.DidCreate = st.info(), true
+	js.adviseStream(advStreamCreated, name, "create")
 	return r
 }
 
@@ -177,6 +178,7 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 		return r
 	}
 	r.StreamInfo = st.info()
+	js.adviseStream(advStreamUpdated, name, "modify")
 	return r
 }
 
@@ -301,6 +303,7 @@ func (js *JetStream) streamDelete(name string) any {
 	}
 	js.log.Info("stream deleted", "stream", name)
 	r.Success = true
+	js.adviseStream(advStreamDeleted, name, "delete")
 	return r
 }
 

@@ -220,6 +220,7 @@ func (c *consumer) run() {
 		for _, r := range replies {
 			pub.Publish(r, "", nil, nil)
 		}
+		c.st.js.publishAdvisories(pub)
 		pub.Flush()
 		if del {
 			go c.st.js.deleteInactive(c)

@@ -46,6 +46,10 @@ func (c *consumer) next() (cand candidate, ok, stalled bool) {
 			c.popRedelivery(seq)
 			c.forget(seq)
 			c.moveFloor()
+			c.st.js.advise(advMaxDeliveries+c.st.name+"."+c.name, func() any {
+				return maxDeliveries{typedEvent: newEvent("max_deliver"), Stream: c.st.name, Consumer: c.name,
+					StreamSeq: seq, Deliveries: dc - 1}
+			})
 			continue
 		}
 		m, err := c.st.store.Get(seq)

@@ -101,6 +101,7 @@ type JetStream struct {
 	stop     chan struct{}
 	apiTotal atomic.Uint64
 	apiErrs  atomic.Uint64
+	adv      advisories
 	wg       sync.WaitGroup
 }
 

@@ -24,6 +24,7 @@ var (
 	descStorageBytes = jsDesc("storage_bytes", "Bytes stored in file streams.")
 	descAPIRequests  = jsDesc("api_requests_total", "JetStream API requests.")
 	descAPIErrors    = jsDesc("api_errors_total", "JetStream API requests answered with an error.")
+	descAdvDropped   = jsDesc("advisories_dropped_total", "Advisories dropped because too many waited to be published.")
 
 	descStreamMessages  = jsDesc("stream_messages", "Messages in the stream.", "stream")
 	descStreamBytes     = jsDesc("stream_bytes", "Bytes in the stream, as STREAM.INFO counts them.", "stream")
@@ -43,6 +44,7 @@ var (
 func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descStreams, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
+		descAdvDropped,
 		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers,
 		descConsumerPending, descConsumerAckPending, descConsumerRedelivered, descConsumerWaiting,
 		descConsumerDelivered, descConsumerAckFloor,
@@ -69,6 +71,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	api := js.apiStats()
 	counter(descAPIRequests, float64(api.Total))
 	counter(descAPIErrors, float64(api.Errors))
+	counter(descAdvDropped, float64(js.adv.dropped.Load()))
 
 	for _, name := range js.sortedStreamNames() {
 		st := js.lookup(name)

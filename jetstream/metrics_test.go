@@ -87,6 +87,7 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	memBytes := mem.CachedInfo().State.Bytes
 	want := []string{
+		"skiff_jetstream_advisories_dropped_total{} 0",
 		"skiff_jetstream_api_errors_total{} 1",
 		// Stream creates 2, stream info 1, consumer create 1, and the
 		// pull request (CONSUMER.MSG.NEXT is an API subject); the two

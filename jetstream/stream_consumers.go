@@ -98,6 +98,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*ConsumerInfo,
 	st.js.consumers.Add(1)
 	info := c.info()
 	c.start()
+	st.js.adviseConsumer(advConsumerCreated, st.name, name, "create")
 	return info, nil
 }
 
@@ -204,6 +205,7 @@ func (st *stream) deleteConsumer(name string) bool {
 	if err := c.close(true); err != nil {
 		st.js.log.Warn("consumer delete", "stream", st.name, "consumer", name, "err", err)
 	}
+	st.js.adviseConsumer(advConsumerDeleted, st.name, name, "delete")
 	if st.retention() == InterestPolicy {
 		st.sweepInterest()
 	}
@@ -219,6 +221,9 @@ func (js *JetStream) deleteInactive(c *consumer) {
 	}
 	js.log.Info("consumer removed after inactivity", "stream", st.name, "consumer", c.name)
 	st.deleteConsumer(c.name)
+	p := js.srv.NewPublisher()
+	js.publishAdvisories(p)
+	p.Flush()
 }
 
 // partitionUnique reports whether filters overlap no other consumer's on a

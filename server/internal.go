@@ -168,6 +168,29 @@ type internalFields struct {
 	removed  atomic.Bool
 }
 
+// HasSubscribers reports whether a message published on subject would
+// reach any subscription, a client's or an internal one.
+func (s *Server) HasSubscribers(subject string) bool {
+	r := interestResults.Get().(*match.Result[*subscription])
+	defer interestResults.Put(r)
+	if s.subs.Lookup(subject, r) != nil {
+		return false
+	}
+	for _, sub := range r.Plain {
+		if !sub.removed.Load() && (sub.internal != nil || !sub.client.closed.Load()) {
+			return true
+		}
+	}
+	for i := range r.Groups {
+		for _, sub := range r.Groups[i].Members {
+			if !sub.removed.Load() && (sub.internal != nil || !sub.client.closed.Load()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // HasInterest reports whether a message published on subject would reach
 // a client's subscription (internal subscriptions do not count).
 func (s *Server) HasInterest(subject string) bool {

@@ -157,6 +157,9 @@ func (s *Server) MonitorAddr() net.Addr {
 // ID returns the server ID reported in INFO.
 func (s *Server) ID() string { return s.id }
 
+// Name returns the server name reported in INFO: server_name, or the ID.
+func (s *Server) Name() string { return s.name }
+
 func (s *Server) acceptLoop() {
 	defer s.wg.Done()
 	backoff := 5 * time.Millisecond

@@ -1,0 +1,177 @@
+package jetstream
+
+import (
+	"crypto/rand"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// Advisories are JSON events JetStream publishes on $JS.EVENT.ADVISORY.>
+// as the reference server does, with its subjects, types and fields:
+// streams and consumers created, updated and deleted, API requests
+// (audit), and messages that reached max_deliver, were nacked or were
+// terminated. A dead-letter queue is a stream on
+// $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.> and MSG_TERMINATED.>.
+//
+// An advisory is built only when something subscribes to its subject (a
+// client or a stream). It is queued where it happens, possibly under a
+// consumer's lock, and published later by whoever drains the queue (the
+// API worker, a consumer's goroutine) with no lock held: a stream that
+// captures advisories takes them like any publish.
+
+const (
+	advisoryPrefix      = "$JS.EVENT.ADVISORY."
+	advAPI              = advisoryPrefix + "API"
+	advStreamCreated    = advisoryPrefix + "STREAM.CREATED."
+	advStreamUpdated    = advisoryPrefix + "STREAM.UPDATED."
+	advStreamDeleted    = advisoryPrefix + "STREAM.DELETED."
+	advConsumerCreated  = advisoryPrefix + "CONSUMER.CREATED."
+	advConsumerDeleted  = advisoryPrefix + "CONSUMER.DELETED."
+	advMaxDeliveries    = advisoryPrefix + "CONSUMER.MAX_DELIVERIES."
+	advMsgNaked         = advisoryPrefix + "CONSUMER.MSG_NAKED."
+	advMsgTerminated    = advisoryPrefix + "CONSUMER.MSG_TERMINATED."
+	advisoryTypePrefix  = "io.nats.jetstream.advisory.v1."
+	advisoryQueueLength = 10_000 // past this, advisories are dropped (and counted)
+)
+
+// typedEvent starts every advisory.
+type typedEvent struct {
+	Type string    `json:"type"`
+	ID   string    `json:"id"`
+	Time time.Time `json:"timestamp"`
+}
+
+func newEvent(kind string) typedEvent {
+	return typedEvent{Type: advisoryTypePrefix + kind, ID: eventID(), Time: time.Now().UTC()}
+}
+
+// eventID is a random 22-character identifier, as the reference server's
+// NUIDs are.
+func eventID() string {
+	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	var b [22]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = digits[int(b[i])%len(digits)]
+	}
+	return string(b[:])
+}
+
+type apiAudit struct {
+	typedEvent
+	Server   string             `json:"server"`
+	Client   *server.ClientInfo `json:"client"`
+	Subject  string             `json:"subject"`
+	Request  string             `json:"request,omitempty"`
+	Response string             `json:"response"`
+}
+
+type streamAction struct {
+	typedEvent
+	Stream string `json:"stream"`
+	Action string `json:"action"` // create, modify or delete
+}
+
+type consumerAction struct {
+	typedEvent
+	Stream   string `json:"stream"`
+	Consumer string `json:"consumer"`
+	Action   string `json:"action"`
+}
+
+type maxDeliveries struct {
+	typedEvent
+	Stream     string `json:"stream"`
+	Consumer   string `json:"consumer"`
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries uint64 `json:"deliveries"`
+}
+
+type msgNaked struct {
+	typedEvent
+	Stream      string `json:"stream"`
+	Consumer    string `json:"consumer"`
+	ConsumerSeq uint64 `json:"consumer_seq"`
+	StreamSeq   uint64 `json:"stream_seq"`
+	Deliveries  uint64 `json:"deliveries"`
+}
+
+type msgTerminated struct {
+	typedEvent
+	Stream      string `json:"stream"`
+	Consumer    string `json:"consumer"`
+	ConsumerSeq uint64 `json:"consumer_seq"`
+	StreamSeq   uint64 `json:"stream_seq"`
+	Deliveries  uint64 `json:"deliveries"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// advisories is the queue of built advisories waiting to be published.
+type advisories struct {
+	waiting atomic.Bool // the queue is not empty: a cheap look for drainers
+	dropped atomic.Uint64
+	mu      sync.Mutex
+	queue   []advisory
+}
+
+type advisory struct {
+	subject string
+	body    []byte
+}
+
+// wants reports whether anything subscribes to an advisory subject.
+func (js *JetStream) wants(subject string) bool { return js.srv.HasSubscribers(subject) }
+
+// advise queues an advisory if anything subscribes to its subject; build
+// makes it. Any goroutine may call it, with any lock held.
+func (js *JetStream) advise(subject string, build func() any) {
+	if !js.wants(subject) {
+		return
+	}
+	body, err := jsonMarshal(build())
+	if err != nil {
+		js.log.Warn("advisory not encoded", "subject", subject, "err", err)
+		return
+	}
+	a := &js.adv
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.queue) >= advisoryQueueLength {
+		a.dropped.Add(1)
+		return
+	}
+	a.queue = append(a.queue, advisory{subject: subject, body: body})
+	a.waiting.Store(true)
+}
+
+// publishAdvisories publishes the queued advisories with p. Call it with
+// no lock held; the caller flushes p.
+func (js *JetStream) publishAdvisories(p *server.Publisher) {
+	a := &js.adv
+	if !a.waiting.Load() {
+		return
+	}
+	a.mu.Lock()
+	q := a.queue
+	a.queue = nil
+	a.waiting.Store(false)
+	a.mu.Unlock()
+	for _, adv := range q {
+		p.Publish(adv.subject, "", nil, adv.body)
+	}
+}
+
+func (js *JetStream) adviseStream(prefix, stream, action string) {
+	js.advise(prefix+stream, func() any {
+		return streamAction{typedEvent: newEvent("stream_action"), Stream: stream, Action: action}
+	})
+}
+
+func (js *JetStream) adviseConsumer(prefix, stream, consumer, action string) {
+	js.advise(prefix+stream+"."+consumer, func() any {
+		return consumerAction{typedEvent: newEvent("consumer_action"), Stream: stream, Consumer: consumer, Action: action}
+	})
+}

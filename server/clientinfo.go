@@ -1,0 +1,41 @@
+package server
+
+import "time"
+
+// ClientInfo describes the client that published a message, with the
+// reference server's field names (its advisories carry it: JetStream's API
+// audit, for one).
+type ClientInfo struct {
+	Start      time.Time `json:"start,omitempty"`
+	Host       string    `json:"host,omitempty"`
+	ID         uint64    `json:"id,omitempty"`
+	Account    string    `json:"acc,omitempty"`
+	User       string    `json:"user,omitempty"`
+	Name       string    `json:"name,omitempty"`
+	Lang       string    `json:"lang,omitempty"`
+	Version    string    `json:"ver,omitempty"`
+	Server     string    `json:"server,omitempty"`
+	Kind       string    `json:"kind,omitempty"`
+	ClientType string    `json:"client_type,omitempty"`
+}
+
+// globalAccount names Skiff's one account, as the reference server names
+// the account of a server without accounts.
+const globalAccount = "$G"
+
+// Client describes who published m: nil for a message of an internal
+// Publisher. Call it only while handling m.
+func (m *Msg) Client() *ClientInfo {
+	c := m.pub
+	if c == nil || c.internal {
+		return nil
+	}
+	ci := &ClientInfo{
+		Start: c.start.UTC(), Host: c.ip, ID: c.cid, Account: globalAccount,
+		Server: c.srv.name, Kind: "Client", ClientType: "nats",
+	}
+	c.mu.Lock()
+	ci.User, ci.Name, ci.Lang, ci.Version = c.mu.user, c.mu.name, c.mu.lang, c.mu.version
+	c.mu.Unlock()
+	return ci
+}
