@@ -42,6 +42,9 @@ func advisoryScript(t *testing.T, url string) []string {
 		require.NoError(t, err)
 		return m
 	}
+	far := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	tg.api("CONSUMER.PAUSE.S.C", `{"pause_until":"`+far+`"}`)
+	tg.api("CONSUMER.PAUSE.S.C", "")
 	// Acks are sent as requests: both servers answer once the ack is
 	// applied, so the next pull sees it.
 	ack := func(m *nats.Msg, body string) {
@@ -76,7 +79,7 @@ func advisoryScript(t *testing.T, url string) []string {
 		_, err = time.Parse(time.RFC3339Nano, v["timestamp"].(string))
 		require.NoError(t, err, "timestamp")
 		line := m.Subject
-		for _, k := range []string{"type", "stream", "consumer", "action", "stream_seq", "consumer_seq", "deliveries", "reason", "subject"} {
+		for _, k := range []string{"type", "stream", "consumer", "action", "stream_seq", "consumer_seq", "deliveries", "reason", "subject", "paused"} {
 			if x, ok := v[k]; ok {
 				line += fmt.Sprintf(" %s=%v", k, x)
 			}

@@ -61,6 +61,11 @@ func (js *JetStream) consumerAPI(toks []string, data []byte) any {
 			return nil
 		}
 		return js.consumerDelete(toks[1], toks[2])
+	case "PAUSE":
+		if len(toks) != 3 {
+			return nil
+		}
+		return js.consumerPause(toks[1], toks[2], data)
 	case "NAMES":
 		if len(toks) != 2 {
 			return nil

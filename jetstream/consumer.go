@@ -68,6 +68,7 @@ type consumer struct {
 	npcValid     bool  // false: recount before use
 
 	lastDelivered time.Time
+	pauseEnd      time.Time // a pause whose end is still to be advised
 	lastAcked     time.Time
 	lastActive    time.Time // the last pull request or push interest
 	waiting       []*pullRequest
@@ -114,6 +115,9 @@ func newConsumer(st *stream, name string, cfg ConsumerConfig, created time.Time,
 	}
 	c.setConfig(cfg)
 	c.lastActive = time.Now()
+	if p := cfg.PauseUntil; p != nil && c.lastActive.Before(*p) {
+		c.pauseEnd = *p // created or recovered paused: advise the end
+	}
 	return c
 }
 
@@ -363,6 +367,9 @@ func (c *consumer) info() *ConsumerInfo {
 	}
 	if !c.isPull() {
 		ci.PushBound = c.push.active
+	}
+	if until, ok := c.pausedUntil(time.Now()); ok {
+		ci.Paused, ci.PauseRemaining = true, time.Until(until)
 	}
 	return ci
 }

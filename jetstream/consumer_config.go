@@ -35,6 +35,14 @@ func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig) (ConsumerConfig, 
 	cfg.MaxRequestExpires = max(cfg.MaxRequestExpires, 0)
 	cfg.MaxRequestMaxBytes = max(cfg.MaxRequestMaxBytes, 0)
 	cfg.Heartbeat = max(cfg.Heartbeat, 0)
+	if cfg.PauseUntil != nil {
+		if cfg.PauseUntil.IsZero() {
+			cfg.PauseUntil = nil
+		} else {
+			utc := cfg.PauseUntil.UTC()
+			cfg.PauseUntil = &utc
+		}
+	}
 	cfg.InactiveThreshold = max(cfg.InactiveThreshold, 0)
 	if cfg.DeliverSubject == "" && cfg.MaxWaiting == 0 {
 		cfg.MaxWaiting = DefaultMaxWaiting

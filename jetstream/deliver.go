@@ -143,6 +143,9 @@ func (c *consumer) deliver(pub *server.Publisher, now time.Time) bool {
 	if !c.isPull() {
 		c.refreshInterest(now)
 	}
+	if _, paused := c.pausedUntil(now); paused {
+		return false
+	}
 	var reply []byte
 	for range deliverBudget {
 		if c.isPull() {
@@ -247,6 +250,7 @@ func (c *consumer) housekeep(pub *server.Publisher, now time.Time) time.Time {
 	if len(c.deadlines) > 0 {
 		soonest(c.deadlines[0].at)
 	}
+	soonest(c.housekeepPause(now))
 	if !c.replay.wake.IsZero() {
 		soonest(c.replay.wake)
 		c.replay.wake = time.Time{}

@@ -427,3 +427,30 @@ func TestDifferentialRollup(t *testing.T) {
 			append(rollFields, "config.sealed", "config.deny_delete")...)},
 	})
 }
+
+func TestDifferentialPause(t *testing.T) {
+	far := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	soon := func() string { return time.Now().Add(600 * time.Millisecond).UTC().Format(time.RFC3339Nano) }
+	pauseFields := []string{"paused", "config.pause_until"}
+	runScript(t, []step{
+		{name: "stream", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s.>"]}`)},
+		{name: "pub", do: pub("s.1", "one")},
+		{name: "create paused", do: api("CONSUMER.CREATE.S.P", `{"stream_name":"S","config":{"durable_name":"P","ack_policy":"explicit","pause_until":"`+far+`"}}`, pauseFields...)},
+		{name: "paused: nothing", do: pull("P", `{"batch":1,"expires":300000000}`)},
+		{name: "resume", do: api("CONSUMER.PAUSE.S.P", "", "paused", "pause_until")},
+		{name: "info resumed", do: api("CONSUMER.INFO.S.P", "", pauseFields...)},
+		{name: "delivers", do: pull("P", `{"batch":1,"expires":300000000}`)},
+		{name: "pause missing consumer", do: api("CONSUMER.PAUSE.S.NOPE", `{"pause_until":"`+far+`"}`)},
+		{name: "pause missing stream", do: api("CONSUMER.PAUSE.NOPE.P", `{"pause_until":"`+far+`"}`)},
+		{name: "pause bad json", do: api("CONSUMER.PAUSE.S.P", `{"pause_until":`)},
+		{name: "pause for a while", do: func(tg *target) any {
+			r := tg.api("CONSUMER.PAUSE.S.P", `{"pause_until":"`+soon()+`"}`, "paused")
+			info := tg.api("CONSUMER.INFO.S.P", "", "paused")
+			tg.pub("s.2", "two")
+			// Nothing while paused; the pause runs out within the pull.
+			got := tg.collect("$JS.API.CONSUMER.MSG.NEXT.S.P", `{"batch":1,"expires":2000000000}`, 1500*time.Millisecond)
+			return append([]string{r, info}, got...)
+		}},
+		{name: "info after", do: api("CONSUMER.INFO.S.P", "", "paused", "num_ack_pending")},
+	})
+}

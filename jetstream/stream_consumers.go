@@ -261,7 +261,9 @@ func (c *consumer) update(cfg ConsumerConfig) error {
 		}
 	}
 	c.mu.Lock()
+	old := c.cfg.PauseUntil
 	c.setConfig(cfg)
+	c.pauseChanged(old, time.Now())
 	c.npcValid = false
 	if c.cfg.DeliverSubject != "" {
 		c.push.active, c.push.checkAt = false, time.Time{}

@@ -107,6 +107,7 @@ type ConsumerConfig struct {
 	Replicas           int               `json:"num_replicas"`
 	MemoryStorage      bool              `json:"mem_storage,omitempty"`
 	Metadata           map[string]string `json:"metadata,omitempty"`
+	PauseUntil         *time.Time        `json:"pause_until,omitempty"`
 }
 
 // SequenceInfo is a pair of consumer and stream sequences.
@@ -129,6 +130,8 @@ type ConsumerInfo struct {
 	NumWaiting     int             `json:"num_waiting"`
 	NumPending     uint64          `json:"num_pending"`
 	PushBound      bool            `json:"push_bound,omitempty"`
+	Paused         bool            `json:"paused,omitempty"`
+	PauseRemaining time.Duration   `json:"pause_remaining,omitempty"`
 	TimeStamp      time.Time       `json:"ts"`
 }
 

@@ -18,7 +18,7 @@ var (
 		"allow_msg_schedules", "persist_mode", "allow_batched",
 	}
 	unsupportedConsumerFields = []string{
-		"direct", "sourcing", "pause_until", "priority_groups", "priority_timeout",
+		"direct", "sourcing", "priority_groups", "priority_timeout",
 	}
 )
 
