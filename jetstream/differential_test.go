@@ -430,7 +430,7 @@ func TestDifferentialRollup(t *testing.T) {
 
 func TestDifferentialPause(t *testing.T) {
 	far := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
-	soon := func() string { return time.Now().Add(600 * time.Millisecond).UTC().Format(time.RFC3339Nano) }
+	soon := func() string { return time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano) }
 	pauseFields := []string{"paused", "config.pause_until"}
 	runScript(t, []step{
 		{name: "stream", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s.>"]}`)},
@@ -448,7 +448,7 @@ func TestDifferentialPause(t *testing.T) {
 			info := tg.api("CONSUMER.INFO.S.P", "", "paused")
 			tg.pub("s.2", "two")
 			// Nothing while paused; the pause runs out within the pull.
-			got := tg.collect("$JS.API.CONSUMER.MSG.NEXT.S.P", `{"batch":1,"expires":2000000000}`, 1500*time.Millisecond)
+			got := tg.collect("$JS.API.CONSUMER.MSG.NEXT.S.P", `{"batch":1,"expires":4000000000}`, 2500*time.Millisecond)
 			return append([]string{r, info}, got...)
 		}},
 		{name: "info after", do: api("CONSUMER.INFO.S.P", "", "paused", "num_ack_pending")},

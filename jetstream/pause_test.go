@@ -48,7 +48,7 @@ func TestPauseConsumer(t *testing.T) {
 	resp, err = js.ResumeConsumer(c, "S", "W")
 	require.NoError(t, err)
 	require.False(t, resp.Paused)
-	msg, err := cons.Next(njs.FetchMaxWait(2 * time.Second))
+	msg, err := cons.Next(njs.FetchMaxWait(5 * time.Second))
 	require.NoError(t, err)
 	require.Equal(t, "one", string(msg.Data()))
 	info, err = cons.Info(c)
