@@ -615,8 +615,43 @@ func (s *diffSession) sync(c *diffConn) {
 			}
 			return
 		}
+		if s.reportThrough(c, want) {
+			return
+		}
 	}
 	s.report(c)
+}
+
+// reportThrough writes the lines up to the PONG that brought the count to
+// want and keeps those after it for the next report: where a line sent
+// after that PONG lands (an asynchronous INFO, say) must not depend on
+// whether it came in the same read. It reports whether lines were kept.
+func (s *diffSession) reportThrough(c *diffConn, want int) (kept bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.pongs
+	for _, l := range c.lines {
+		if l == "PONG" {
+			n-- // n ends as the PONGs reported before
+		}
+	}
+	cut := len(c.lines)
+	for i, l := range c.lines {
+		if l == "PONG" {
+			if n++; n >= want {
+				cut = i + 1
+				break
+			}
+		}
+	}
+	if cut == len(c.lines) {
+		return false
+	}
+	for _, l := range diffSortCopies(c.lines[:cut]) {
+		fmt.Fprintf(&s.out, "%s < %s\n", c.name, l)
+	}
+	c.lines = slices.Clone(c.lines[cut:])
+	return true
 }
 
 // report writes the connection's new lines into the transcript, and
