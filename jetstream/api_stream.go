@@ -216,6 +216,8 @@ func checkStreamUpdate(old, cfg StreamConfig) *APIError {
 		return bad("cancel deny message deletes")
 	case old.DenyPurge && !cfg.DenyPurge:
 		return bad("cancel deny purge")
+	case old.AllowMsgTTL && !cfg.AllowMsgTTL:
+		return errStreamConfig(errors.New("message TTL status can not be disabled"))
 	}
 	return nil
 }

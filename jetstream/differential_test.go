@@ -454,3 +454,40 @@ func TestDifferentialPause(t *testing.T) {
 		{name: "info after", do: api("CONSUMER.INFO.S.P", "", "paused", "num_ack_pending")},
 	})
 }
+
+func TestDifferentialMessageTTL(t *testing.T) {
+	ttlFields := []string{"config.allow_msg_ttl", "state.messages", "state.first_seq", "state.last_seq"}
+	// waitMsgs polls STREAM.INFO until the stream holds n messages (both
+	// servers expire on timers of their own), then reports it.
+	waitMsgs := func(stream string, n int) func(*target) any {
+		return func(tg *target) any {
+			want := fmt.Sprintf("state.messages=%d", n)
+			var r string
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if r = tg.api("STREAM.INFO."+stream, "", ttlFields...); strings.Contains(r, want+" ") {
+					break
+				}
+			}
+			return r
+		}
+	}
+	runScript(t, []step{
+		{name: "no ttl stream", do: api("STREAM.CREATE.N", `{"name":"N","subjects":["n.>"]}`, ttlFields...)},
+		{name: "ttl disabled", do: pub("n.a", "x", "Nats-TTL", "5s")},
+		{name: "ttl zero is none", do: pub("n.a", "x", "Nats-TTL", "0")},
+		{name: "ttl stream", do: api("STREAM.CREATE.T", `{"name":"T","subjects":["t.>"],"allow_msg_ttl":true}`, ttlFields...)},
+		{name: "ttl invalid", do: pub("t.a", "x", "Nats-TTL", "soon")},
+		{name: "ttl under a second", do: pub("t.a", "x", "Nats-TTL", "500ms")},
+		{name: "ttl negative", do: pub("t.a", "x", "Nats-TTL", "-5")},
+		{name: "pub 1s", do: pub("t.a", "short", "Nats-TTL", "1s")},
+		{name: "pub 1 (seconds)", do: pub("t.b", "short", "Nats-TTL", "1")},
+		{name: "pub never", do: pub("t.c", "kept", "Nats-TTL", "never")},
+		{name: "pub 1h", do: pub("t.d", "long", "Nats-TTL", "1h")},
+		{name: "pub plain", do: pub("t.e", "plain")},
+		{name: "info before", do: api("STREAM.INFO.T", "", ttlFields...)},
+		{name: "expired", do: waitMsgs("T", 3)},
+		{name: "kept", do: api("STREAM.MSG.GET.T", `{"seq":3}`, "message.data", "message.hdrs")},
+		{name: "gone", do: api("STREAM.MSG.GET.T", `{"seq":1}`)},
+		{name: "disable refused", do: api("STREAM.UPDATE.T", `{"name":"T","subjects":["t.>"]}`)},
+	})
+}

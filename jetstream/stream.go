@@ -45,6 +45,7 @@ type stream struct {
 	// sequence cannot both succeed.
 	ingestMu  sync.Mutex
 	lastMsgID string // guarded by ingestMu
+	ttl       ttls   // per-message TTLs waiting to run out
 }
 
 // normalize fills a stream configuration's defaults and checks it.
@@ -219,6 +220,9 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 	}
 	if !create {
 		st.rebuildDedup()
+		if cfg.AllowMsgTTL {
+			st.rebuildTTLs()
+		}
 	}
 	if err := st.loadConsumers(); err != nil {
 		_ = st.close(false)
@@ -261,6 +265,7 @@ func (st *stream) close(destroy bool) error {
 	}
 	st.mu.closed = true
 	st.unsubscribe()
+	st.stopTTLs()
 	consumers := st.mu.consumers
 	st.mu.consumers = map[string]*consumer{}
 	st.clist.Store(&[]*consumer{})
@@ -379,11 +384,20 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, aerr)
 		return
 	}
-	seq, _, err := st.store.Append(m.Subject, m.Header, m.Data)
+	ttl, aerr := ttlOf(hdr, &cfg)
+	if aerr != nil {
+		st.ingestMu.Unlock()
+		st.nack(m, reply, aerr)
+		return
+	}
+	seq, ts, err := st.store.Append(m.Subject, m.Header, m.Data)
 	if err != nil {
 		st.ingestMu.Unlock()
 		st.nack(m, reply, st.appendError(err))
 		return
+	}
+	if ttl > 0 {
+		st.expireAt(seq, ts+ttl*int64(time.Second))
 	}
 	st.lastMsgID = "" // the ID of the last message, if it had one
 	if hasID {

@@ -39,6 +39,7 @@ type StreamConfig struct {
 	DenyDelete     bool              `json:"deny_delete"`
 	DenyPurge      bool              `json:"deny_purge"`
 	AllowRollup    bool              `json:"allow_rollup_hdrs"`
+	AllowMsgTTL    bool              `json:"allow_msg_ttl"`
 	ConsumerLimits ConsumerLimits    `json:"consumer_limits"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
 	// Sync is Skiff's: when a publish is acknowledged (see SyncPolicy).

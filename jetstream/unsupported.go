@@ -13,7 +13,7 @@ import (
 // would be worse than saying no.
 var (
 	unsupportedStreamFields = []string{
-		"mirror", "sources", "subject_transform", "republish", "allow_msg_ttl",
+		"mirror", "sources", "subject_transform", "republish",
 		"subject_delete_marker_ttl", "allow_msg_counter", "allow_atomic",
 		"allow_msg_schedules", "persist_mode", "allow_batched",
 	}
