@@ -255,9 +255,17 @@ type accountLimits struct {
 }
 
 type apiStats struct {
+	Level  int    `json:"level"`
 	Total  uint64 `json:"total"`
 	Errors uint64 `json:"errors"`
 }
+
+// APILevel is the JetStream API level Skiff claims (ADR-44): clients gate
+// features on it. Level 1 is nats-server 2.11's: per-message TTLs, subject
+// delete markers and consumer pauses, which Skiff has, and priority groups,
+// which it refuses by name. Level 2 (counters, batches, schedules) it does
+// not have.
+const APILevel = 1
 
 // usage sums what every stream holds, for $JS.API.INFO and /jsz.
 type usage struct {
@@ -287,7 +295,7 @@ func (js *JetStream) usage() usage {
 }
 
 func (js *JetStream) apiStats() apiStats {
-	return apiStats{Total: js.apiTotal.Load(), Errors: js.apiErrs.Load()}
+	return apiStats{Level: APILevel, Total: js.apiTotal.Load(), Errors: js.apiErrs.Load()}
 }
 
 func (js *JetStream) accountInfo() *accountInfoResponse {

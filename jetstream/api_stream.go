@@ -244,6 +244,9 @@ func (st *stream) update(cfg StreamConfig) error {
 	st.ingestMu.Lock()
 	st.dedup.window = cfg.Duplicates
 	st.ingestMu.Unlock()
+	if sdm := cfg.SubjectDeleteMarkerTTL; sdm > 0 && (sdm != old.SubjectDeleteMarkerTTL || cfg.MaxAge != old.MaxAge) {
+		st.rebuildTTLs() // the stream now applies max_age itself, or another one
+	}
 	for _, c := range st.mu.consumers {
 		c.changed() // limits may have removed messages
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,6 +47,13 @@ func TestNATSCLI(t *testing.T) {
 
 	out = cli.Run("consumer", "add", "ORDERS", "WORKER", "--pull", "--ack", "explicit", "--deliver", "all", "--defaults")
 	require.Contains(t, out, "Information for Consumer ORDERS > WORKER")
+
+	out = cli.Run("consumer", "pause", "ORDERS", "WORKER", "1h", "-f")
+	require.Contains(t, out, "Paused ORDERS > WORKER until")
+	out = cli.Run("consumer", "info", "ORDERS", "WORKER")
+	require.Contains(t, out, "Paused Until")
+	out = cli.Run("consumer", "resume", "ORDERS", "WORKER", "-f")
+	require.Contains(t, out, "was resumed")
 
 	out = cli.Run("consumer", "next", "ORDERS", "WORKER", "--count", "3")
 	require.Contains(t, out, "order 1")
@@ -102,6 +110,17 @@ func TestNATSCLIBuckets(t *testing.T) {
 	require.Contains(t, out, "PURGE")
 	require.NotContains(t, out, "alpha")
 	cli.Run("kv", "rm", "CONF", "-f")
+
+	// Per-key TTLs: the key goes after its TTL, leaving a marker.
+	out = cli.Run("kv", "add", "SESSIONS", "--marker-ttl", "1s")
+	require.Contains(t, out, "Per-Key TTL Supported: true")
+	cli.Run("kv", "create", "SESSIONS", "s1", "alice", "--ttl", "1s")
+	require.Equal(t, "alice", strings.TrimSpace(cli.Run("kv", "get", "SESSIONS", "s1", "--raw")))
+	require.Eventually(t, func() bool {
+		_, code := cli.Start("kv", "get", "SESSIONS", "s1", "--raw").Exit()
+		return code != 0
+	}, 10*time.Second, 200*time.Millisecond, "the key outlived its TTL")
+	cli.Run("kv", "rm", "SESSIONS", "-f")
 
 	file := filepath.Join(t.TempDir(), "report.txt")
 	require.NoError(t, os.WriteFile(file, []byte(strings.Repeat("report line\n", 20_000)), 0o600))

@@ -491,3 +491,45 @@ func TestDifferentialMessageTTL(t *testing.T) {
 		{name: "disable refused", do: api("STREAM.UPDATE.T", `{"name":"T","subjects":["t.>"]}`)},
 	})
 }
+
+func TestDifferentialDeleteMarkers(t *testing.T) {
+	sdmFields := []string{"config.allow_msg_ttl", "config.allow_rollup_hdrs", "config.deny_purge", "config.subject_delete_marker_ttl", "config.max_age"}
+	runScript(t, []step{
+		{name: "marker ttl too short", do: api("STREAM.CREATE.X", `{"name":"X","subjects":["x.>"],"subject_delete_marker_ttl":500000000}`)},
+		{name: "marker ttl negative", do: api("STREAM.CREATE.X", `{"name":"X","subjects":["x.>"],"subject_delete_marker_ttl":-1}`)},
+		{name: "create", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s.>"],"max_age":1000000000,"subject_delete_marker_ttl":1000000000,"deny_purge":true}`, sdmFields...)},
+		{name: "watch expiries", do: func(tg *target) any {
+			sub, err := tg.nc.SubscribeSync("watch.s")
+			require.NoError(tg.t, err)
+			defer func() { _ = sub.Unsubscribe() }()
+			r := tg.api("CONSUMER.CREATE.S.W", `{"stream_name":"S","config":{"durable_name":"W","deliver_subject":"watch.s","ack_policy":"none"}}`, "config.durable_name")
+			tg.pub("s.a", "a1")
+			tg.pub("s.a", "a2")
+			tg.pub("s.b", "b1")
+			// The three messages, then, when max_age removes them, a
+			// marker for each subject (not for a1: a2 was after it).
+			var got []string
+			deadline := time.Now().Add(4 * time.Second)
+			for len(got) < 5 && time.Now().Before(deadline) {
+				m, err := sub.NextMsg(time.Until(deadline))
+				if err != nil {
+					break
+				}
+				got = append(got, fmt.Sprintf("%s %q reason=%q ttl=%q rollup=%q", m.Subject, m.Data,
+					m.Header.Get("Nats-Marker-Reason"), m.Header.Get("Nats-TTL"), m.Header.Get("Nats-Rollup")))
+			}
+			sort.Strings(got)
+			return append([]string{r}, got...)
+		}},
+		{name: "all gone", do: func(tg *target) any {
+			// Markers go too, by their TTL or max_age, and leave none.
+			var r string
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if r = tg.api("STREAM.INFO.S", "", "state.messages", "state.last_seq"); strings.Contains(r, "state.messages=0 ") {
+					break
+				}
+			}
+			return r
+		}},
+	})
+}

@@ -266,3 +266,55 @@ func objectScript(t *testing.T, js njs.JetStream) record {
 func TestObjectStore(t *testing.T) {
 	runBoth(t, objectScript)
 }
+
+func kvTTLScript(t *testing.T, js njs.JetStream) record {
+	c := ctx(t)
+	var r record
+	kv, err := js.CreateKeyValue(c, njs.KeyValueConfig{Bucket: "SESSIONS", LimitMarkerTTL: time.Second})
+	require.NoError(t, err)
+	info, err := js.Stream(c, "KV_SESSIONS")
+	require.NoError(t, err)
+	cfg := info.CachedInfo().Config
+	r.add("stream", cfg.AllowMsgTTL, " ", cfg.SubjectDeleteMarkerTTL)
+	w, err := kv.WatchAll(c)
+	require.NoError(t, err)
+	defer func() { _ = w.Stop() }()
+	next := func() string {
+		select {
+		case e := <-w.Updates():
+			if e == nil {
+				return "initial values done"
+			}
+			return fmt.Sprintf("%s=%q rev %d %s", e.Key(), e.Value(), e.Revision(), e.Operation())
+		case <-time.After(5 * time.Second):
+			return "nothing"
+		}
+	}
+	r.add("watch", next())
+	rev, err := kv.Create(c, "session.1", []byte("alice"), njs.KeyTTL(time.Second))
+	r.add("create with ttl", rev, " ", outcome(err))
+	r.add("watch", next())
+	// A second later the key is gone, and its marker says so.
+	r.add("watch", next())
+	_, err = kv.Get(c, "session.1")
+	r.add("get expired", errors.Is(err, njs.ErrKeyNotFound))
+	// The key can be created again at once: the marker is a deletion.
+	rev, err = kv.Create(c, "session.1", []byte("bob"))
+	r.add("create again", rev, " ", outcome(err))
+	r.add("watch", next())
+	r.add("purge with ttl", outcome(kv.Purge(c, "session.1", njs.PurgeTTL(time.Second))))
+	r.add("watch", next())
+	// The purge marker itself goes after its TTL, and leaves nothing.
+	require.Eventually(t, func() bool {
+		info, err := js.Stream(c, "KV_SESSIONS")
+		return err == nil && info.CachedInfo().State.Msgs == 0
+	}, 10*time.Second, 50*time.Millisecond)
+	r.add("empty", true)
+	return r
+}
+
+// TestKeyValueTTL runs nats.go's per-key TTLs (LimitMarkerTTL) against
+// both servers.
+func TestKeyValueTTL(t *testing.T) {
+	runBoth(t, kvTTLScript)
+}

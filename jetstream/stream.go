@@ -122,6 +122,16 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 	if cfg.Compression != "none" {
 		return cfg, errStreamConfig(fmt.Errorf("compression %q is not supported", cfg.Compression))
 	}
+	switch sdm := cfg.SubjectDeleteMarkerTTL; {
+	case sdm < 0:
+		return cfg, errStreamConfig(errors.New("subject delete marker TTL must not be negative"))
+	case sdm > 0 && sdm < time.Second:
+		return cfg, errStreamConfig(errors.New("subject delete marker TTL must be at least 1 second"))
+	case sdm > 0:
+		// Markers are TTL'd rollups: both come with them, as in the
+		// reference server.
+		cfg.AllowMsgTTL, cfg.AllowRollup, cfg.DenyPurge = true, true, false
+	}
 	if cfg.Sealed {
 		// A sealed stream changes no more: as the reference server,
 		// its configuration says so.
@@ -171,6 +181,9 @@ func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 		o.Storage = store.FileStorage
 	}
 	o.DiscardNewPerSubject = cfg.DiscardNewPer
+	if cfg.SubjectDeleteMarkerTTL > 0 {
+		o.MaxAge = 0 // the stream applies max_age itself, leaving markers (ttl.go)
+	}
 	if cfg.Discard == DiscardNew {
 		o.Discard = store.DiscardNew
 	} else {
@@ -220,7 +233,7 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 	}
 	if !create {
 		st.rebuildDedup()
-		if cfg.AllowMsgTTL {
+		if cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL > 0 {
 			st.rebuildTTLs()
 		}
 	}
@@ -396,9 +409,7 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, st.appendError(err))
 		return
 	}
-	if ttl > 0 {
-		st.expireAt(seq, ts+ttl*int64(time.Second))
-	}
+	st.schedule(seq, ts, ttl, &cfg)
 	st.lastMsgID = "" // the ID of the last message, if it had one
 	if hasID {
 		st.dedup.add(strings.Clone(msgID), seq, now)

@@ -15,14 +15,20 @@ import (
 // with a Nats-TTL header is removed that long after it was stored, whatever
 // the stream's limits say, unless max_age removes it first. The header is
 // a Go duration of at least a second ("90s", "1h") or a number of seconds;
-// "never" exempts the message from expiry, which Skiff supports only on a
-// stream without max_age (max_age is applied by the store to the oldest
-// messages first and knows no exemptions).
+// "never" exempts the message from expiry. On a stream with max_age and
+// no delete markers, "never" is refused: there the store applies max_age,
+// to the oldest messages first, and knows no exemptions.
+//
+// Subject delete markers (subject_delete_marker_ttl): when max_age or a
+// TTL removes the last message of a subject, a marker takes its place, a
+// rollup on the subject with Nats-Marker-Reason: MaxAge and a TTL of its
+// own, so that watchers (key-value buckets) see the key go. On such a
+// stream the stream, not the store, applies max_age: every message gets an
+// expiry at its time plus max_age as well.
 //
 // The stream keeps a min-heap of (expiry, sequence) and one timer for the
-// earliest; after a restart the heap is rebuilt from the stored messages'
-// headers. Subject delete markers (subject_delete_marker_ttl) are not
-// supported.
+// earliest; after a restart the heap is rebuilt from the stored messages
+// (their headers and times).
 
 const ttlHeader = "Nats-TTL"
 
@@ -66,10 +72,37 @@ func ttlOf(hdr headers, cfg *StreamConfig) (int64, *APIError) {
 		return 0, nil
 	case !cfg.AllowMsgTTL:
 		return 0, errTTLDisabled()
-	case ttl == ttlNever && cfg.MaxAge > 0:
-		return 0, apiErr(400, 10165, "invalid per-message TTL: \"never\" on a stream with max_age is not supported by Skiff")
+	case ttl == ttlNever && cfg.MaxAge > 0 && cfg.SubjectDeleteMarkerTTL == 0:
+		return 0, apiErr(400, 10165, "invalid per-message TTL: \"never\" on a stream with max_age and without subject delete markers is not supported by Skiff")
 	}
 	return ttl, nil
+}
+
+// schedule sets the expiries of a message stored at ts with ttl: its own
+// TTL, raised to the marker TTL on a stream with markers (so that a marker
+// is not outlived by what it replaced, as in the reference server), and on
+// a stream with markers its max_age.
+func (st *stream) schedule(seq uint64, ts, ttl int64, cfg *StreamConfig) {
+	sdm := cfg.SubjectDeleteMarkerTTL
+	if ttl > 0 {
+		if sdm > 0 && cfg.MaxMsgsPerSubject != 1 {
+			ttl = max(ttl, int64(sdm/time.Second))
+		}
+		st.expireAt(seq, ts+ttl*int64(time.Second))
+	}
+	if sdm > 0 && cfg.MaxAge > 0 && ttl != ttlNever {
+		st.expireAt(seq, ts+int64(cfg.MaxAge))
+	}
+}
+
+// isMarker reports whether headers are a delete marker's: a subject delete
+// marker, or a key-value purge (which markers do not replace).
+func isMarker(h headers) bool {
+	if _, ok := h.get("Nats-Marker-Reason"); ok {
+		return true
+	}
+	v, _ := h.get("KV-Operation")
+	return v == "PURGE"
 }
 
 // expiry is a message due to expire.
@@ -149,18 +182,73 @@ func (st *stream) expireDue() {
 	st.armLocked()
 	t.mu.Unlock()
 
+	cfg := st.config()
 	removed := 0
 	for _, seq := range due {
-		// Gone already (limits, a purge, a delete) is fine.
-		if err := st.store.Remove(seq); err == nil {
+		if cfg.SubjectDeleteMarkerTTL > 0 {
+			if st.expireOrMark(seq, &cfg) {
+				removed++
+			}
+			continue
+		}
+		if st.remove(seq) {
 			removed++
-		} else if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
-			st.js.log.Warn("message TTL removal failed", "stream", st.name, "seq", seq, "err", err)
 		}
 	}
 	if removed > 0 {
 		st.changed()
 	}
+}
+
+// remove removes an expired message; gone already (limits, a purge, a
+// delete) is fine.
+func (st *stream) remove(seq uint64) bool {
+	err := st.store.Remove(seq)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrClosed) {
+		st.js.log.Warn("message expiry failed", "stream", st.name, "seq", seq, "err", err)
+	}
+	return err == nil
+}
+
+// expireOrMark removes an expired message of a stream with delete markers:
+// the last message of its subject (not a marker itself) is replaced by a
+// marker, others just go. The look and the marker are one step under
+// ingestMu, so that a message published meanwhile is not rolled up.
+func (st *stream) expireOrMark(seq uint64, cfg *StreamConfig) bool {
+	st.ingestMu.Lock()
+	m, err := st.store.Get(seq)
+	if err != nil {
+		st.ingestMu.Unlock()
+		return false
+	}
+	subj := strings.Clone(m.Subject) // m's buffer goes back to a pool
+	marker := len(m.Header) > 0 && isMarker(parseHeaders(m.Header))
+	m.Release()
+	last, err := st.store.LastBySubject(subj)
+	if marker || err != nil || last.Seq != seq {
+		st.ingestMu.Unlock()
+		return st.remove(seq)
+	}
+	hb := headerBuilder{}
+	hdr := hb.status(0, "").add("Nats-Marker-Reason", "MaxAge").
+		add(ttlHeader, (cfg.SubjectDeleteMarkerTTL/time.Second*time.Second).String()).add(rollupHeader, "sub").bytes()
+	mseq, ts, err := st.store.Append(subj, hdr, nil)
+	if err != nil {
+		st.ingestMu.Unlock()
+		st.js.log.Warn("subject delete marker not stored", "stream", st.name, "subject", subj, "err", err)
+		return st.remove(seq)
+	}
+	st.lastMsgID = ""
+	if err := st.roll(rollupSubject, subj); err != nil {
+		st.js.log.Warn("subject delete marker rollup failed", "stream", st.name, "subject", subj, "err", err)
+	}
+	st.schedule(mseq, ts, int64(cfg.SubjectDeleteMarkerTTL/time.Second), cfg)
+	st.ingestMu.Unlock()
+	if err := st.store.WaitDurable(mseq); err != nil {
+		st.js.log.Warn("subject delete marker sync failed", "stream", st.name, "err", err)
+	}
+	st.arrived(subj, mseq, *cfg)
+	return true
 }
 
 // stopTTLs stops the timer; the stream is closing.
@@ -174,22 +262,28 @@ func (st *stream) stopTTLs() {
 	}
 }
 
-// rebuildTTLs schedules the expiry of every stored message with a TTL,
-// after a restart. Those already due go at once.
+// rebuildTTLs schedules the expiries of every stored message after a
+// restart (or a max_age change on a stream with markers). Those already
+// due go at once.
 func (st *stream) rebuildTTLs() {
+	cfg := st.config()
+	t := &st.ttl
+	t.mu.Lock()
+	t.heap = t.heap[:0]
+	t.mu.Unlock()
 	for seq := st.store.State().FirstSeq; ; {
 		m, err := st.store.Next(seq, "")
 		if err != nil {
 			return
 		}
 		seq = m.Seq + 1
-		if len(m.Header) == 0 {
-			continue
-		}
-		if v, ok := parseHeaders(m.Header).get(ttlHeader); ok {
-			if ttl, ok := parseTTL(v); ok && ttl > 0 {
-				st.expireAt(m.Seq, m.Timestamp+ttl*int64(time.Second))
+		var ttl int64
+		if len(m.Header) > 0 {
+			if v, ok := parseHeaders(m.Header).get(ttlHeader); ok {
+				ttl, _ = parseTTL(v)
 			}
 		}
+		st.schedule(m.Seq, m.Timestamp, ttl, &cfg)
+		m.Release()
 	}
 }

@@ -26,22 +26,25 @@ type StreamConfig struct {
 	Discard           DiscardPolicy   `json:"discard"`
 	// DiscardNewPer refuses a message past max_msgs_per_subject, instead of
 	// removing the subject's oldest, under discard new.
-	DiscardNewPer  bool              `json:"discard_new_per_subject,omitempty"`
-	Storage        StorageType       `json:"storage"`
-	Replicas       int               `json:"num_replicas"`
-	NoAck          bool              `json:"no_ack,omitempty"`
-	Duplicates     time.Duration     `json:"duplicate_window,omitempty"`
-	FirstSeq       uint64            `json:"first_seq,omitempty"`
-	Compression    string            `json:"compression"`
-	AllowDirect    bool              `json:"allow_direct"`
-	MirrorDirect   bool              `json:"mirror_direct"`
-	Sealed         bool              `json:"sealed"`
-	DenyDelete     bool              `json:"deny_delete"`
-	DenyPurge      bool              `json:"deny_purge"`
-	AllowRollup    bool              `json:"allow_rollup_hdrs"`
-	AllowMsgTTL    bool              `json:"allow_msg_ttl"`
-	ConsumerLimits ConsumerLimits    `json:"consumer_limits"`
-	Metadata       map[string]string `json:"metadata,omitempty"`
+	DiscardNewPer bool          `json:"discard_new_per_subject,omitempty"`
+	Storage       StorageType   `json:"storage"`
+	Replicas      int           `json:"num_replicas"`
+	NoAck         bool          `json:"no_ack,omitempty"`
+	Duplicates    time.Duration `json:"duplicate_window,omitempty"`
+	FirstSeq      uint64        `json:"first_seq,omitempty"`
+	Compression   string        `json:"compression"`
+	AllowDirect   bool          `json:"allow_direct"`
+	MirrorDirect  bool          `json:"mirror_direct"`
+	Sealed        bool          `json:"sealed"`
+	DenyDelete    bool          `json:"deny_delete"`
+	DenyPurge     bool          `json:"deny_purge"`
+	AllowRollup   bool          `json:"allow_rollup_hdrs"`
+	AllowMsgTTL   bool          `json:"allow_msg_ttl"`
+	// SubjectDeleteMarkerTTL, when set, leaves a marker message (with
+	// this TTL) where max_age or a TTL removed a subject's last message.
+	SubjectDeleteMarkerTTL time.Duration     `json:"subject_delete_marker_ttl,omitempty"`
+	ConsumerLimits         ConsumerLimits    `json:"consumer_limits"`
+	Metadata               map[string]string `json:"metadata,omitempty"`
 	// Sync is Skiff's: when a publish is acknowledged (see SyncPolicy).
 	Sync SyncPolicy `json:"sync"`
 	// SyncInterval is the interval of SyncInterval, in nanoseconds.

@@ -14,7 +14,7 @@ import (
 var (
 	unsupportedStreamFields = []string{
 		"mirror", "sources", "subject_transform", "republish",
-		"subject_delete_marker_ttl", "allow_msg_counter", "allow_atomic",
+		"allow_msg_counter", "allow_atomic",
 		"allow_msg_schedules", "persist_mode", "allow_batched",
 	}
 	unsupportedConsumerFields = []string{
