@@ -126,11 +126,12 @@ func (h *expiryHeap) Pop() any {
 
 // ttls is a stream's pending expiries.
 type ttls struct {
-	mu     sync.Mutex
-	heap   expiryHeap
-	timer  *time.Timer
-	next   int64 // when timer fires; 0: not set
-	closed bool
+	mu        sync.Mutex
+	heap      expiryHeap
+	timer     *time.Timer
+	next      int64 // when timer fires; 0: not set
+	compactAt int   // heap size past which it drops removed messages
+	closed    bool
 }
 
 // expireAt schedules seq's removal at (unix nanoseconds).
@@ -142,8 +143,28 @@ func (st *stream) expireAt(seq uint64, at int64) {
 		return
 	}
 	heap.Push(&t.heap, expiry{at: at, seq: seq})
+	// Entries of messages removed otherwise (limits, purges, acks) stay
+	// until due. Once the heap doubled since it was last compacted, drop
+	// them: the heap stays bounded by the stream (two entries a message at
+	// most), not by publish rate times TTL, and each entry is looked at
+	// once per doubling.
+	if len(t.heap) > max(t.compactAt, ttlCompactMin) {
+		live := t.heap[:0]
+		for _, e := range t.heap {
+			if st.store.Has(e.seq) {
+				live = append(live, e)
+			}
+		}
+		clear(t.heap[len(live):])
+		t.heap = live
+		heap.Init(&t.heap)
+		t.compactAt = 2 * len(live)
+	}
 	st.armLocked()
 }
+
+// ttlCompactMin is the heap size below which it is never compacted.
+const ttlCompactMin = 4096
 
 // armLocked sets the timer for the earliest expiry. ttl.mu held.
 func (st *stream) armLocked() {

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -293,6 +294,9 @@ func testRemoval(t *testing.T, open opener, remove func(*Stream, uint64) error) 
 			require.NoError(t, err)
 		}
 		require.Equal(t, c.live, liveSeqs(t, s), "after deleting %d", c.seq)
+		for seq := uint64(0); seq <= 7; seq++ {
+			require.Equal(t, slices.Contains(c.live, seq), s.Has(seq), "Has(%d) after deleting %d", seq, c.seq)
+		}
 		st := s.State()
 		require.Equal(t, c.first, st.FirstSeq, "after deleting %d", c.seq)
 		require.Equal(t, uint64(5), st.LastSeq)

@@ -51,6 +51,18 @@ func (s *Stream) Get(seq uint64) (*Msg, error) {
 	return s.readLocked(seq)
 }
 
+// Has reports whether seq is stored (and not expired), from the index
+// alone: no read.
+func (s *Stream) Has(seq uint64) bool {
+	now := s.expireIfDue()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed || seq < s.firstUnexpiredLocked(s.cutoffLocked(now)) || seq > s.mu.last {
+		return false
+	}
+	return s.mu.ents[seq-s.mu.first].subj != nil
+}
+
 // readLocked reads and decodes the live message seq.
 func (s *Stream) readLocked(seq uint64) (*Msg, error) {
 	e := &s.mu.ents[seq-s.mu.first]

@@ -1,0 +1,12 @@
+package jetstream
+
+// TTLHeapLen returns how many expiries the named stream keeps (tests only).
+func (js *JetStream) TTLHeapLen(name string) int {
+	st := js.lookup(name)
+	if st == nil {
+		return -1
+	}
+	st.ttl.mu.Lock()
+	defer st.ttl.mu.Unlock()
+	return len(st.ttl.heap)
+}
