@@ -112,9 +112,7 @@ func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
 	case ackAck:
 		c.ack(a.sseq, now)
 	case ackTerm:
-		if _, pending := c.pending[a.sseq]; pending {
-			c.adviseTerm(a, string(arg))
-		}
+		c.adviseTerm(a, string(arg)) // pending or not, as the reference server
 		c.ack(a.sseq, now)
 	case ackNak:
 		if _, pending := c.pending[a.sseq]; pending {

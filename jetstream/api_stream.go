@@ -244,8 +244,12 @@ func (st *stream) update(cfg StreamConfig) error {
 	st.ingestMu.Lock()
 	st.dedup.window = cfg.Duplicates
 	st.ingestMu.Unlock()
-	if sdm := cfg.SubjectDeleteMarkerTTL; sdm > 0 && (sdm != old.SubjectDeleteMarkerTTL || cfg.MaxAge != old.MaxAge) {
-		st.rebuildTTLs() // the stream now applies max_age itself, or another one
+	if sdm := cfg.SubjectDeleteMarkerTTL; sdm != old.SubjectDeleteMarkerTTL || (sdm > 0 && cfg.MaxAge != old.MaxAge) {
+		// Who applies max_age (the stream with markers, the store without)
+		// or the max_age the stream applies changed: the expiries follow,
+		// rebuilt without the locks this update holds (it reads the
+		// whole stream).
+		go st.rebuildTTLs()
 	}
 	for _, c := range st.mu.consumers {
 		c.changed() // limits may have removed messages

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/skiffmq/skiff/server"
-	"github.com/skiffmq/skiff/store"
 	"github.com/skiffmq/skiff/subject"
 )
 
@@ -288,7 +287,7 @@ func (c *consumer) dropRemoved() {
 		c.sseq = s.FirstSeq
 	}
 	for seq := range c.pending {
-		if _, err := c.st.store.Get(seq); errors.Is(err, store.ErrNotFound) {
+		if !c.st.store.Has(seq) {
 			c.forget(seq)
 		}
 	}

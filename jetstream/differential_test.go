@@ -437,6 +437,8 @@ func TestDifferentialPause(t *testing.T) {
 		{name: "pub", do: pub("s.1", "one")},
 		{name: "create paused", do: api("CONSUMER.CREATE.S.P", `{"stream_name":"S","config":{"durable_name":"P","ack_policy":"explicit","pause_until":"`+far+`"}}`, pauseFields...)},
 		{name: "paused: nothing", do: pull("P", `{"batch":1,"expires":100000000}`)},
+		{name: "create again while paused", do: api("CONSUMER.CREATE.S.P", `{"stream_name":"S","config":{"durable_name":"P","ack_policy":"explicit"},"action":"create"}`, pauseFields...)},
+		{name: "update while paused", do: api("CONSUMER.CREATE.S.P", `{"stream_name":"S","config":{"durable_name":"P","ack_policy":"explicit","description":"d"}}`, pauseFields...)},
 		{name: "resume", do: api("CONSUMER.PAUSE.S.P", "", "paused", "pause_until")},
 		{name: "info resumed", do: api("CONSUMER.INFO.S.P", "", pauseFields...)},
 		{name: "delivers", do: pull("P", `{"batch":1,"expires":100000000}`)},
@@ -520,6 +522,31 @@ func TestDifferentialDeleteMarkers(t *testing.T) {
 			}
 			sort.Strings(got)
 			return append([]string{r}, got...)
+		}},
+		{name: "older messages stay", do: func(tg *target) any {
+			// A marker replaces a subject's only message: when the newest
+			// expires by its TTL and an older one without TTL is there,
+			// it just goes.
+			tg.api("STREAM.CREATE.K", `{"name":"K","subjects":["k.>"],"subject_delete_marker_ttl":1000000000,"max_msgs_per_subject":5}`)
+			tg.pub("k.a", "keep")
+			tg.pub("k.a", "short", "Nats-TTL", "1s")
+			var r string
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if r = tg.api("STREAM.INFO.K", "", "state.messages"); strings.Contains(r, "state.messages=1 ") {
+					break
+				}
+			}
+			time.Sleep(300 * time.Millisecond)
+			return []string{r, tg.api("STREAM.MSG.GET.K", `{"last_by_subj":"k.a"}`, "message.data", "message.seq")}
+		}},
+		{name: "markers off", do: func(tg *target) any {
+			// Without markers max_age is the store's again: the new,
+			// longer one applies, not the stream's old expiries.
+			tg.api("STREAM.CREATE.M", `{"name":"M","subjects":["m.>"],"subject_delete_marker_ttl":1000000000,"max_age":1000000000}`)
+			tg.pub("m.a", "x")
+			r := tg.api("STREAM.UPDATE.M", `{"name":"M","subjects":["m.>"],"allow_msg_ttl":true,"allow_rollup_hdrs":true,"max_age":3600000000000}`, "config.subject_delete_marker_ttl", "config.max_age")
+			time.Sleep(2 * time.Second)
+			return []string{r, tg.api("STREAM.INFO.M", "", "state.messages")}
 		}},
 		{name: "all gone", do: func(tg *target) any {
 			// Markers go too, by their TTL or max_age, and leave none.

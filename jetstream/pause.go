@@ -91,8 +91,12 @@ func (js *JetStream) consumerPause(streamName, name string, data []byte) any {
 		r.Error = aerr
 		return r
 	}
-	c := st.consumer(name)
+	// Under the stream's lock, as addConsumer updates, so that a consumer
+	// deleted meanwhile (after inactivity) is not written back.
+	st.mu.Lock()
+	c := st.mu.consumers[name]
 	if c == nil {
+		st.mu.Unlock()
 		r.Error = errConsumerNotFound()
 		return r
 	}
@@ -102,7 +106,9 @@ func (js *JetStream) consumerPause(streamName, name string, data []byte) any {
 	if !until.IsZero() {
 		cfg.PauseUntil = &until
 	}
-	if err := c.update(cfg); err != nil {
+	err := c.update(cfg)
+	st.mu.Unlock()
+	if err != nil {
 		r.Error = apiErr(500, 10104, err.Error())
 		return r
 	}

@@ -38,7 +38,7 @@ func rollupOf(hdr headers, cfg *StreamConfig) (rollup, *APIError) {
 	if !cfg.AllowRollup || cfg.DenyPurge {
 		return noRollup, errRollup(errors.New("rollup not permitted"))
 	}
-	switch strings.ToLower(v) {
+	switch v = strings.ToLower(v); v {
 	case "sub":
 		return rollupSubject, nil
 	case "all":
@@ -47,10 +47,15 @@ func rollupOf(hdr headers, cfg *StreamConfig) (rollup, *APIError) {
 	return noRollup, errRollup(fmt.Errorf("rollup value invalid: %q", v))
 }
 
-// roll purges what a just-stored rollup message on subj replaces: every
-// message older than it, on its subject or in the stream. It keeps the
-// newest one, which is the rollup itself while ingestMu is held.
-func (st *stream) roll(r rollup, subj string) error {
+// roll purges what a just-stored rollup message seq on subj replaces:
+// every message older than it, on its subject or in the stream. It keeps
+// the newest one, which is the rollup itself while ingestMu is held. The
+// rollup is made durable first, whatever the sync policy: a purge on disk
+// without its rollup would lose acknowledged messages in a crash.
+func (st *stream) roll(r rollup, seq uint64, subj string) error {
+	if err := st.store.Sync(seq); err != nil {
+		return err
+	}
 	req := store.PurgeRequest{Keep: 1}
 	if r == rollupSubject {
 		req.Subject = subj

@@ -233,13 +233,16 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 	}
 	if !create {
 		st.rebuildDedup()
-		if cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL > 0 {
-			st.rebuildTTLs()
-		}
 	}
 	if err := st.loadConsumers(); err != nil {
 		_ = st.close(false)
 		return nil, err
+	}
+	if !create && (cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL > 0) {
+		// After the consumers: what came due while the server was down
+		// goes at once, and an interest stream must see who wants its
+		// markers.
+		st.rebuildTTLs()
 	}
 	if err := st.subscribe(cfg.Subjects); err != nil {
 		_ = st.close(false)
@@ -409,7 +412,8 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, st.appendError(err))
 		return
 	}
-	st.schedule(seq, ts, ttl, &cfg)
+	scfg := st.config() // under ingestMu: the config rebuildTTLs follows
+	st.schedule(seq, ts, ttl, &scfg)
 	st.lastMsgID = "" // the ID of the last message, if it had one
 	if hasID {
 		st.dedup.add(strings.Clone(msgID), seq, now)
@@ -417,7 +421,7 @@ func (st *stream) ingest(m *server.Msg) {
 	}
 	var rollErr error
 	if roll != noRollup {
-		rollErr = st.roll(roll, m.Subject)
+		rollErr = st.roll(roll, seq, m.Subject)
 	}
 	st.ingestMu.Unlock()
 	if rollErr != nil {

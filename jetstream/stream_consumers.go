@@ -45,6 +45,9 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*ConsumerInfo,
 		if ncfg.Name == "" {
 			ncfg.Name = name
 		}
+		// Only CONSUMER.PAUSE changes a pause, as in the reference
+		// server: a create or update keeps it.
+		ncfg.PauseUntil = old.PauseUntil
 		if action == actionCreate && !reflect.DeepEqual(old, ncfg) {
 			return nil, errConsumerExists()
 		}
@@ -99,6 +102,9 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*ConsumerInfo,
 	info := c.info()
 	c.start()
 	st.js.adviseConsumer(advConsumerCreated, st.name, name, "create")
+	if p := ncfg.PauseUntil; p != nil && time.Now().Before(*p) {
+		c.advisePause(*p, time.Now()) // created paused
+	}
 	return info, nil
 }
 

@@ -245,8 +245,9 @@ func (st *stream) expireOrMark(seq uint64, cfg *StreamConfig) bool {
 	subj := strings.Clone(m.Subject) // m's buffer goes back to a pool
 	marker := len(m.Header) > 0 && isMarker(parseHeaders(m.Header))
 	m.Release()
-	last, err := st.store.LastBySubject(subj)
-	if marker || err != nil || last.Seq != seq {
+	// A marker replaces the subject's only message, not its newest: older
+	// ones without a TTL stay, as in the reference server.
+	if marker || st.store.Subjects(subj)[subj] != 1 {
 		st.ingestMu.Unlock()
 		return st.remove(seq)
 	}
@@ -260,7 +261,7 @@ func (st *stream) expireOrMark(seq uint64, cfg *StreamConfig) bool {
 		return st.remove(seq)
 	}
 	st.lastMsgID = ""
-	if err := st.roll(rollupSubject, subj); err != nil {
+	if err := st.roll(rollupSubject, mseq, subj); err != nil {
 		st.js.log.Warn("subject delete marker rollup failed", "stream", st.name, "subject", subj, "err", err)
 	}
 	st.schedule(mseq, ts, int64(cfg.SubjectDeleteMarkerTTL/time.Second), cfg)
@@ -284,9 +285,13 @@ func (st *stream) stopTTLs() {
 }
 
 // rebuildTTLs schedules the expiries of every stored message after a
-// restart (or a max_age change on a stream with markers). Those already
-// due go at once.
+// restart (or a change of who applies max_age, or of max_age on a stream
+// with markers), replacing those it had. Those already due go at once.
 func (st *stream) rebuildTTLs() {
+	// Under ingestMu, which ingest schedules under: an append meanwhile is
+	// either scanned here or scheduled after, by the current config.
+	st.ingestMu.Lock()
+	defer st.ingestMu.Unlock()
 	cfg := st.config()
 	t := &st.ttl
 	t.mu.Lock()

@@ -237,6 +237,23 @@ func (s *Stream) WaitDurable(seq uint64) error {
 	return s.gc.wait(seq, func() (uint64, error) { return s.syncRound(false) })
 }
 
+// Sync makes every message up to seq durable now, whatever the sync
+// policy but SyncNever (which never fsyncs): for a caller whose next write
+// must not outlive what came before it on disk, such as a rollup's purge
+// of the messages it replaces. Memory storage returns at once.
+func (s *Stream) Sync(seq uint64) error {
+	s.mu.RLock()
+	closed, policy := s.mu.closed, s.mu.opts.Sync
+	s.mu.RUnlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case s.fb == nil || policy == SyncNever:
+		return nil
+	}
+	return s.gc.wait(seq, func() (uint64, error) { return s.syncRound(false) })
+}
+
 // syncRound runs one sync round (see filesync.go) and returns the last
 // sequence it covers. The caller holds gc.mu.
 func (s *Stream) syncRound(final bool) (uint64, error) {
