@@ -412,8 +412,10 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, st.appendError(err))
 		return
 	}
-	scfg := st.config() // under ingestMu: the config rebuildTTLs follows
-	st.schedule(seq, ts, ttl, &scfg)
+	// The config as now, under ingestMu: the one rebuildTTLs follows.
+	if scfg := st.cfg.Load(); ttl > 0 || scfg.SubjectDeleteMarkerTTL > 0 {
+		st.schedule(seq, ts, ttl, scfg)
+	}
 	st.lastMsgID = "" // the ID of the last message, if it had one
 	if hasID {
 		st.dedup.add(strings.Clone(msgID), seq, now)
