@@ -162,7 +162,23 @@ func (t *jetStreamTarget) acquire(ctx context.Context, js njs.JetStream, stream,
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.refs[stream] == 0 {
-		_, err := js.CreateStream(ctx, njs.StreamConfig{Name: stream, Subjects: []string{topic}, Storage: t.storage})
+		cfg := njs.StreamConfig{Name: stream, Subjects: []string{topic}, Storage: t.storage}
+		_, err := js.CreateStream(ctx, cfg)
+		var apiErr *njs.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == streamCreateFailed {
+			// nats-server (v2.15.2, stream.go) removes an account's
+			// empty directories after it deletes the account's last
+			// stream, in a goroutine that races the next create, which
+			// then fails ("error creating store for stream"). A run
+			// deletes its stream just before the next run creates one:
+			// one retry, once that goroutine is done.
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return err
+			}
+			_, err = js.CreateStream(ctx, cfg)
+		}
 		if err != nil {
 			return err
 		}
@@ -170,6 +186,10 @@ func (t *jetStreamTarget) acquire(ctx context.Context, js njs.JetStream, stream,
 	t.refs[stream]++
 	return nil
 }
+
+// streamCreateFailed is the JetStream error code of a stream create the
+// server could not store ("error creating store for stream").
+const streamCreateFailed = 10049
 
 // release deletes the stream when its last connection goes.
 func (t *jetStreamTarget) release(js njs.JetStream, stream string) error {

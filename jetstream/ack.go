@@ -116,10 +116,7 @@ func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
 		c.ack(a.sseq, now)
 	case ackNak:
 		if _, pending := c.pending[a.sseq]; pending {
-			c.st.js.advise(advMsgNaked+c.st.name+"."+c.name, func() any {
-				return msgNaked{typedEvent: newEvent("nak"), Stream: c.st.name, Consumer: c.name,
-					ConsumerSeq: a.dseq, StreamSeq: a.sseq, Deliveries: a.dc}
-			})
+			c.st.js.advise(advMsgNaked+c.st.name+"."+c.name, func() any { return c.deliveryEvent("nak", a) })
 		}
 		c.nak(a.sseq, arg, now)
 	case ackProgress:
@@ -143,9 +140,14 @@ func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
 // the reason that followed it. mu held.
 func (c *consumer) adviseTerm(a *ackMsg, reason string) {
 	c.st.js.advise(advMsgTerminated+c.st.name+"."+c.name, func() any {
-		return msgTerminated{typedEvent: newEvent("terminated"), Stream: c.st.name, Consumer: c.name,
-			ConsumerSeq: a.dseq, StreamSeq: a.sseq, Deliveries: a.dc, Reason: reason}
+		return msgTerminated{delivery: c.deliveryEvent("terminated", a), Reason: reason}
 	})
+}
+
+// deliveryEvent is the advisory of kind about the delivery a acknowledges.
+func (c *consumer) deliveryEvent(kind string, a *ackMsg) delivery {
+	return delivery{typedEvent: newEvent(kind), Stream: c.st.name, Consumer: c.name,
+		ConsumerSeq: a.dseq, StreamSeq: a.sseq, Deliveries: a.dc}
 }
 
 // ack acknowledges a stream sequence: alone (explicit) or with everything

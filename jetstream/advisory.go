@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"crypto/rand"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,20 +43,10 @@ type typedEvent struct {
 	Time time.Time `json:"timestamp"`
 }
 
+// newEvent starts an advisory of a kind; its ID is 22 random characters,
+// as long as the reference server's NUIDs.
 func newEvent(kind string) typedEvent {
-	return typedEvent{Type: advisoryTypePrefix + kind, ID: eventID(), Time: time.Now().UTC()}
-}
-
-// eventID is a random 22-character identifier, as the reference server's
-// NUIDs are.
-func eventID() string {
-	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	var b [22]byte
-	_, _ = rand.Read(b[:])
-	for i := range b {
-		b[i] = digits[int(b[i])%len(digits)]
-	}
-	return string(b[:])
+	return typedEvent{Type: advisoryTypePrefix + kind, ID: randomID(22), Time: time.Now().UTC()}
 }
 
 type apiAudit struct {
@@ -90,7 +79,9 @@ type maxDeliveries struct {
 	Deliveries uint64 `json:"deliveries"`
 }
 
-type msgNaked struct {
+// delivery is the advisory of what a client did with a delivery: a nak,
+// and (with msgTerminated's reason) a +TERM.
+type delivery struct {
 	typedEvent
 	Stream      string `json:"stream"`
 	Consumer    string `json:"consumer"`
@@ -100,13 +91,8 @@ type msgNaked struct {
 }
 
 type msgTerminated struct {
-	typedEvent
-	Stream      string `json:"stream"`
-	Consumer    string `json:"consumer"`
-	ConsumerSeq uint64 `json:"consumer_seq"`
-	StreamSeq   uint64 `json:"stream_seq"`
-	Deliveries  uint64 `json:"deliveries"`
-	Reason      string `json:"reason,omitempty"`
+	delivery
+	Reason string `json:"reason,omitempty"`
 }
 
 // advisories is the queue of built advisories waiting to be published.

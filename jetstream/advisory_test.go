@@ -66,13 +66,8 @@ func advisoryScript(t *testing.T, url string) []string {
 	tg.api("STREAM.DELETE.S", "")
 	// The dead-letter stream got the max_deliver advisory (it is
 	// published after the pull that found the message exhausted).
-	var dead string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		dead = tg.api("STREAM.MSG.GET.DLQ", `{"last_by_subj":"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C"}`, "message.seq")
-		if !strings.Contains(dead, "error") {
-			break
-		}
-	}
+	dead := tg.apiUntil("STREAM.MSG.GET.DLQ", `{"last_by_subj":"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.S.C"}`,
+		func(r string) bool { return !strings.Contains(r, "error") }, "message.seq")
 	require.Equal(t, `message.seq=1 type="io.nats.jetstream.api.v1.stream_msg_get_response"`, dead)
 
 	var out []string

@@ -277,12 +277,16 @@ func validAssetName(name string) bool {
 
 // newConsumerName returns a random name for an ephemeral consumer: eight
 // characters, as the reference server's.
-func newConsumerName() string {
+func newConsumerName() string { return randomID(8) }
+
+// randomID returns n random letters and digits: consumer names, advisory
+// IDs.
+func randomID(n int) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	var b [8]byte
-	_, _ = rand.Read(b[:])
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
 	for i := range b {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
-	return string(b[:])
+	return string(b)
 }

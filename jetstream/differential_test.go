@@ -61,6 +61,23 @@ func (tg *target) api(subj, body string, paths ...string) string {
 	return pick(tg.t, m.Data, append([]string{"type", "error.code", "error.err_code", "error.description"}, paths...)...)
 }
 
+// apiUntil repeats an API request (as api) until done says yes of the
+// answer, for at most 5 s, and returns the last answer: for state that a
+// server's own timers change.
+func (tg *target) apiUntil(subj, body string, done func(string) bool, paths ...string) string {
+	tg.t.Helper()
+	var r string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r = tg.api(subj, body, paths...); done(r) {
+			break
+		}
+	}
+	return r
+}
+
+// has returns a done function for apiUntil: the answer contains s.
+func has(s string) func(string) bool { return func(r string) bool { return strings.Contains(r, s) } }
+
 // pub publishes with a reply and returns the ack.
 func (tg *target) pub(subj, data string, hdr ...string) string {
 	tg.t.Helper()
@@ -463,14 +480,7 @@ func TestDifferentialMessageTTL(t *testing.T) {
 	// servers expire on timers of their own), then reports it.
 	waitMsgs := func(stream string, n int) func(*target) any {
 		return func(tg *target) any {
-			want := fmt.Sprintf("state.messages=%d", n)
-			var r string
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-				if r = tg.api("STREAM.INFO."+stream, "", ttlFields...); strings.Contains(r, want+" ") {
-					break
-				}
-			}
-			return r
+			return tg.apiUntil("STREAM.INFO."+stream, "", has(fmt.Sprintf("state.messages=%d ", n)), ttlFields...)
 		}
 	}
 	runScript(t, []step{
@@ -530,12 +540,7 @@ func TestDifferentialDeleteMarkers(t *testing.T) {
 			tg.api("STREAM.CREATE.K", `{"name":"K","subjects":["k.>"],"subject_delete_marker_ttl":1000000000,"max_msgs_per_subject":5}`)
 			tg.pub("k.a", "keep")
 			tg.pub("k.a", "short", "Nats-TTL", "1s")
-			var r string
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-				if r = tg.api("STREAM.INFO.K", "", "state.messages"); strings.Contains(r, "state.messages=1 ") {
-					break
-				}
-			}
+			r := tg.apiUntil("STREAM.INFO.K", "", has("state.messages=1 "), "state.messages")
 			time.Sleep(300 * time.Millisecond)
 			return []string{r, tg.api("STREAM.MSG.GET.K", `{"last_by_subj":"k.a"}`, "message.data", "message.seq")}
 		}},
@@ -550,13 +555,7 @@ func TestDifferentialDeleteMarkers(t *testing.T) {
 		}},
 		{name: "all gone", do: func(tg *target) any {
 			// Markers go too, by their TTL or max_age, and leave none.
-			var r string
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-				if r = tg.api("STREAM.INFO.S", "", "state.messages", "state.last_seq"); strings.Contains(r, "state.messages=0 ") {
-					break
-				}
-			}
-			return r
+			return tg.apiUntil("STREAM.INFO.S", "", has("state.messages=0 "), "state.messages", "state.last_seq")
 		}},
 	})
 }

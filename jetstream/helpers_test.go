@@ -34,12 +34,26 @@ func startBroker(t testing.TB, dir string) *broker {
 // temporary directory when empty).
 func startBrokerWith(t testing.TB, jsOpts jetstream.Options) *broker {
 	t.Helper()
+	return startBrokerMonitored(t, jsOpts, 0)
+}
+
+// startMonitoredBroker starts a broker on a fresh directory with the
+// monitoring endpoints on a random port (srv.MonitorAddr).
+func startMonitoredBroker(t testing.TB) *broker {
+	t.Helper()
+	return startBrokerMonitored(t, jetstream.Options{}, server.RandomPort)
+}
+
+// startBrokerMonitored starts a broker with JetStream options and the
+// monitoring port httpPort (0: none).
+func startBrokerMonitored(t testing.TB, jsOpts jetstream.Options, httpPort int) *broker {
+	t.Helper()
 	if jsOpts.StoreDir == "" {
 		jsOpts.StoreDir = t.TempDir()
 	}
 	dir := jsOpts.StoreDir
 	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
+	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, httpPort
 	s, err := server.New(opts)
 	require.NoError(t, err)
 	js, err := jetstream.New(s, jsOpts)

@@ -12,22 +12,12 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
-
-	"github.com/skiffmq/skiff/jetstream"
-	"github.com/skiffmq/skiff/server"
 )
 
 // TestJsz reads /jsz as the Prometheus exporter for NATS does: totals,
 // then account, stream, consumer and configuration detail on request.
 func TestJsz(t *testing.T) {
-	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, server.RandomPort
-	s, err := server.New(opts)
-	require.NoError(t, err)
-	js, err := jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() { _ = s.Shutdown(ctx(t)); _ = js.Close() })
+	s := startMonitoredBroker(t).srv
 
 	_, jsc := connect(t, s.ClientURL())
 	c := ctx(t)
@@ -35,7 +25,7 @@ func TestJsz(t *testing.T) {
 		_, err := jsc.CreateStream(c, njs.StreamConfig{Name: name, Subjects: []string{name + ".>"}})
 		require.NoError(t, err)
 	}
-	_, err = jsc.CreateStream(c, njs.StreamConfig{Name: "M", Subjects: []string{"m"}, Storage: njs.MemoryStorage})
+	_, err := jsc.CreateStream(c, njs.StreamConfig{Name: "M", Subjects: []string{"m"}, Storage: njs.MemoryStorage})
 	require.NoError(t, err)
 	for i := range 3 {
 		_, err := jsc.Publish(c, fmt.Sprintf("A.%d", i), []byte("hello"))

@@ -13,26 +13,16 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
-
-	"github.com/skiffmq/skiff/jetstream"
-	"github.com/skiffmq/skiff/server"
 )
 
 // TestMetrics scrapes /metrics for JetStream's totals and its per-stream
 // and per-consumer series.
 func TestMetrics(t *testing.T) {
-	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, server.RandomPort
-	s, err := server.New(opts)
-	require.NoError(t, err)
-	js, err := jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	t.Cleanup(func() { _ = s.Shutdown(ctx(t)); _ = js.Close() })
+	s := startMonitoredBroker(t).srv
 
 	_, jsc := connect(t, s.ClientURL())
 	c := ctx(t)
-	_, err = jsc.CreateStream(c, njs.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	_, err := jsc.CreateStream(c, njs.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
 	require.NoError(t, err)
 	_, err = jsc.CreateStream(c, njs.StreamConfig{Name: "M", Subjects: []string{"m"}, Storage: njs.MemoryStorage})
 	require.NoError(t, err)

@@ -395,12 +395,10 @@ func (st *stream) ingest(m *server.Msg) {
 		return
 	}
 	roll, aerr := rollupOf(hdr, &cfg)
-	if aerr != nil {
-		st.ingestMu.Unlock()
-		st.nack(m, reply, aerr)
-		return
+	var ttl int64
+	if aerr == nil {
+		ttl, aerr = ttlOf(hdr, &cfg)
 	}
-	ttl, aerr := ttlOf(hdr, &cfg)
 	if aerr != nil {
 		st.ingestMu.Unlock()
 		st.nack(m, reply, aerr)

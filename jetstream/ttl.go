@@ -105,29 +105,10 @@ func isMarker(h headers) bool {
 	return v == "PURGE"
 }
 
-// expiry is a message due to expire.
-type expiry struct {
-	at  int64 // unix nanoseconds
-	seq uint64
-}
-
-type expiryHeap []expiry
-
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
-func (h *expiryHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
 // ttls is a stream's pending expiries.
 type ttls struct {
 	mu        sync.Mutex
-	heap      expiryHeap
+	heap      deadlineHeap // by expiry, as a consumer's ack deadlines
 	timer     *time.Timer
 	next      int64 // when timer fires; 0: not set
 	compactAt int   // heap size past which it drops removed messages
@@ -142,7 +123,7 @@ func (st *stream) expireAt(seq uint64, at int64) {
 	if t.closed {
 		return
 	}
-	heap.Push(&t.heap, expiry{at: at, seq: seq})
+	heap.Push(&t.heap, deadlineEntry{at: time.Unix(0, at), seq: seq})
 	// Entries of messages removed otherwise (limits, purges, acks) stay
 	// until due. Once the heap doubled since it was last compacted, drop
 	// them: the heap stays bounded by the stream (two entries a message at
@@ -172,7 +153,7 @@ func (st *stream) armLocked() {
 	if len(t.heap) == 0 {
 		return
 	}
-	at := t.heap[0].at
+	at := t.heap[0].at.UnixNano()
 	if t.next != 0 && t.next <= at {
 		return // fires early enough
 	}
@@ -196,8 +177,8 @@ func (st *stream) expireDue() {
 	}
 	now := time.Now().UnixNano()
 	var due []uint64
-	for len(t.heap) > 0 && t.heap[0].at <= now {
-		due = append(due, heap.Pop(&t.heap).(expiry).seq)
+	for len(t.heap) > 0 && t.heap[0].at.UnixNano() <= now {
+		due = append(due, heap.Pop(&t.heap).(deadlineEntry).seq)
 	}
 	t.next = 0
 	st.armLocked()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -171,44 +172,35 @@ type internalFields struct {
 // HasSubscribers reports whether a message published on subject would
 // reach any subscription, a client's or an internal one.
 func (s *Server) HasSubscribers(subject string) bool {
-	r := interestResults.Get().(*match.Result[*subscription])
-	defer interestResults.Put(r)
-	if s.subs.Lookup(subject, r) != nil {
-		return false
-	}
-	for _, sub := range r.Plain {
-		if !sub.removed.Load() && (sub.internal != nil || !sub.client.closed.Load()) {
-			return true
-		}
-	}
-	for i := range r.Groups {
-		for _, sub := range r.Groups[i].Members {
-			if !sub.removed.Load() && (sub.internal != nil || !sub.client.closed.Load()) {
-				return true
-			}
-		}
-	}
-	return false
+	return s.anySubscription(subject, func(sub *subscription) bool {
+		return !sub.removed.Load() && (sub.internal != nil || !sub.client.closed.Load())
+	})
 }
 
 // HasInterest reports whether a message published on subject would reach
 // a client's subscription (internal subscriptions do not count).
 func (s *Server) HasInterest(subject string) bool {
+	return s.anySubscription(subject, func(sub *subscription) bool {
+		return sub.internal == nil && !sub.client.closed.Load()
+	})
+}
+
+// anySubscription reports whether a subscription matching subject, plain
+// or in a queue group, passes ok.
+func (s *Server) anySubscription(subject string, ok func(*subscription) bool) bool {
 	r := interestResults.Get().(*match.Result[*subscription])
 	defer interestResults.Put(r)
 	if s.subs.Lookup(subject, r) != nil {
 		return false
 	}
 	for _, sub := range r.Plain {
-		if sub.internal == nil && !sub.client.closed.Load() {
+		if ok(sub) {
 			return true
 		}
 	}
 	for i := range r.Groups {
-		for _, sub := range r.Groups[i].Members {
-			if sub.internal == nil && !sub.client.closed.Load() {
-				return true
-			}
+		if slices.ContainsFunc(r.Groups[i].Members, ok) {
+			return true
 		}
 	}
 	return false

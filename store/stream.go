@@ -222,7 +222,18 @@ func (s *Stream) Durable() uint64 {
 // storage, it returns at once. Under every policy it returns the error of
 // a failed fsync that covered seq (wrapping ErrSync): those messages may be
 // lost in an operating system crash and must not be acknowledged.
-func (s *Stream) WaitDurable(seq uint64) error {
+func (s *Stream) WaitDurable(seq uint64) error { return s.syncTo(seq, false) }
+
+// Sync makes every message up to seq durable now, whatever the sync
+// policy but SyncNever (which never fsyncs): for a caller whose next write
+// must not outlive what came before it on disk, such as a rollup's purge
+// of the messages it replaces. Memory storage returns at once.
+func (s *Stream) Sync(seq uint64) error { return s.syncTo(seq, true) }
+
+// syncTo fsyncs up to seq, sharing the round with concurrent callers:
+// under SyncAlways, and with interval too under SyncInterval. Otherwise
+// it only reports a failed fsync that covered seq.
+func (s *Stream) syncTo(seq uint64, interval bool) error {
 	s.mu.RLock()
 	closed, policy := s.mu.closed, s.mu.opts.Sync
 	s.mu.RUnlock()
@@ -231,25 +242,8 @@ func (s *Stream) WaitDurable(seq uint64) error {
 		return ErrClosed
 	case s.fb == nil:
 		return nil
-	case policy != SyncAlways:
+	case policy == SyncNever || (policy == SyncInterval && !interval):
 		return s.gc.failedErr(seq)
-	}
-	return s.gc.wait(seq, func() (uint64, error) { return s.syncRound(false) })
-}
-
-// Sync makes every message up to seq durable now, whatever the sync
-// policy but SyncNever (which never fsyncs): for a caller whose next write
-// must not outlive what came before it on disk, such as a rollup's purge
-// of the messages it replaces. Memory storage returns at once.
-func (s *Stream) Sync(seq uint64) error {
-	s.mu.RLock()
-	closed, policy := s.mu.closed, s.mu.opts.Sync
-	s.mu.RUnlock()
-	switch {
-	case closed:
-		return ErrClosed
-	case s.fb == nil || policy == SyncNever:
-		return nil
 	}
 	return s.gc.wait(seq, func() (uint64, error) { return s.syncRound(false) })
 }
