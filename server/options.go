@@ -22,6 +22,7 @@ const (
 	DefaultPingInterval     = 2 * time.Minute
 	DefaultMaxPingsOut      = 2
 	DefaultAuthTimeout      = 2 * time.Second
+	DefaultTLSTimeout       = 2 * time.Second
 	DefaultShutdownTimeout  = 10 * time.Second
 
 	// MaxPayloadCap is the largest MaxPayload a server accepts.
@@ -62,9 +63,11 @@ type Options struct {
 	AuthTimeout time.Duration
 
 	// TLS, if set, makes the server offer TLS; TLSRequired refuses
-	// clients that do not upgrade.
+	// clients that do not upgrade. TLSTimeout bounds the handshake
+	// (default 2s, as nats-server's tls timeout).
 	TLS         *tls.Config
 	TLSRequired bool
+	TLSTimeout  time.Duration
 
 	// MaxPayload bounds a message, headers included (default 1 MiB, at most
 	// MaxPayloadCap). Past it: -ERR 'Maximum Payload Violation' and close.
@@ -150,6 +153,7 @@ func (o *Options) setDefaults() {
 	defDur(&o.WriteDeadline, DefaultWriteDeadline)
 	defDur(&o.PingInterval, DefaultPingInterval)
 	defDur(&o.AuthTimeout, DefaultAuthTimeout)
+	defDur(&o.TLSTimeout, DefaultTLSTimeout)
 	defDur(&o.ShutdownTimeout, DefaultShutdownTimeout)
 }
 
@@ -171,7 +175,7 @@ func (o *Options) validate() error {
 		return bad("max_pending %d is below max_payload %d", o.MaxPending, o.MaxPayload)
 	case o.MaxConnections < 0, o.MaxSubscriptions < 0, o.MaxPingsOut < 0:
 		return bad("negative limit")
-	case o.WriteDeadline < 0, o.PingInterval < 0, o.AuthTimeout < 0, o.ShutdownTimeout < 0:
+	case o.WriteDeadline < 0, o.PingInterval < 0, o.AuthTimeout < 0, o.TLSTimeout < 0, o.ShutdownTimeout < 0:
 		return bad("negative duration")
 	case o.Token != "" && (o.Username != "" || len(o.Users) > 0):
 		return bad("token and users cannot both be set")

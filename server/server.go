@@ -221,7 +221,7 @@ func (s *Server) serve(conn net.Conn) {
 func (c *client) upgradeTLS() bool {
 	s := c.srv
 	raw := c.conn
-	_ = raw.SetDeadline(time.Now().Add(s.opts.AuthTimeout))
+	_ = raw.SetDeadline(time.Now().Add(s.opts.TLSTimeout))
 	infoBytes := c.out.take()
 	if _, err := raw.Write(infoBytes); err != nil {
 		c.close(reasonTLS, false)

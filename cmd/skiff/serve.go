@@ -6,11 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/skiffmq/skiff/broker"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
@@ -23,7 +23,8 @@ type serveFlags struct {
 }
 
 // serveCmd runs the broker until SIGINT or SIGTERM, then shuts it down
-// gracefully.
+// gracefully. What the configuration file means is package broker's; this
+// command only reads flags, which win over the file, as in nats-server.
 func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("skiff serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -65,50 +66,16 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-
-	cfg := defaultBrokerConfig()
+	cfg := broker.DefaultConfig()
 	if f.config != "" {
-		if err := loadConfig(f.config, &cfg); err != nil {
+		var err error
+		if cfg, err = broker.LoadConfig(f.config); err != nil {
 			fmt.Fprintln(stderr, "skiff serve:", err)
 			return 1
 		}
 	}
-	opts := &cfg.server
-	if set["js"] || set["jetstream"] {
-		cfg.streams = f.streams
-	}
-	if set["sd"] || set["store_dir"] {
-		cfg.jetstream.StoreDir = f.storeDir
-	}
-	// Flags given on the command line win over the file, as in nats-server.
-	if set["a"] || set["addr"] || set["net"] {
-		opts.Host = f.addr
-	}
-	if set["p"] || set["port"] {
-		opts.Port = f.port
-	}
-	if set["m"] || set["http_port"] {
-		opts.HTTPPort = f.httpPort
-	}
-	if set["n"] || set["name"] || set["server_name"] {
-		opts.ServerName = f.name
-	}
-	if f.user != "" {
-		opts.Username, opts.Password = f.user, f.pass
-	}
-	if f.token != "" {
-		opts.Token = f.token
-	}
-	level := slog.LevelInfo
-	switch {
-	case f.trace:
-		level = slog.LevelDebug - 4
-	case f.debug:
-		level = slog.LevelDebug
-	}
-	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	applyFlags(fs, &f, &cfg)
+	cfg.Log.Output = stderr
 
 	// Catch SIGINT and SIGTERM before the listener is announced, so a
 	// supervisor that signals as soon as it sees the address gets a clean
@@ -117,47 +84,73 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
 
-	s, err := server.New(*opts)
+	b, err := broker.Start(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "skiff serve:", err)
 		return 1
 	}
-	var js *jetstream.JetStream
-	if cfg.streams {
-		cfg.jetstream.Logger = opts.Logger
-		if js, err = jetstream.New(s, cfg.jetstream); err != nil {
-			fmt.Fprintln(stderr, "skiff serve:", err)
-			return 1
-		}
-	}
-	if err := s.Start(); err != nil {
-		fmt.Fprintln(stderr, "skiff serve:", err)
-		if js != nil {
-			_ = js.Close()
-		}
-		return 1
-	}
-	fmt.Fprintf(stdout, "skiff %s listening on %s", version, s.ClientURL())
-	if a := s.MonitorAddr(); a != nil {
+	fmt.Fprintf(stdout, "skiff %s listening on %s", version, b.ClientURL())
+	if a := b.Server().MonitorAddr(); a != nil {
 		fmt.Fprintf(stdout, ", monitoring on http://%s", a)
 	}
-	if js != nil {
+	if js := b.JetStream(); js != nil {
 		fmt.Fprintf(stdout, ", streams in %s", js.StoreDir())
 	}
 	fmt.Fprintln(stdout)
-	if f.profPort != 0 {
-		startProfiling(f.profPort, stderr)
-	}
 
 	<-sig
-	if err := s.Shutdown(context.Background()); err != nil {
-		fmt.Fprintln(stderr, "skiff serve: shutdown:", err)
-	}
-	if js != nil {
-		if err := js.Close(); err != nil {
-			fmt.Fprintln(stderr, "skiff serve: closing streams:", err)
-			return 1
-		}
+	if err := b.Shutdown(context.Background()); err != nil {
+		fmt.Fprintln(stderr, "skiff serve:", err)
+		return 1
 	}
 	return 0
+}
+
+// applyFlags sets what the command line gave over cfg: a flag given wins
+// over the file, as in nats-server.
+func applyFlags(fs *flag.FlagSet, f *serveFlags, cfg *broker.Config) {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	given := func(names ...string) bool {
+		for _, n := range names {
+			if set[n] {
+				return true
+			}
+		}
+		return false
+	}
+	opts := &cfg.Server
+	if given("js", "jetstream") {
+		cfg.JetStreamEnabled = f.streams
+	}
+	if given("sd", "store_dir") {
+		cfg.JetStream.StoreDir = f.storeDir
+	}
+	if given("a", "addr", "net") {
+		opts.Host = f.addr
+	}
+	if given("p", "port") {
+		opts.Port = f.port
+	}
+	if given("m", "http_port") {
+		opts.HTTPPort = f.httpPort
+	}
+	if given("n", "name", "server_name") {
+		opts.ServerName = f.name
+	}
+	if given("profile") {
+		cfg.ProfPort = f.profPort
+	}
+	if f.user != "" {
+		opts.Username, opts.Password = f.user, f.pass
+	}
+	if f.token != "" {
+		opts.Token = f.token
+	}
+	if f.debug {
+		cfg.Log.Debug = true
+	}
+	if f.trace {
+		cfg.Log.Trace = true
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,10 +20,7 @@ import (
 // TestServeBinary builds bin/skiff, runs `skiff serve` on a random port,
 // uses it, and stops it with SIGTERM: it must exit 0 promptly.
 func TestServeBinary(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "skiff")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
+	bin := buildSkiff(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -47,5 +46,86 @@ func TestServeBinary(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "skiff serve must exit 0 on SIGTERM")
 	require.Less(t, time.Since(start), 15*time.Second)
+	nc.Close()
+}
+
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// buildSkiff builds bin/skiff once for the package's tests.
+func buildSkiff(t *testing.T) string {
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "skiff-bin-")
+		if built.err != nil {
+			return
+		}
+		build := exec.Command("go", "build", "-o", filepath.Join(built.dir, "skiff"), ".")
+		build.Stderr = os.Stderr
+		built.err = build.Run()
+	})
+	require.NoError(t, built.err)
+	return filepath.Join(built.dir, "skiff")
+}
+
+// TestServeRefusesUnsupportedConfig: a file asking for something Skiff
+// does not implement (here accounts with their users, a cluster and an
+// nkey user) stops the binary before it listens, with every key named
+// with its line, and a non-zero exit. Before, such a server started with
+// a warning and no authentication at all.
+func TestServeRefusesUnsupportedConfig(t *testing.T) {
+	bin := buildSkiff(t)
+	path := filepath.Join(t.TempDir(), "refused.conf")
+	require.NoError(t, os.WriteFile(path, []byte(`port: -1
+accounts {
+  A: { users: [ {user: a, password: a} ] }
+}
+cluster { listen: 127.0.0.1:-1 }
+authorization {
+  users: [ {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4} ]
+}
+`), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "-c", path, "-m", "0", "-sd", filepath.Join(t.TempDir(), "data"))
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "stderr: %s", stderr.String())
+	require.Equal(t, 1, exit.ExitCode())
+	require.Empty(t, stdout.String(), "nothing listened")
+	for _, want := range []string{
+		"refused.conf:2: accounts: not supported by Skiff",
+		"refused.conf:5: cluster: not supported by Skiff",
+		"refused.conf:7: authorization.users[0].nkey: not supported by Skiff",
+	} {
+		require.Contains(t, stderr.String(), want)
+	}
+}
+
+// TestServeFlagsOverFile: flags given win over the file, as in nats-server.
+func TestServeFlagsOverFile(t *testing.T) {
+	bin := buildSkiff(t)
+	path := filepath.Join(t.TempDir(), "s.conf")
+	require.NoError(t, os.WriteFile(path, []byte("port: 1\nauthorization { token: filetok }\njetstream: disabled\n"), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "-c", path, "-p", "-1", "-m", "0", "--auth", "flagtok")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.NotContains(t, line, "streams in", "the file's jetstream: disabled holds")
+	url := regexp.MustCompile(`nats://[0-9.:]+`).FindString(line)
+	require.NotContains(t, url, ":1\n")
+	_, err = nats.Connect(url, nats.Token("filetok"), nats.MaxReconnects(0))
+	require.Error(t, err, "the flag's token replaces the file's")
+	nc, err := nats.Connect(url, nats.Token("flagtok"), nats.MaxReconnects(0))
+	require.NoError(t, err)
 	nc.Close()
 }

@@ -1,0 +1,260 @@
+package broker
+
+import (
+	"crypto/tls"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/jetstream"
+)
+
+// meaning is what a configuration file says, in terms both servers have,
+// so that Skiff's reading can be compared with nats-server's.
+type meaning struct {
+	Host, ServerName, HTTPHost    string
+	Port, HTTPPort                int
+	MaxPayload, MaxControlLine    int
+	MaxPending                    int64
+	MaxConn, MaxSubs, MaxPingsOut int
+	WriteDeadline, PingInterval   time.Duration
+	Username, Password, Token     string
+	AuthTimeout                   time.Duration
+	Users                         []meaningUser
+	TLS, TLSVerify, TLSRequired   bool
+	TLSMinVersion                 uint16
+	TLSTimeout                    time.Duration
+	StoreDir                      string
+	SyncAlways                    bool
+	SyncInterval                  time.Duration
+	Debug, Trace, NoTime, UTC     bool
+	LogFile, PIDFile              string
+	ProfPort                      int
+}
+
+type meaningUser struct {
+	Name, Password                       string
+	PubAllow, PubDeny, SubAllow, SubDeny []string
+	HasPermissions                       bool
+}
+
+func skiffMeaning(c Config) meaning {
+	o := c.Server
+	m := meaning{
+		Host: o.Host, ServerName: o.ServerName, HTTPHost: o.HTTPHost, Port: o.Port, HTTPPort: o.HTTPPort,
+		MaxPayload: o.MaxPayload, MaxControlLine: o.MaxControlLine, MaxPending: int64(o.MaxPending),
+		MaxConn: o.MaxConnections, MaxSubs: o.MaxSubscriptions, MaxPingsOut: o.MaxPingsOut,
+		WriteDeadline: o.WriteDeadline, PingInterval: o.PingInterval,
+		Username: o.Username, Password: o.Password, Token: o.Token, AuthTimeout: o.AuthTimeout,
+		TLS: o.TLS != nil, TLSRequired: o.TLSRequired, TLSTimeout: o.TLSTimeout,
+		StoreDir: c.JetStream.StoreDir, SyncAlways: c.JetStream.Sync == jetstream.SyncAlways,
+		SyncInterval: c.JetStream.SyncInterval,
+		Debug:        c.Log.Debug, Trace: c.Log.Trace, NoTime: c.Log.NoTime, UTC: c.Log.UTC,
+		LogFile: c.Log.File, PIDFile: c.PIDFile, ProfPort: c.ProfPort,
+	}
+	if o.TLS != nil {
+		m.TLSVerify = o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
+		m.TLSMinVersion = o.TLS.MinVersion
+	}
+	for _, u := range o.Users {
+		mu := meaningUser{Name: u.Name, Password: u.Password, HasPermissions: u.Permissions != nil}
+		if p := u.Permissions; p != nil {
+			mu.PubAllow, mu.PubDeny, mu.SubAllow, mu.SubDeny = p.Publish.Allow, p.Publish.Deny, p.Subscribe.Allow, p.Subscribe.Deny
+		}
+		m.Users = append(m.Users, mu)
+	}
+	return m
+}
+
+func natsMeaning(o *natsserver.Options) meaning {
+	m := meaning{
+		Host: o.Host, ServerName: o.ServerName, HTTPHost: o.HTTPHost, Port: o.Port, HTTPPort: o.HTTPPort,
+		MaxPayload: int(o.MaxPayload), MaxControlLine: int(o.MaxControlLine), MaxPending: o.MaxPending,
+		MaxConn: o.MaxConn, MaxSubs: o.MaxSubs, MaxPingsOut: o.MaxPingsOut,
+		WriteDeadline: o.WriteDeadline, PingInterval: o.PingInterval,
+		Username: o.Username, Password: o.Password, Token: o.Authorization,
+		AuthTimeout: time.Duration(o.AuthTimeout * float64(time.Second)),
+		TLS:         o.TLSConfig != nil, TLSVerify: o.TLSVerify, TLSRequired: o.TLSConfig != nil && !o.AllowNonTLS,
+		TLSTimeout: time.Duration(o.TLSTimeout * float64(time.Second)),
+		StoreDir:   o.StoreDir, SyncAlways: o.SyncAlways, SyncInterval: o.SyncInterval,
+		Debug: o.Debug, Trace: o.Trace, NoTime: !o.Logtime, UTC: o.LogtimeUTC,
+		LogFile: o.LogFile, PIDFile: o.PidFile, ProfPort: o.ProfPort,
+	}
+	if o.TLSConfig != nil {
+		m.TLSMinVersion = o.TLSConfig.MinVersion
+		m.TLSVerify = o.TLSConfig.ClientAuth == tls.RequireAndVerifyClientCert
+	}
+	for _, u := range o.Users {
+		mu := meaningUser{Name: u.Username, Password: u.Password, HasPermissions: u.Permissions != nil}
+		if p := u.Permissions; p != nil {
+			if p.Publish != nil {
+				mu.PubAllow, mu.PubDeny = p.Publish.Allow, p.Publish.Deny
+			}
+			if p.Subscribe != nil {
+				mu.SubAllow, mu.SubDeny = p.Subscribe.Allow, p.Subscribe.Deny
+			}
+		}
+		m.Users = append(m.Users, mu)
+	}
+	sort.Slice(m.Users, func(i, j int) bool { return m.Users[i].Name < m.Users[j].Name })
+	return m
+}
+
+// TestDifferentialConfig reads the same files with Skiff and with
+// nats-server's own ProcessConfigFile and requires the same meaning for
+// every setting both have: the syntax is the reference parser's, and the
+// mapping must agree with the reference's (sizes, durations as bare
+// seconds or quoted, aliases, default permissions, TLS).
+func TestDifferentialConfig(t *testing.T) {
+	cert, key := writeTestCert(t)
+	configs := map[string]string{
+		"limits": `
+server_name: n1
+listen: 127.0.0.2:4333
+http: "127.0.0.1:8333"
+max_payload: 2MB
+max_control_line: 8KB
+max_pending: 100MB
+max_connections: 1K
+max_subscriptions: 1000
+write_deadline: "3s"
+ping_interval: 90
+ping_max: 5
+debug: true
+trace: true
+logtime: false
+logtime_utc: true
+log_file: "/tmp/skiff-diff.log"
+pid_file: "/tmp/skiff-diff.pid"
+prof_port: 6061
+`,
+		"aliases and units": `
+net: 127.0.0.3
+port: 4334
+monitor_port: 8334
+max_payload: 1MB
+max_conn: 10
+max_subs: 20
+ping_interval: "1m30s"
+write_deadline: 2
+jetstream {
+  store: "/tmp/skiff-diff-js"
+  sync_interval: "250ms"
+}
+`,
+		"users": `
+authorization {
+  timeout: 1.5
+  default_permissions: { publish: { allow: ["pub.>"], deny: "pub.secret" }, subscribe: ["_INBOX.>"] }
+  users: [
+    {user: alice, password: "$2a$04$uUSy2a6aGqrCbiRBKObVA.2/GLBT/rXvI/XkcXpXQM8yZg3P11gMq"}
+    {username: bob, pass: bobpw, permissions: { pub: "bob.>", sub: { deny: ["secret.>"] } } }
+  ]
+}
+store_dir: "/tmp/skiff-diff-js2"
+jetstream { sync: always }
+`,
+		"single user": `
+authorization { user: admin, password: s3cret, timeout: "3s" }
+`,
+		"token": `
+authorization { token: "t0ken" }
+`,
+		"tls": `
+port: 4335
+tls {
+  cert_file: "` + cert + `"
+  key_file: "` + key + `"
+  ca_file: "` + cert + `"
+  verify: true
+  timeout: 3
+  min_version: "1.3"
+}
+allow_non_tls: true
+`,
+	}
+	for name, text := range configs {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.conf")
+			require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+			nopts, err := natsserver.ProcessConfigFile(path)
+			if err != nil {
+				pe, ok := err.(interface{ Errors() []error })
+				require.True(t, ok && len(pe.Errors()) == 0, "nats-server refuses the file: %v", err)
+			}
+			cfg, err := LoadConfig(path)
+			require.NoError(t, err)
+			want, got := natsMeaning(nopts), skiffMeaning(cfg)
+			sort.Slice(got.Users, func(i, j int) bool { return got.Users[i].Name < got.Users[j].Name })
+			// Settings the file leaves out fall to each server's defaults,
+			// which only New applies in nats-server: compare what is set.
+			zeroUnset(&want, &got, text)
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+// zeroUnset clears, in both, the scalar settings nats-server left at zero
+// (the file does not set them).
+func zeroUnset(want, got *meaning, text string) {
+	if want.Port == 0 {
+		got.Port = 0
+	}
+	if want.Host == "" {
+		got.Host = ""
+	}
+	if want.HTTPPort == 0 {
+		got.HTTPPort, got.HTTPHost = 0, ""
+	}
+	if want.HTTPHost == "" {
+		got.HTTPHost = ""
+	}
+	if want.MaxPayload == 0 {
+		got.MaxPayload = 0
+	}
+	if want.MaxControlLine == 0 {
+		got.MaxControlLine = 0
+	}
+	if want.MaxPending == 0 {
+		got.MaxPending = 0
+	}
+	if want.MaxConn == 0 {
+		got.MaxConn = 0
+	}
+	if want.MaxSubs == 0 {
+		got.MaxSubs = 0
+	}
+	if want.MaxPingsOut == 0 {
+		got.MaxPingsOut = 0
+	}
+	if want.WriteDeadline == 0 {
+		got.WriteDeadline = 0
+	}
+	if want.PingInterval == 0 {
+		got.PingInterval = 0
+	}
+	if want.AuthTimeout == 0 {
+		got.AuthTimeout = 0
+	}
+	if want.TLSTimeout == 0 {
+		got.TLSTimeout = 0
+	}
+	if want.SyncInterval == 0 {
+		got.SyncInterval = 0
+	}
+	// Timestamps are on unless the file says logtime: false (the
+	// default is nats-server's flag's, not its Options').
+	if !strings.Contains(text, "logtime:") {
+		want.NoTime, got.NoTime = false, false
+	}
+	// Under sync: always the interval means nothing.
+	if want.SyncAlways {
+		want.SyncInterval, got.SyncInterval = 0, 0
+	}
+}

@@ -1,0 +1,269 @@
+package broker
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A reference key and what Skiff must do with it. base is a configuration
+// without the key, with the same configuration plus the key (on its own
+// line). An applied key must change the Config; a refused one must fail
+// with ErrUnsupported naming refusedAs (the key, or the block that holds
+// it) and its line. No key may load without effect: that is a setting
+// silently ignored.
+type refKey struct {
+	path      string // the key, as a path
+	base      string
+	with      string
+	refusedAs string // "" if Skiff applies the key
+}
+
+// Configurations the nested rows build on.
+const (
+	tlsBase   = "tls {\n  cert_file: $SKIFF_TEST_CERT\n  key_file: $SKIFF_TEST_KEY\n"
+	usersBase = "authorization {\n  users: [\n    {user: a, password: p\n"
+	permBase  = usersBase + "     permissions: {\n"
+)
+
+func top(key, val string) refKey { return refKey{path: key, with: key + ": " + val} }
+
+func topRefused(key, val string) refKey {
+	return refKey{path: key, with: key + ": " + val, refusedAs: key}
+}
+
+// in builds a row for key inside a block: base is opening (the block's
+// start and any lines it needs), closed by closing.
+func in(opening, closing, path, line string, refusedAs string) refKey {
+	return refKey{path: path, base: opening + closing, with: opening + line + "\n" + closing, refusedAs: refusedAs}
+}
+
+// referenceKeys lists every key of nats-server's configuration reference
+// (v2.15's opts.go: the top level, authorization, users, permissions, tls,
+// jetstream, and the cluster and websocket blocks), aliases included.
+func referenceKeys() []refKey {
+	var rows []refKey
+	// Top level, applied.
+	for _, kv := range [][2]string{
+		{"listen", `"127.0.0.2:4333"`}, {"port", "4333"}, {"server_name", "n1"}, {"name", "n1"},
+		{"host", "127.0.0.2"}, {"net", "127.0.0.2"}, {"addr", "127.0.0.2"},
+		{"http", `"127.0.0.1:8333"`}, {"monitor", `"127.0.0.1:8333"`}, {"http_port", "8333"},
+		{"monitor_port", "8333"}, {"http_host", "127.0.0.2"},
+		{"max_payload", "2MB"}, {"max_control_line", "8KB"}, {"max_pending", "128MB"},
+		{"max_connections", "100"}, {"max_conn", "100"}, {"max_subscriptions", "100"}, {"max_subs", "100"},
+		{"write_deadline", `"3s"`}, {"ping_interval", `"30s"`}, {"ping_max", "5"}, {"max_pings_out", "5"},
+		{"shutdown_timeout", `"3s"`}, {"authorization", "{ token: t }"}, {"jetstream", "disabled"},
+		{"store_dir", "/tmp/skiff-x"}, {"storedir", "/tmp/skiff-x"},
+		{"debug", "true"}, {"trace", "true"}, {"logtime", "false"}, {"logtime_utc", "true"},
+		{"logfile", "/tmp/skiff.log"}, {"log_file", "/tmp/skiff.log"},
+		{"pidfile", "/tmp/skiff.pid"}, {"pid_file", "/tmp/skiff.pid"}, {"prof_port", "6060"},
+	} {
+		rows = append(rows, top(kv[0], kv[1]))
+	}
+	rows = append(rows,
+		refKey{path: "tls", with: tlsBase + "}"},
+		refKey{path: "allow_non_tls", base: tlsBase + "}", with: tlsBase + "}\nallow_non_tls: true"},
+	)
+	// Top level, refused.
+	for _, kv := range [][2]string{
+		{"accounts", "{ A: { users: [ {user: a, password: b} ] } }"}, {"operator", `"./op.jwt"`},
+		{"operators", `["./op.jwt"]`}, {"roots", `["./op.jwt"]`}, {"root", `"./op.jwt"`},
+		{"root_operators", `["./op.jwt"]`}, {"root_operator", `"./op.jwt"`}, {"resolver", "MEMORY"},
+		{"account_resolver", "MEMORY"}, {"accounts_resolver", "MEMORY"}, {"resolver_tls", "{ verify: true }"},
+		{"resolver_preload", "{ A: jwt }"}, {"resolver_pinned_accounts", "[A]"}, {"no_auth_user", "a"},
+		{"system_account", "SYS"}, {"system", "SYS"}, {"no_system_account", "true"}, {"no_system", "true"},
+		{"no_sys_acc", "true"}, {"trusted", "[KEY]"}, {"trusted_keys", "[KEY]"}, {"default_sentinel", "jwt"},
+		{"cluster", "{ port: 6222 }"}, {"gateway", "{ name: g }"}, {"leaf", "{ port: 7422 }"},
+		{"leafnodes", "{ port: 7422 }"}, {"client_advertise", `"h:4222"`}, {"connect_error_reports", "5"},
+		{"reconnect_error_reports", "5"}, {"server_tags", "[a]"}, {"default_js_domain", "{ A: d }"},
+		{"lame_duck_duration", `"30s"`}, {"lame_duck_grace_period", `"10s"`},
+		{"trace_verbose", "true"}, {"trace_headers", "true"}, {"logfile_size_limit", "1MB"},
+		{"log_size_limit", "1MB"}, {"logfile_max_num", "3"}, {"log_max_num", "3"}, {"syslog", "true"},
+		{"remote_syslog", `"udp://h:514"`}, {"max_traced_msg_len", "10"}, {"ocsp", "{ mode: always }"},
+		{"ocsp_cache", "true"}, {"https", `"127.0.0.1:8443"`}, {"https_port", "8443"},
+		{"http_base_path", `"/nats"`}, {"mappings", "{ a: b }"}, {"maps", "{ a: b }"},
+		{"disable_sublist_cache", "true"}, {"no_sublist_cache", "true"}, {"websocket", "{ port: 8080 }"},
+		{"ws", "{ port: 8080 }"}, {"mqtt", "{ port: 1883 }"}, {"ports_file_dir", `"/tmp"`},
+		{"prof_block_rate", "1"}, {"proxy_protocol", "true"}, {"proxies", "{ trusted: [] }"},
+		{"max_sub_tokens", "10"}, {"max_subscription_tokens", "10"}, {"write_timeout", "close"},
+		{"no_header_support", "true"}, {"server_metadata", "{ a: b }"}, {"feature_flags", "{ a: true }"},
+		{"no_fast_producer_stall", "true"}, {"max_closed_clients", "100"},
+	} {
+		rows = append(rows, topRefused(kv[0], kv[1]))
+	}
+
+	// authorization
+	for _, kv := range [][2]string{
+		{"user", "u"}, {"username", "u"}, {"pass", "p"}, {"password", "p"}, {"token", "t"},
+		{"timeout", `"5s"`}, {"users", "[ {user: a, password: b} ]"},
+	} {
+		rows = append(rows, in("authorization {\n", "}", "authorization."+kv[0], kv[0]+": "+kv[1], ""))
+	}
+	for _, k := range []string{"default_permission", "default_permissions", "permissions"} {
+		rows = append(rows, in("authorization {\n  users: [ {user: a, password: p} ]\n", "}",
+			"authorization."+k, k+": { publish: x }", ""))
+	}
+	for _, kv := range [][2]string{
+		{"auth_callout", "{ issuer: X }"}, {"auth_hook", "{ issuer: X }"}, {"proxy_required", "true"},
+	} {
+		rows = append(rows, in("authorization {\n", "}", "authorization."+kv[0], kv[0]+": "+kv[1], "authorization."+kv[0]))
+	}
+	// authorization.users[]
+	for _, kv := range [][2]string{
+		{"user", "b"}, {"username", "b"}, {"pass", "q"}, {"password", "q"},
+		{"permission", "{ publish: x }"}, {"permissions", "{ publish: x }"}, {"authorization", "{ publish: x }"},
+	} {
+		rows = append(rows, in(usersBase, "    }\n  ]\n}", "authorization.users[0]."+kv[0], "     "+kv[0]+": "+kv[1], ""))
+	}
+	for _, kv := range [][2]string{
+		{"nkey", "UABC"}, {"allowed_connection_types", `["STANDARD"]`}, {"connection_types", `["STANDARD"]`},
+		{"clients", `["STANDARD"]`}, {"proxy_required", "true"},
+	} {
+		p := "authorization.users[0]." + kv[0]
+		rows = append(rows, in(usersBase, "    }\n  ]\n}", p, "     "+kv[0]+": "+kv[1], p))
+	}
+	// permissions
+	for _, k := range []string{"pub", "publish", "import", "sub", "subscribe", "export"} {
+		rows = append(rows, in(permBase, "     }\n    }\n  ]\n}", "authorization.users[0].permissions."+k, "       "+k+": x", ""))
+	}
+	for _, k := range []string{"publish_allow_responses", "allow_responses"} {
+		p := "authorization.users[0].permissions." + k
+		rows = append(rows, in(permBase, "     }\n    }\n  ]\n}", p, "       "+k+": true", p))
+	}
+	for _, k := range []string{"allow", "deny"} {
+		rows = append(rows, in(permBase+"       publish: {\n", "       }\n     }\n    }\n  ]\n}",
+			"authorization.users[0].permissions.publish."+k, "         "+k+": [x]", ""))
+	}
+
+	// tls
+	for _, kv := range [][2]string{
+		{"ca_file", "$SKIFF_TEST_CA"}, {"verify", "true"}, {"allow_non_tls", "true"}, {"timeout", `"5s"`},
+		{"min_version", `"1.3"`}, {"cipher_suites", `["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"]`},
+		{"curve_preferences", `["CurveP256"]`},
+	} {
+		rows = append(rows, in(tlsBase, "}", "tls."+kv[0], "  "+kv[0]+": "+kv[1], ""))
+	}
+	for _, kv := range [][2]string{
+		{"insecure", "true"}, {"verify_and_map", "true"}, {"verify_cert_and_check_known_urls", "true"},
+		{"allow_insecure_cipher_suites", "true"}, {"connection_rate_limit", "10"}, {"pinned_certs", "[abc]"},
+		{"cert_store", "WindowsCurrentUser"}, {"cert_match_by", "Subject"}, {"cert_match", "x"},
+		{"ca_certs_match", "[x]"}, {"cert_match_skip_invalid", "true"}, {"handshake_first", "true"},
+		{"first", "true"}, {"immediate", "true"}, {"ocsp_peer", "true"}, {"certs", "[]"},
+		{"certificates", "[]"},
+	} {
+		rows = append(rows, in(tlsBase, "}", "tls."+kv[0], "  "+kv[0]+": "+kv[1], "tls."+kv[0]))
+	}
+
+	// jetstream
+	for _, kv := range [][2]string{
+		{"enabled", "false"}, {"enable", "false"}, {"store_dir", "/tmp/j"}, {"store", "/tmp/j"},
+		{"storedir", "/tmp/j"}, {"max_streams", "5"}, {"max_consumers", "5"}, {"request_queue_limit", "100"},
+		{"sync_interval", "always"}, {"sync", "always"},
+	} {
+		rows = append(rows, in("jetstream {\n", "}", "jetstream."+kv[0], kv[0]+": "+kv[1], ""))
+	}
+	for _, kv := range [][2]string{
+		{"max_memory_store", "1GB"}, {"max_mem_store", "1GB"}, {"max_mem", "1GB"}, {"max_file_store", "1GB"},
+		{"max_file", "1GB"}, {"strict", "true"}, {"key", "secret"}, {"ek", "secret"}, {"encryption_key", "secret"},
+		{"prev_key", "old"}, {"prev_ek", "old"}, {"prev_encryption_key", "old"}, {"cipher", "chachapoly"},
+		{"tpm", "{ keys_file: x }"}, {"domain", "hub"}, {"unique_tag", "az"}, {"max_outstanding_catchup", "1MB"},
+		{"meta_compact", "100"}, {"meta_compact_size", "1MB"}, {"meta_compact_sync", "true"},
+		{"extension_hint", "x"}, {"limits", "{ max_ack_pending: 10 }"}, {"max_buffered_size", "1MB"},
+		{"max_buffered_msgs", "100"}, {"info_queue_limit", "100"}, {"max_concurrent_io", "4"},
+	} {
+		rows = append(rows, in("jetstream {\n", "}", "jetstream."+kv[0], kv[0]+": "+kv[1], "jetstream."+kv[0]))
+	}
+
+	// The cluster and websocket blocks are refused whole until Skiff has
+	// them; each of their keys is listed so that implementing the block
+	// means deciding about every one.
+	for _, k := range []string{"name", "listen", "port", "host", "net", "authorization", "routes", "tls",
+		"cluster_advertise", "advertise", "no_advertise", "connect_retries", "connect_backoff", "permissions",
+		"pool_size", "accounts", "compression", "ping_interval", "ping_max", "write_deadline", "write_timeout"} {
+		rows = append(rows, in("cluster {\n", "}", "cluster."+k, k+": x", "cluster"))
+	}
+	for _, k := range []string{"listen", "port", "host", "net", "advertise", "no_tls", "tls", "same_origin",
+		"allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins", "origin",
+		"handshake_timeout", "compress", "compression", "authorization", "authentication", "jwt_cookie",
+		"user_cookie", "pass_cookie", "token_cookie", "no_auth_user", "headers", "ping_interval"} {
+		rows = append(rows, in("websocket {\n", "}", "websocket."+k, k+": x", "websocket"))
+	}
+	return rows
+}
+
+// TestEveryReferenceKey: every key nats-server's configuration knows is
+// either applied, changing the Config, or refused by name and line.
+func TestEveryReferenceKey(t *testing.T) {
+	writeTestCert(t)
+	seen := map[string]bool{}
+	for _, row := range referenceKeys() {
+		require.False(t, seen[row.path], "%s listed twice", row.path)
+		seen[row.path] = true
+		t.Run(row.path, func(t *testing.T) {
+			got, err := ParseConfig(row.with)
+			if row.refusedAs != "" {
+				require.ErrorIs(t, err, ErrUnsupported, "%s must be refused:\n%s", row.path, row.with)
+				var ce *ConfigError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, row.refusedAs, ce.Key)
+				require.Equal(t, keyLine(t, row.with, row.refusedAs), ce.Line, "line of %s in:\n%s", ce.Key, row.with)
+				require.Contains(t, err.Error(), row.refusedAs)
+				return
+			}
+			require.NoError(t, err, "%s:\n%s", row.path, row.with)
+			base, err := ParseConfig(row.base)
+			require.NoError(t, err, row.base)
+			require.False(t, sameConfig(base, got), "%s was accepted without effect:\n%s", row.path, row.with)
+		})
+	}
+}
+
+// keyLine finds the line of the last segment of a key path in text.
+func keyLine(t *testing.T, text, path string) int {
+	seg := path[strings.LastIndex(path, ".")+1:]
+	seg = regexp.MustCompile(`\[\d+\]$`).ReplaceAllString(seg, "")
+	re := regexp.MustCompile(`(^|[\s{,])` + regexp.QuoteMeta(seg) + `\s*[:={\[ ]`)
+	for i, line := range strings.Split(text, "\n") {
+		if re.MatchString(line) {
+			return i + 1
+		}
+	}
+	t.Fatalf("%s not found in %q", seg, text)
+	return 0
+}
+
+// sameConfig compares two Configs; TLS configurations by what they set.
+func sameConfig(a, b Config) bool {
+	ta, tb := a.Server.TLS, b.Server.TLS
+	a.Server.TLS, b.Server.TLS = nil, nil
+	if !reflect.DeepEqual(a, b) || (ta == nil) != (tb == nil) {
+		return false
+	}
+	return ta == nil || tlsSummary(ta) == tlsSummary(tb)
+}
+
+func tlsSummary(c *tls.Config) string {
+	return fmt.Sprint(len(c.Certificates), c.ClientCAs != nil, c.ClientAuth, c.MinVersion, c.CipherSuites, c.CurvePreferences)
+}
+
+// TestRefusedConfigLeavesNothingOpen: the hole this guards against was a
+// server started without the accounts, JWT or cluster settings its file
+// asked for, open to any client. Such a file now fails to load.
+func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
+	for _, text := range []string{
+		"accounts { A: { users: [ {user: a, password: b} ] } }",
+		"operator: \"./op.jwt\"\nresolver: MEMORY\nresolver_preload { A: jwt }",
+		"no_auth_user: a",
+		"cluster { listen: 127.0.0.1:6222 }",
+		"authorization { users: [ {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4} ] }",
+	} {
+		_, err := ParseConfig(text)
+		require.True(t, errors.Is(err, ErrUnsupported), "%q: %v", text, err)
+	}
+}

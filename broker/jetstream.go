@@ -1,0 +1,85 @@
+package broker
+
+import (
+	"strings"
+
+	"github.com/skiffmq/skiff/jetstream"
+)
+
+// applyJetStream reads `jetstream: enabled|disabled|true|false` or a
+// block; a block turns streams on unless it says enabled: false.
+func applyJetStream(c *Config, v value) error {
+	switch x := v.v.(type) {
+	case bool:
+		c.JetStreamEnabled = x
+		return nil
+	case string:
+		switch strings.ToLower(x) {
+		case "enabled", "enable":
+			c.JetStreamEnabled = true
+		case "disabled", "disable":
+			c.JetStreamEnabled = false
+		default:
+			return v.errorf(ErrInvalidValue, "want enabled, disabled or a block, not %q", x)
+		}
+		return nil
+	}
+	c.JetStreamEnabled = true
+	return jsKeys.apply(c, v)
+}
+
+const whyQuotas = "JetStream storage quotas are not implemented; Skiff refuses to start rather than run without the limit"
+
+var jsKeys = func() keys[*Config] {
+	k := newKeys[*Config]()
+	k.on(func(c *Config, v value) (err error) { c.JetStreamEnabled, err = v.boolean(); return }, "enabled", "enable")
+	k.on(func(c *Config, v value) (err error) { c.JetStream.StoreDir, err = v.str(); return }, "store_dir", "store", "storedir")
+	k.on(func(c *Config, v value) (err error) {
+		c.JetStream.MaxStreams, err = v.intIn(1, 1<<31-1)
+		return
+	}, "max_streams")
+	k.on(func(c *Config, v value) (err error) {
+		c.JetStream.MaxConsumers, err = v.intIn(1, 1<<31-1)
+		return
+	}, "max_consumers")
+	k.on(func(c *Config, v value) (err error) {
+		c.JetStream.APIQueue, err = v.intIn(1, 1<<24)
+		return
+	}, "request_queue_limit")
+	k.on(func(c *Config, v value) error { return applySync(v, &c.JetStream) }, "sync_interval", "sync")
+	k.refuse(whyQuotas, "max_memory_store", "max_mem_store", "max_mem", "max_file_store", "max_file")
+	k.refuse("strict API checking is not implemented", "strict")
+	k.refuse("encryption at rest is not implemented; Skiff refuses to start rather than store data in the clear",
+		"key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key", "cipher", "tpm")
+	k.refuse(whyCluster, "domain", "unique_tag", "max_outstanding_catchup", "meta_compact", "meta_compact_size",
+		"meta_compact_sync")
+	k.refuse(whyOther, "extension_hint", "limits", "max_buffered_size", "max_buffered_msgs", "info_queue_limit",
+		"max_concurrent_io")
+	return k
+}()
+
+// applySync reads nats-server's sync_interval: `always` (fsync before
+// every acknowledgement), a duration (acknowledge once written, fsync that
+// often), or Skiff's `never` (leave flushing to the operating system). It
+// is the policy of streams whose configuration names none.
+func applySync(v value, o *jetstream.Options) error {
+	if s, ok := v.v.(string); ok {
+		switch strings.ToLower(s) {
+		case "always":
+			o.Sync = jetstream.SyncAlways
+			return nil
+		case "never":
+			o.Sync = jetstream.SyncNever
+			return nil
+		}
+	}
+	d, err := v.duration()
+	if err != nil {
+		return err
+	}
+	if d <= 0 {
+		return v.errorf(ErrInvalidValue, "want always, never or a positive duration")
+	}
+	o.Sync, o.SyncInterval = jetstream.SyncInterval, d
+	return nil
+}

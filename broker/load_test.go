@@ -1,0 +1,220 @@
+package broker
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
+)
+
+func TestExampleConfig(t *testing.T) {
+	cfg, err := LoadConfig("../docs/skiff.conf")
+	require.NoError(t, err)
+	opts := &cfg.Server
+	require.True(t, cfg.JetStreamEnabled)
+	require.Equal(t, "./skiff-data", cfg.JetStream.StoreDir)
+	require.Equal(t, "127.0.0.1", opts.Host)
+	require.Equal(t, 4222, opts.Port)
+	require.Equal(t, 8222, opts.HTTPPort)
+	require.Equal(t, "skiff-example", opts.ServerName)
+	require.Equal(t, 1<<20, opts.MaxPayload)
+	require.Equal(t, 4096, opts.MaxControlLine)
+	require.Equal(t, 10000, opts.MaxConnections)
+	require.Equal(t, 100000, opts.MaxSubscriptions)
+	require.Equal(t, 64<<20, opts.MaxPending)
+	require.Equal(t, 10*time.Second, opts.WriteDeadline)
+	require.Equal(t, 2*time.Minute, opts.PingInterval)
+	require.Equal(t, 2, opts.MaxPingsOut)
+	require.Equal(t, 2*time.Second, opts.AuthTimeout)
+	require.Len(t, opts.Users, 2)
+	alice := opts.Users[0]
+	require.Equal(t, "alice", alice.Name)
+	require.Equal(t, []string{"orders.>", "_INBOX.>"}, alice.Permissions.Publish.Allow)
+	require.Equal(t, []string{"orders.secret"}, alice.Permissions.Publish.Deny)
+	require.Equal(t, []string{"orders.#", "_INBOX.>"}, alice.Permissions.Subscribe.Allow)
+	require.Nil(t, opts.Users[1].Permissions)
+	// The result is valid for the server.
+	opts.Port, opts.HTTPPort = server.RandomPort, 0
+	_, err = server.New(*opts)
+	require.NoError(t, err)
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, text, key string
+		line            int
+		err             error
+	}{
+		{"bad size", "max_payload: lots", "max_payload", 1, ErrInvalidValue},
+		{"bad duration", "\nping_interval: soon", "ping_interval", 2, ErrInvalidValue},
+		{"unknown auth key", "authorization {\n  colour: red\n}", "authorization.colour", 2, ErrUnknownKey},
+		{"users not a list", "authorization { users: 3 }", "authorization.users", 1, ErrInvalidValue},
+		{"bad permission key", "authorization { users: [{user: a, permissions: {publish: {maybe: [x]}}}] }",
+			"authorization.users[0].permissions.publish.maybe", 1, ErrUnknownKey},
+		{"bad permission subject", "authorization { users: [{user: a, permissions: {publish: \"a..b\"}}] }",
+			"authorization.users[0].permissions.publish", 1, ErrInvalidValue},
+		{"queue permission", "authorization { users: [{user: a, permissions: {subscribe: \"a q\"}}] }",
+			"authorization.users[0].permissions.subscribe", 1, ErrUnsupported},
+		{"user without a name", "authorization { users: [{password: x}] }", "authorization.users[0]", 1, ErrInvalidValue},
+		{"tls without files", "tls { verify: true }", "tls", 1, ErrInvalidValue},
+		{"bad listen", "listen: nonsense", "listen", 1, ErrInvalidValue},
+		{"port out of range", "port: 70000", "port", 1, ErrInvalidValue},
+		{"bad jetstream", "jetstream: maybe", "jetstream", 1, ErrInvalidValue},
+		{"bad store_dir", "jetstream { store_dir: [a] }", "jetstream.store_dir", 1, ErrInvalidValue},
+		{"server name with a space", "server_name: \"a b\"", "server_name", 1, ErrInvalidValue},
+		{"unknown top-level key", "colour: red", "colour", 1, ErrUnknownKey},
+		{"cluster", "port: 4222\ncluster { port: 6222 }", "cluster", 2, ErrUnsupported},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig(tt.text)
+			require.ErrorIs(t, err, tt.err)
+			var ce *ConfigError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, tt.key, ce.Key)
+			require.Equal(t, tt.line, ce.Line)
+		})
+	}
+}
+
+// TestConfigReportsEveryProblem: one run lists all of a file's refusals.
+func TestConfigReportsEveryProblem(t *testing.T) {
+	_, err := ParseConfig("accounts { A {} }\nport: 4222\ncluster { port: 6222 }\nno_auth_user: a\n")
+	var keys []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var ce *ConfigError
+		require.True(t, errors.As(e, &ce))
+		require.ErrorIs(t, ce, ErrUnsupported)
+		keys = append(keys, ce.Key)
+	}
+	require.Equal(t, []string{"accounts", "cluster", "no_auth_user"}, keys)
+}
+
+func TestConfigVariables(t *testing.T) {
+	t.Setenv("SKIFF_TEST_PORT", "4444")
+	cfg, err := ParseConfig("PW: s3cret\nport: $SKIFF_TEST_PORT\nauthorization { user: a, password: $PW }\n")
+	require.NoError(t, err)
+	require.Equal(t, 4444, cfg.Server.Port)
+	require.Equal(t, "s3cret", cfg.Server.Password)
+
+	// A variable nobody uses is a key like any other: unknown.
+	_, err = ParseConfig("UNUSED: 1\n")
+	require.ErrorIs(t, err, ErrUnknownKey)
+}
+
+func TestConfigInclude(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "auth.conf"), []byte("authorization { token: tok }\n"), 0o600))
+	main := filepath.Join(dir, "main.conf")
+	require.NoError(t, os.WriteFile(main, []byte("port: 4555\ninclude auth.conf\n"), 0o600))
+	cfg, err := LoadConfig(main)
+	require.NoError(t, err)
+	require.Equal(t, 4555, cfg.Server.Port)
+	require.Equal(t, "tok", cfg.Server.Token)
+
+	// A refused key in an included file names that file.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "auth.conf"), []byte("\nno_auth_user: a\n"), 0o600))
+	_, err = LoadConfig(main)
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "no_auth_user", ce.Key)
+	require.Equal(t, filepath.Join(dir, "auth.conf"), ce.File)
+	require.Equal(t, 2, ce.Line)
+	require.Contains(t, err.Error(), "auth.conf:2: no_auth_user: not supported by Skiff")
+}
+
+func TestConfigDefaultPermissions(t *testing.T) {
+	cfg, err := ParseConfig(`authorization {
+  users: [ {user: a, password: x}, {user: b, password: y, permissions: {publish: "b.>"}} ]
+  default_permissions: { publish: "pub.>", subscribe: {deny: "secret.>"} }
+}`)
+	require.NoError(t, err)
+	require.Len(t, cfg.Server.Users, 2)
+	require.Equal(t, []string{"pub.>"}, cfg.Server.Users[0].Permissions.Publish.Allow)
+	require.Equal(t, []string{"secret.>"}, cfg.Server.Users[0].Permissions.Subscribe.Deny)
+	require.Equal(t, []string{"b.>"}, cfg.Server.Users[1].Permissions.Publish.Allow)
+	require.Empty(t, cfg.Server.Users[1].Permissions.Subscribe.Deny)
+}
+
+func TestConfigJetStream(t *testing.T) {
+	tests := []struct {
+		text    string
+		streams bool
+		dir     string
+	}{
+		{"", true, ""},
+		{"jetstream: disabled", false, ""},
+		{"jetstream: enabled", true, ""},
+		{"jetstream: false", false, ""},
+		{"jetstream: off", false, ""},
+		{"jetstream { store_dir: /var/lib/skiff }", true, "/var/lib/skiff"},
+		{"jetstream { store_dir: data, enabled: false }", false, "data"},
+		{"store_dir: /top", true, "/top"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			cfg, err := ParseConfig(tt.text)
+			require.NoError(t, err)
+			require.Equal(t, tt.streams, cfg.JetStreamEnabled)
+			require.Equal(t, tt.dir, cfg.JetStream.StoreDir)
+		})
+	}
+}
+
+func TestConfigSync(t *testing.T) {
+	tests := []struct {
+		text     string
+		policy   jetstream.SyncPolicy
+		interval time.Duration
+		err      bool
+	}{
+		{"jetstream { sync_interval: always }", jetstream.SyncAlways, 0, false},
+		{"jetstream { sync: never }", jetstream.SyncNever, 0, false},
+		{"jetstream { sync_interval: 2s }", jetstream.SyncInterval, 2 * time.Second, false},
+		{"jetstream { sync_interval: \"10ms\" }", jetstream.SyncInterval, 10 * time.Millisecond, false},
+		{"jetstream { sync_interval: sometimes }", 0, 0, true},
+		{"jetstream { sync_interval: 0s }", 0, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			cfg, err := ParseConfig(tt.text)
+			if tt.err {
+				require.ErrorIs(t, err, ErrInvalidValue)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.policy, cfg.JetStream.Sync)
+			require.Equal(t, tt.interval, cfg.JetStream.SyncInterval)
+		})
+	}
+}
+
+// TestConfigDurations: durations read as nats-server reads them: a quoted
+// Go duration, or a bare number of seconds. An unquoted 2m is the number
+// 2,000,000 to this syntax (TestDifferentialConfig checks nats-server
+// agrees).
+func TestConfigDurations(t *testing.T) {
+	for text, want := range map[string]time.Duration{
+		`ping_interval: "2m"`:   2 * time.Minute,
+		`ping_interval: 90`:     90 * time.Second,
+		`ping_interval: 1.5`:    1500 * time.Millisecond,
+		`ping_interval: 500ms`:  500 * time.Millisecond,
+		`ping_interval: 2m`:     2_000_000 * time.Second,
+		`ping_interval: "1h5s"`: time.Hour + 5*time.Second,
+	} {
+		cfg, err := ParseConfig(text)
+		require.NoError(t, err, text)
+		require.Equal(t, want, cfg.Server.PingInterval, text)
+	}
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope.conf"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
