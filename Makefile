@@ -2,6 +2,7 @@
 
 GO       ?= go
 BIN      := bin/skiff
+BENCHBIN := bin/skiff-bench
 FUZZTIME ?= 30s
 COUNT    ?= 5
 
@@ -9,9 +10,10 @@ COUNT    ?= 5
 
 all: build
 
-## build: compile bin/skiff
+## build: compile bin/skiff and the benchmark harness bin/skiff-bench (its own module, bench/)
 build:
 	$(GO) build -o $(BIN) ./cmd/skiff
+	cd bench && $(GO) build -o ../$(BENCHBIN) ./cmd/skiff-bench
 
 ## run: build and start the broker on embedded defaults (127.0.0.1:4222, monitoring on 8222)
 run: build
@@ -20,13 +22,16 @@ run: build
 ## test: the nats tools, Redis (if missing), go vet, then every test under the race detector
 test: tools redis vet race
 
+# Two modules: the broker (.) and the benchmark harness (bench/).
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 # The tests drive Skiff with tools/bin/nats, so race builds the tools first,
 # and bench/'s Redis target tests start redis-server, so it installs Redis.
 race: tools redis
 	$(GO) test -race -timeout 20m ./...
+	cd bench && $(GO) test -race -timeout 20m ./...
 
 ## redis: install redis-server from Debian's packages, only if it is missing
 redis:
@@ -49,6 +54,7 @@ lint: vet
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	cd tools/lint && $(GO) build -o ../bin/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 	tools/bin/golangci-lint run ./...
+	cd bench && ../tools/bin/golangci-lint run ./...
 
 ## fuzz: run every fuzz target for FUZZTIME each (crashers land in testdata/fuzz)
 fuzz:
@@ -57,8 +63,8 @@ fuzz:
 ## bench: the topic-matching benchmarks, rendered into docs/benchmarks/matching.md
 bench: bench-match
 
-bench-match:
-	$(GO) run ./cmd/skiff bench match -count $(COUNT)
+bench-match: build
+	./$(BIN) bench match -count $(COUNT)
 
 ## bench-core: the broker against nats-server with nats bench (docs/benchmarks/core.md)
 bench-core: build tools
@@ -74,12 +80,12 @@ bench-peers: build tools redis
 	@set -e; trap 'scripts/peers.sh stop rabbitmq' EXIT; \
 	url=$$(scripts/peers.sh start rabbitmq); \
 	echo "RabbitMQ at $$url"; \
-	SKIFF_AMQP_URL=$$url $(GO) test -race -count=1 -run '^TestTargetAMQP$$' -v ./bench/
+	cd bench && SKIFF_AMQP_URL=$$url $(GO) test -race -count=1 -run '^TestTargetAMQP$$' -v .
 	@scripts/peers.sh install kafka
 	@set -e; trap 'scripts/peers.sh stop kafka' EXIT; \
 	url=$$(scripts/peers.sh start kafka); \
 	echo "Kafka at $$url"; \
-	SKIFF_KAFKA_URL=$$url $(GO) test -race -count=1 -run '^TestTargetKafka$$' -v ./bench/
+	cd bench && SKIFF_KAFKA_URL=$$url $(GO) test -race -count=1 -run '^TestTargetKafka$$' -v .
 	./$(BIN) bench compare --peers skiff,nats-server,redis,rabbitmq --duration 2s --warmup 500ms \
 		--out $(PEERS_OUT) --name smoke
 	./$(BIN) bench streams --modes file --sizes 1KB --duration 2s --ack-duration 1s --warmup 500ms \

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffmq/skiff/internal/chart"
+	"github.com/skiffmq/skiff/bench/internal/chart"
 )
 
 // LatencyReport is the JSON form of a latency result; latencies are in

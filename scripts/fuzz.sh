@@ -5,10 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime=${1:-30s}
+# Two modules: the broker (.) and the harness (bench/); each target runs
+# in its own.
 grep -rl --include='*_test.go' '^func Fuzz' . | while read -r file; do
-	pkg=./$(dirname "${file#./}")
+	dir=$(dirname "${file#./}") mod=.
+	case $dir in bench | bench/*) mod=bench dir=${dir#bench} dir=${dir#/} ;; esac
+	pkg=./${dir:-.}
 	grep -o '^func Fuzz[A-Za-z0-9_]*' "$file" | sed 's/^func //' | while read -r target; do
-		echo "== $pkg $target ($fuzztime)"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
+		echo "== $mod $pkg $target ($fuzztime)"
+		(cd "$mod" && go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg")
 	done
 done

@@ -1,44 +1,50 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 )
 
-// benchCmd dispatches the bench subcommands.
+// benchBinary is the benchmark harness's binary. The harness is a Go
+// module of its own (bench/), so that the broker's module carries none of
+// its dependencies; `make build` puts it beside bin/skiff.
+const benchBinary = "skiff-bench"
+
+// benchCmd runs `skiff-bench ARGS` for `skiff bench ARGS`, with this
+// process's standard streams, and returns its exit code.
 func benchCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, benchUsage)
+	bin, err := findBench()
+	if err != nil {
+		fmt.Fprintln(stderr, "skiff bench:", err)
 		return 2
 	}
-	switch args[0] {
-	case "match":
-		return benchMatchCmd(args[1:], stdout, stderr)
-	case "core":
-		return benchCoreCmd(args[1:], stdout, stderr)
-	case "latency":
-		return benchLatencyCmd(args[1:], stdout, stderr)
-	case "throughput":
-		return benchThroughputCmd(args[1:], stdout, stderr)
-	case "compare":
-		return benchCompareCmd(args[1:], stdout, stderr)
-	case "streams":
-		return benchStreamsCmd(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, benchUsage)
-		return 0
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		fmt.Fprintln(stderr, "skiff bench:", err)
+		return 1
 	}
-	fmt.Fprintf(stderr, "skiff bench: unknown benchmark %q\n\n%s", args[0], benchUsage)
-	return 2
+	return 0
 }
 
-const benchUsage = `Usage: skiff bench <benchmark> [flags]
-
-Benchmarks:
-  match       topic-matching engines against the published tables and nats-server's Sublist
-  core        the broker against nats-server with nats bench (make build tools first)
-  latency     open-loop round-trip latency with coordinated-omission correction, HDR to 99.9999%
-  throughput  N publishers, M subscribers: sender and receiver rates
-  compare     Skiff and real peers (nats-server, Redis, RabbitMQ) side by side, in alternation
-  streams     Skiff's streams against nats-server JetStream and Kafka: latency and acked throughput
-`
+// findBench looks for the harness beside this binary, then in PATH.
+func findBench() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), benchBinary)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(benchBinary); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("the harness %s is neither beside this binary nor in PATH; `make build` builds it into bin/", benchBinary)
+}

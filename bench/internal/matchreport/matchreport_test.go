@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/skiffmq/skiff/internal/gobench"
-	"github.com/skiffmq/skiff/internal/matchreport"
+	"github.com/skiffmq/skiff/bench/internal/gobench"
+	"github.com/skiffmq/skiff/bench/internal/matchreport"
 )
 
 // synthetic writes go test output in which cstrie meets every goal except

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/skiffmq/skiff/bench"
-	"github.com/skiffmq/skiff/internal/gobench"
-	"github.com/skiffmq/skiff/internal/sysinfo"
+	"github.com/skiffmq/skiff/bench/internal/gobench"
+	"github.com/skiffmq/skiff/bench/internal/sysinfo"
 )
 
 // benchCompareCmd runs a latency suite against Skiff and real peers, in

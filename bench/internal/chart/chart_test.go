@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/skiffmq/skiff/internal/chart"
+	"github.com/skiffmq/skiff/bench/internal/chart"
 )
 
 func TestChartsWritePNGs(t *testing.T) {

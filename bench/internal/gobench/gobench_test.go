@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/skiffmq/skiff/internal/gobench"
+	"github.com/skiffmq/skiff/bench/internal/gobench"
 )
 
 const sample = `goos: linux

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffmq/skiff/internal/corebench"
-	"github.com/skiffmq/skiff/internal/sysinfo"
+	"github.com/skiffmq/skiff/bench/internal/corebench"
+	"github.com/skiffmq/skiff/bench/internal/sysinfo"
 )
 
 // benchCoreCmd compares the broker with nats-server using `nats bench` and
@@ -54,7 +54,7 @@ func benchCoreCmd(args []string, stdout, stderr io.Writer) int {
 		"alternating which went first, every time on a freshly started server; figures are medians, every sample is listed.\n\n",
 		start.UTC().Format("2006-01-02"), time.Since(start).Round(time.Second), o.Runs)
 	fmt.Fprintf(&md, "Command:\n\n```\nskiff bench core %s\n```\n\n", strings.Join(args, " "))
-	fmt.Fprintf(&md, "Versions: skiff %s; %s; %s.\n\n", version, toolVersion(o.NATSServerBin, "--version"), "nats CLI "+toolVersion(o.NATSBin, "--version"))
+	fmt.Fprintf(&md, "Versions: %s; %s; %s.\n\n", toolVersion(o.SkiffBin, "version"), toolVersion(o.NATSServerBin, "--version"), "nats CLI "+toolVersion(o.NATSBin, "--version"))
 	fmt.Fprintf(&md, "Machine (the servers and the load generators share it):\n\n%s\n", sysinfo.Read().Markdown())
 	if err := corebench.WriteTable(&md, results); err != nil {
 		fmt.Fprintln(stderr, "skiff bench core:", err)

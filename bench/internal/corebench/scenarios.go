@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/skiffmq/skiff/internal/gobench"
+	"github.com/skiffmq/skiff/bench/internal/gobench"
 )
 
 // Scenario is one measurement, taken against each target.

@@ -54,7 +54,7 @@ func TestBenchLatencyCmd(t *testing.T) {
 	dir := t.TempDir()
 	out, jsonFile := filepath.Join(dir, "out"), filepath.Join(dir, "latency.json")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "latency", "--target", url, "--duration", "1s", "--warmup", "200ms",
+	code := benchCmd([]string{"latency", "--target", url, "--duration", "1s", "--warmup", "200ms",
 		"--rate", "200", "--out", out, "--json", jsonFile}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr: %s", stderr.String())
 	require.Contains(t, stdout.String(), "256B-200rps-1conn "+url+"  sent 200 lost 0")
@@ -107,7 +107,7 @@ func TestBenchThroughputCmd(t *testing.T) {
 	url := startSkiff(t)
 	jsonFile := filepath.Join(t.TempDir(), "throughput.json")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "throughput", "--target", url, "--pub", "2", "--sub", "2", "--msgs", "5000",
+	code := benchCmd([]string{"throughput", "--target", url, "--pub", "2", "--sub", "2", "--msgs", "5000",
 		"--size", "1KB", "--timeout", "1m", "--json", jsonFile}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr: %s", stderr.String())
 	require.Contains(t, stdout.String(), "2 publisher(s) x 5000 msgs of 1KB, 2 subscriber(s)")
@@ -134,7 +134,7 @@ func TestBenchCompareGivenURLs(t *testing.T) {
 	a, b := startSkiff(t), startSkiff(t)
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "compare", "--peers", "skiff,other", "--url", "skiff=" + a, "--url", "other=" + b,
+	code := benchCmd([]string{"compare", "--peers", "skiff,other", "--url", "skiff=" + a, "--url", "other=" + b,
 		"--duration", "200ms", "--warmup", "100ms", "--out", out, "--name", "smoke"}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr: %s", stderr.String())
 	require.Contains(t, stdout.String(), filepath.Join(out, "smoke.md"))
@@ -156,13 +156,13 @@ func TestBenchCompareGivenURLs(t *testing.T) {
 
 func TestBenchUsage(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	require.Equal(t, 2, run([]string{"bench", "latency", "--size", "1GB"}, &stdout, &stderr))
+	require.Equal(t, 2, benchCmd([]string{"latency", "--size", "1GB"}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), `bad size "1GB"`)
 	stderr.Reset()
-	require.Equal(t, 2, run([]string{"bench", "latency", "--target", "mqtt://127.0.0.1:1883", "--overhead=false"}, &stdout, &stderr))
+	require.Equal(t, 2, benchCmd([]string{"latency", "--target", "mqtt://127.0.0.1:1883", "--overhead=false"}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), "no target for this URL scheme")
 	stderr.Reset()
-	require.Equal(t, 2, run([]string{"bench", "latency", "--suite", "nope"}, &stdout, &stderr))
+	require.Equal(t, 2, benchCmd([]string{"latency", "--suite", "nope"}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), `unknown suite "nope"`)
 }
 
@@ -179,7 +179,7 @@ func TestBenchStreamsGivenURLs(t *testing.T) {
 	require.True(t, ns.ReadyForConnections(10*time.Second))
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "streams", "--peers", "skiff,nats-server", "--url", "skiff=" + sk, "--url", "nats-server=" + ns.ClientURL(),
+	code := benchCmd([]string{"streams", "--peers", "skiff,nats-server", "--url", "skiff=" + sk, "--url", "nats-server=" + ns.ClientURL(),
 		"--modes", "memory,file", "--sizes", "256B", "--rate", "200", "--duration", "200ms", "--ack-duration", "200ms", "--warmup", "100ms",
 		"--tp-sizes", "16B,1KB", "--msgs", "2000", "--tp-runs", "1", "--out", out, "--name", "smoke"}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr: %s", stderr.String())

@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/skiffmq/skiff/internal/chart"
-	"github.com/skiffmq/skiff/internal/gobench"
+	"github.com/skiffmq/skiff/bench/internal/chart"
+	"github.com/skiffmq/skiff/bench/internal/gobench"
 )
 
 // Algos are the five engines, in the essay's order.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/skiffmq/skiff/internal/sysinfo"
+	"github.com/skiffmq/skiff/bench/internal/sysinfo"
 )
 
 func TestRead(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiffmq/skiff/internal/gobench"
-	"github.com/skiffmq/skiff/internal/matchreport"
-	"github.com/skiffmq/skiff/internal/sysinfo"
+	"github.com/skiffmq/skiff/bench/internal/gobench"
+	"github.com/skiffmq/skiff/bench/internal/matchreport"
+	"github.com/skiffmq/skiff/bench/internal/sysinfo"
 )
 
 // benchMatchCmd runs the matching benchmarks with `go test -bench` (so the
@@ -106,7 +106,8 @@ func benchMatch(command string, count int, benchtime, filter, in, out string, st
 	return nil
 }
 
-// moduleRoot finds the directory holding go.mod, from the working
+// moduleRoot finds the directory holding the broker module's go.mod
+// (module github.com/skiffmq/skiff, not the harness's), from the working
 // directory up.
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
@@ -114,7 +115,8 @@ func moduleRoot() (string, error) {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			bytes.HasPrefix(b, []byte("module github.com/skiffmq/skiff\n")) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/skiffmq/skiff/bench"
-	"github.com/skiffmq/skiff/internal/gobench"
-	"github.com/skiffmq/skiff/internal/sysinfo"
+	"github.com/skiffmq/skiff/bench/internal/gobench"
+	"github.com/skiffmq/skiff/bench/internal/sysinfo"
 )
 
 // streamMode is one storage configuration of the streams benchmark: how
