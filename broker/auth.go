@@ -3,6 +3,8 @@ package broker
 import (
 	"strings"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/subject"
 )
@@ -13,6 +15,7 @@ import (
 type authorization struct {
 	opts        *server.Options
 	users       []server.User
+	nkeys       []server.NkeyUser
 	defaultPerm *server.Permissions
 }
 
@@ -27,8 +30,17 @@ func applyAuthorization(o *server.Options, v value) error {
 			a.users[i].Permissions = &p
 		}
 	}
+	for i := range a.nkeys {
+		if a.nkeys[i].Permissions == nil && a.defaultPerm != nil {
+			p := *a.defaultPerm
+			a.nkeys[i].Permissions = &p
+		}
+	}
 	if a.users != nil {
 		o.Users = a.users
+	}
+	if a.nkeys != nil {
+		o.Nkeys = a.nkeys
 	}
 	return nil
 }
@@ -39,7 +51,7 @@ var authKeys = func() keys[*authorization] {
 	k.on(func(a *authorization, v value) (err error) { a.opts.Password, err = v.str(); return }, "pass", "password")
 	k.on(func(a *authorization, v value) (err error) { a.opts.Token, err = v.str(); return }, "token")
 	k.on(func(a *authorization, v value) (err error) { a.opts.AuthTimeout, err = v.duration(); return }, "timeout")
-	k.on(func(a *authorization, v value) (err error) { a.users, err = users(v); return }, "users")
+	k.on(func(a *authorization, v value) (err error) { a.users, a.nkeys, err = users(v); return }, "users")
 	k.on(func(a *authorization, v value) (err error) {
 		a.defaultPerm, err = permissions(v)
 		return
@@ -49,34 +61,59 @@ var authKeys = func() keys[*authorization] {
 	return k
 }()
 
-func users(v value) ([]server.User, error) {
-	list, err := v.list(false)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]server.User, 0, len(list))
-	for _, item := range list {
-		var u server.User
-		if err := userKeys.apply(&u, item); err != nil {
-			return nil, err
-		}
-		if u.Name == "" {
-			return nil, item.errorf(ErrInvalidValue, "a user needs a name (user: NAME)")
-		}
-		out = append(out, u)
-	}
-	return out, nil
+// userEntry is one entry of users: a named user or an nkey user.
+type userEntry struct {
+	server.User
+	nkey value
 }
 
-var userKeys = func() keys[*server.User] {
-	k := newKeys[*server.User]()
-	k.on(func(u *server.User, v value) (err error) { u.Name, err = v.str(); return }, "user", "username")
-	k.on(func(u *server.User, v value) (err error) { u.Password, err = v.str(); return }, "pass", "password")
-	k.on(func(u *server.User, v value) (err error) {
+// users reads the users list into named users and nkey users.
+func users(v value) ([]server.User, []server.NkeyUser, error) {
+	list, err := v.list(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	var named []server.User
+	var nk []server.NkeyUser
+	for _, item := range list {
+		var u userEntry
+		if err := userKeys.apply(&u, item); err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case u.nkey.v != nil && (u.Name != "" || u.Password != ""):
+			return nil, nil, u.nkey.errorf(ErrInvalidValue, "nkey users do not take user names or passwords")
+		case u.nkey.v != nil:
+			pub, _ := u.nkey.str()
+			nk = append(nk, server.NkeyUser{PublicKey: pub, Permissions: u.Permissions})
+		case u.Name == "":
+			return nil, nil, item.errorf(ErrInvalidValue, "a user needs a name (user: NAME) or an nkey")
+		default:
+			named = append(named, u.User)
+		}
+	}
+	return named, nk, nil
+}
+
+var userKeys = func() keys[*userEntry] {
+	k := newKeys[*userEntry]()
+	k.on(func(u *userEntry, v value) (err error) { u.Name, err = v.str(); return }, "user", "username")
+	k.on(func(u *userEntry, v value) (err error) { u.Password, err = v.str(); return }, "pass", "password")
+	k.on(func(u *userEntry, v value) (err error) {
 		u.Permissions, err = permissions(v)
 		return
 	}, "permission", "permissions", "authorization")
-	k.refuse("nkey users are not implemented", "nkey")
+	k.on(func(u *userEntry, v value) error {
+		pub, err := v.str()
+		if err != nil {
+			return err
+		}
+		if !nkeys.IsValidPublicUserKey(pub) {
+			return v.errorf(ErrInvalidValue, "%q is not a user's public nkey (U...)", pub)
+		}
+		u.nkey = v
+		return nil
+	}, "nkey")
 	k.refuse("restricting a user's connection types is not implemented; Skiff refuses to start rather than let the user connect in every way",
 		"allowed_connection_types", "connection_types", "clients")
 	k.refuse("the PROXY protocol is not implemented", "proxy_required")

@@ -25,6 +25,9 @@ type refKey struct {
 	refusedAs string // "" if Skiff applies the key
 }
 
+// testNkey is a user's public nkey.
+const testNkey = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
+
 // Configurations the nested rows build on.
 const (
 	tlsBase   = "tls {\n  cert_file: $SKIFF_TEST_CERT\n  key_file: $SKIFF_TEST_KEY\n"
@@ -122,12 +125,14 @@ func referenceKeys() []refKey {
 		rows = append(rows, in(usersBase, "    }\n  ]\n}", "authorization.users[0]."+kv[0], "     "+kv[0]+": "+kv[1], ""))
 	}
 	for _, kv := range [][2]string{
-		{"nkey", "UABC"}, {"allowed_connection_types", `["STANDARD"]`}, {"connection_types", `["STANDARD"]`},
+		{"allowed_connection_types", `["STANDARD"]`}, {"connection_types", `["STANDARD"]`},
 		{"clients", `["STANDARD"]`}, {"proxy_required", "true"},
 	} {
 		p := "authorization.users[0]." + kv[0]
 		rows = append(rows, in(usersBase, "    }\n  ]\n}", p, "     "+kv[0]+": "+kv[1], p))
 	}
+	rows = append(rows, refKey{path: "authorization.users[1].nkey", base: usersBase + "    }\n  ]\n}",
+		with: usersBase + "    }\n    {\n     nkey: " + testNkey + "\n    }\n  ]\n}"})
 	// permissions
 	for _, k := range []string{"pub", "publish", "import", "sub", "subscribe", "export"} {
 		rows = append(rows, in(permBase, "     }\n    }\n  ]\n}", "authorization.users[0].permissions."+k, "       "+k+": x", ""))
@@ -261,7 +266,7 @@ func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
 		"operator: \"./op.jwt\"\nresolver: MEMORY\nresolver_preload { A: jwt }",
 		"no_auth_user: a",
 		"cluster { listen: 127.0.0.1:6222 }",
-		"authorization { users: [ {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4} ] }",
+		"authorization { users: [ {user: a, password: b, allowed_connection_types: [\"STANDARD\"]} ] }",
 	} {
 		_, err := ParseConfig(text)
 		require.True(t, errors.Is(err, ErrUnsupported), "%q: %v", text, err)

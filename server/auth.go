@@ -1,20 +1,24 @@
 package server
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/base64"
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/skiffmq/skiff/subject"
 )
 
 // authenticator checks the credentials of a CONNECT against the configured
-// token or users. It is built once in New and only read afterwards.
+// token, users or nkeys. It is built once in New and only read afterwards.
 type authenticator struct {
 	token string
 	users map[string]*account
+	nkeys map[string]*account // by public key
 }
 
 // account is a configured user, with its permissions compiled.
@@ -44,19 +48,51 @@ func newAuthenticator(o *Options) *authenticator {
 	for _, u := range o.Users {
 		add(u)
 	}
+	for _, u := range o.Nkeys {
+		if a.nkeys == nil {
+			a.nkeys = map[string]*account{}
+		}
+		a.nkeys[u.PublicKey] = &account{name: u.PublicKey, perms: u.Permissions}
+	}
 	return a
 }
 
 // required reports whether clients must authenticate.
-func (a *authenticator) required() bool { return a.token != "" || len(a.users) > 0 }
+func (a *authenticator) required() bool {
+	return a.token != "" || len(a.users) > 0 || len(a.nkeys) > 0
+}
+
+// nonceRequired reports whether INFO carries a nonce for nkeys to sign.
+func (a *authenticator) nonceRequired() bool { return len(a.nkeys) > 0 }
+
+// nonceRawLen is the random bytes of a nonce, which INFO carries in
+// unpadded URL-safe base64, as the reference server's.
+const nonceRawLen = 11
+
+func newNonce() []byte {
+	var raw [nonceRawLen]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		panic("server: no randomness: " + err.Error())
+	}
+	n := make([]byte, base64.RawURLEncoding.EncodedLen(nonceRawLen))
+	base64.RawURLEncoding.Encode(n, raw[:])
+	return n
+}
 
 // check returns the account a CONNECT authenticates as (nil when no users
-// are configured), or ok = false.
-func (a *authenticator) check(c *connectOpts) (acct *account, ok bool) {
+// are configured), or ok = false. nonce is the one the client's INFO
+// carried.
+func (a *authenticator) check(c *connectOpts, nonce []byte) (acct *account, ok bool) {
 	switch {
+	case c.Nkey != "" && len(a.nkeys) > 0:
+		u := a.nkeys[c.Nkey]
+		if u == nil || !verifyNonce(c.Nkey, c.Sig, nonce) {
+			return nil, false
+		}
+		return u, true
 	case a.token != "":
 		return nil, subtle.ConstantTimeCompare([]byte(a.token), []byte(c.AuthToken)) == 1
-	case len(a.users) > 0:
+	case len(a.users) > 0 || len(a.nkeys) > 0:
 		u := a.users[c.User]
 		if u == nil {
 			return nil, false
@@ -67,6 +103,25 @@ func (a *authenticator) check(c *connectOpts) (acct *account, ok bool) {
 		return u, subtle.ConstantTimeCompare([]byte(u.password), []byte(c.Pass)) == 1
 	}
 	return nil, true
+}
+
+// verifyNonce checks that sig (base64, URL-safe or standard) is the
+// signature of nonce by the nkey pub.
+func verifyNonce(pub, sig string, nonce []byte) bool {
+	if len(nonce) == 0 || sig == "" {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		if raw, err = base64.StdEncoding.DecodeString(sig); err != nil {
+			return false
+		}
+	}
+	kp, err := nkeys.FromPublicKey(pub)
+	if err != nil {
+		return false
+	}
+	return kp.Verify(nonce, raw) == nil
 }
 
 func (p *Permissions) validate() error {

@@ -25,6 +25,7 @@ type client struct {
 	port  int
 	start time.Time
 	log   *slog.Logger
+	nonce []byte // sent in INFO for an nkey to sign; nil without nkey users
 
 	// read loop
 	parser    *proto.Parser
@@ -140,6 +141,9 @@ func (s *Server) newClient(conn net.Conn, cid uint64) *client {
 		c.ip, c.port = addr.IP.String(), addr.Port
 	}
 	c.log = s.log.With("cid", cid, "addr", conn.RemoteAddr().String())
+	if s.auth.nonceRequired() {
+		c.nonce = newNonce()
+	}
 	c.mu.subs = map[string]*subscription{}
 	c.out.init(s.opts.MaxPending)
 	c.parser = proto.NewParser(c, proto.Limits{MaxControlLine: s.opts.MaxControlLine, MaxPayload: s.opts.MaxPayload})

@@ -27,9 +27,9 @@ func (c *client) Connect(arg []byte) error {
 	if err := json.Unmarshal(arg, &co); err != nil {
 		return errBadConnect
 	}
-	acct, ok := c.srv.auth.check(&co)
+	acct, ok := c.srv.auth.check(&co, c.nonce)
 	if !ok {
-		c.log.Warn("authorization violation", "user", co.User)
+		c.log.Warn("authorization violation", "user", co.User, "nkey", co.Nkey)
 		return proto.ErrAuthorization
 	}
 	if co.Protocol < 0 || co.Protocol > 1 {
@@ -186,7 +186,7 @@ func (c *client) Ping() error {
 		if c.protocol >= 1 {
 			// A client that understands asynchronous INFO learns that its
 			// CONNECT was processed, as from the reference server.
-			c.send(c.srv.appendConnectInfo(nil, c.cid, c.ip))
+			c.send(c.srv.appendConnectInfo(nil, c))
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"runtime"
 )
@@ -32,7 +33,9 @@ type info struct {
 	ClientIP     string `json:"client_ip,omitempty"`
 	AuthRequired bool   `json:"auth_required,omitempty"`
 	TLSRequired  bool   `json:"tls_required,omitempty"`
+	TLSVerify    bool   `json:"tls_verify,omitempty"`
 	TLSAvailable bool   `json:"tls_available,omitempty"`
+	Nonce        string `json:"nonce,omitempty"`
 	JetStream    bool   `json:"jetstream,omitempty"`
 	// Only in the INFO that answers a client's first PING after CONNECT.
 	ConnectInfo   bool   `json:"connect_info,omitempty"`
@@ -54,20 +57,22 @@ type connectOpts struct {
 	Echo         *bool  `json:"echo"`
 	Headers      bool   `json:"headers"`
 	NoResponders bool   `json:"no_responders"`
+	Nkey         string `json:"nkey"`
+	Sig          string `json:"sig"`
 }
 
-// appendInfo appends INFO with the given client fields.
-func (s *Server) appendInfo(dst []byte, cid uint64, ip string) []byte {
+// appendInfo appends the INFO a client gets on accept.
+func (s *Server) appendInfo(dst []byte, c *client) []byte {
 	in := s.info
-	in.ClientID, in.ClientIP = cid, ip
+	in.ClientID, in.ClientIP, in.Nonce = c.cid, c.ip, string(c.nonce)
 	return appendInfoJSON(dst, &in)
 }
 
 // appendConnectInfo appends the INFO a server sends once CONNECT is done.
 // Skiff has one account, named "$G" as the reference server's default.
-func (s *Server) appendConnectInfo(dst []byte, cid uint64, ip string) []byte {
+func (s *Server) appendConnectInfo(dst []byte, c *client) []byte {
 	in := s.info
-	in.ClientID, in.ClientIP = cid, ip
+	in.ClientID, in.ClientIP = c.cid, c.ip
 	in.ConnectInfo, in.RemoteAccount = true, "$G"
 	return appendInfoJSON(dst, &in)
 }
@@ -96,6 +101,7 @@ func (s *Server) buildInfo(port int) info {
 		MaxPayload:   s.opts.MaxPayload,
 		AuthRequired: s.auth.required(),
 		TLSRequired:  s.opts.TLSRequired,
+		TLSVerify:    s.opts.TLS != nil && s.opts.TLS.ClientAuth >= tls.VerifyClientCertIfGiven,
 		TLSAvailable: s.opts.TLS != nil,
 		JetStream:    s.jetstream,
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/nats-io/nkeys"
 )
 
 // Defaults of the Options, as in the reference server where it has one.
@@ -58,6 +60,10 @@ type Options struct {
 	Username string
 	Password string
 	Users    []User
+	// Nkeys are users identified by an nkey (a public key, "U..."): the
+	// server sends a nonce in INFO and the client signs it with the
+	// key's seed in CONNECT, so no secret crosses the wire.
+	Nkeys []NkeyUser
 	// AuthTimeout bounds the wait for CONNECT when auth is required
 	// (default 2s).
 	AuthTimeout time.Duration
@@ -103,6 +109,13 @@ type Options struct {
 type User struct {
 	Name        string
 	Password    string
+	Permissions *Permissions
+}
+
+// NkeyUser is a user identified by an nkey: its public key, and optional
+// permissions.
+type NkeyUser struct {
+	PublicKey   string
 	Permissions *Permissions
 }
 
@@ -177,7 +190,7 @@ func (o *Options) validate() error {
 		return bad("negative limit")
 	case o.WriteDeadline < 0, o.PingInterval < 0, o.AuthTimeout < 0, o.TLSTimeout < 0, o.ShutdownTimeout < 0:
 		return bad("negative duration")
-	case o.Token != "" && (o.Username != "" || len(o.Users) > 0):
+	case o.Token != "" && (o.Username != "" || len(o.Users) > 0 || len(o.Nkeys) > 0):
 		return bad("token and users cannot both be set")
 	case o.TLSRequired && o.TLS == nil:
 		return bad("tls required without a TLS configuration")
@@ -194,6 +207,20 @@ func (o *Options) validate() error {
 		if u.Permissions != nil {
 			if err := u.Permissions.validate(); err != nil {
 				return bad("user %q: %v", u.Name, err)
+			}
+		}
+	}
+	for _, u := range o.Nkeys {
+		if !nkeys.IsValidPublicUserKey(u.PublicKey) {
+			return bad("nkey %q is not a user's public key", u.PublicKey)
+		}
+		if seen[u.PublicKey] {
+			return bad("nkey %q defined twice", u.PublicKey)
+		}
+		seen[u.PublicKey] = true
+		if u.Permissions != nil {
+			if err := u.Permissions.validate(); err != nil {
+				return bad("nkey %q: %v", u.PublicKey, err)
 			}
 		}
 	}

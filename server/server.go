@@ -190,7 +190,7 @@ func (s *Server) serve(conn net.Conn) {
 	c := s.newClient(conn, s.nextCID.Add(1))
 	if !s.addClient(c) {
 		var buf [512]byte
-		b := s.appendInfo(buf[:0], c.cid, c.ip)
+		b := s.appendInfo(buf[:0], c)
 		b = proto.AppendErr(b, proto.ErrMaxConnections.Text)
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = conn.Write(b)
@@ -200,7 +200,7 @@ func (s *Server) serve(conn net.Conn) {
 	}
 	s.stats.totalConns.Add(1)
 	c.log.Debug("client accepted")
-	c.out.queue(s.appendInfo(nil, c.cid, c.ip))
+	c.out.queue(s.appendInfo(nil, c))
 	if s.opts.TLS != nil {
 		if !c.upgradeTLS() {
 			close(c.readDone)

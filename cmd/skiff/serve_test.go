@@ -71,8 +71,8 @@ func buildSkiff(t *testing.T) string {
 }
 
 // TestServeRefusesUnsupportedConfig: a file asking for something Skiff
-// does not implement (here accounts with their users, a cluster and an
-// nkey user) stops the binary before it listens, with every key named
+// does not implement (here accounts with their users, a cluster and a
+// user's connection types) stops the binary before it listens, with every key named
 // with its line, and a non-zero exit. Before, such a server started with
 // a warning and no authentication at all.
 func TestServeRefusesUnsupportedConfig(t *testing.T) {
@@ -84,7 +84,7 @@ accounts {
 }
 cluster { listen: 127.0.0.1:-1 }
 authorization {
-  users: [ {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4} ]
+  users: [ {user: a, password: b, allowed_connection_types: ["STANDARD"]} ]
 }
 `), 0o600))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -100,7 +100,7 @@ authorization {
 	for _, want := range []string{
 		"refused.conf:2: accounts: not supported by Skiff",
 		"refused.conf:5: cluster: not supported by Skiff",
-		"refused.conf:7: authorization.users[0].nkey: not supported by Skiff",
+		"refused.conf:7: authorization.users[0].allowed_connection_types: not supported by Skiff",
 	} {
 		require.Contains(t, stderr.String(), want)
 	}
