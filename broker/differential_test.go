@@ -30,6 +30,8 @@ type meaning struct {
 	TLS, TLSVerify, TLSRequired   bool
 	TLSMinVersion                 uint16
 	TLSTimeout                    time.Duration
+	TLSFirst                      bool
+	TLSFirstFallback              time.Duration
 	StoreDir                      string
 	SyncAlways                    bool
 	SyncInterval                  time.Duration
@@ -53,6 +55,7 @@ func skiffMeaning(c Config) meaning {
 		WriteDeadline: o.WriteDeadline, PingInterval: o.PingInterval,
 		Username: o.Username, Password: o.Password, Token: o.Token, AuthTimeout: o.AuthTimeout,
 		TLS: o.TLS != nil, TLSRequired: o.TLSRequired, TLSTimeout: o.TLSTimeout,
+		TLSFirst: o.TLSHandshakeFirst, TLSFirstFallback: o.TLSHandshakeFirstFallback,
 		StoreDir: c.JetStream.StoreDir, SyncAlways: c.JetStream.Sync == jetstream.SyncAlways,
 		SyncInterval: c.JetStream.SyncInterval,
 		Debug:        c.Log.Debug, Trace: c.Log.Trace, NoTime: c.Log.NoTime, UTC: c.Log.UTC,
@@ -82,7 +85,8 @@ func natsMeaning(o *natsserver.Options) meaning {
 		AuthTimeout: time.Duration(o.AuthTimeout * float64(time.Second)),
 		TLS:         o.TLSConfig != nil, TLSVerify: o.TLSVerify, TLSRequired: o.TLSConfig != nil && !o.AllowNonTLS,
 		TLSTimeout: time.Duration(o.TLSTimeout * float64(time.Second)),
-		StoreDir:   o.StoreDir, SyncAlways: o.SyncAlways, SyncInterval: o.SyncInterval,
+		TLSFirst:   o.TLSHandshakeFirst, TLSFirstFallback: o.TLSHandshakeFirstFallback,
+		StoreDir: o.StoreDir, SyncAlways: o.SyncAlways, SyncInterval: o.SyncInterval,
 		Debug: o.Debug, Trace: o.Trace, NoTime: !o.Logtime, UTC: o.LogtimeUTC,
 		LogFile: o.LogFile, PIDFile: o.PidFile, ProfPort: o.ProfPort,
 	}
@@ -177,6 +181,20 @@ tls {
   min_version: "1.3"
 }
 allow_non_tls: true
+`,
+		"tls first": `
+tls {
+  cert_file: "` + cert + `"
+  key_file: "` + key + `"
+  handshake_first: auto
+}
+`,
+		"tls first with a fallback": `
+tls {
+  cert_file: "` + cert + `"
+  key_file: "` + key + `"
+  handshake_first: "300ms"
+}
 `,
 	}
 	for name, text := range configs {

@@ -150,7 +150,8 @@ func referenceKeys() []refKey {
 	for _, kv := range [][2]string{
 		{"ca_file", "$SKIFF_TEST_CA"}, {"verify", "true"}, {"allow_non_tls", "true"}, {"timeout", `"5s"`},
 		{"min_version", `"1.3"`}, {"cipher_suites", `["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"]`},
-		{"curve_preferences", `["CurveP256"]`},
+		{"curve_preferences", `["CurveP256"]`}, {"handshake_first", "true"}, {"first", "auto"},
+		{"immediate", `"300ms"`},
 	} {
 		rows = append(rows, in(tlsBase, "}", "tls."+kv[0], "  "+kv[0]+": "+kv[1], ""))
 	}
@@ -158,8 +159,7 @@ func referenceKeys() []refKey {
 		{"insecure", "true"}, {"verify_and_map", "true"}, {"verify_cert_and_check_known_urls", "true"},
 		{"allow_insecure_cipher_suites", "true"}, {"connection_rate_limit", "10"}, {"pinned_certs", "[abc]"},
 		{"cert_store", "WindowsCurrentUser"}, {"cert_match_by", "Subject"}, {"cert_match", "x"},
-		{"ca_certs_match", "[x]"}, {"cert_match_skip_invalid", "true"}, {"handshake_first", "true"},
-		{"first", "true"}, {"immediate", "true"}, {"ocsp_peer", "true"}, {"certs", "[]"},
+		{"ca_certs_match", "[x]"}, {"cert_match_skip_invalid", "true"}, {"ocsp_peer", "true"}, {"certs", "[]"},
 		{"certificates", "[]"},
 	} {
 		rows = append(rows, in(tlsBase, "}", "tls."+kv[0], "  "+kv[0]+": "+kv[1], "tls."+kv[0]))

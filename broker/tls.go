@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/skiffmq/skiff/server"
 )
@@ -16,6 +17,8 @@ type tlsBlock struct {
 	allowPlain    bool
 	cfg           tls.Config
 	timeout       *value
+	first         bool
+	firstFallback time.Duration
 }
 
 // applyTLS reads the tls block. TLS is then required unless allow_non_tls
@@ -59,7 +62,39 @@ func applyTLS(o *server.Options, v value) error {
 		o.TLSTimeout = d
 	}
 	o.TLS, o.TLSRequired = tc, !b.allowPlain
+	o.TLSHandshakeFirst, o.TLSHandshakeFirstFallback = b.first, b.firstFallback
 	return nil
+}
+
+// defaultTLSFirstFallback is handshake_first: auto's wait, nats-server's.
+const defaultTLSFirstFallback = 50 * time.Millisecond
+
+// handshakeFirst reads handshake_first: true or false, auto (fall back to
+// INFO in the clear after 50ms of silence), or that wait as a duration.
+func handshakeFirst(b *tlsBlock, v value) error {
+	b.firstFallback = 0
+	switch x := v.v.(type) {
+	case bool:
+		b.first = x
+		return nil
+	case string:
+		switch strings.ToLower(x) {
+		case "true", "on":
+			b.first = true
+			return nil
+		case "false", "off":
+			b.first = false
+			return nil
+		case "auto", "auto_fallback":
+			b.first, b.firstFallback = true, defaultTLSFirstFallback
+			return nil
+		}
+		if d, err := time.ParseDuration(x); err == nil && d > 0 {
+			b.first, b.firstFallback = true, d
+			return nil
+		}
+	}
+	return v.errorf(ErrInvalidValue, "want true, false, auto or a duration such as \"300ms\"")
 }
 
 var tlsKeys = func() keys[*tlsBlock] {
@@ -128,7 +163,7 @@ var tlsKeys = func() keys[*tlsBlock] {
 		"allow_insecure_cipher_suites", "connection_rate_limit", "pinned_certs", "cert_store",
 		"cert_match_by", "cert_match", "ca_certs_match", "cert_match_skip_invalid", "ocsp_peer",
 		"certs", "certificates")
-	k.refuse("TLS before INFO (handshake_first) is not implemented", "handshake_first", "first", "immediate")
+	k.on(handshakeFirst, "handshake_first", "first", "immediate")
 	return k
 }()
 

@@ -100,7 +100,7 @@ func (s *Server) buildInfo(port int) info {
 		Headers:      true,
 		MaxPayload:   s.opts.MaxPayload,
 		AuthRequired: s.auth.required(),
-		TLSRequired:  s.opts.TLSRequired,
+		TLSRequired:  s.opts.TLSRequired || (s.opts.TLSHandshakeFirst && s.opts.TLSHandshakeFirstFallback == 0),
 		TLSVerify:    s.opts.TLS != nil && s.opts.TLS.ClientAuth >= tls.VerifyClientCertIfGiven,
 		TLSAvailable: s.opts.TLS != nil,
 		JetStream:    s.jetstream,

@@ -74,6 +74,13 @@ type Options struct {
 	TLS         *tls.Config
 	TLSRequired bool
 	TLSTimeout  time.Duration
+	// TLSHandshakeFirst makes clients start TLS before the server sends
+	// INFO (nats.go's TLSHandshakeFirst), for proxies and load balancers
+	// that speak TLS only. With TLSHandshakeFirstFallback > 0, a client
+	// that sends nothing for that long gets INFO in the clear and the
+	// usual upgrade instead, so both kinds of client connect.
+	TLSHandshakeFirst         bool
+	TLSHandshakeFirstFallback time.Duration
 
 	// MaxPayload bounds a message, headers included (default 1 MiB, at most
 	// MaxPayloadCap). Past it: -ERR 'Maximum Payload Violation' and close.
@@ -194,6 +201,10 @@ func (o *Options) validate() error {
 		return bad("token and users cannot both be set")
 	case o.TLSRequired && o.TLS == nil:
 		return bad("tls required without a TLS configuration")
+	case o.TLSHandshakeFirst && o.TLS == nil:
+		return bad("tls handshake first without a TLS configuration")
+	case o.TLSHandshakeFirstFallback < 0:
+		return bad("negative tls handshake first fallback")
 	}
 	seen := map[string]bool{o.Username: o.Username != ""}
 	for _, u := range o.Users {

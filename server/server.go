@@ -200,19 +200,61 @@ func (s *Server) serve(conn net.Conn) {
 	}
 	s.stats.totalConns.Add(1)
 	c.log.Debug("client accepted")
-	c.out.queue(s.appendInfo(nil, c))
-	if s.opts.TLS != nil {
-		if !c.upgradeTLS() {
-			close(c.readDone)
-			close(c.writeDone)
-			return
-		}
+	if !c.startTLS() {
+		close(c.readDone)
+		close(c.writeDone)
+		return
 	}
 	s.wg.Add(1)
 	go c.writeLoop()
 	c.out.wake()
 	c.startTimers()
 	c.readLoop()
+}
+
+// startTLS queues INFO and runs the TLS handshake, if any, in the order
+// the options ask for: INFO first and then the upgrade the client starts
+// on seeing it, or, with TLSHandshakeFirst, the handshake first and INFO
+// over TLS. It reports false if the connection was closed.
+func (c *client) startTLS() bool {
+	s := c.srv
+	if s.opts.TLS == nil {
+		c.out.queue(s.appendInfo(nil, c))
+		return true
+	}
+	if !s.opts.TLSHandshakeFirst {
+		c.out.queue(s.appendInfo(nil, c))
+		return c.upgradeTLS()
+	}
+	raw := c.conn
+	br := bufio.NewReaderSize(raw, 1)
+	if d := s.opts.TLSHandshakeFirstFallback; d > 0 {
+		// A client that sends nothing before the fallback delay waits for
+		// INFO: it gets the usual INFO-then-upgrade path.
+		_ = raw.SetReadDeadline(time.Now().Add(d))
+		_, err := br.Peek(1)
+		_ = raw.SetReadDeadline(time.Time{})
+		if err != nil {
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				c.close(reasonTLS, false)
+				return false
+			}
+			c.out.queue(s.appendInfo(nil, c))
+			return c.upgradeTLS()
+		}
+	}
+	_ = raw.SetDeadline(time.Now().Add(s.opts.TLSTimeout))
+	tc := tls.Server(&peekedConn{Conn: raw, r: br}, s.opts.TLS)
+	if err := tc.Handshake(); err != nil {
+		c.log.Warn("TLS handshake first", "err", err)
+		c.close(reasonTLS, false)
+		return false
+	}
+	_ = raw.SetDeadline(time.Time{})
+	c.conn = tc
+	c.out.queue(s.appendInfo(nil, c))
+	return true
 }
 
 // upgradeTLS sends INFO in the clear and performs the TLS handshake the

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -76,4 +77,48 @@ func TestTLSAvailable(t *testing.T) {
 	require.NoError(t, secure.Publish("mixed", []byte("hi")))
 	require.NoError(t, secure.Flush())
 	plain.Expect("MSG mixed 1 2", "hi")
+}
+
+// TestTLSHandshakeFirst: with handshake_first the client starts TLS before
+// any INFO (nats.go's TLSHandshakeFirst), and INFO comes over TLS; a client
+// waiting for INFO in the clear gets nothing and is closed by the TLS
+// timeout. With a fallback delay, both kinds of client connect.
+func TestTLSHandshakeFirst(t *testing.T) {
+	cfg, pool := selfSigned(t)
+	clientTLS := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	roundTrip := func(t *testing.T, nc *nats.Conn) {
+		sub, err := nc.SubscribeSync("first")
+		require.NoError(t, err)
+		require.NoError(t, nc.Publish("first", []byte("hello")))
+		m, err := sub.NextMsg(2 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "hello", string(m.Data))
+		require.NotNil(t, nc.TLSConnectionState)
+	}
+
+	s := RunServer(t, server.Options{TLS: cfg, TLSRequired: true, TLSHandshakeFirst: true, TLSTimeout: 500 * time.Millisecond})
+	roundTrip(t, Connect(t, s, nats.Secure(clientTLS), nats.TLSHandshakeFirst()))
+
+	// A raw TLS client reads INFO only after its handshake.
+	tc, err := tls.Dial("tcp", s.Addr().String(), clientTLS)
+	require.NoError(t, err)
+	defer func() { _ = tc.Close() }()
+	_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(tc).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, `"tls_required":true`)
+
+	// A client that waits for INFO in the clear sees none.
+	raw, err := net.Dial("tcp", s.Addr().String())
+	require.NoError(t, err)
+	defer func() { _ = raw.Close() }()
+	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := raw.Read(make([]byte, 64))
+	require.Zero(t, n, "no INFO in the clear")
+	require.Error(t, err, "closed after the TLS timeout")
+
+	fb := RunServer(t, server.Options{TLS: cfg, TLSRequired: true, TLSHandshakeFirst: true,
+		TLSHandshakeFirstFallback: 50 * time.Millisecond})
+	roundTrip(t, Connect(t, fb, nats.Secure(clientTLS), nats.TLSHandshakeFirst()))
+	roundTrip(t, Connect(t, fb, nats.Secure(clientTLS)))
 }
