@@ -112,6 +112,24 @@ func (b *Broker) Logger() *slog.Logger { return b.log }
 // ClientURL returns nats://host:port of the client listener.
 func (b *Broker) ClientURL() string { return b.srv.ClientURL() }
 
+// LameDuck stops the broker in lame duck mode (server.Server.LameDuck:
+// no new clients, clients told, then closed one by one over
+// LameDuckDuration), then does the rest of Shutdown.
+func (b *Broker) LameDuck(ctx context.Context) error {
+	err := b.srv.LameDuck(ctx)
+	return errors.Join(err, b.Shutdown(ctx))
+}
+
+// ReopenLog closes and reopens the log file (log_file), for log rotation
+// (SIGUSR1 in `skiff serve`, as nats-server). Without a log file it does
+// nothing.
+func (b *Broker) ReopenLog() error {
+	if b.logs == nil {
+		return nil
+	}
+	return b.logs.reopen()
+}
+
 // Shutdown stops the broker gracefully: the server first (no more
 // publishes or acks; queued messages are delivered, bounded by ctx or the
 // server's ShutdownTimeout), then JetStream (streams flushed and, per

@@ -38,6 +38,7 @@ type meaning struct {
 	Debug, Trace, NoTime, UTC     bool
 	LogFile, PIDFile              string
 	ProfPort                      int
+	LameDuck, LameDuckGrace       time.Duration
 }
 
 type meaningUser struct {
@@ -60,6 +61,7 @@ func skiffMeaning(c Config) meaning {
 		SyncInterval: c.JetStream.SyncInterval,
 		Debug:        c.Log.Debug, Trace: c.Log.Trace, NoTime: c.Log.NoTime, UTC: c.Log.UTC,
 		LogFile: c.Log.File, PIDFile: c.PIDFile, ProfPort: c.ProfPort,
+		LameDuck: o.LameDuckDuration, LameDuckGrace: o.LameDuckGracePeriod,
 	}
 	if o.TLS != nil {
 		m.TLSVerify = o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
@@ -89,6 +91,7 @@ func natsMeaning(o *natsserver.Options) meaning {
 		StoreDir: o.StoreDir, SyncAlways: o.SyncAlways, SyncInterval: o.SyncInterval,
 		Debug: o.Debug, Trace: o.Trace, NoTime: !o.Logtime, UTC: o.LogtimeUTC,
 		LogFile: o.LogFile, PIDFile: o.PidFile, ProfPort: o.ProfPort,
+		LameDuck: o.LameDuckDuration, LameDuckGrace: o.LameDuckGracePeriod,
 	}
 	if o.TLSConfig != nil {
 		m.TLSMinVersion = o.TLSConfig.MinVersion
@@ -137,6 +140,8 @@ logtime_utc: true
 log_file: "/tmp/skiff-diff.log"
 pid_file: "/tmp/skiff-diff.pid"
 prof_port: 6061
+lame_duck_duration: "30s"
+lame_duck_grace_period: "5s"
 `,
 		"aliases and units": `
 net: 127.0.0.3
@@ -265,6 +270,9 @@ func zeroUnset(want, got *meaning, text string) {
 	}
 	if want.SyncInterval == 0 {
 		got.SyncInterval = 0
+	}
+	if want.LameDuck == 0 {
+		got.LameDuck, got.LameDuckGrace = 0, 0
 	}
 	// Timestamps are on unless the file says logtime: false (the
 	// default is nats-server's flag's, not its Options').

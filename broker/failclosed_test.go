@@ -66,6 +66,7 @@ func referenceKeys() []refKey {
 		{"debug", "true"}, {"trace", "true"}, {"logtime", "false"}, {"logtime_utc", "true"},
 		{"logfile", "/tmp/skiff.log"}, {"log_file", "/tmp/skiff.log"},
 		{"pidfile", "/tmp/skiff.pid"}, {"pid_file", "/tmp/skiff.pid"}, {"prof_port", "6060"},
+		{"lame_duck_duration", `"30s"`}, {"lame_duck_grace_period", `"5s"`},
 	} {
 		rows = append(rows, top(kv[0], kv[1]))
 	}
@@ -85,7 +86,6 @@ func referenceKeys() []refKey {
 		{"cluster", "{ port: 6222 }"}, {"gateway", "{ name: g }"}, {"leaf", "{ port: 7422 }"},
 		{"leafnodes", "{ port: 7422 }"}, {"client_advertise", `"h:4222"`}, {"connect_error_reports", "5"},
 		{"reconnect_error_reports", "5"}, {"server_tags", "[a]"}, {"default_js_domain", "{ A: d }"},
-		{"lame_duck_duration", `"30s"`}, {"lame_duck_grace_period", `"10s"`},
 		{"trace_verbose", "true"}, {"trace_headers", "true"}, {"logfile_size_limit", "1MB"},
 		{"log_size_limit", "1MB"}, {"logfile_max_num", "3"}, {"log_max_num", "3"}, {"syslog", "true"},
 		{"remote_syslog", `"udp://h:514"`}, {"max_traced_msg_len", "10"}, {"ocsp", "{ mode: always }"},

@@ -64,7 +64,6 @@ func fromMap(m map[string]any, file string) (Config, error) {
 const (
 	whyAccounts = "accounts, operators and JWT authentication are not implemented; Skiff refuses to start rather than run without them"
 	whyCluster  = "clustering (routes, gateways, leaf nodes) is not implemented; Skiff refuses to start rather than run as a lone server"
-	whyLameDuck = "lame duck mode is not implemented"
 	whyLogging  = "this logging option is not implemented"
 	whyTLS      = "this TLS option is not implemented; Skiff refuses to start rather than weaken the TLS setup the file asks for"
 	whyOther    = "this nats-server setting is not implemented"
@@ -139,7 +138,8 @@ var topKeys = func() keys[*loader] {
 		"no_system", "no_sys_acc", "trusted", "trusted_keys", "default_sentinel")
 	k.refuse(whyCluster, "cluster", "gateway", "leaf", "leafnodes", "client_advertise",
 		"connect_error_reports", "reconnect_error_reports", "server_tags", "default_js_domain")
-	k.refuse(whyLameDuck, "lame_duck_duration", "lame_duck_grace_period")
+	k.on(srv(func(o *server.Options, v value) (err error) { o.LameDuckDuration, err = v.duration(); return }), "lame_duck_duration")
+	k.on(srv(func(o *server.Options, v value) (err error) { o.LameDuckGracePeriod, err = v.duration(); return }), "lame_duck_grace_period")
 	k.refuse(whyLogging, "trace_verbose", "trace_headers", "logfile_size_limit", "log_size_limit",
 		"logfile_max_num", "log_max_num", "syslog", "remote_syslog", "max_traced_msg_len")
 	k.refuse(whyTLS, "ocsp", "ocsp_cache")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -14,7 +15,40 @@ const LevelTrace = slog.LevelDebug - 4
 // logSink is the broker's logger and the file it writes to, if any.
 type logSink struct {
 	logger *slog.Logger
-	file   *os.File // nil when writing to LogOptions.Output
+	path   string // the log file; "" when writing to LogOptions.Output
+	mu     sync.Mutex
+	file   *os.File // guarded by mu: reopen swaps it
+}
+
+// Write implements io.Writer for the handler, on the current file.
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.file.Write(p)
+}
+
+func openLogFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("broker: log_file: %w", err)
+	}
+	return f, nil
+}
+
+// reopen starts writing to a new file at the same path, for rotation.
+func (s *logSink) reopen() error {
+	if s.path == "" {
+		return nil
+	}
+	f, err := openLogFile(s.path)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	old := s.file
+	s.file = f
+	s.mu.Unlock()
+	return old.Close()
 }
 
 // openLog builds the logger LogOptions describe.
@@ -25,11 +59,11 @@ func openLog(o LogOptions) (*logSink, error) {
 		w = os.Stderr
 	}
 	if o.File != "" {
-		f, err := os.OpenFile(o.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		f, err := openLogFile(o.File)
 		if err != nil {
-			return nil, fmt.Errorf("broker: log_file: %w", err)
+			return nil, err
 		}
-		s.file, w = f, f
+		s.file, s.path, w = f, o.File, s
 	}
 	level := slog.LevelInfo
 	switch {
@@ -55,8 +89,10 @@ func openLog(o LogOptions) (*logSink, error) {
 }
 
 func (s *logSink) close() error {
-	if s.file == nil {
+	if s.path == "" {
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.file.Close()
 }

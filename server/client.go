@@ -50,6 +50,9 @@ type client struct {
 	// publishers delivering to this client's subscriptions.
 	headers atomic.Bool
 	acct    atomic.Pointer[account] // nil: no permission limits
+	// asyncInfo is set at CONNECT for a client that understands
+	// asynchronous INFO (protocol 1), which lame duck mode tells.
+	asyncInfo atomic.Bool
 
 	mu struct {
 		sync.Mutex

@@ -44,6 +44,7 @@ func (c *client) Connect(arg []byte) error {
 	c.echo = co.Echo == nil || *co.Echo
 	c.noResp = co.NoResponders
 	c.protocol = co.Protocol
+	c.asyncInfo.Store(co.Protocol >= 1)
 	c.headers.Store(co.Headers)
 	c.acct.Store(acct)
 	c.mu.Lock()

@@ -37,6 +37,7 @@ type info struct {
 	TLSAvailable bool   `json:"tls_available,omitempty"`
 	Nonce        string `json:"nonce,omitempty"`
 	JetStream    bool   `json:"jetstream,omitempty"`
+	LameDuckMode bool   `json:"ldm,omitempty"`
 	// Only in the INFO that answers a client's first PING after CONNECT.
 	ConnectInfo   bool   `json:"connect_info,omitempty"`
 	RemoteAccount string `json:"remote_account,omitempty"`

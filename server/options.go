@@ -26,6 +26,9 @@ const (
 	DefaultAuthTimeout      = 2 * time.Second
 	DefaultTLSTimeout       = 2 * time.Second
 	DefaultShutdownTimeout  = 10 * time.Second
+	// Lame duck mode's defaults, nats-server's.
+	DefaultLameDuckDuration    = 2 * time.Minute
+	DefaultLameDuckGracePeriod = 10 * time.Second
 
 	// MaxPayloadCap is the largest MaxPayload a server accepts.
 	MaxPayloadCap = 64 << 20
@@ -106,6 +109,11 @@ type Options struct {
 	// ShutdownTimeout bounds Shutdown when its context has no deadline
 	// (default 10s).
 	ShutdownTimeout time.Duration
+	// LameDuckDuration is how long LameDuck takes to close every client
+	// (default 2m), after LameDuckGracePeriod (default 10s, less than
+	// the duration) during which clients are told and none is closed.
+	LameDuckDuration    time.Duration
+	LameDuckGracePeriod time.Duration
 
 	// Logger receives structured logs (default: discard).
 	Logger *slog.Logger
@@ -175,6 +183,8 @@ func (o *Options) setDefaults() {
 	defDur(&o.AuthTimeout, DefaultAuthTimeout)
 	defDur(&o.TLSTimeout, DefaultTLSTimeout)
 	defDur(&o.ShutdownTimeout, DefaultShutdownTimeout)
+	defDur(&o.LameDuckDuration, DefaultLameDuckDuration)
+	defDur(&o.LameDuckGracePeriod, DefaultLameDuckGracePeriod)
 }
 
 // validate checks Options after defaults are set.
@@ -205,6 +215,10 @@ func (o *Options) validate() error {
 		return bad("tls handshake first without a TLS configuration")
 	case o.TLSHandshakeFirstFallback < 0:
 		return bad("negative tls handshake first fallback")
+	case o.LameDuckDuration < 0, o.LameDuckGracePeriod < 0:
+		return bad("negative lame duck duration")
+	case o.LameDuckGracePeriod >= o.LameDuckDuration:
+		return bad("lame duck grace period %v must be less than the lame duck duration %v", o.LameDuckGracePeriod, o.LameDuckDuration)
 	}
 	seen := map[string]bool{o.Username: o.Username != ""}
 	for _, u := range o.Users {

@@ -46,13 +46,16 @@ type Server struct {
 
 	nextCID      atomic.Uint64
 	shuttingDown atomic.Bool
+	lameDuck     atomic.Bool
+	closing      chan struct{} // closed when Shutdown starts
 	wg           sync.WaitGroup // every client goroutine and the accept loop
 
 	mu struct {
 		sync.Mutex
-		clients map[uint64]*client
-		started bool
-		closed  bool
+		clients  map[uint64]*client
+		started  bool
+		closed   bool
+		lameDuck bool
 	}
 	stats stats
 }
@@ -94,6 +97,7 @@ func New(opts Options) (*Server, error) {
 		s.name = s.id
 	}
 	s.mu.clients = map[uint64]*client{}
+	s.closing = make(chan struct{})
 	s.internalClient = s.newInternalClient()
 	return s, nil
 }
@@ -379,6 +383,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.closed = true
 	started := s.mu.started
 	s.mu.Unlock()
+	close(s.closing)
 	if !started {
 		return nil
 	}

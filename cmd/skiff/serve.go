@@ -8,7 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"syscall"
+	"strconv"
+	"strings"
 
 	"github.com/skiffmq/skiff/broker"
 	"github.com/skiffmq/skiff/jetstream"
@@ -18,6 +19,7 @@ import (
 // serveFlags are the flags of `skiff serve`, named as nats-server's.
 type serveFlags struct {
 	addr, config, user, pass, token, name, storeDir string
+	logFile, pidFile, signal                        string
 	port, httpPort, profPort                        int
 	debug, trace, streams                           bool
 }
@@ -60,6 +62,15 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	for _, n := range []string{"V", "trace"} {
 		fs.BoolVar(&f.trace, n, false, "protocol trace logging")
 	}
+	for _, n := range []string{"l", "log"} {
+		fs.StringVar(&f.logFile, n, "", "append the log to this file (SIGUSR1 reopens it)")
+	}
+	for _, n := range []string{"P", "pid"} {
+		fs.StringVar(&f.pidFile, n, "", "write the process ID to this file")
+	}
+	for _, n := range []string{"sl", "signal"} {
+		fs.StringVar(&f.signal, n, "", "send a running server SIGNAL[=PID] and exit: stop, quit, term, reopen, ldm (PID default: from -P or the config's pid_file)")
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -76,12 +87,15 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	applyFlags(fs, &f, &cfg)
 	cfg.Log.Output = stderr
+	if f.signal != "" {
+		return signalCmd(f.signal, cfg.PIDFile, stderr)
+	}
 
-	// Catch SIGINT and SIGTERM before the listener is announced, so a
-	// supervisor that signals as soon as it sees the address gets a clean
-	// shutdown rather than the default action.
+	// Catch the signals before the listener is announced, so a supervisor
+	// that signals as soon as it sees the address gets a clean shutdown
+	// rather than the default action.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sig, serveSignals...)
 	defer signal.Stop(sig)
 
 	b, err := broker.Start(cfg)
@@ -98,9 +112,72 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout)
 
-	<-sig
-	if err := b.Shutdown(context.Background()); err != nil {
-		fmt.Fprintln(stderr, "skiff serve:", err)
+	return waitForSignals(b, sig, stderr)
+}
+
+// waitForSignals runs the broker until a signal stops it: INT or TERM
+// shut it down, USR2 puts it in lame duck mode (a second INT or TERM then
+// cuts that short), USR1 reopens the log file.
+func waitForSignals(b *broker.Broker, sig <-chan os.Signal, stderr io.Writer) int {
+	var ldm chan error
+	for {
+		select {
+		case s := <-sig:
+			switch {
+			case isReopen(s):
+				if err := b.ReopenLog(); err != nil {
+					fmt.Fprintln(stderr, "skiff serve: reopening the log:", err)
+				}
+				continue
+			case isLameDuck(s):
+				if ldm == nil {
+					ldm = make(chan error, 1)
+					go func() { ldm <- b.LameDuck(context.Background()) }()
+				}
+				continue
+			}
+			if err := b.Shutdown(context.Background()); err != nil {
+				fmt.Fprintln(stderr, "skiff serve:", err)
+				return 1
+			}
+			return 0
+		case err := <-ldm:
+			if err != nil {
+				fmt.Fprintln(stderr, "skiff serve:", err)
+				return 1
+			}
+			return 0
+		}
+	}
+}
+
+// signalCmd sends a running server the signal named by spec
+// (NAME[=PID]); the PID is otherwise read from pidFile.
+func signalCmd(spec, pidFile string, stderr io.Writer) int {
+	name, pidText, hasPID := strings.Cut(spec, "=")
+	if _, ok := commandSignals[name]; !ok {
+		fmt.Fprintf(stderr, "skiff serve: --signal %q: want stop, quit, term, reopen or ldm (reload is not implemented)\n", name)
+		return 2
+	}
+	if !hasPID {
+		if pidFile == "" {
+			fmt.Fprintln(stderr, "skiff serve: --signal needs =PID, -P PIDFILE or a config with pid_file")
+			return 2
+		}
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "skiff serve:", err)
+			return 1
+		}
+		pidText = strings.TrimSpace(string(b))
+	}
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 {
+		fmt.Fprintf(stderr, "skiff serve: --signal: bad PID %q\n", pidText)
+		return 2
+	}
+	if err := sendSignal(pid, name); err != nil {
+		fmt.Fprintf(stderr, "skiff serve: signal %s to %d: %v\n", name, pid, err)
 		return 1
 	}
 	return 0
@@ -152,5 +229,11 @@ func applyFlags(fs *flag.FlagSet, f *serveFlags, cfg *broker.Config) {
 	}
 	if f.trace {
 		cfg.Log.Trace = true
+	}
+	if f.logFile != "" {
+		cfg.Log.File = f.logFile
+	}
+	if f.pidFile != "" {
+		cfg.PIDFile = f.pidFile
 	}
 }

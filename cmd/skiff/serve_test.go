@@ -129,3 +129,57 @@ func TestServeFlagsOverFile(t *testing.T) {
 	require.NoError(t, err)
 	nc.Close()
 }
+
+// TestServeSignals: `skiff serve --signal reopen|ldm` reach a running
+// server through its PID file: reopen starts a new log file where the old
+// one was moved away, and ldm tells clients, closes them and exits 0.
+func TestServeSignals(t *testing.T) {
+	bin := buildSkiff(t)
+	dir := t.TempDir()
+	pidFile, logFile, conf := filepath.Join(dir, "skiff.pid"), filepath.Join(dir, "skiff.log"), filepath.Join(dir, "s.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("lame_duck_duration: \"2s\"\nlame_duck_grace_period: \"500ms\"\n"), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "-c", conf, "-p", "-1", "-m", "0", "-js=false", "-P", pidFile, "-l", logFile)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	url := regexp.MustCompile(`nats://[0-9.:]+`).FindString(line)
+
+	signal := func(name string) {
+		out, err := exec.Command(bin, "serve", "--signal", name, "-P", pidFile).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	require.NoError(t, os.Rename(logFile, logFile+".1"))
+	signal("reopen")
+	require.Eventually(t, func() bool { _, err := os.Stat(logFile); return err == nil }, 5*time.Second, 20*time.Millisecond)
+
+	told := make(chan struct{})
+	nc, err := nats.Connect(url, nats.MaxReconnects(0), nats.LameDuckModeHandler(func(*nats.Conn) { close(told) }))
+	require.NoError(t, err)
+	defer nc.Close()
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), "client connected")
+	}, 5*time.Second, 20*time.Millisecond, "the reopened file takes the log")
+
+	signal("ldm")
+	select {
+	case <-told:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client was not told of lame duck mode")
+	}
+	require.NoError(t, cmd.Wait(), "exit 0 after lame duck mode")
+	_, err = os.Stat(pidFile)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	b, err := os.ReadFile(logFile)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "lame duck mode")
+
+	out, err := exec.Command(bin, "serve", "--signal", "reload=1").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "reload is not implemented")
+}
