@@ -62,6 +62,7 @@ func referenceKeys() []refKey {
 		{"max_connections", "100"}, {"max_conn", "100"}, {"max_subscriptions", "100"}, {"max_subs", "100"},
 		{"write_deadline", `"3s"`}, {"ping_interval", `"30s"`}, {"ping_max", "5"}, {"max_pings_out", "5"},
 		{"shutdown_timeout", `"3s"`}, {"authorization", "{ token: t }"}, {"jetstream", "disabled"},
+		{"websocket", "{ port: 8080, no_tls: true }"},
 		{"store_dir", "/tmp/skiff-x"}, {"storedir", "/tmp/skiff-x"},
 		{"debug", "true"}, {"trace", "true"}, {"logtime", "false"}, {"logtime_utc", "true"},
 		{"logfile", "/tmp/skiff.log"}, {"log_file", "/tmp/skiff.log"},
@@ -91,8 +92,8 @@ func referenceKeys() []refKey {
 		{"remote_syslog", `"udp://h:514"`}, {"max_traced_msg_len", "10"}, {"ocsp", "{ mode: always }"},
 		{"ocsp_cache", "true"}, {"https", `"127.0.0.1:8443"`}, {"https_port", "8443"},
 		{"http_base_path", `"/nats"`}, {"mappings", "{ a: b }"}, {"maps", "{ a: b }"},
-		{"disable_sublist_cache", "true"}, {"no_sublist_cache", "true"}, {"websocket", "{ port: 8080 }"},
-		{"ws", "{ port: 8080 }"}, {"mqtt", "{ port: 1883 }"}, {"ports_file_dir", `"/tmp"`},
+		{"disable_sublist_cache", "true"}, {"no_sublist_cache", "true"},
+		{"mqtt", "{ port: 1883 }"}, {"ports_file_dir", `"/tmp"`},
 		{"prof_block_rate", "1"}, {"proxy_protocol", "true"}, {"proxies", "{ trusted: [] }"},
 		{"max_sub_tokens", "10"}, {"max_subscription_tokens", "10"}, {"write_timeout", "close"},
 		{"no_header_support", "true"}, {"server_metadata", "{ a: b }"}, {"feature_flags", "{ a: true }"},
@@ -185,19 +186,34 @@ func referenceKeys() []refKey {
 		rows = append(rows, in("jetstream {\n", "}", "jetstream."+kv[0], kv[0]+": "+kv[1], "jetstream."+kv[0]))
 	}
 
-	// The cluster and websocket blocks are refused whole until Skiff has
-	// them; each of their keys is listed so that implementing the block
-	// means deciding about every one.
+	// The cluster block is refused whole until Skiff has it; each of its
+	// keys is listed so that implementing it means deciding about every
+	// one.
 	for _, k := range []string{"name", "listen", "port", "host", "net", "authorization", "routes", "tls",
 		"cluster_advertise", "advertise", "no_advertise", "connect_retries", "connect_backoff", "permissions",
 		"pool_size", "accounts", "compression", "ping_interval", "ping_max", "write_deadline", "write_timeout"} {
 		rows = append(rows, in("cluster {\n", "}", "cluster."+k, k+": x", "cluster"))
 	}
-	for _, k := range []string{"listen", "port", "host", "net", "advertise", "no_tls", "tls", "same_origin",
-		"allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins", "origin",
-		"handshake_timeout", "compress", "compression", "authorization", "authentication", "jwt_cookie",
-		"user_cookie", "pass_cookie", "token_cookie", "no_auth_user", "headers", "ping_interval"} {
-		rows = append(rows, in("websocket {\n", "}", "websocket."+k, k+": x", "websocket"))
+	const wsBase = "websocket {\n  port: 8080\n  no_tls: true\n"
+	for _, kv := range [][2]string{
+		{"listen", `"127.0.0.1:8081"`}, {"port", "8081"}, {"host", "127.0.0.2"}, {"net", "127.0.0.2"},
+		{"tls", "{ cert_file: $SKIFF_TEST_CERT, key_file: $SKIFF_TEST_KEY }"}, {"same_origin", "true"},
+		{"allowed_origins", `["https://a.example"]`}, {"allowed_origin", `["https://a.example"]`},
+		{"allow_origins", `["https://a.example"]`}, {"allow_origin", `["https://a.example"]`},
+		{"origins", `["https://a.example"]`}, {"origin", `["https://a.example"]`},
+		{"compress", "true"}, {"compression", "true"}, {"handshake_timeout", `"5s"`},
+	} {
+		rows = append(rows, in(wsBase, "}", "websocket."+kv[0], "  "+kv[0]+": "+kv[1], ""))
+	}
+	rows = append(rows, in("websocket {\n  port: 8080\n  tls { cert_file: $SKIFF_TEST_CERT, key_file: $SKIFF_TEST_KEY }\n", "}",
+		"websocket.no_tls", "  no_tls: true", ""))
+	rows = append(rows, refKey{path: "ws", with: "ws { port: 8080, no_tls: true }"})
+	for _, kv := range [][2]string{
+		{"advertise", `"h:8080"`}, {"authorization", "{ token: t }"}, {"authentication", "{ token: t }"},
+		{"jwt_cookie", "jwt"}, {"user_cookie", "u"}, {"pass_cookie", "p"}, {"token_cookie", "t"},
+		{"no_auth_user", "a"}, {"headers", "{ X: y }"}, {"ping_interval", `"1m"`},
+	} {
+		rows = append(rows, in(wsBase, "}", "websocket."+kv[0], "  "+kv[0]+": "+kv[1], "websocket."+kv[0]))
 	}
 	return rows
 }
@@ -246,14 +262,15 @@ func keyLine(t *testing.T, text, path string) int {
 // sameConfig compares two Configs; TLS configurations by what they set.
 func sameConfig(a, b Config) bool {
 	ta, tb := a.Server.TLS, b.Server.TLS
-	a.Server.TLS, b.Server.TLS = nil, nil
-	if !reflect.DeepEqual(a, b) || (ta == nil) != (tb == nil) {
-		return false
-	}
-	return ta == nil || tlsSummary(ta) == tlsSummary(tb)
+	wa, wb := a.Server.WebSocket.TLS, b.Server.WebSocket.TLS
+	a.Server.TLS, b.Server.TLS, a.Server.WebSocket.TLS, b.Server.WebSocket.TLS = nil, nil, nil, nil
+	return reflect.DeepEqual(a, b) && tlsSummary(ta) == tlsSummary(tb) && tlsSummary(wa) == tlsSummary(wb)
 }
 
 func tlsSummary(c *tls.Config) string {
+	if c == nil {
+		return "none"
+	}
 	return fmt.Sprint(len(c.Certificates), c.ClientCAs != nil, c.ClientAuth, c.MinVersion, c.CipherSuites, c.CurvePreferences)
 }
 

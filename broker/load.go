@@ -147,7 +147,7 @@ var topKeys = func() keys[*loader] {
 	k.refuse("a monitoring base path is not implemented", "http_base_path")
 	k.refuse("subject mappings are not implemented", "mappings", "maps")
 	k.refuse("Skiff's subscription index has no result cache to configure", "disable_sublist_cache", "no_sublist_cache")
-	k.refuse("WebSocket clients are not implemented", "websocket", "ws")
+	k.on(srv(applyWebSocket), "websocket", "ws")
 	k.refuse("MQTT clients are not implemented", "mqtt")
 	k.refuse(whyOther, "ports_file_dir", "prof_block_rate", "proxy_protocol", "proxies", "max_sub_tokens",
 		"max_subscription_tokens", "write_timeout", "no_header_support", "server_metadata", "feature_flags",

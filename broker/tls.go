@@ -24,35 +24,9 @@ type tlsBlock struct {
 // applyTLS reads the tls block. TLS is then required unless allow_non_tls
 // (here or at the top level) says otherwise.
 func applyTLS(o *server.Options, v value) error {
-	b := &tlsBlock{cfg: tls.Config{MinVersion: tls.VersionTLS12}}
-	if err := tlsKeys.apply(b, v); err != nil {
-		return err
-	}
-	if b.cert.v == nil || b.key.v == nil {
-		return v.errorf(ErrInvalidValue, "tls needs cert_file and key_file")
-	}
-	certFile, _ := b.cert.str()
-	keyFile, _ := b.key.str()
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	b, tc, err := readTLS(v)
 	if err != nil {
-		return b.cert.errorf(ErrInvalidValue, "%v", err)
-	}
-	tc := b.cfg.Clone()
-	tc.Certificates = []tls.Certificate{pair}
-	if b.ca.v != nil {
-		caFile, _ := b.ca.str()
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return b.ca.errorf(ErrInvalidValue, "%v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return b.ca.errorf(ErrInvalidValue, "no certificate in %s", caFile)
-		}
-		tc.ClientCAs = pool
-	}
-	if b.verify {
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
+		return err
 	}
 	if b.timeout != nil {
 		d, err := b.timeout.duration()
@@ -64,6 +38,42 @@ func applyTLS(o *server.Options, v value) error {
 	o.TLS, o.TLSRequired = tc, !b.allowPlain
 	o.TLSHandshakeFirst, o.TLSHandshakeFirstFallback = b.first, b.firstFallback
 	return nil
+}
+
+// readTLS reads a tls block into a tls.Config (client verification as the
+// block says).
+func readTLS(v value) (*tlsBlock, *tls.Config, error) {
+	b := &tlsBlock{cfg: tls.Config{MinVersion: tls.VersionTLS12}}
+	if err := tlsKeys.apply(b, v); err != nil {
+		return nil, nil, err
+	}
+	if b.cert.v == nil || b.key.v == nil {
+		return nil, nil, v.errorf(ErrInvalidValue, "tls needs cert_file and key_file")
+	}
+	certFile, _ := b.cert.str()
+	keyFile, _ := b.key.str()
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, nil, b.cert.errorf(ErrInvalidValue, "%v", err)
+	}
+	tc := b.cfg.Clone()
+	tc.Certificates = []tls.Certificate{pair}
+	if b.ca.v != nil {
+		caFile, _ := b.ca.str()
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, nil, b.ca.errorf(ErrInvalidValue, "%v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, b.ca.errorf(ErrInvalidValue, "no certificate in %s", caFile)
+		}
+		tc.ClientCAs = pool
+	}
+	if b.verify {
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return b, tc, nil
 }
 
 // defaultTLSFirstFallback is handshake_first: auto's wait, nats-server's.

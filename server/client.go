@@ -26,6 +26,7 @@ type client struct {
 	start time.Time
 	log   *slog.Logger
 	nonce []byte // sent in INFO for an nkey to sign; nil without nkey users
+	ws    bool   // a WebSocket client: TLS is the listener's, not the protocol's
 
 	// read loop
 	parser    *proto.Parser

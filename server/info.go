@@ -66,6 +66,10 @@ type connectOpts struct {
 func (s *Server) appendInfo(dst []byte, c *client) []byte {
 	in := s.info
 	in.ClientID, in.ClientIP, in.Nonce = c.cid, c.ip, string(c.nonce)
+	if c.ws {
+		// A WebSocket's TLS is its listener's: no upgrade in the protocol.
+		in.TLSRequired, in.TLSAvailable, in.TLSVerify = false, false, false
+	}
 	return appendInfoJSON(dst, &in)
 }
 

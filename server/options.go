@@ -115,6 +115,10 @@ type Options struct {
 	LameDuckDuration    time.Duration
 	LameDuckGracePeriod time.Duration
 
+	// WebSocket is the WebSocket listener (off unless WebSocket.Port is
+	// set).
+	WebSocket WebSocketOptions
+
 	// Logger receives structured logs (default: discard).
 	Logger *slog.Logger
 }
@@ -219,6 +223,9 @@ func (o *Options) validate() error {
 		return bad("negative lame duck duration")
 	case o.LameDuckGracePeriod >= o.LameDuckDuration:
 		return bad("lame duck grace period %v must be less than the lame duck duration %v", o.LameDuckGracePeriod, o.LameDuckDuration)
+	}
+	if err := o.WebSocket.validate(o); err != nil {
+		return bad("%v", err)
 	}
 	seen := map[string]bool{o.Username: o.Username != ""}
 	for _, u := range o.Users {

@@ -43,6 +43,8 @@ type Server struct {
 	ln      net.Listener
 	httpLn  net.Listener
 	httpSrv *http.Server
+	wsLn    net.Listener
+	wsSrv   *http.Server
 
 	nextCID      atomic.Uint64
 	shuttingDown atomic.Bool
@@ -125,6 +127,15 @@ func (s *Server) Start() error {
 			return err
 		}
 	}
+	if s.opts.WebSocket.Port != 0 {
+		if err := s.startWebSocket(); err != nil {
+			_ = ln.Close()
+			if s.httpSrv != nil {
+				_ = s.httpSrv.Close()
+			}
+			return err
+		}
+	}
 	s.mu.started = true
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -180,18 +191,19 @@ func (s *Server) acceptLoop() {
 		}
 		backoff = 5 * time.Millisecond
 		s.wg.Add(1)
-		go s.serve(conn)
+		go s.serve(conn, false)
 	}
 }
 
-// serve runs one connection: INFO, optional TLS, then the read loop on
-// this goroutine and the writer on another.
-func (s *Server) serve(conn net.Conn) {
+// serve runs one connection (ws: a WebSocket's): INFO, optional TLS, then
+// the read loop on this goroutine and the writer on another.
+func (s *Server) serve(conn net.Conn, ws bool) {
 	defer s.wg.Done()
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
 	c := s.newClient(conn, s.nextCID.Add(1))
+	c.ws = ws
 	if !s.addClient(c) {
 		var buf [512]byte
 		b := s.appendInfo(buf[:0], c)
@@ -222,7 +234,7 @@ func (s *Server) serve(conn net.Conn) {
 // over TLS. It reports false if the connection was closed.
 func (c *client) startTLS() bool {
 	s := c.srv
-	if s.opts.TLS == nil {
+	if s.opts.TLS == nil || c.ws {
 		c.out.queue(s.appendInfo(nil, c))
 		return true
 	}
@@ -396,6 +408,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	_ = s.ln.Close()
 	if s.httpSrv != nil {
 		_ = s.httpSrv.Close()
+	}
+	if s.wsSrv != nil {
+		_ = s.wsSrv.Close() // upgraded connections are clients, closed below
 	}
 	s.log.Info("shutting down", "clients", s.NumClients())
 
