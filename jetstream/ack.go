@@ -58,6 +58,10 @@ func parseAckSubject(subj string) (stream, consumer string, dc, sseq, dseq uint6
 // handleAck receives $JS.ACK.> on the acknowledger's goroutine and queues
 // the ack on its consumer.
 func (js *JetStream) handleAck(m *server.Msg) {
+	if m.Internal() {
+		js.dropInternal(m)
+		return
+	}
 	stream, name, dc, sseq, dseq, ok := parseAckSubject(m.Subject)
 	if !ok {
 		return
@@ -70,7 +74,7 @@ func (js *JetStream) handleAck(m *server.Msg) {
 	if c == nil {
 		return
 	}
-	a := ackMsg{dc: dc, sseq: sseq, dseq: dseq}
+	a := ackMsg{dc: dc, sseq: sseq, dseq: dseq, principal: m.Principal()}
 	if len(m.Data) > 0 {
 		a.body = bytes.Clone(m.Data)
 	}
@@ -86,6 +90,10 @@ func (js *JetStream) handleAck(m *server.Msg) {
 // handleFlowControl receives a subscriber's answer to a flow control
 // request, $JS.FC.<stream>.<consumer>.<n>.
 func (js *JetStream) handleFlowControl(m *server.Msg) {
+	if m.Internal() {
+		js.dropInternal(m)
+		return
+	}
 	toks := strings.Split(m.Subject, ".")
 	if len(toks) != 5 {
 		return
@@ -127,7 +135,7 @@ func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
 	case ackNext:
 		c.ack(a.sseq, now)
 		if a.reply != "" {
-			c.addRequest(pub, pullMsg{reply: a.reply, body: arg, at: now}, now)
+			c.addRequest(pub, pullMsg{reply: a.reply, body: arg, at: now, principal: a.principal}, now)
 		}
 		return
 	}

@@ -145,9 +145,11 @@ func (js *JetStream) publishAdvisories(p *server.Publisher) {
 	a.queue = nil
 	a.waiting.Store(false)
 	a.mu.Unlock()
+	p.ActFor(server.ServerPrincipal)
 	for _, adv := range q {
 		p.Publish(adv.subject, "", nil, adv.body)
 	}
+	p.ActFor(server.Principal{})
 }
 
 func (js *JetStream) adviseStream(prefix, stream, action string) {

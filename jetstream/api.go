@@ -22,6 +22,9 @@ type apiRequest struct {
 	reply   string
 	data    []byte
 	client  *server.ClientInfo // the requester, if the API is audited
+	// principal is the requester, whose permissions bound what the
+	// server publishes for it (a consumer's deliver subject).
+	principal server.Principal
 }
 
 // apiResponse is the envelope of every API response.
@@ -37,13 +40,20 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 	if m.Reply == "" {
 		return // nobody to answer, as the reference server
 	}
+	if m.Internal() {
+		// The server's own message (a consumer's delivery, a reply)
+		// addressed here: acting on it would let a client reach the API
+		// through the server, past its permissions (see server/principal.go).
+		js.dropInternal(m)
+		return
+	}
 	js.apiTotal.Add(1)
 	subj := strings.TrimPrefix(m.Subject, apiPrefix)
 	if rest, ok := strings.CutPrefix(subj, "CONSUMER.MSG.NEXT."); ok {
 		js.handleNext(rest, m)
 		return
 	}
-	req := apiRequest{subject: strings.Clone(subj), reply: strings.Clone(m.Reply), data: bytes.Clone(m.Data)}
+	req := apiRequest{subject: strings.Clone(subj), reply: strings.Clone(m.Reply), data: bytes.Clone(m.Data), principal: m.Principal()}
 	if js.wants(advAPI) {
 		req.client = m.Client()
 	}
@@ -53,7 +63,8 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 		js.apiErrs.Add(1)
 		reply := req.reply
 		body := errorResponse("system_overloaded", apiErr(503, 10167, "too many requests"))
-		m.AfterRead(func(p *server.Publisher) { p.Publish(reply, "", nil, body) })
+		pr := req.principal
+		m.AfterRead(func(p *server.Publisher) { p.ActFor(pr); p.Publish(reply, "", nil, body) })
 	}
 }
 
@@ -74,7 +85,7 @@ func (js *JetStream) handleNext(rest string, m *server.Msg) {
 		return
 	}
 	c.in.Lock()
-	c.in.reqs = append(c.in.reqs, pullMsg{reply: strings.Clone(m.Reply), body: bytes.Clone(m.Data), at: time.Now()})
+	c.in.reqs = append(c.in.reqs, pullMsg{reply: strings.Clone(m.Reply), body: bytes.Clone(m.Data), at: time.Now(), principal: m.Principal()})
 	c.in.Unlock()
 	c.signal()
 }
@@ -92,6 +103,7 @@ func (js *JetStream) apiWorker() {
 			if isErr {
 				js.apiErrs.Add(1)
 			}
+			pub.ActFor(req.principal)
 			for _, r := range replies {
 				pub.Publish(req.reply, "", r.hdr, r.body)
 			}
@@ -171,7 +183,7 @@ func (js *JetStream) dispatch(req *apiRequest) ([]apiReply, bool) {
 	case toks[0] == "DIRECT" && arg(1) == "GET" && len(toks) >= 3:
 		return js.directGet(toks[2], strings.Join(toks[3:], "."), req.data), false
 	case toks[0] == "CONSUMER":
-		v = js.consumerAPI(toks[1:], req.data)
+		v = js.consumerAPI(toks[1:], req.data, req.principal)
 	}
 	if v == nil {
 		// Not an API the reference server has: it would not answer, so

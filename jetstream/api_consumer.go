@@ -2,6 +2,8 @@ package jetstream
 
 import (
 	"strings"
+
+	"github.com/skiffmq/skiff/server"
 )
 
 // The consumer half of the API.
@@ -31,7 +33,7 @@ type createConsumerRequest struct {
 
 // consumerAPI dispatches $JS.API.CONSUMER.<toks...>; nil for an unknown
 // API.
-func (js *JetStream) consumerAPI(toks []string, data []byte) any {
+func (js *JetStream) consumerAPI(toks []string, data []byte, pr server.Principal) any {
 	if len(toks) < 2 {
 		return nil
 	}
@@ -45,12 +47,12 @@ func (js *JetStream) consumerAPI(toks []string, data []byte) any {
 		if len(toks) >= 4 {
 			filter = strings.Join(toks[3:], ".")
 		}
-		return js.consumerCreate(toks[1], name, filter, len(toks) == 2, false, data)
+		return js.consumerCreate(toks[1], name, filter, len(toks) == 2, false, data, pr)
 	case "DURABLE":
 		if len(toks) != 4 || toks[1] != "CREATE" {
 			return nil
 		}
-		return js.consumerCreate(toks[2], toks[3], "", false, true, data)
+		return js.consumerCreate(toks[2], toks[3], "", false, true, data, pr)
 	case "INFO":
 		if len(toks) != 3 {
 			return nil
@@ -84,7 +86,7 @@ func (js *JetStream) consumerAPI(toks []string, data []byte) any {
 // (CREATE.<stream>), legacy durable (DURABLE.CREATE.<stream>.<name>) and
 // the current one (CREATE.<stream>.<name>[.<filter>]), with the reference
 // server's checks in its order.
-func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphemeral, legacyDurable bool, data []byte) any {
+func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphemeral, legacyDurable bool, data []byte, pr server.Principal) any {
 	r := &consumerInfoResponse{apiResponse: newResponse("consumer_create")}
 	var req createConsumerRequest
 	if r.Error = decode(data, &req); r.Error != nil {
@@ -150,7 +152,7 @@ func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphem
 		r.Error = errStreamNotFound()
 		return r
 	}
-	info, aerr := st.addConsumer(req.Config, req.Action)
+	info, aerr := st.addConsumer(req.Config, req.Action, pr)
 	if aerr != nil {
 		r.Error = aerr
 		return r

@@ -43,7 +43,8 @@ type consumer struct {
 
 	mu      sync.Mutex
 	cfg     ConsumerConfig
-	filters []string // the filter subjects; none means every message
+	owner   server.Principal // whom deliveries act for (consumerMeta.Owner)
+	filters []string         // the filter subjects; none means every message
 	filt    atomic.Pointer[[]string]
 	log     progressLog
 
@@ -92,13 +93,15 @@ type ackMsg struct {
 	dc, sseq, dseq uint64
 	body           []byte
 	reply          string
+	principal      server.Principal // the acknowledger (+NXT asks for more as it)
 }
 
 // pullMsg is a pull request received on CONSUMER.MSG.NEXT (or +NXT).
 type pullMsg struct {
-	reply string
-	body  []byte
-	at    time.Time
+	reply     string
+	body      []byte
+	at        time.Time
+	principal server.Principal // the requester, whom its deliveries act for
 }
 
 // deliverBudget bounds the messages one round of run delivers before it
@@ -106,9 +109,9 @@ type pullMsg struct {
 const deliverBudget = 256
 
 // newConsumer builds a consumer on st; start it with start.
-func newConsumer(st *stream, name string, cfg ConsumerConfig, created time.Time, log progressLog, dir string) *consumer {
+func newConsumer(st *stream, name string, cfg ConsumerConfig, owner server.Principal, created time.Time, log progressLog, dir string) *consumer {
 	c := &consumer{
-		st: st, name: name, created: created, dir: dir, log: log,
+		st: st, name: name, created: created, dir: dir, log: log, owner: owner,
 		signalCh: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		pending: map[uint64]*pendingMsg{}, rdc: map[uint64]uint64{}, rdqSet: map[uint64]struct{}{},
 	}
@@ -122,6 +125,7 @@ func newConsumer(st *stream, name string, cfg ConsumerConfig, created time.Time,
 
 func (c *consumer) setConfig(cfg ConsumerConfig) {
 	c.cfg = cfg
+	c.push.permitted = cfg.DeliverSubject != "" && c.owner.CanPublish(cfg.DeliverSubject)
 	c.filters = cfg.filters()
 	f := c.filters
 	c.filt.Store(&f)

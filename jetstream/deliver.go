@@ -198,7 +198,13 @@ func (c *consumer) deliver(pub *server.Publisher, now time.Time) bool {
 		if len(hdr) == 0 {
 			hdr = nil
 		}
+		if r != nil {
+			pub.ActFor(r.principal)
+		} else {
+			pub.ActFor(c.owner)
+		}
 		pub.PublishAs(to, cand.m.Subject, string(reply), hdr, data)
+		pub.ActFor(server.Principal{})
 		cand.m.Release() // copied into the subscribers' queues
 		if r != nil {
 			c.served(pub, r, size, now)

@@ -57,6 +57,14 @@ func errConsumerInvalidPolicy(err error) *APIError { return apiErr(400, 10094, e
 func errConsumerDeliverWildcards() *APIError {
 	return apiErr(400, 10079, "consumer deliver subject has wildcards")
 }
+
+// errDeliverNotPermitted refuses a push consumer whose creator may not
+// publish on its deliver subject: the server would publish there for it.
+// The reference server has no such check; its error code for a bad
+// deliver subject is the one clients know.
+func errDeliverNotPermitted() *APIError {
+	return apiErr(400, 10112, "invalid push consumer deliver subject: permissions do not allow publishing to it")
+}
 func errConsumerPushMaxWaiting() *APIError {
 	return apiErr(400, 10080, "consumer in push mode can not set max waiting")
 }

@@ -101,8 +101,12 @@ type JetStream struct {
 	stop     chan struct{}
 	apiTotal atomic.Uint64
 	apiErrs  atomic.Uint64
-	adv      advisories
-	wg       sync.WaitGroup
+	// internalDropped counts the server's own messages that reached the
+	// API, ack or flow control subjects, or a stream their principal may
+	// not publish to, and were dropped (see server/principal.go).
+	internalDropped atomic.Uint64
+	adv             advisories
+	wg              sync.WaitGroup
 }
 
 // New attaches JetStream to s: it recovers the streams and consumers in
@@ -243,6 +247,10 @@ type streamMeta struct {
 type consumerMeta struct {
 	Config  ConsumerConfig `json:"config"`
 	Created time.Time      `json:"created"`
+	// Owner is the user who created the consumer or last set its deliver
+	// subject ("" for no user): deliveries act for it, within its publish
+	// permissions as configured when the server starts.
+	Owner string `json:"owner,omitempty"`
 }
 
 func readMeta[T any](path string) (T, error) {

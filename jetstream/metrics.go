@@ -25,6 +25,7 @@ var (
 	descAPIRequests  = jsDesc("api_requests_total", "JetStream API requests.")
 	descAPIErrors    = jsDesc("api_errors_total", "JetStream API requests answered with an error.")
 	descAdvDropped   = jsDesc("advisories_dropped_total", "Advisories dropped because too many waited to be published.")
+	descDeputy       = jsDesc("refused_internal_total", "Server-published messages refused by the API, acks or a stream: they would act past their client's permissions.")
 
 	descStreamMessages  = jsDesc("stream_messages", "Messages in the stream.", "stream")
 	descStreamBytes     = jsDesc("stream_bytes", "Bytes in the stream, as STREAM.INFO counts them.", "stream")
@@ -44,7 +45,7 @@ var (
 func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descStreams, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
-		descAdvDropped,
+		descAdvDropped, descDeputy,
 		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers,
 		descConsumerPending, descConsumerAckPending, descConsumerRedelivered, descConsumerWaiting,
 		descConsumerDelivered, descConsumerAckFloor,
@@ -72,6 +73,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAPIRequests, float64(api.Total))
 	counter(descAPIErrors, float64(api.Errors))
 	counter(descAdvDropped, float64(js.adv.dropped.Load()))
+	counter(descDeputy, float64(js.internalDropped.Load()))
 
 	for _, name := range js.sortedStreamNames() {
 		st := js.lookup(name)

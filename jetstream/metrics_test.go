@@ -92,6 +92,7 @@ func TestMetrics(t *testing.T) {
 		"skiff_jetstream_consumers{} 1",
 		fmt.Sprintf("skiff_jetstream_memory_bytes{} %d", memBytes),
 		"skiff_jetstream_messages{} 6",
+		"skiff_jetstream_refused_internal_total{} 0",
 		fmt.Sprintf("skiff_jetstream_storage_bytes{} %d", fileBytes),
 		"skiff_jetstream_stream_bytes{stream=M} " + fmt.Sprint(memBytes),
 		"skiff_jetstream_stream_bytes{stream=ORDERS} " + fmt.Sprint(fileBytes),

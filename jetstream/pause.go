@@ -106,7 +106,7 @@ func (js *JetStream) consumerPause(streamName, name string, data []byte) any {
 	if !until.IsZero() {
 		cfg.PauseUntil = &until
 	}
-	err := c.update(cfg)
+	err := c.update(cfg, c.principal())
 	st.mu.Unlock()
 	if err != nil {
 		r.Error = apiErr(500, 10104, err.Error())

@@ -14,8 +14,9 @@ import (
 // pullRequest is a waiting CONSUMER.MSG.NEXT request.
 type pullRequest struct {
 	reply     string
-	batch     int // messages still wanted
-	maxBytes  int // 0: no byte limit
+	principal server.Principal // the requester
+	batch     int              // messages still wanted
+	maxBytes  int              // 0: no byte limit
 	bytesLeft int
 	noWait    bool
 	expires   time.Time // zero: never
@@ -93,7 +94,7 @@ func (c *consumer) addRequest(pub *server.Publisher, m pullMsg, now time.Time) {
 		status(pub, m.reply, 400, "Bad Request - "+err.Error())
 		return
 	}
-	r.reply = m.reply
+	r.reply, r.principal = m.reply, m.principal
 	switch {
 	case c.cfg.MaxRequestBatch > 0 && r.batch > c.cfg.MaxRequestBatch:
 		status(pub, m.reply, 409, fmt.Sprintf("Exceeded MaxRequestBatch of %d", c.cfg.MaxRequestBatch))

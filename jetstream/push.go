@@ -22,14 +22,15 @@ const (
 
 // pushState is a push consumer's delivery state.
 type pushState struct {
-	active   bool      // the deliver subject has a subscriber
-	checkAt  time.Time // when to look for one again, if inactive
-	backoff  time.Duration
-	lastSend time.Time // the last message or heartbeat sent
-	fcID     string    // the flow control request waiting for an answer
-	fcN      uint64    // requests sent, to name them
-	fcBytes  int       // bytes sent and not covered by an answer
-	fcSentAt int       // fcBytes when fcID was sent
+	permitted bool      // the owner may publish on the deliver subject
+	active    bool      // the deliver subject has a subscriber
+	checkAt   time.Time // when to look for one again, if inactive
+	backoff   time.Duration
+	lastSend  time.Time // the last message or heartbeat sent
+	fcID      string    // the flow control request waiting for an answer
+	fcN       uint64    // requests sent, to name them
+	fcBytes   int       // bytes sent and not covered by an answer
+	fcSentAt  int       // fcBytes when fcID was sent
 }
 
 // canSend reports whether the consumer may push a message now.
@@ -46,6 +47,12 @@ func (p *pushState) canSend(cfg *ConsumerConfig) bool {
 func (c *consumer) refreshInterest(now time.Time) {
 	p := &c.push
 	if !p.active && now.Before(p.checkAt) {
+		return
+	}
+	if !p.permitted {
+		// The owner may not publish on the deliver subject: the server
+		// does not either (see server/principal.go).
+		p.active, p.checkAt = false, now.Add(interestPoll)
 		return
 	}
 	if c.st.js.srv.HasInterest(c.cfg.DeliverSubject) {
@@ -77,7 +84,9 @@ func (c *consumer) pushed(pub *server.Publisher, size int, now time.Time) {
 		p.fcID = "$JS.FC." + c.st.name + "." + c.name + "." + strconv.FormatUint(p.fcN, 10)
 		p.fcSentAt = p.fcBytes
 		hb := headerBuilder{}
+		pub.ActFor(c.owner)
 		pub.Publish(c.cfg.DeliverSubject, p.fcID, hb.status(100, "FlowControl Request").bytes(), nil)
+		pub.ActFor(server.Principal{})
 	}
 }
 
@@ -102,7 +111,9 @@ func (c *consumer) housekeepPush(pub *server.Publisher, now time.Time) time.Time
 	}
 	if hb := c.cfg.Heartbeat; hb > 0 && p.active {
 		if now.Sub(p.lastSend) >= hb {
+			pub.ActFor(c.owner)
 			pub.Publish(c.cfg.DeliverSubject, "", c.idleHeartbeat(), nil)
+			pub.ActFor(server.Principal{})
 			p.lastSend = now
 		}
 		if t := p.lastSend.Add(hb); wake.IsZero() || t.Before(wake) {

@@ -356,6 +356,13 @@ func sameConfig(a, b StreamConfig) bool { return reflect.DeepEqual(a, b) }
 // of the publisher's read, when one fsync covers every message of the
 // read (SyncAlways).
 func (st *stream) ingest(m *server.Msg) {
+	if !m.Permitted() {
+		// The server published this for a client that may not publish
+		// here (a consumer's delivery, a pull request's reply): storing
+		// it would let that client write to a stream through the server.
+		st.js.dropInternal(m, "stream", st.name)
+		return
+	}
 	var hdr headers
 	if m.Header != nil {
 		hdr = parseHeaders(m.Header)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store"
 	"github.com/skiffmq/skiff/subject"
 )
@@ -23,12 +24,17 @@ const (
 // addConsumer creates a consumer, or updates the one of the same name, as
 // the action allows, and returns its info, taken before a new consumer
 // starts delivering (as the reference server answers: nothing delivered
-// yet).
-func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*ConsumerInfo, *APIError) {
+// yet). The requester pr becomes the consumer's owner: a push consumer
+// delivers for it, so pr must be allowed to publish on the deliver
+// subject.
+func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Principal) (*ConsumerInfo, *APIError) {
 	scfg := st.config()
 	ncfg, aerr := normalizeConsumer(cfg, &scfg)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if ncfg.DeliverSubject != "" && !pr.CanPublish(ncfg.DeliverSubject) {
+		return nil, errDeliverNotPermitted()
 	}
 	name := ncfg.Durable
 	if name == "" {
@@ -57,7 +63,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*ConsumerInfo,
 		if err := checkUpdate(&old, &ncfg); err != nil {
 			return nil, errConsumerCreate(err)
 		}
-		if err := existing.update(ncfg); err != nil {
+		if err := existing.update(ncfg, pr); err != nil {
 			return nil, errConsumerCreate(err)
 		}
 		return existing.info(), nil
@@ -92,7 +98,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string) (*ConsumerInfo,
 		ncfg.Name = name
 	}
 
-	c, err := st.openConsumer(name, ncfg, time.Now(), true)
+	c, err := st.openConsumer(name, ncfg, pr, time.Now(), true)
 	if err != nil {
 		return nil, apiErr(500, 10104, "error creating store for consumer: "+err.Error())
 	}
@@ -116,7 +122,7 @@ func (st *stream) persisted(cfg *ConsumerConfig) bool {
 
 // openConsumer builds a consumer: a new one (create) positioned by its
 // deliver policy, or one recovered from its directory.
-func (st *stream) openConsumer(name string, cfg ConsumerConfig, created time.Time, create bool) (*consumer, error) {
+func (st *stream) openConsumer(name string, cfg ConsumerConfig, owner server.Principal, created time.Time, create bool) (*consumer, error) {
 	var (
 		log   progressLog = memProgress{}
 		dir   string
@@ -131,7 +137,7 @@ func (st *stream) openConsumer(name string, cfg ConsumerConfig, created time.Tim
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
-			if err := writeMeta(filepath.Join(dir, metaFile), consumerMeta{Config: cfg, Created: created}); err != nil {
+			if err := writeMeta(filepath.Join(dir, metaFile), consumerMeta{Config: cfg, Created: created, Owner: owner.User()}); err != nil {
 				return nil, err
 			}
 		}
@@ -145,7 +151,7 @@ func (st *stream) openConsumer(name string, cfg ConsumerConfig, created time.Tim
 			state = s
 		}
 	}
-	c := newConsumer(st, name, cfg, created, log, dir)
+	c := newConsumer(st, name, cfg, owner, created, log, dir)
 	if state != nil {
 		c.restore(state)
 	} else {
@@ -181,9 +187,14 @@ func (st *stream) loadConsumers() error {
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", e.Name(), err)
 		}
-		c, err := st.openConsumer(e.Name(), meta.Config, meta.Created, false)
+		owner := st.js.srv.PrincipalOf(meta.Owner)
+		c, err := st.openConsumer(e.Name(), meta.Config, owner, meta.Created, false)
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", e.Name(), err)
+		}
+		if d := meta.Config.DeliverSubject; d != "" && !c.push.permitted {
+			st.js.log.Error("consumer does not deliver: its owner may not publish on its deliver subject",
+				"stream", st.name, "consumer", e.Name(), "owner", meta.Owner, "deliver_subject", d)
 		}
 		st.mu.consumers[e.Name()] = c
 		st.js.consumers.Add(1)
@@ -259,15 +270,24 @@ func (c *consumer) config() ConsumerConfig {
 	return c.cfg
 }
 
-// update applies a new configuration (already checked by checkUpdate).
-func (c *consumer) update(cfg ConsumerConfig) error {
+// principal returns the consumer's owner.
+func (c *consumer) principal() server.Principal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owner
+}
+
+// update applies a new configuration (already checked by checkUpdate),
+// set by owner.
+func (c *consumer) update(cfg ConsumerConfig, owner server.Principal) error {
 	if c.dir != "" {
-		if err := writeMeta(filepath.Join(c.dir, metaFile), consumerMeta{Config: cfg, Created: c.created}); err != nil {
+		if err := writeMeta(filepath.Join(c.dir, metaFile), consumerMeta{Config: cfg, Created: c.created, Owner: owner.User()}); err != nil {
 			return err
 		}
 	}
 	c.mu.Lock()
 	old := c.cfg.PauseUntil
+	c.owner = owner
 	c.setConfig(cfg)
 	c.pauseChanged(old, time.Now())
 	c.npcValid = false

@@ -43,6 +43,8 @@ type client struct {
 	afterRead []func(*Publisher)
 	imsg      Msg             // the Msg handed to internal subscriptions, reused
 	internal  bool            // a connectionless publisher (see internal.go)
+	serverPub bool            // routing a Publisher's message (see principal.go)
+	actFor    Principal       // whom that Publisher acts for
 	readMsgs  int64           // messages in the read being handled, for inMsgs
 	readBytes int64           // their payload bytes, for inBytes
 	pubOK     map[string]bool // permission answers for recent publish subjects

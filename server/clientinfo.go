@@ -27,7 +27,7 @@ const globalAccount = "$G"
 // Publisher. Call it only while handling m.
 func (m *Msg) Client() *ClientInfo {
 	c := m.pub
-	if c == nil || c.internal {
+	if c == nil || m.internal {
 		return nil
 	}
 	ci := &ClientInfo{

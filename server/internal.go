@@ -38,6 +38,9 @@ type Msg struct {
 	Header  []byte // nil when the message has no headers
 	Data    []byte
 	pub     *client
+
+	internal  bool      // published by the server (see principal.go)
+	principal Principal // who the server published it for, when internal
 }
 
 // AfterRead runs f on the publisher's goroutine once the read that carried
@@ -81,8 +84,9 @@ func (is *InternalSub) Unsubscribe() error {
 // Publisher publishes messages from inside the process, routed like a
 // client's. It belongs to one goroutine at a time.
 type Publisher struct {
-	c   *client
-	buf []byte // headers and data joined, reused
+	c         *client
+	buf       []byte    // headers and data joined, reused
+	principal Principal // who it publishes for (see ActFor)
 }
 
 // NewPublisher returns a publisher for one goroutine.
@@ -93,26 +97,33 @@ func (s *Server) NewPublisher() *Publisher {
 // Publish routes one message. Receivers are woken at the next Flush (or
 // at once with PublishNow).
 func (p *Publisher) Publish(subject, reply string, hdr, data []byte) {
-	c := p.c
 	msg, h := data, -1
 	if hdr != nil {
 		p.buf = append(append(p.buf[:0], hdr...), data...)
 		msg, h = p.buf, len(hdr)
 	}
-	c.srv.route(c, subject, unsafe.Slice(unsafe.StringData(subject), len(subject)), []byte(reply), h, msg)
+	p.route(subject, unsafe.Slice(unsafe.StringData(subject), len(subject)), []byte(reply), h, msg)
+}
+
+// route routes a message as the server's, acting for p.principal.
+func (p *Publisher) route(subject string, as, reply []byte, hdr int, msg []byte) {
+	c := p.c
+	wasServer, was := c.serverPub, c.actFor
+	c.serverPub, c.actFor = true, p.principal
+	c.srv.route(c, subject, as, reply, hdr, msg)
+	c.serverPub, c.actFor = wasServer, was
 }
 
 // PublishAs routes a message by subject but presents it to receivers as
 // published on as: JetStream hands a stored message to a consumer's inbox
 // this way, keeping the subject it was stored under.
 func (p *Publisher) PublishAs(subject, as, reply string, hdr, data []byte) {
-	c := p.c
 	msg, h := data, -1
 	if hdr != nil {
 		p.buf = append(append(p.buf[:0], hdr...), data...)
 		msg, h = p.buf, len(hdr)
 	}
-	c.srv.route(c, subject, unsafe.Slice(unsafe.StringData(as), len(as)), []byte(reply), h, msg)
+	p.route(subject, unsafe.Slice(unsafe.StringData(as), len(as)), []byte(reply), h, msg)
 }
 
 // PublishNow is Publish followed by Flush.
@@ -143,6 +154,7 @@ func (c *client) endOfRead() {
 		c.afterRead = nil
 		p := &Publisher{c: c}
 		for _, f := range fs {
+			p.principal = Principal{} // nobody, unless f says whom it acts for
 			f(p)
 		}
 	}
@@ -153,6 +165,7 @@ func (c *client) endOfRead() {
 func (c *client) deliverInternal(sub *subscription, subj string, reply []byte, hdr int, msg []byte) bool {
 	m := &c.imsg
 	m.Subject, m.Reply, m.pub = subj, unsafe.String(unsafe.SliceData(reply), len(reply)), c
+	m.internal, m.principal = c.internal || c.serverPub, c.actFor
 	if hdr >= 0 {
 		m.Header, m.Data = msg[:hdr], msg[hdr:]
 	} else {

@@ -49,7 +49,7 @@ type Server struct {
 	nextCID      atomic.Uint64
 	shuttingDown atomic.Bool
 	lameDuck     atomic.Bool
-	closing      chan struct{} // closed when Shutdown starts
+	closing      chan struct{}  // closed when Shutdown starts
 	wg           sync.WaitGroup // every client goroutine and the accept loop
 
 	mu struct {

@@ -1,0 +1,27 @@
+package jetstream
+
+import (
+	"math/bits"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// JetStream never acts for a client beyond that client's permissions (see
+// server/principal.go). What the server publishes itself (a consumer's
+// delivery, a reply, an advisory) is never taken as an API request, an
+// acknowledgement or a flow control answer, and a stream stores it only if
+// the client it was published for may publish on its subject. A push
+// consumer delivers for its owner (the user who created it or last set its
+// configuration), who must be allowed to publish on the deliver subject.
+
+// dropInternal counts a server-published message that was refused, and
+// logs the 1st, 2nd, 4th, 8th... so that a client repeating the attempt
+// cannot flood the log.
+func (js *JetStream) dropInternal(m *server.Msg, attrs ...any) {
+	n := js.internalDropped.Add(1)
+	if bits.OnesCount64(n) != 1 {
+		return
+	}
+	attrs = append(attrs, "subject", m.Subject, "for_user", m.Principal().User(), "dropped", n)
+	js.log.Warn("server-published message refused: it would act past its client's permissions", attrs...)
+}
