@@ -28,8 +28,6 @@ func applyJetStream(c *Config, v value) error {
 	return jsKeys.apply(c, v)
 }
 
-const whyQuotas = "JetStream storage quotas are not implemented; Skiff refuses to start rather than run without the limit"
-
 var jsKeys = func() keys[*Config] {
 	k := newKeys[*Config]()
 	k.on(func(c *Config, v value) (err error) { c.JetStreamEnabled, err = v.boolean(); return }, "enabled", "enable")
@@ -47,8 +45,15 @@ var jsKeys = func() keys[*Config] {
 		return
 	}, "request_queue_limit")
 	k.on(func(c *Config, v value) error { return applySync(v, &c.JetStream) }, "sync_interval", "sync")
-	k.refuse(whyQuotas, "max_memory_store", "max_mem_store", "max_mem", "max_file_store", "max_file")
-	k.refuse("strict API checking is not implemented", "strict")
+	k.on(func(c *Config, v value) (err error) { c.JetStream.MaxMemory, err = quotaSize(v); return },
+		"max_memory_store", "max_mem_store", "max_mem")
+	k.on(func(c *Config, v value) (err error) { c.JetStream.MaxStore, err = quotaSize(v); return },
+		"max_file_store", "max_file")
+	k.on(func(c *Config, v value) error {
+		strict, err := v.boolean()
+		c.JetStream.Lenient = !strict
+		return err
+	}, "strict")
 	k.refuse("encryption at rest is not implemented; Skiff refuses to start rather than store data in the clear",
 		"key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key", "cipher", "tpm")
 	k.refuse(whyCluster, "domain", "unique_tag", "max_outstanding_catchup", "meta_compact", "meta_compact_size",
@@ -82,4 +87,19 @@ func applySync(v value, o *jetstream.Options) error {
 	}
 	o.Sync, o.SyncInterval = jetstream.SyncInterval, d
 	return nil
+}
+
+// quotaSize reads max_memory_store or max_file_store: a size (`1GB`,
+// `512M`, bytes), or a negative number for no bound. Zero is refused: the
+// reference server reads it as "the default", which is better said by
+// leaving the key out.
+func quotaSize(v value) (int64, error) {
+	n, err := v.size()
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, v.errorf(ErrInvalidValue, "want a positive size, or -1 for no bound")
+	}
+	return max(n, -1), nil
 }

@@ -220,7 +220,7 @@ func newResponse(kind string) apiResponse { return apiResponse{Type: typePrefix 
 // streamRequest decodes a request about the stream name into req and
 // returns the stream.
 func (js *JetStream) streamRequest(name string, data []byte, req any) (*stream, *APIError) {
-	if err := decode(data, req); err != nil {
+	if err := js.decode(data, req); err != nil {
 		return nil, err
 	}
 	st := js.lookup(name)
@@ -231,15 +231,40 @@ func (js *JetStream) streamRequest(name string, data []byte, req any) (*stream, 
 }
 
 // decode reads a request body into v; an empty body leaves v as it is.
-func decode(data []byte, v any) *APIError {
+// Strict (the default, as nats-server's `strict: true`), a field the
+// request type does not have is an error, unless it is one of the
+// reference server's that Skiff refuses by name when it is set (see
+// unsupported.go), which the caller checks next.
+func (js *JetStream) decode(data []byte, v any) *APIError {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
 	// A decoder, as the reference server uses: its errors read the same.
-	if err := json.NewDecoder(bytes.NewReader(data)).Decode(v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if !js.opts.Lenient {
+		dec.DisallowUnknownFields()
+	}
+	err := dec.Decode(v)
+	if err != nil && !js.opts.Lenient {
+		if f, ok := unknownField(err); ok && knownToReference[f] {
+			err = json.NewDecoder(bytes.NewReader(data)).Decode(v)
+		}
+	}
+	if err != nil {
 		return errInvalidJSON(err)
 	}
 	return nil
+}
+
+// unknownField returns the field an encoding/json unknown-field error
+// names.
+func unknownField(err error) (string, bool) {
+	rest, ok := strings.CutPrefix(err.Error(), `json: unknown field "`)
+	if !ok {
+		return "", false
+	}
+	f, _, ok := strings.Cut(rest, `"`)
+	return f, ok
 }
 
 // accountInfoResponse answers $JS.API.INFO.

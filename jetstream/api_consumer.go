@@ -89,7 +89,7 @@ func (js *JetStream) consumerAPI(toks []string, data []byte, pr server.Principal
 func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphemeral, legacyDurable bool, data []byte, pr server.Principal) any {
 	r := &consumerInfoResponse{apiResponse: newResponse("consumer_create")}
 	var req createConsumerRequest
-	if r.Error = decode(data, &req); r.Error != nil {
+	if r.Error = js.decode(data, &req); r.Error != nil {
 		return r
 	}
 	if r.Error = unsupportedConsumer(data); r.Error != nil {

@@ -65,7 +65,7 @@ type streamListResponse struct {
 func (js *JetStream) streamCreate(name string, data []byte) any {
 	r := &streamInfoResponse{apiResponse: newResponse("stream_create")}
 	var cfg StreamConfig
-	if r.Error = decode(data, &cfg); r.Error != nil {
+	if r.Error = js.decode(data, &cfg); r.Error != nil {
 		return r
 	}
 	if r.Error = unsupportedStream(data); r.Error != nil {
@@ -105,6 +105,9 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 		r.Error = errSubjectOverlap()
 		return r
 	}
+	if r.Error = js.checkReserveLocked(&ncfg); r.Error != nil {
+		return r
+	}
 	st, err := js.openStream(ncfg, time.Now().UTC(), true)
 	if err != nil {
 		js.log.Warn("stream create failed", "stream", name, "err", err)
@@ -139,7 +142,7 @@ func (js *JetStream) overlapsLocked(name string, subjects []string) bool {
 func (js *JetStream) streamUpdate(name string, data []byte) any {
 	r := &streamInfoResponse{apiResponse: newResponse("stream_update")}
 	var cfg StreamConfig
-	if r.Error = decode(data, &cfg); r.Error != nil {
+	if r.Error = js.decode(data, &cfg); r.Error != nil {
 		return r
 	}
 	if r.Error = unsupportedStream(data); r.Error != nil {
@@ -171,6 +174,9 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 	}
 	if js.overlapsLocked(name, ncfg.Subjects) {
 		r.Error = errSubjectOverlap()
+		return r
+	}
+	if r.Error = js.checkReserveLocked(&ncfg); r.Error != nil {
 		return r
 	}
 	if err := st.update(ncfg); err != nil {
@@ -358,7 +364,7 @@ func (js *JetStream) streamPurge(name string, data []byte) any {
 func (js *JetStream) streamNames(data []byte) any {
 	r := &streamNamesResponse{apiResponse: newResponse("stream_names")} // null when none, as the reference
 	var req pagedRequest
-	if r.Error = decode(data, &req); r.Error != nil {
+	if r.Error = js.decode(data, &req); r.Error != nil {
 		return r
 	}
 	names := js.namesMatching(req.Subject)
@@ -369,7 +375,7 @@ func (js *JetStream) streamNames(data []byte) any {
 func (js *JetStream) streamList(data []byte) any {
 	r := &streamListResponse{apiResponse: newResponse("stream_list"), Streams: []*StreamInfo{}}
 	var req pagedRequest
-	if r.Error = decode(data, &req); r.Error != nil {
+	if r.Error = js.decode(data, &req); r.Error != nil {
 		return r
 	}
 	names := js.namesMatching(req.Subject)
@@ -541,7 +547,7 @@ func (js *JetStream) directGet(name, subj string, data []byte) []apiReply {
 		if len(data) == 0 {
 			return statusReply(408, "Empty Request")
 		}
-		if decode(data, &req) != nil {
+		if json.Unmarshal(data, &req) != nil { // never strict, as the reference server's
 			return statusReply(408, "Malformed Request")
 		}
 		if req.Seq == 0 && req.LastFor == "" && req.NextFor == "" && req.StartTime == nil {

@@ -268,4 +268,3 @@ func TestDeputyOwnerPersists(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "own.x", m.Subject)
 }
-

@@ -28,6 +28,8 @@ const (
 	DefaultDupWindow     = 2 * time.Minute
 	DefaultAckWait       = 30 * time.Second
 	DefaultSyncInterval  = 100 * time.Millisecond
+	DefaultMaxStore      = 1 << 40 // 1 TiB of file streams, as nats-server
+	DefaultMaxMemory     = 4 << 30 // of memory streams, when the machine's memory is unknown
 	// MaxDedupIDs bounds the message IDs a stream remembers for
 	// deduplication, whatever its window.
 	MaxDedupIDs = 1 << 20
@@ -50,6 +52,19 @@ type Options struct {
 	// 100 ms); nats-server's `sync_interval` sets the same for all.
 	Sync         SyncPolicy
 	SyncInterval time.Duration
+	// MaxMemory and MaxStore bound the bytes of every memory stream and
+	// of every file stream together (nats-server's max_memory_store and
+	// max_file_store). A stream's max_bytes reserves its share at create,
+	// refused past the bound (10028, 10047); a publish while the bound is
+	// reached is refused (503, 10023). Defaults: 75% of the machine's
+	// memory (DefaultMaxMemory when it cannot be read) and
+	// DefaultMaxStore; a negative value is no bound.
+	MaxMemory int64
+	MaxStore  int64
+	// Lenient accepts API requests with fields their type does not have,
+	// ignoring them (nats-server's `strict: false`). By default such a
+	// request is refused as invalid JSON (10025).
+	Lenient bool
 	// FS is the file system of streams' messages and consumers' state
 	// (default store.OSFS); tests wrap it to inject faults.
 	FS store.FS
@@ -72,6 +87,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.SyncInterval <= 0 {
 		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.MaxMemory == 0 {
+		o.MaxMemory = defaultMaxMemory()
+	}
+	if o.MaxStore == 0 {
+		o.MaxStore = DefaultMaxStore
 	}
 	if o.FS == nil {
 		o.FS = store.OSFS
@@ -105,8 +126,10 @@ type JetStream struct {
 	// API, ack or flow control subjects, or a stream their principal may
 	// not publish to, and were dropped (see server/principal.go).
 	internalDropped atomic.Uint64
-	adv             advisories
-	wg              sync.WaitGroup
+	// memQuota and fileQuota count what streams hold (see quota.go).
+	memQuota, fileQuota quota
+	adv                 advisories
+	wg                  sync.WaitGroup
 }
 
 // New attaches JetStream to s: it recovers the streams and consumers in
@@ -151,8 +174,10 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		_ = js.Close()
 		return nil, err
 	}
-	js.wg.Add(1)
+	js.recountQuotas()
+	js.wg.Add(2)
 	go js.apiWorker()
+	go js.quotaLoop()
 	s.AdvertiseJetStream()
 	return js, nil
 }

@@ -120,7 +120,7 @@ func (js *JetStream) handleJsz(r *http.Request) (any, error) {
 // jsz builds the /jsz report.
 func (js *JetStream) jsz(o jszOptions) *jsz {
 	r := &jsz{ID: js.srv.ID(), Now: time.Now().UTC(), Config: jszConfig{
-		MaxMemory: -1, MaxStorage: -1, StoreDir: js.opts.StoreDir,
+		MaxMemory: max(js.opts.MaxMemory, -1), MaxStorage: max(js.opts.MaxStore, -1), StoreDir: js.opts.StoreDir,
 	}}
 	if js.opts.Sync == SyncAlways {
 		r.Config.SyncAlways = true

@@ -12,6 +12,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/jetstream"
 )
 
 // TestJsz reads /jsz as the Prometheus exporter for NATS does: totals,
@@ -65,7 +67,7 @@ func TestJsz(t *testing.T) {
 	require.Positive(t, v.Store)
 	require.Positive(t, v.Memory)
 	require.Equal(t, v.Bytes, v.Store+v.Memory)
-	require.Equal(t, int64(-1), v.Config.MaxStore)
+	require.Equal(t, int64(jetstream.DefaultMaxStore), v.Config.MaxStore)
 	require.Equal(t, 1, v.Accounts)
 	require.Positive(t, v.API.Total)
 	require.Empty(t, v.AccountDetails)

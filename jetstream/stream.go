@@ -385,6 +385,10 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, errStreamNotMatch())
 		return
 	}
+	if st.js.quotaReached(cfg.Storage) {
+		st.nack(m, reply, errInsufficientResources())
+		return
+	}
 	msgID, hasID := hdr.get("Nats-Msg-Id")
 
 	st.ingestMu.Lock()
@@ -417,6 +421,7 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, st.appendError(err))
 		return
 	}
+	st.js.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
 	// The config as now, under ingestMu: the one rebuildTTLs follows.
 	if scfg := st.cfg.Load(); ttl > 0 || scfg.SubjectDeleteMarkerTTL > 0 {
 		st.schedule(seq, ts, ttl, scfg)

@@ -22,6 +22,17 @@ var (
 	}
 )
 
+// knownToReference are the request fields of the reference server that
+// Skiff's types do not have: a strict decode lets them through, for the
+// checks here to refuse them by name when they are set.
+var knownToReference = func() map[string]bool {
+	m := map[string]bool{"placement": true, "priority_policy": true}
+	for _, f := range append(append([]string{}, unsupportedStreamFields...), unsupportedConsumerFields...) {
+		m[f] = true
+	}
+	return m
+}()
+
 // unsupported returns the fields of a JSON object, among names, whose
 // values are not empty (null, false, 0, "", [] or {}), sorted.
 func unsupported(obj []byte, names []string) []string {
