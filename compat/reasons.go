@@ -53,33 +53,69 @@ func loadReasons(path string) (Reasons, error) {
 // implement: `FILE:LINE: KEY: not supported by Skiff: WHY`.
 var refusedKey = regexp.MustCompile(`:\d+: ([A-Za-z0-9_.\[\]]+): not supported by Skiff`)
 
-// reasonFor is why r fails only on Skiff: the person's reason from
-// reasons.txt, or else what Skiff's own refusal says, or else "".
+// reasonFor is why r fails only on Skiff: what Skiff's own refusal says,
+// or else the person's reason from reasons.txt, or else "". A test whose
+// file Skiff refused keeps reasons.txt's reason for its diagnostic run
+// (lenientReason).
 func (rs Reasons) reasonFor(r Result) string {
-	if why, ok := rs[r.Key()]; ok {
+	if why := autoReason(r.Skiff.Message); why != "" {
 		return why
 	}
-	return autoReason(r.Skiff.Message)
+	return rs[r.Key()]
+}
+
+// lenientReason is why r still fails on Skiff with compat/lenient's
+// stand-in for its configuration file.
+func (rs Reasons) lenientReason(r Result) string {
+	if why := autoReason(r.Lenient.Message); why != "" {
+		return why
+	}
+	return rs[r.Key()]
 }
 
 // autoReason classifies a failure from its message alone, where the
-// message says it all: a configuration key Skiff refuses, or clustering,
-// which compat/bin's wrapper refuses.
+// message says it all: configuration keys Skiff refuses, named with the
+// feature they wait for, or clustering, which compat/bin's wrapper refuses.
 func autoReason(msg string) string {
 	if strings.Contains(msg, "clustering is not implemented by Skiff") {
-		return "needs clustering: compat's wrapper refuses --routes/--cluster (Skiff has no clustering)"
+		return "waits for clustering: compat's wrapper refuses run_cluster's --routes and --cluster"
 	}
 	seen := map[string]bool{}
-	var keys []string
+	var keys, features []string
 	for _, m := range refusedKey.FindAllStringSubmatch(msg, -1) {
-		if !seen[m[1]] {
-			seen[m[1]] = true
-			keys = append(keys, m[1])
+		if seen[m[1]] {
+			continue
+		}
+		seen[m[1]] = true
+		keys = append(keys, m[1])
+		f := featureOf(m[1])
+		if !seen["feature "+f] {
+			seen["feature "+f] = true
+			features = append(features, f)
 		}
 	}
 	if len(keys) == 0 {
 		return ""
 	}
 	sort.Strings(keys)
-	return "configuration refused by Skiff: " + strings.Join(keys, ", ")
+	sort.Strings(features)
+	return "waits for " + strings.Join(features, " and ") + ": Skiff refuses " + strings.Join(keys, ", ")
+}
+
+// featureOf names the feature a refused configuration key belongs to.
+func featureOf(key string) string {
+	last := key[strings.LastIndex(key, ".")+1:]
+	switch last {
+	case "cluster", "routes", "gateway":
+		return "clustering"
+	case "accounts", "system_account", "no_auth_user":
+		return "accounts"
+	case "operator", "operators", "resolver", "resolver_preload", "trusted", "trusted_keys":
+		return "JWT authentication (operators, resolvers)"
+	case "leafnodes", "domain":
+		return "leaf nodes and JetStream domains"
+	case "max_mem_store", "max_memory_store", "max_mem", "max_file_store", "max_file", "strict":
+		return "JetStream storage quotas and strict mode"
+	}
+	return "the key " + key
 }

@@ -110,6 +110,10 @@ type Report struct {
 	SkiffOnly, Both, RefOnly, Flaky []Failure
 	// Skipped are the tests compat does not run (Result.Skipped says why).
 	Skipped []Result
+	// Lenient are the Skiff-only failures that Skiff's refusal of a key
+	// explains and that ran again with compat/lenient's stand-in file;
+	// their Reason is why they still fail ("" if they pass).
+	Lenient []Failure
 	// StaleReasons are reasons.txt entries for tests that no longer fail
 	// only on Skiff.
 	StaleReasons []string
@@ -142,8 +146,16 @@ func buildReport(o Options, env Environment, results []Result, reasons Reasons) 
 		case res.Ref.Status.ok() && res.Skiff.Status.bad():
 			row.SkiffOnly++
 			f.Reason = reasons.reasonFor(res)
-			used[res.Key()] = true
+			used[res.Key()] = used[res.Key()] || f.Reason == reasons[res.Key()]
 			r.SkiffOnly = append(r.SkiffOnly, f)
+			if res.Lenient.Status != NotRun {
+				lf := Failure{Result: res}
+				if res.Lenient.Status.bad() {
+					lf.Reason = reasons.lenientReason(res)
+					used[res.Key()] = used[res.Key()] || lf.Reason == reasons[res.Key()]
+				}
+				r.Lenient = append(r.Lenient, lf)
+			}
 		case res.Ref.Status.bad() && res.Skiff.Status.bad():
 			r.Both = append(r.Both, f)
 		case res.Ref.Status.bad():
@@ -231,10 +243,23 @@ func (r Report) Markdown() string {
 	}
 	for _, g := range groupByReason(r.SkiffOnly) {
 		p("### %s (%d)\n\n", g.reason, len(g.tests))
+		if autoReason(g.tests[0].Skiff.Message) == g.reason {
+			// Skiff's refusal is the whole message: the names suffice.
+			var names []string
+			for _, f := range g.tests {
+				names = append(names, "`"+f.File+"` `"+f.Name+"`")
+			}
+			p("%s\n\n", strings.Join(names, ", "))
+			continue
+		}
 		for _, f := range g.tests {
 			p("- `%s` `%s`%s: %s\n", f.File, f.Name, statusNote(f.Skiff.Status), quote(f.Skiff.Message))
 		}
 		p("\n")
+	}
+
+	if len(r.Lenient) > 0 {
+		r.renderLenient(p)
 	}
 
 	p("\n## Fail on both servers (%d)\n\n", len(r.Both))
@@ -343,4 +368,47 @@ func plusFeatures(f string) string {
 		return ""
 	}
 	return " plus `" + f + "`"
+}
+
+// renderLenient writes the diagnostic section: the tests whose file Skiff
+// refused, run again with compat/lenient's stand-in.
+func (r Report) renderLenient(p func(string, ...any)) {
+	var failed, passed []Failure
+	perFile := map[string]*[2]int{}
+	var files []string
+	for _, f := range r.Lenient {
+		c := perFile[f.File]
+		if c == nil {
+			c = &[2]int{}
+			perFile[f.File] = c
+			files = append(files, f.File)
+		}
+		if f.Lenient.Status.bad() {
+			failed = append(failed, f)
+			c[1]++
+		} else {
+			passed = append(passed, f)
+			c[0]++
+		}
+	}
+	p("\n## Behind the refused keys: a diagnostic run (%d)\n\n", len(r.Lenient))
+	p("Not part of the results above. These tests failed on Skiff only because it\n")
+	p("refused a key of their configuration file that compat/lenient has a stand-in\n")
+	p("for: the same file without the refused keys (such as `tests/configs/jetstream.conf`\n")
+	p("without `strict`, `max_mem_store` and `max_file_store`). Run again with the\n")
+	p("stand-in, they show what implementing those keys would leave to fix.\n\n")
+	p("| file | refused | pass with the stand-in | fail with the stand-in |\n| --- | ---: | ---: | ---: |\n")
+	sort.Strings(files)
+	for _, file := range files {
+		c := perFile[file]
+		p("| `tests/%s.rs` | %d | %d | %d |\n", file, c[0]+c[1], c[0], c[1])
+	}
+	p("| **total** | %d | %d | %d |\n\n", len(r.Lenient), len(passed), len(failed))
+	for _, g := range groupByReason(failed) {
+		p("### %s (%d)\n\n", g.reason, len(g.tests))
+		for _, f := range g.tests {
+			p("- `%s` `%s`%s: %s\n", f.File, f.Name, statusNote(f.Lenient.Status), quote(f.Lenient.Message))
+		}
+		p("\n")
+	}
 }

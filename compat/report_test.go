@@ -35,9 +35,11 @@ func TestAutoReason(t *testing.T) {
 	cases := []struct{ name, msg, want string }{
 		{"refused keys, sorted, once each",
 			`output: skiff serve: config: jetstream.conf:2: jetstream.strict: not supported by Skiff: x config: jetstream.conf:3: jetstream.max_mem_store: not supported by Skiff: y config: other.conf:2: jetstream.strict: not supported by Skiff: x`,
-			"configuration refused by Skiff: jetstream.max_mem_store, jetstream.strict"},
+			"waits for JetStream storage quotas and strict mode: Skiff refuses jetstream.max_mem_store, jetstream.strict"},
+		{"two features", `config: jwt.conf:2: operator: not supported by Skiff: x config: a.conf:3: websocket.foo: not supported by Skiff: y`,
+			"waits for JWT authentication (operators, resolvers) and the key websocket.foo: Skiff refuses operator, websocket.foo"},
 		{"clustering", "output: nats-server (Skiff's compat wrapper): -routes: clustering is not implemented by Skiff",
-			"needs clustering: compat's wrapper refuses --routes/--cluster (Skiff has no clustering)"},
+			"waits for clustering: compat's wrapper refuses run_cluster's --routes and --cluster"},
 		{"anything else", "assertion failed: left == right", ""},
 	}
 	for _, c := range cases {
@@ -77,7 +79,7 @@ func TestBuildReport(t *testing.T) {
 		return ns
 	}
 	require.Equal(t, []string{"skiff_bug", "skiff_hang", "refused"}, names(r.SkiffOnly))
-	require.Equal(t, []string{"a concrete bug", "", "configuration refused by Skiff: cluster"},
+	require.Equal(t, []string{"a concrete bug", "", "waits for clustering: Skiff refuses cluster"},
 		[]string{r.SkiffOnly[0].Reason, r.SkiffOnly[1].Reason, r.SkiffOnly[2].Reason})
 	require.Equal(t, []string{"both"}, names(r.Both))
 	require.Equal(t, []string{"ref_only"}, names(r.RefOnly))
@@ -99,7 +101,7 @@ func TestBuildReport(t *testing.T) {
 		require.Contains(t, md, want)
 	}
 	// Unexplained failures come after every explained group.
-	require.Greater(t, strings.Index(md, "### not yet classified"), strings.Index(md, "### configuration refused"))
+	require.Greater(t, strings.Index(md, "### not yet classified"), strings.Index(md, "### waits for clustering"))
 }
 
 func TestParseCargoArtifacts(t *testing.T) {

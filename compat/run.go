@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -19,13 +20,19 @@ import (
 // test failing is a result, not an error).
 var ErrRun = errors.New("compat: running the tests")
 
-// server is one side of the comparison: the directory put first in PATH,
-// whose nats-server the tests' helper starts.
-type server struct {
-	// Name is how logs and the report name it.
+// pass is one run of the tests: on which server, with what environment,
+// which tests, and where each outcome goes.
+type pass struct {
+	// Name names the pass in logs and log directories.
 	Name string
-	// Bin is the directory holding its nats-server executable.
-	Bin string
+	// Env is the tests' environment; its PATH picks the server.
+	Env []string
+	// Selects says which tests run in this pass.
+	Selects func(*Result) bool
+	// Timeout bounds one test.
+	Timeout func(*Result) time.Duration
+	// Outcome is where the pass keeps a test's outcome.
+	Outcome func(*Result) *Outcome
 }
 
 // Outcome is how one test ended on one server.
@@ -52,6 +59,9 @@ type Result struct {
 	Skipped string
 	// Ref is the reference nats-server's outcome, Skiff Skiff's.
 	Ref, Skiff Outcome
+	// Lenient is Skiff's outcome with compat/lenient's stand-ins for the
+	// configuration files Skiff refused (NotRun unless Skiff refused one).
+	Lenient Outcome
 }
 
 // Key is the test's name in compat/reasons.txt and the report.
@@ -64,7 +74,11 @@ const (
 	skiffGrace  = 30 * time.Second
 )
 
-// runAll runs every test of every binary on nats-server, then on Skiff.
+// runAll runs every test of every binary on nats-server, then on Skiff,
+// then, for the tests Skiff failed only because it refused a key of their
+// configuration file, on Skiff again with compat/lenient's stand-in for
+// that file: the diagnostic pass, which says what fails behind the refusal.
+//
 // A test runs in a process of its own (`BINARY NAME --exact`), so one test
 // hanging or crashing costs only itself; o.Jobs of them run at once, as
 // libtest runs a file's tests on as many threads. Each process (and every
@@ -72,17 +86,12 @@ const (
 // time bound. On Skiff the bound scales from the test's time on nats-server.
 func runAll(o Options, crate string, bins []testBinary, skip Reasons, log io.Writer) ([]Result, error) {
 	skiff := filepath.Join(o.Root, "bin", "skiff")
-	servers := []server{
-		{Name: "nats-server", Bin: filepath.Join(o.Root, "tools", "bin")},
-		{Name: "skiff", Bin: filepath.Join(o.Root, "compat", "bin")},
-	}
-	for _, s := range servers {
-		if _, err := os.Stat(filepath.Join(s.Bin, "nats-server")); err != nil {
+	refBin := filepath.Join(o.Root, "tools", "bin")
+	skiffBin := filepath.Join(o.Root, "compat", "bin")
+	for _, f := range []string{filepath.Join(refBin, "nats-server"), filepath.Join(skiffBin, "nats-server"), skiff} {
+		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("%w: %w (make build tools)", ErrRun, err)
 		}
-	}
-	if _, err := os.Stat(skiff); err != nil {
-		return nil, fmt.Errorf("%w: %w (make build)", ErrRun, err)
 	}
 	logs := filepath.Join(o.BuildDir, "logs")
 	if err := os.RemoveAll(logs); err != nil {
@@ -100,55 +109,75 @@ func runAll(o Options, crate string, bins []testBinary, skip Reasons, log io.Wri
 		}
 		results = append(results, rs...)
 	}
-	for si, s := range servers {
-		env := testEnv(s.Bin, skiff)
+	runs := func(r *Result) bool { return !r.Ignored && r.Skipped == "" }
+	skiffTimeout := func(r *Result) time.Duration {
+		if r.Ref.Status != Passed {
+			return o.Timeout
+		}
+		return min(o.Timeout, skiffFactor*r.Ref.Took+skiffGrace)
+	}
+	passes := []pass{{
+		Name:    "nats-server",
+		Env:     testEnv(refBin, skiff),
+		Selects: runs,
+		Timeout: func(*Result) time.Duration { return o.Timeout },
+		Outcome: func(r *Result) *Outcome { return &r.Ref },
+	}, {
+		Name:    "skiff",
+		Env:     testEnv(skiffBin, skiff),
+		Selects: runs,
+		Timeout: skiffTimeout,
+		Outcome: func(r *Result) *Outcome { return &r.Skiff },
+	}, {
+		Name: "skiff-lenient",
+		Env:  append(testEnv(skiffBin, skiff), "COMPAT_LENIENT="+filepath.Join(o.Root, "compat", "lenient")),
+		Selects: func(r *Result) bool {
+			return r.Ref.Status.ok() && r.Skiff.Status.bad() && hasStandIn(o.Root, r.Skiff.Message)
+		},
+		Timeout: skiffTimeout,
+		Outcome: func(r *Result) *Outcome { return &r.Lenient },
+	}}
+	for _, p := range passes {
 		for _, b := range bins {
-			start := time.Now()
-			var todo []*Result
-			for i := range results {
-				if r := &results[i]; r.File == b.Name && !r.Ignored && r.Skipped == "" {
-					todo = append(todo, r)
-				}
-			}
-			if len(todo) == 0 {
-				continue
-			}
-			parallel(o.Jobs, todo, func(r *Result) {
-				timeout := o.Timeout
-				if si > 0 && r.Ref.Status == Passed {
-					timeout = min(o.Timeout, skiffFactor*r.Ref.Took+skiffGrace)
-				}
-				logFile := filepath.Join(logs, s.Name, r.File, safeName(r.Name)+".log")
-				out := runTest(b.Path, r.Name, crate, env, timeout, logFile)
-				// Paths under the checkout read the same on every machine.
-				out.Message = strings.ReplaceAll(out.Message, o.Root+string(filepath.Separator), "")
-				if out.Status == Failed {
-					// Once more, to tell a broken test from a flaky one.
-					again := runTest(b.Path, r.Name, crate, env, timeout, logFile+".2")
-					if again.Status == Passed {
-						out.Status, out.Took = Flaky, again.Took
-					}
-				}
-				if si == 0 {
-					r.Ref = out
-				} else {
-					r.Skiff = out
-				}
-			})
-			counts := map[Status]int{}
-			for _, r := range todo {
-				if si == 0 {
-					counts[r.Ref.Status]++
-				} else {
-					counts[r.Skiff.Status]++
-				}
-			}
-			fmt.Fprintf(log, "compat: %-11s %-26s %3d passed, %d flaky, %d failed, %d timed out (%s)\n",
-				s.Name, b.Name, counts[Passed], counts[Flaky], counts[Failed], counts[TimedOut],
-				time.Since(start).Round(time.Second))
+			runPass(o, p, b, crate, results, filepath.Join(logs, p.Name), log)
 		}
 	}
 	return results, nil
+}
+
+// runPass runs the tests of one binary that the pass selects.
+func runPass(o Options, p pass, b testBinary, crate string, results []Result, logs string, log io.Writer) {
+	start := time.Now()
+	var todo []*Result
+	for i := range results {
+		if r := &results[i]; r.File == b.Name && p.Selects(r) {
+			todo = append(todo, r)
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	parallel(o.Jobs, todo, func(r *Result) {
+		logFile := filepath.Join(logs, r.File, safeName(r.Name)+".log")
+		out := runTest(b.Path, r.Name, crate, p.Env, p.Timeout(r), logFile)
+		if out.Status == Failed {
+			// Once more, to tell a broken test from a flaky one.
+			again := runTest(b.Path, r.Name, crate, p.Env, p.Timeout(r), logFile+".2")
+			if again.Status == Passed {
+				out.Status, out.Took = Flaky, again.Took
+			}
+		}
+		// Paths under the checkout read the same on every machine.
+		out.Message = strings.ReplaceAll(out.Message, o.Root+string(filepath.Separator), "")
+		*p.Outcome(r) = out
+	})
+	counts := map[Status]int{}
+	for _, r := range todo {
+		counts[p.Outcome(r).Status]++
+	}
+	fmt.Fprintf(log, "compat: %-13s %-26s %3d passed, %d flaky, %d failed, %d timed out (%s)\n",
+		p.Name, b.Name, counts[Passed], counts[Flaky], counts[Failed], counts[TimedOut],
+		time.Since(start).Round(time.Second))
 }
 
 // listTests asks a test binary for its tests and which of them upstream
@@ -264,4 +293,19 @@ func parallel[T any](jobs int, items []T, f func(T)) {
 // safeName makes a test name a file name.
 func safeName(name string) string {
 	return strings.NewReplacer("/", "_", "::", ".").Replace(name)
+}
+
+// helperConfig is how compat/nats-server names the configuration file of
+// a server that exited before listening.
+var helperConfig = regexp.MustCompile(`before listening: config "([^"]*)"`)
+
+// hasStandIn is whether a failure is Skiff refusing a key of a test's
+// configuration file that compat/lenient has a stand-in for.
+func hasStandIn(root, msg string) bool {
+	m := helperConfig.FindStringSubmatch(msg)
+	if m == nil || m[1] == "" || !refusedKey.MatchString(msg) {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(root, "compat", "lenient", filepath.Base(m[1])))
+	return err == nil
 }
