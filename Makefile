@@ -6,7 +6,7 @@ BENCHBIN := bin/skiff-bench
 FUZZTIME ?= 30s
 COUNT    ?= 5
 
-.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-peers bench-latency bench-streams clean
+.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-peers bench-latency bench-streams compat clean
 
 all: build
 
@@ -101,5 +101,12 @@ bench-latency: build tools redis
 bench-streams: build tools
 	./$(BIN) bench streams --duration 30s --ack-duration 10s --tp-sizes 16B,1KB,5KB,1MB --tp-runs 2
 
+## compat: the async-nats (Rust) client's own integration tests against nats-server and
+## Skiff, into docs/compat.md (needs cargo; builds under compat/build, git-ignored; the
+## first run takes about 15 minutes). COMPAT_FLAGS: e.g. -run jetstream_tests, -features slow_tests
+COMPAT_FLAGS ?=
+compat: build tools
+	$(GO) run ./compat $(COMPAT_FLAGS)
+
 clean:
-	rm -rf bin tools/bin tools/kafka
+	rm -rf bin tools/bin tools/kafka compat/build

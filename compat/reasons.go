@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// ErrReasons is returned for a malformed compat/reasons.txt.
+var ErrReasons = errors.New("compat: reasons.txt")
+
+// Reasons say why tests fail only on Skiff: what a person found by reading
+// the test and its failure, keyed by "FILE NAME" (Result.Key).
+type Reasons map[string]string
+
+// loadReasons reads compat/reasons.txt: `#` comments, blank lines, and one
+// line per test, `FILE NAME REASON...` (the test file without .rs,
+// libtest's name, then the reason, separated by white space).
+func loadReasons(path string) (Reasons, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Reasons{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rs := Reasons{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 3 {
+			return nil, fmt.Errorf("%w: line %d: want FILE NAME REASON, got %q", ErrReasons, n, line)
+		}
+		key := fields[0] + " " + fields[1]
+		if _, dup := rs[key]; dup {
+			return nil, fmt.Errorf("%w: line %d: %s twice", ErrReasons, n, key)
+		}
+		rs[key] = strings.Join(fields[2:], " ")
+	}
+	return rs, sc.Err()
+}
+
+// refusedKey is how Skiff refuses a configuration key it does not
+// implement: `FILE:LINE: KEY: not supported by Skiff: WHY`.
+var refusedKey = regexp.MustCompile(`:\d+: ([A-Za-z0-9_.\[\]]+): not supported by Skiff`)
+
+// reasonFor is why r fails only on Skiff: what Skiff's own refusal says,
+// or else the person's reason from reasons.txt, or else "". A test whose
+// file Skiff refused keeps reasons.txt's reason for its diagnostic run
+// (lenientReason).
+func (rs Reasons) reasonFor(r Result) string {
+	if why := autoReason(r.Skiff.Message); why != "" {
+		return why
+	}
+	return rs[r.Key()]
+}
+
+// lenientReason is why r still fails on Skiff with compat/lenient's
+// stand-in for its configuration file.
+func (rs Reasons) lenientReason(r Result) string {
+	if why := autoReason(r.Lenient.Message); why != "" {
+		return why
+	}
+	return rs[r.Key()]
+}
+
+// autoReason classifies a failure from its message alone, where the
+// message says it all: configuration keys Skiff refuses, named with the
+// feature they wait for, or clustering, which compat/bin's wrapper refuses.
+func autoReason(msg string) string {
+	if strings.Contains(msg, "clustering is not implemented by Skiff") {
+		return "waits for clustering: compat's wrapper refuses run_cluster's --routes and --cluster"
+	}
+	seen := map[string]bool{}
+	var keys, features []string
+	for _, m := range refusedKey.FindAllStringSubmatch(msg, -1) {
+		if seen[m[1]] {
+			continue
+		}
+		seen[m[1]] = true
+		keys = append(keys, m[1])
+		f := featureOf(m[1])
+		if !seen["feature "+f] {
+			seen["feature "+f] = true
+			features = append(features, f)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	sort.Strings(keys)
+	sort.Strings(features)
+	return "waits for " + strings.Join(features, " and ") + ": Skiff refuses " + strings.Join(keys, ", ")
+}
+
+// featureOf names the feature a refused configuration key belongs to.
+func featureOf(key string) string {
+	last := key[strings.LastIndex(key, ".")+1:]
+	switch last {
+	case "cluster", "routes", "gateway":
+		return "clustering"
+	case "accounts", "system_account", "no_auth_user":
+		return "accounts"
+	case "operator", "operators", "resolver", "resolver_preload", "trusted", "trusted_keys":
+		return "JWT authentication (operators, resolvers)"
+	case "leafnodes", "domain":
+		return "leaf nodes and JetStream domains"
+	case "max_mem_store", "max_memory_store", "max_mem", "max_file_store", "max_file", "strict":
+		return "JetStream storage quotas and strict mode"
+	}
+	return "the key " + key
+}
