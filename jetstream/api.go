@@ -246,7 +246,7 @@ func (js *JetStream) decode(data []byte, v any) *APIError {
 	}
 	err := dec.Decode(v)
 	if err != nil && !js.opts.Lenient {
-		if f, ok := unknownField(err); ok && knownToReference[f] {
+		if f, ok := unknownField(err); ok && passStrict[f] {
 			err = json.NewDecoder(bytes.NewReader(data)).Decode(v)
 		}
 	}

@@ -76,7 +76,9 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 		return r
 	}
 	// A stream that does not choose its sync policy gets the server's.
-	syncDefaults(data, &cfg, js.opts.Sync, js.opts.SyncInterval)
+	if r.Error = syncDefaults(data, &cfg, js.opts.Sync, js.opts.SyncInterval); r.Error != nil {
+		return r
+	}
 	ncfg, aerr := js.normalize(cfg)
 	if aerr != nil {
 		r.Error = aerr
@@ -162,7 +164,9 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 	// Clients that know nothing of Skiff's sync policy (the nats CLI's
 	// stream edit) send the whole configuration without it: it stays.
 	old := st.config()
-	syncDefaults(data, &cfg, old.Sync, old.SyncInterval)
+	if r.Error = syncDefaults(data, &cfg, old.Sync, old.SyncInterval); r.Error != nil {
+		return r
+	}
 	ncfg, aerr := js.normalize(cfg)
 	if aerr != nil {
 		r.Error = aerr
@@ -186,23 +190,6 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 	r.StreamInfo = st.info()
 	js.adviseStream(advStreamUpdated, name, "modify")
 	return r
-}
-
-// syncDefaults sets cfg's sync policy and interval to the given ones when
-// the request's JSON does not name them (its zero values are real
-// choices, so their absence is read from the JSON itself).
-func syncDefaults(data []byte, cfg *StreamConfig, policy SyncPolicy, interval time.Duration) {
-	var keys struct {
-		Sync         json.RawMessage `json:"sync"`
-		SyncInterval json.RawMessage `json:"sync_interval"`
-	}
-	_ = json.Unmarshal(data, &keys) // data already decoded once
-	if keys.Sync == nil {
-		cfg.Sync = policy
-	}
-	if keys.SyncInterval == nil {
-		cfg.SyncInterval = interval
-	}
 }
 
 // checkStreamUpdate says whether a stream may change from old to cfg, with

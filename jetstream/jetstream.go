@@ -198,6 +198,9 @@ func (js *JetStream) recover() error {
 			js.log.Warn("ignoring a stream directory without metadata", "dir", e.Name())
 			continue
 		}
+		if err == nil {
+			err = syncOnDisk(filepath.Join(dir, e.Name(), metaFile), &meta.Config)
+		}
 		if err != nil {
 			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
 		}

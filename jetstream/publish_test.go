@@ -195,11 +195,12 @@ func TestSyncPolicies(t *testing.T) {
 	for _, sync := range []string{"always", "interval", "never"} {
 		t.Run(sync, func(t *testing.T) {
 			name := strings.ToUpper(sync)
-			// The sync field is Skiff's: send the raw request.
-			req := fmt.Sprintf(`{"name":%q,"subjects":[%q],"sync":%q}`, name, "sync."+sync, sync)
+			// The sync policy is Skiff's: it goes in the metadata.
+			req := fmt.Sprintf(`{"name":%q,"subjects":[%q],"metadata":{"_skiff.sync":%q}}`, name, "sync."+sync, sync)
 			resp, err := nc.Request("$JS.API.STREAM.CREATE."+name, []byte(req), 2*time.Second)
 			require.NoError(t, err)
-			require.Contains(t, string(resp.Data), `"sync":"`+sync+`"`)
+			require.Contains(t, string(resp.Data), `"_skiff.sync":"`+sync+`"`)
+			require.NotContains(t, string(resp.Data), `"sync":`, "a field the JetStream API does not define")
 			for i := 1; i <= 20; i++ {
 				ack, err := js.Publish(c, "sync."+sync, []byte("x"))
 				require.NoError(t, err)
@@ -207,9 +208,15 @@ func TestSyncPolicies(t *testing.T) {
 			}
 		})
 	}
-	resp, err := nc.Request("$JS.API.STREAM.CREATE.BAD", []byte(`{"name":"BAD","sync":"sometimes"}`), 2*time.Second)
-	require.NoError(t, err)
-	require.Contains(t, string(resp.Data), `"err_code":10025`)
+	for _, bad := range []string{
+		`{"name":"BAD","sync":"sometimes"}`,
+		`{"name":"BAD","metadata":{"_skiff.sync":"sometimes"}}`,
+		`{"name":"BAD","metadata":{"_skiff.sync_interval":"-1s"}}`,
+	} {
+		resp, err := nc.Request("$JS.API.STREAM.CREATE.BAD", []byte(bad), 2*time.Second)
+		require.NoError(t, err)
+		require.Contains(t, string(resp.Data), `"error"`, bad)
+	}
 }
 
 func TestInterestRetentionWithoutConsumers(t *testing.T) {

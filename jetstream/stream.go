@@ -144,6 +144,10 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = DefaultSyncInterval
 	}
+	if err := syncFromMetadata(&cfg); err != nil {
+		return cfg, errStreamConfig(err)
+	}
+	syncToMetadata(&cfg)
 	return cfg, nil
 }
 

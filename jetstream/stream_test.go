@@ -134,30 +134,38 @@ func TestMaxStreams(t *testing.T) {
 func TestServerSyncPolicy(t *testing.T) {
 	b := startBrokerWith(t, jetstream.Options{Sync: jetstream.SyncAlways, SyncInterval: time.Second})
 	nc, js := connect(t, b.srv.ClientURL())
-	syncOf := func(name string) (jetstream.SyncPolicy, time.Duration) {
+	// The policy is in the metadata, under _skiff. keys.
+	syncOf := func(name string) (string, string) {
 		t.Helper()
 		m, err := nc.Request("$JS.API.STREAM.INFO."+name, nil, 5*time.Second)
 		require.NoError(t, err)
 		var info struct{ Config jetstream.StreamConfig }
 		require.NoError(t, json.Unmarshal(m.Data, &info))
-		return info.Config.Sync, info.Config.SyncInterval
+		return info.Config.Metadata["_skiff.sync"], info.Config.Metadata["_skiff.sync_interval"]
 	}
 	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "D", Subjects: []string{"d"}})
 	require.NoError(t, err)
 	p, iv := syncOf("D")
-	require.Equal(t, jetstream.SyncAlways, p)
-	require.Equal(t, time.Second, iv)
+	require.Equal(t, "always", p)
+	require.Empty(t, iv, "an interval only for the interval policy")
+
+	_, err = js.CreateStream(ctx(t), njs.StreamConfig{Name: "I", Subjects: []string{"i"},
+		Metadata: map[string]string{"_skiff.sync": "interval", "_skiff.sync_interval": "250ms", "mine": "kept"}})
+	require.NoError(t, err)
+	p, iv = syncOf("I")
+	require.Equal(t, "interval", p)
+	require.Equal(t, "250ms", iv)
 
 	m, err := nc.Request("$JS.API.STREAM.CREATE.N", []byte(`{"name":"N","subjects":["n"],"sync":"never"}`), 5*time.Second)
 	require.NoError(t, err)
 	require.NotContains(t, string(m.Data), `"error"`)
 	p, _ = syncOf("N")
-	require.Equal(t, jetstream.SyncNever, p)
+	require.Equal(t, "never", p, "the top-level field of earlier versions is still read")
 
 	_, err = js.UpdateStream(ctx(t), njs.StreamConfig{Name: "N", Subjects: []string{"n", "n2"}})
 	require.NoError(t, err)
 	p, _ = syncOf("N")
-	require.Equal(t, jetstream.SyncNever, p, "an update without the field keeps the policy")
+	require.Equal(t, "never", p, "an update without the field keeps the policy")
 }
 
 func TestPurgeAndDelete(t *testing.T) {

@@ -46,9 +46,12 @@ type StreamConfig struct {
 	ConsumerLimits         ConsumerLimits    `json:"consumer_limits"`
 	Metadata               map[string]string `json:"metadata,omitempty"`
 	// Sync is Skiff's: when a publish is acknowledged (see SyncPolicy).
-	Sync SyncPolicy `json:"sync"`
-	// SyncInterval is the interval of SyncInterval, in nanoseconds.
-	SyncInterval time.Duration `json:"sync_interval,omitempty"`
+	// The API carries it, and SyncInterval, in Metadata under
+	// "_skiff.sync" and "_skiff.sync_interval" (see syncmeta.go), so that
+	// the configuration has only fields the JetStream API defines.
+	Sync SyncPolicy `json:"-"`
+	// SyncInterval is how often SyncInterval fsyncs.
+	SyncInterval time.Duration `json:"-"`
 }
 
 // ConsumerLimits are defaults a stream imposes on its consumers.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -22,11 +23,12 @@ var (
 	}
 )
 
-// knownToReference are the request fields of the reference server that
-// Skiff's types do not have: a strict decode lets them through, for the
-// checks here to refuse them by name when they are set.
-var knownToReference = func() map[string]bool {
-	m := map[string]bool{"placement": true, "priority_policy": true}
+// passStrict are request fields Skiff's types do not have that a strict
+// decode lets through: the reference server's, for the checks here to
+// refuse them by name when they are set, and Skiff's sync and
+// sync_interval of old (see syncmeta.go).
+var passStrict = func() map[string]bool {
+	m := map[string]bool{"placement": true, "priority_policy": true, "sync": true, "sync_interval": true}
 	for _, f := range append(append([]string{}, unsupportedStreamFields...), unsupportedConsumerFields...) {
 		m[f] = true
 	}
@@ -60,7 +62,11 @@ func emptyJSON(v json.RawMessage) bool {
 
 // unsupportedStream checks a STREAM.CREATE or UPDATE body.
 func unsupportedStream(data []byte) *APIError {
-	if f := unsupported(data, unsupportedStreamFields); len(f) > 0 {
+	f := unsupported(data, unsupportedStreamFields)
+	if i := slices.Index(f, "persist_mode"); i >= 0 && persistModeDefault(data) {
+		f = slices.Delete(f, i, i+1)
+	}
+	if len(f) > 0 {
 		return errStreamConfig(fmt.Errorf("not supported by Skiff: %v", f))
 	}
 	return nil
@@ -85,4 +91,14 @@ func unsupportedConsumer(data []byte) *APIError {
 		return errConsumerCreate(fmt.Errorf("not supported by Skiff: priority_policy %q", pp.Policy))
 	}
 	return nil
+}
+
+// persistModeDefault reports whether a stream configuration's persist_mode
+// is "default" (nats-server 2.12: written before the acknowledgement,
+// which every Skiff sync policy does); "async" is refused.
+func persistModeDefault(data []byte) bool {
+	var v struct {
+		Mode string `json:"persist_mode"`
+	}
+	return json.Unmarshal(data, &v) == nil && v.Mode == "default"
 }
