@@ -191,6 +191,14 @@ func (js *JetStream) dispatch(req *apiRequest) ([]apiReply, bool) {
 		hb := headerBuilder{}
 		return []apiReply{{hdr: hb.status(503, "").bytes()}}, true
 	}
+	if e, ok := v.(errorer); ok && e.apiError() != nil {
+		// Only the type and the error: the published schemas have an
+		// answer be either a success or an error, never both, so an
+		// error answer carries none of the success fields (not even a
+		// false "success").
+		r := e.response()
+		v = &r
+	}
 	body, err := jsonMarshal(v)
 	if err != nil {
 		body = errorResponse("system_response", errStreamGeneral(err))
@@ -198,9 +206,14 @@ func (js *JetStream) dispatch(req *apiRequest) ([]apiReply, bool) {
 	return []apiReply{{body: body}}, hasError(v)
 }
 
+// errorer is every response: its envelope, and its error if any.
+type errorer interface {
+	apiError() *APIError
+	response() apiResponse
+}
+
 // hasError reports whether a response carries an error.
 func hasError(v any) bool {
-	type errorer interface{ apiError() *APIError }
 	if e, ok := v.(errorer); ok {
 		return e.apiError() != nil
 	}
@@ -208,6 +221,8 @@ func hasError(v any) bool {
 }
 
 func (r *apiResponse) apiError() *APIError { return r.Error }
+
+func (r *apiResponse) response() apiResponse { return *r }
 
 // errorResponse is a response with only an error.
 func errorResponse(kind string, e *APIError) []byte {

@@ -45,6 +45,9 @@ func startReference(t *testing.T) string {
 type target struct {
 	t  *testing.T
 	nc *nats.Conn
+	// strict: check every API answer against its published JSON schema
+	// (schema_test.go); Skiff's side.
+	strict bool
 }
 
 // api sends a JetStream API request and returns the answer reduced to the
@@ -57,6 +60,9 @@ func (tg *target) api(subj, body string, paths ...string) string {
 	}
 	if m.Header.Get("Status") != "" {
 		return "status " + m.Header.Get("Status")
+	}
+	if tg.strict && !strings.HasPrefix(subj, "DIRECT.GET.") {
+		require.NoError(tg.t, validateAnswer(tg.t, m.Data, ""), "$JS.API.%s %s", subj, body)
 	}
 	return pick(tg.t, m.Data, append([]string{"type", "error.code", "error.err_code", "error.description"}, paths...)...)
 }
@@ -89,6 +95,9 @@ func (tg *target) pub(subj, data string, hdr ...string) string {
 	resp, err := tg.nc.RequestMsg(m, 2*time.Second)
 	if err != nil {
 		return "error: " + err.Error()
+	}
+	if tg.strict && resp.Header.Get("Status") == "" {
+		require.NoError(tg.t, validateAnswer(tg.t, resp.Data, "io.nats.jetstream.api.v1.pub_ack_response"), "publish to %s", subj)
 	}
 	return pick(tg.t, resp.Data, "stream", "seq", "duplicate", "error.code", "error.err_code", "error.description")
 }
@@ -210,7 +219,7 @@ func runScript(t *testing.T, steps []step) {
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	ref.nc = nc
-	sk := &target{t: t}
+	sk := &target{t: t, strict: true}
 	b := startBroker(t, "")
 	nc2, err := nats.Connect(b.srv.ClientURL())
 	require.NoError(t, err)
