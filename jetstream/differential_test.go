@@ -454,6 +454,24 @@ func TestDifferentialRollup(t *testing.T) {
 	})
 }
 
+// A published subject with tokens that look like wildcards is a literal
+// subject: streams store it, filters' wildcards match it, and a rollup on
+// it purges what its tokens match (KV purges of a.* rely on this).
+func TestDifferentialWildcardTokens(t *testing.T) {
+	fields := []string{"state.messages", "state.num_subjects", "state.subjects"}
+	runScript(t, []step{
+		{name: "create", do: api("STREAM.CREATE.W", `{"name":"W","subjects":["w.>"],"allow_rollup_hdrs":true}`)},
+		{name: "pub w.a.x", do: pub("w.a.x", "1")},
+		{name: "pub w.a.y", do: pub("w.a.y", "2")},
+		{name: "pub w.a.*", do: pub("w.a.*", "3")},
+		{name: "pub w.>", do: pub("w.>", "4")},
+		{name: "info", do: api("STREAM.INFO.W", `{"subjects_filter":">"}`, fields...)},
+		{name: "last by literal *", do: api("STREAM.MSG.GET.W", `{"last_by_subj":"w.a.*"}`, "message.seq", "message.subject")},
+		{name: "rollup on w.a.*", do: pub("w.a.*", "5", "Nats-Rollup", "sub")},
+		{name: "info after rollup", do: api("STREAM.INFO.W", `{"subjects_filter":">"}`, fields...)},
+	})
+}
+
 func TestDifferentialPause(t *testing.T) {
 	far := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	soon := func() string { return time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano) }

@@ -27,8 +27,8 @@ var (
 	ErrMaxMsgSize = errors.New("store: message size exceeds maximum")
 
 	// ErrInvalidSubject is returned by Append for a subject that is not a
-	// valid literal subject (see subject.ValidateLiteral) or is longer than
-	// 65535 bytes.
+	// valid subject (see subject.ValidateSubject; tokens such as * are
+	// literal there) or is longer than 65535 bytes.
 	ErrInvalidSubject = errors.New("store: invalid subject")
 	// ErrInvalidFilter is returned for a filter that is not a valid pattern.
 	ErrInvalidFilter = errors.New("store: invalid subject filter")

@@ -285,7 +285,7 @@ func scanLog(f File, first uint64, size int64) ([]idxEntry, int64, error) {
 		subj, ok := intern[string(rec.subj)]
 		if !ok {
 			subj = string(rec.subj)
-			if subject.ValidateLiteral(subj) != nil {
+			if subject.ValidateSubject(subj) != nil {
 				return ents, off, fmt.Errorf("%w: invalid subject %q at offset %d", ErrCorrupt, subj, off)
 			}
 			intern[subj] = subj

@@ -123,7 +123,9 @@ func (s *Stream) Append(subj string, hdr, data []byte) (seq uint64, ts int64, er
 	if len(subj) > maxSubjectLen {
 		return 0, 0, fmt.Errorf("%w: %d bytes", ErrInvalidSubject, len(subj))
 	}
-	if err := subject.ValidateLiteral(subj); err != nil {
+	// Tokens that look like wildcards are literal here: a client may
+	// publish on a.* (nats-server delivers and stores it).
+	if err := subject.ValidateSubject(subj); err != nil {
 		return 0, 0, fmt.Errorf("%w: %w", ErrInvalidSubject, err)
 	}
 	s.mu.Lock()
