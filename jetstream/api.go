@@ -47,7 +47,6 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 		js.dropInternal(m)
 		return
 	}
-	js.apiTotal.Add(1)
 	subj := strings.TrimPrefix(m.Subject, apiPrefix)
 	if rest, ok := strings.CutPrefix(subj, "CONSUMER.MSG.NEXT."); ok {
 		js.handleNext(rest, m)
@@ -60,6 +59,7 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 	select {
 	case js.apiQueue <- req:
 	default:
+		js.apiTotal.Add(1)
 		js.apiErrs.Add(1)
 		reply := req.reply
 		body := errorResponse("system_overloaded", apiErr(503, 10167, "too many requests"))
@@ -100,6 +100,11 @@ func (js *JetStream) apiWorker() {
 			return
 		case req := <-js.apiQueue:
 			replies, isErr := js.dispatch(&req)
+			// Counted once answered, as the reference server: INFO's
+			// api.total counts the requests before it. Pull requests
+			// (CONSUMER.MSG.NEXT) go to their consumer and are not API
+			// requests there either.
+			js.apiTotal.Add(1)
 			if isErr {
 				js.apiErrs.Add(1)
 			}

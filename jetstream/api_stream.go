@@ -75,6 +75,12 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 		r.Error = errStreamMismatch()
 		return r
 	}
+	if cfg.MirrorDirect {
+		// Skiff has no mirrors, and the reference server refuses
+		// mirror_direct on a stream that is not one.
+		r.Error = errStreamConfig(errors.New("stream has no mirror but does have mirror direct"))
+		return r
+	}
 	// A stream that does not choose its sync policy gets the server's.
 	if r.Error = syncDefaults(data, &cfg, js.opts.Sync, js.opts.SyncInterval); r.Error != nil {
 		return r

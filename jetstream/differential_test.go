@@ -472,6 +472,17 @@ func TestDifferentialWildcardTokens(t *testing.T) {
 	})
 }
 
+// INFO's api.total counts the requests answered before it; a refused
+// create counts as an error.
+func TestDifferentialAccountInfo(t *testing.T) {
+	runScript(t, []step{
+		{name: "first info", do: api("INFO", "", "api.total", "api.errors", "streams")},
+		{name: "create", do: api("STREAM.CREATE.A", `{"name":"A","subjects":["a"]}`)},
+		{name: "mirror_direct without a mirror", do: api("STREAM.CREATE.M", `{"name":"M","subjects":["m"],"mirror_direct":true}`)},
+		{name: "info", do: api("INFO", "", "api.total", "api.errors", "streams")},
+	})
+}
+
 func TestDifferentialPause(t *testing.T) {
 	far := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	soon := func() string { return time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano) }
