@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/skiffmq/skiff/store"
@@ -187,6 +188,9 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 		return r
 	}
 	if r.Error = js.checkReserveLocked(&ncfg); r.Error != nil {
+		return r
+	}
+	if r.Error = st.checkConsumerLimits(old.ConsumerLimits, ncfg.ConsumerLimits); r.Error != nil {
 		return r
 	}
 	if err := st.update(ncfg); err != nil {
@@ -617,4 +621,30 @@ func directReply(stream string, m *store.Msg, noHeaders bool, extra [][2]string)
 		hb.add(kv[0], kv[1])
 	}
 	return apiReply{hdr: hb.bytes(), body: m.Data}
+}
+
+// checkConsumerLimits refuses new consumer limits that existing consumers
+// exceed (a longer inactive_threshold, a larger max_ack_pending), as the
+// reference server: only limits that change and are set are checked.
+func (st *stream) checkConsumerLimits(old, cur ConsumerLimits) *APIError {
+	newIT := cur.InactiveThreshold > 0 && cur.InactiveThreshold != old.InactiveThreshold
+	newMAP := cur.MaxAckPending > 0 && cur.MaxAckPending != old.MaxAckPending
+	if !newIT && !newMAP {
+		return nil
+	}
+	var bad []string
+	for _, name := range st.consumerNames() {
+		c := st.consumer(name)
+		if c == nil {
+			continue
+		}
+		cfg := c.config()
+		if (newIT && cfg.InactiveThreshold > cur.InactiveThreshold) || (newMAP && cfg.MaxAckPending > cur.MaxAckPending) {
+			bad = append(bad, name)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return apiErr(500, 10069, "change to limits violates consumers: "+strings.Join(bad, ", "))
 }

@@ -483,6 +483,17 @@ func TestDifferentialAccountInfo(t *testing.T) {
 	})
 }
 
+// A stream's consumer_limits may not change under its consumers.
+func TestDifferentialConsumerLimitsUpdate(t *testing.T) {
+	runScript(t, []step{
+		{name: "create", do: api("STREAM.CREATE.L", `{"name":"L","subjects":["l"]}`)},
+		{name: "consumer", do: api("CONSUMER.CREATE.L.C", `{"stream_name":"L","config":{"name":"C","durable_name":"C","ack_policy":"explicit","max_ack_pending":100,"inactive_threshold":60000000000}}`)},
+		{name: "tighter max_ack_pending", do: api("STREAM.UPDATE.L", `{"name":"L","subjects":["l"],"consumer_limits":{"max_ack_pending":10}}`)},
+		{name: "tighter inactive_threshold", do: api("STREAM.UPDATE.L", `{"name":"L","subjects":["l"],"consumer_limits":{"inactive_threshold":1000000000}}`)},
+		{name: "looser", do: api("STREAM.UPDATE.L", `{"name":"L","subjects":["l"],"consumer_limits":{"max_ack_pending":100,"inactive_threshold":60000000000}}`, "config.consumer_limits.max_ack_pending")},
+	})
+}
+
 func TestDifferentialPause(t *testing.T) {
 	far := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	soon := func() string { return time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano) }
