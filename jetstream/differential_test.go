@@ -494,6 +494,23 @@ func TestDifferentialConsumerLimitsUpdate(t *testing.T) {
 	})
 }
 
+// A no_wait pull request that max_ack_pending blocks: nats-server 2.15
+// keeps it until an ack makes room (a one-shot request, "Dont expire
+// oneshots if we are here because of max ack pending limit"), or ends it
+// at its expiry with 408; Skiff does the same.
+func TestDifferentialNoWaitAtMaxAckPending(t *testing.T) {
+	runScript(t, []step{
+		{name: "create", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s"]}`)},
+		{name: "pub 1", do: pub("s", "1")},
+		{name: "pub 2", do: pub("s", "2")},
+		{name: "pub 3", do: pub("s", "3")},
+		{name: "consumer", do: api("CONSUMER.CREATE.S.C", `{"stream_name":"S","config":{"name":"C","durable_name":"C","ack_policy":"explicit","max_ack_pending":1}}`)},
+		{name: "first", do: pull("C", `{"batch":1,"no_wait":true}`)},
+		{name: "blocked no_wait", do: pull("C", `{"batch":1,"no_wait":true}`)},
+		{name: "blocked no_wait with expires", do: pull("C", `{"batch":1,"no_wait":true,"expires":200000000}`)},
+	})
+}
+
 func TestDifferentialPause(t *testing.T) {
 	far := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	soon := func() string { return time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano) }
