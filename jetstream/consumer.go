@@ -407,9 +407,12 @@ func (c *consumer) close(destroy bool) error {
 	<-c.done
 	if len(waiting) > 0 {
 		pub := c.st.js.srv.NewPublisher()
-		hdr := []byte("NATS/1.0 409 Consumer Deleted\r\n\r\n")
 		for _, r := range waiting {
-			pub.Publish(r.reply, "", hdr, nil)
+			if destroy {
+				status(pub, r.reply, 409, "Consumer Deleted")
+			} else {
+				statusPending(pub, r.reply, 409, "Server Shutdown", r)
+			}
 		}
 		pub.Flush()
 	}
@@ -420,6 +423,19 @@ func (c *consumer) close(destroy bool) error {
 		err = errors.Join(err, os.RemoveAll(c.dir))
 	}
 	return err
+}
+
+// shutdown answers the waiting pull requests with 409 Server Shutdown, as
+// the reference server when it stops: clients then know to ask again
+// elsewhere or later rather than wait for their expiry.
+func (c *consumer) shutdown(pub *server.Publisher) {
+	c.mu.Lock()
+	waiting := c.waiting
+	c.waiting = nil
+	c.mu.Unlock()
+	for _, r := range waiting {
+		statusPending(pub, r.reply, 409, "Server Shutdown", r)
+	}
 }
 
 // consumerDir is where a durable consumer keeps its files.

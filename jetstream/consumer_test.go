@@ -809,3 +809,31 @@ func TestMaxMsgSizeCountsHeadersAndData(t *testing.T) {
 	_, err = js.Publish(ctx(t), "s.a", []byte("0123456789A"))
 	require.Equal(t, njs.ErrorCode(10054), apiCode(err))
 }
+
+// A pull request waiting when the server stops hears 409 Server Shutdown,
+// as from nats-server, rather than waiting out its expiry.
+func TestPullRequestsHearServerShutdown(t *testing.T) {
+	b := startBroker(t, "")
+	nc, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
+	require.NoError(t, err)
+	c, err := js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "C", AckPolicy: njs.AckExplicitPolicy})
+	require.NoError(t, err)
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	require.NoError(t, err)
+	require.NoError(t, nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT.S.C", inbox, []byte(`{"batch":5,"expires":30000000000}`)))
+	require.Eventually(t, func() bool {
+		info, err := c.Info(ctx(t))
+		return err == nil && info.NumWaiting == 1
+	}, 5*time.Second, 10*time.Millisecond)
+
+	stopped := make(chan struct{})
+	go func() { b.stop(); close(stopped) }()
+	m, err := sub.NextMsg(5 * time.Second)
+	<-stopped
+	require.NoError(t, err)
+	require.Equal(t, "409", m.Header.Get("Status"))
+	require.Equal(t, "Server Shutdown", m.Header.Get("Description"))
+	require.Equal(t, "5", m.Header.Get("Nats-Pending-Messages"))
+}

@@ -174,6 +174,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		_ = js.Close()
 		return nil, err
 	}
+	s.OnShutdown(js.shutdown)
 	js.recountQuotas()
 	js.wg.Add(2)
 	go js.apiWorker()
@@ -231,6 +232,25 @@ func (js *JetStream) Close() error {
 	js.wg.Wait()
 	err := js.closeStreams()
 	return errors.Join(err, js.lock.release())
+}
+
+// shutdown runs when the server shuts down, before its clients close.
+func (js *JetStream) shutdown() {
+	pub := js.srv.NewPublisher()
+	js.mu.RLock()
+	streams := make([]*stream, 0, len(js.mu.streams))
+	for _, st := range js.mu.streams {
+		streams = append(streams, st)
+	}
+	js.mu.RUnlock()
+	for _, st := range streams {
+		for _, name := range st.consumerNames() {
+			if c := st.consumer(name); c != nil {
+				c.shutdown(pub)
+			}
+		}
+	}
+	pub.Flush()
 }
 
 func (js *JetStream) closeStreams() error {

@@ -58,6 +58,8 @@ type Server struct {
 		started  bool
 		closed   bool
 		lameDuck bool
+		// onShutdown run during Shutdown (OnShutdown).
+		onShutdown []func()
 	}
 	stats stats
 }
@@ -385,6 +387,15 @@ func (s *Server) unindex(sub *subscription) {
 // from every client, lets every message already read be delivered, flushes
 // every client's queue, and closes. It returns when every connection is
 // closed, or when ctx (or ShutdownTimeout, if ctx has no deadline) expires,
+// OnShutdown registers f to run during Shutdown, once every client's
+// reads have stopped and before any client is closed: what f publishes
+// still reaches the clients.
+func (s *Server) OnShutdown(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.onShutdown = append(s.mu.onShutdown, f)
+}
+
 // after closing what is left by force.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
@@ -425,6 +436,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-c.readDone:
 		case <-ctx.Done():
 		}
+	}
+	// Components say goodbye (JetStream's waiting pull requests hear
+	// 409 Server Shutdown) while the clients can still be written to.
+	s.mu.Lock()
+	hooks := s.mu.onShutdown
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f()
 	}
 	for _, c := range clients {
 		c.close(reasonServerShutdown, true)
