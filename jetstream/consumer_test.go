@@ -1,11 +1,13 @@
 package jetstream_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
 )
 
 // setup starts a broker with a stream S on s.> holding n messages, s.0 to
@@ -836,4 +841,60 @@ func TestPullRequestsHearServerShutdown(t *testing.T) {
 	require.Equal(t, "409", m.Header.Get("Status"))
 	require.Equal(t, "Server Shutdown", m.Header.Get("Description"))
 	require.Equal(t, "5", m.Header.Get("Nats-Pending-Messages"))
+}
+
+// An ordered consumer carries on after the server restarts: the client
+// reconnects, finds its consumer gone and makes a new one from where it
+// was.
+func TestOrderedConsumerAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	url := b.srv.ClientURL()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := njs.New(nc)
+	require.NoError(t, err)
+	_, err = js.CreateStream(ctx(t), njs.StreamConfig{Name: "O", Subjects: []string{"o.>"}})
+	require.NoError(t, err)
+	oc, err := js.OrderedConsumer(ctx(t), "O", njs.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	got := make(chan string, 100)
+	cc, err := oc.Consume(func(m njs.Msg) { got <- string(m.Data()) })
+	require.NoError(t, err)
+	t.Cleanup(cc.Stop)
+	for i := 1; i <= 3; i++ {
+		_, err := js.Publish(ctx(t), "o.x", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	for i := 1; i <= 3; i++ {
+		require.Equal(t, strconv.Itoa(i), <-got)
+	}
+
+	b.stop()
+	port := strings.TrimPrefix(url[strings.LastIndex(url, ":"):], ":")
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	opts := server.DefaultOptions()
+	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", p, 0
+	s, err := server.New(opts)
+	require.NoError(t, err)
+	js2, err := jetstream.New(s, jetstream.Options{StoreDir: dir})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()); _ = js2.Close() })
+
+	require.Eventually(t, nc.IsConnected, 10*time.Second, 20*time.Millisecond)
+	for i := 4; i <= 6; i++ {
+		_, err := js.Publish(ctx(t), "o.x", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	for i := 4; i <= 6; i++ {
+		select {
+		case m := <-got:
+			require.Equal(t, strconv.Itoa(i), m)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("message %d not delivered after the restart", i)
+		}
+	}
 }
