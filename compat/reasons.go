@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -80,6 +81,9 @@ func autoReason(msg string) string {
 	if strings.Contains(msg, "clustering is not implemented by Skiff") {
 		return "waits for clustering: compat's wrapper refuses run_cluster's --routes and --cluster"
 	}
+	if why := refusedFeature(msg); why != "" {
+		return why
+	}
 	seen := map[string]bool{}
 	var keys, features []string
 	for _, m := range refusedKey.FindAllStringSubmatch(msg, -1) {
@@ -118,4 +122,47 @@ func featureOf(key string) string {
 		return "JetStream storage quotas and strict mode"
 	}
 	return "the key " + key
+}
+
+// refusedField is how the JetStream API refuses a configuration field
+// Skiff does not implement: `not supported by Skiff: [mirror sources]`,
+// or `sample_freq is not supported`.
+var (
+	refusedField  = regexp.MustCompile(`not supported by Skiff: \[([a-z_ ]+)\]`)
+	refusedSample = regexp.MustCompile(`sample_freq is not supported`)
+)
+
+// fieldFeatures names the feature each refused field waits for.
+var fieldFeatures = map[string]string{
+	"mirror": "mirrors and sources", "sources": "mirrors and sources",
+	"subject_transform": "subject transforms", "republish": "republish",
+	"allow_batched": "batch publishing", "allow_atomic": "batch publishing",
+	"allow_msg_counter": "counters", "allow_msg_schedules": "message schedules",
+	"priority_groups": "priority groups (pinned and overflow consumers)", "priority_policy": "priority groups (pinned and overflow consumers)",
+	"priority_timeout": "priority groups (pinned and overflow consumers)",
+}
+
+// refusedFeature classifies a failure where the JetStream API refused a
+// field by name.
+func refusedFeature(msg string) string {
+	if refusedSample.MatchString(msg) {
+		return "waits for ack sampling: Skiff refuses sample_freq"
+	}
+	m := refusedField.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	fields := strings.Fields(m[1])
+	var features []string
+	for _, f := range fields {
+		name := fieldFeatures[f]
+		if name == "" {
+			name = "the field " + f
+		}
+		if !slices.Contains(features, name) {
+			features = append(features, name)
+		}
+	}
+	sort.Strings(features)
+	return "waits for " + strings.Join(features, " and ") + ": Skiff refuses " + strings.Join(fields, ", ")
 }

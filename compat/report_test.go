@@ -40,6 +40,9 @@ func TestAutoReason(t *testing.T) {
 			"waits for JWT authentication (operators, resolvers) and the key websocket.foo: Skiff refuses operator, websocket.foo"},
 		{"clustering", "output: nats-server (Skiff's compat wrapper): -routes: clustering is not implemented by Skiff",
 			"waits for clustering: compat's wrapper refuses run_cluster's --routes and --cluster"},
+		{"refused stream fields", `Error { code: 500, err_code: ErrorCode(10052), description: Some("not supported by Skiff: [sources subject_transform]") }`,
+			"waits for mirrors and sources and subject transforms: Skiff refuses sources, subject_transform"},
+		{"sample_freq", `description: Some("sample_freq is not supported") }`, "waits for ack sampling: Skiff refuses sample_freq"},
 		{"anything else", "assertion failed: left == right", ""},
 	}
 	for _, c := range cases {

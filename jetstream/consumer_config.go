@@ -167,18 +167,9 @@ func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig) (ConsumerConfig, 
 	if aerr := checkStart(&cfg); aerr != nil {
 		return cfg, aerr
 	}
-	for _, f := range filters {
-		ok := false
-		for _, s := range scfg.Subjects {
-			if subject.Intersects(f, s) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return cfg, errConsumerFilterNotSubset()
-		}
-	}
+	// Filters need not overlap the stream's subjects: nats-server 2.10
+	// dropped that check (10093), and such a consumer has nothing to
+	// deliver until the stream's subjects change.
 	// What Skiff does not implement is refused, never silently ignored.
 	if cfg.RateLimit > 0 {
 		return cfg, errConsumerCreate(errors.New("rate_limit_bps is not supported"))

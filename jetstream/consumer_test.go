@@ -276,7 +276,6 @@ func TestConsumerConfigErrors(t *testing.T) {
 		{"start seq with deliver all", njs.ConsumerConfig{OptStartSeq: 5}, 10094},
 		{"by sequence without seq", njs.ConsumerConfig{DeliverPolicy: njs.DeliverByStartSequencePolicy}, 10094},
 		{"last per subject without filter", njs.ConsumerConfig{DeliverPolicy: njs.DeliverLastPerSubjectPolicy}, 10094},
-		{"filter outside the stream", njs.ConsumerConfig{FilterSubject: "other.>"}, 10093},
 		{"overlapping filters", njs.ConsumerConfig{FilterSubjects: []string{"s.*", "s.a"}}, 10138},
 		{"both filter forms", njs.ConsumerConfig{FilterSubject: "s.a", FilterSubjects: []string{"s.b"}}, 10136},
 		{"heartbeat on pull", njs.ConsumerConfig{IdleHeartbeat: time.Second}, 10088},

@@ -511,6 +511,17 @@ func TestDifferentialNoWaitAtMaxAckPending(t *testing.T) {
 	})
 }
 
+// A consumer's filters need not overlap the stream's subjects (nats-server
+// 2.10+ dropped the check): such a consumer simply has nothing to deliver.
+func TestDifferentialFilterOutsideStream(t *testing.T) {
+	runScript(t, []step{
+		{name: "create", do: api("STREAM.CREATE.E", `{"name":"E","subjects":["events"]}`)},
+		{name: "one filter", do: api("CONSUMER.CREATE.E.A", `{"stream_name":"E","config":{"name":"A","filter_subject":"other.>"}}`, "config.filter_subject", "num_pending")},
+		{name: "two filters", do: api("CONSUMER.CREATE.E.B", `{"stream_name":"E","config":{"name":"B","filter_subjects":["one","two"]}}`, "config.filter_subjects")},
+		{name: "update filters", do: api("CONSUMER.CREATE.E.B", `{"stream_name":"E","config":{"name":"B","filter_subjects":["one","three"]}}`, "config.filter_subjects")},
+	})
+}
+
 func TestDifferentialPause(t *testing.T) {
 	far := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	soon := func() string { return time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano) }

@@ -92,9 +92,6 @@ func errConsumerDuplicateFilters() *APIError {
 func errConsumerOverlappingFilters() *APIError {
 	return apiErr(400, 10138, "consumer subject filters cannot overlap")
 }
-func errConsumerFilterNotSubset() *APIError {
-	return apiErr(400, 10093, "consumer filter subject is not a valid subset of the interest subjects")
-}
 func errNotEnabled() *APIError { return apiErr(503, 10076, "JetStream not enabled") }
 
 // Errors of the package itself, outside the API.
