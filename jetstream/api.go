@@ -190,6 +190,9 @@ func (js *JetStream) dispatch(req *apiRequest) ([]apiReply, bool) {
 	case toks[0] == "CONSUMER":
 		v = js.consumerAPI(toks[1:], req.data, req.principal)
 	}
+	if _, ok := v.(noAnswer); ok {
+		return nil, false
+	}
 	if v == nil {
 		// Not an API the reference server has: it would not answer, so
 		// the requester sees no responders.
@@ -210,6 +213,10 @@ func (js *JetStream) dispatch(req *apiRequest) ([]apiReply, bool) {
 	}
 	return []apiReply{{body: body}}, hasError(v)
 }
+
+// noAnswer is the answer to a request the reference server leaves
+// unanswered (its subscription for it does not exist).
+type noAnswer struct{}
 
 // errorer is every response: its envelope, and its error if any.
 type errorer interface {

@@ -68,6 +68,11 @@ func (js *JetStream) consumerAPI(toks []string, data []byte, pr server.Principal
 			return nil
 		}
 		return js.consumerPause(toks[1], toks[2], data)
+	case "RESET":
+		if len(toks) != 3 {
+			return nil
+		}
+		return js.consumerReset(toks[1], toks[2], data)
 	case "NAMES":
 		if len(toks) != 2 {
 			return nil

@@ -897,3 +897,46 @@ func TestOrderedConsumerAcrossRestart(t *testing.T) {
 		}
 	}
 }
+
+// A reset is durable: after a restart the consumer starts where the reset
+// put it, although its ack floor moved back.
+func TestConsumerResetSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	nc, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
+	require.NoError(t, err)
+	for i := 1; i <= 5; i++ {
+		_, err := js.Publish(ctx(t), "s", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "C", AckPolicy: njs.AckExplicitPolicy})
+	require.NoError(t, err)
+	batch, err := c.Fetch(3, njs.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		require.NoError(t, m.DoubleAck(ctx(t)))
+	}
+	info, err := c.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), info.AckFloor.Stream)
+
+	m, err := nc.Request("$JS.API.CONSUMER.RESET.S.C", []byte(`{"seq":2}`), 5*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"reset_seq":2`)
+	b.stop()
+
+	b = startBroker(t, dir)
+	_, js = connect(t, b.srv.ClientURL())
+	c, err = js.Consumer(ctx(t), "S", "C")
+	require.NoError(t, err)
+	info, err = c.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), info.AckFloor.Stream)
+	require.Equal(t, uint64(4), info.NumPending)
+	batch, err = c.Fetch(1, njs.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		require.Equal(t, "2", string(m.Data()))
+	}
+}

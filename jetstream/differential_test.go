@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -520,6 +521,34 @@ func TestDifferentialFilterOutsideStream(t *testing.T) {
 		{name: "two filters", do: api("CONSUMER.CREATE.E.B", `{"stream_name":"E","config":{"name":"B","filter_subjects":["one","two"]}}`, "config.filter_subjects")},
 		{name: "update filters", do: api("CONSUMER.CREATE.E.B", `{"stream_name":"E","config":{"name":"B","filter_subjects":["one","three"]}}`, "config.filter_subjects")},
 	})
+}
+
+// CONSUMER.RESET: back to the ack floor, or to a sequence where the
+// deliver policy allows it.
+func TestDifferentialConsumerReset(t *testing.T) {
+	resetFields := []string{"reset_seq", "delivered.consumer_seq", "delivered.stream_seq", "ack_floor.stream_seq",
+		"num_ack_pending", "num_pending", "num_redelivered"}
+	steps := []step{
+		{name: "create", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s"]}`)},
+	}
+	for i := 1; i <= 5; i++ {
+		steps = append(steps, step{name: fmt.Sprintf("pub %d", i), do: pub("s", strconv.Itoa(i))})
+	}
+	steps = append(steps, []step{
+		{name: "consumer", do: api("CONSUMER.CREATE.S.C", `{"stream_name":"S","config":{"name":"C","durable_name":"C","ack_policy":"explicit"}}`)},
+		{name: "pull 3", do: pull("C", `{"batch":3,"no_wait":true}`)},
+		{name: "reset to the floor", do: api("CONSUMER.RESET.S.C", "", resetFields...)},
+		{name: "pull again", do: pull("C", `{"batch":2,"no_wait":true}`)},
+		{name: "reset to 4", do: api("CONSUMER.RESET.S.C", `{"seq":4}`, resetFields...)},
+		{name: "pull from 4", do: pull("C", `{"batch":5,"no_wait":true}`)},
+		{name: "reset a missing consumer", do: api("CONSUMER.RESET.S.NOPE", "")},
+		{name: "new consumer", do: api("CONSUMER.CREATE.S.N", `{"stream_name":"S","config":{"name":"N","deliver_policy":"new","ack_policy":"explicit"}}`)},
+		{name: "reset not allowed", do: api("CONSUMER.RESET.S.N", `{"seq":2}`)},
+		{name: "by start sequence", do: api("CONSUMER.CREATE.S.Q", `{"stream_name":"S","config":{"name":"Q","deliver_policy":"by_start_sequence","opt_start_seq":3,"ack_policy":"explicit"}}`)},
+		{name: "reset below start", do: api("CONSUMER.RESET.S.Q", `{"seq":2}`)},
+		{name: "reset at start", do: api("CONSUMER.RESET.S.Q", `{"seq":3}`, resetFields...)},
+	}...)
+	runScript(t, steps)
 }
 
 func TestDifferentialPause(t *testing.T) {

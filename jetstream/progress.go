@@ -27,6 +27,9 @@ type progressLog interface {
 	// Flush writes the changes so far; they are durable as the stream's
 	// sync policy says.
 	Flush() error
+	// Reset forgets every delivery and sets the ack floor, which may
+	// move back (CONSUMER.RESET); durable when it returns, as Flush.
+	Reset(asflr, adflr uint64) error
 	// Close flushes and releases the log.
 	Close() error
 }
@@ -39,6 +42,7 @@ func (memProgress) Delivered(uint64, uint64, uint64, int64) {}
 func (memProgress) Acked(uint64)                            {}
 func (memProgress) Floor(uint64, uint64)                    {}
 func (memProgress) Flush() error                            { return nil }
+func (memProgress) Reset(uint64, uint64) error              { return nil }
 func (memProgress) Close() error                            { return nil }
 
 // fileProgress keeps a durable consumer's progress in a store.ConsumerState:
