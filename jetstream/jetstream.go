@@ -28,6 +28,11 @@ const (
 	DefaultDupWindow     = 2 * time.Minute
 	DefaultAckWait       = 30 * time.Second
 	DefaultSyncInterval  = 100 * time.Millisecond
+	// MinSyncInterval is the shortest sync interval a stream or the
+	// server may set: every file stream (and every consumer of one) runs
+	// a timer at its interval even when idle, so a shorter one spins a
+	// core for nothing.
+	MinSyncInterval = 10 * time.Millisecond
 	// MaxDedupIDs bounds the message IDs a stream remembers for
 	// deduplication, whatever its window.
 	MaxDedupIDs = 1 << 20
@@ -48,6 +53,7 @@ type Options struct {
 	// Sync and SyncInterval are the sync policy of a stream whose
 	// configuration does not name one (default SyncInterval, every
 	// 100 ms); nats-server's `sync_interval` sets the same for all.
+	// SyncInterval may not be below MinSyncInterval.
 	Sync         SyncPolicy
 	SyncInterval time.Duration
 	// FS is the file system of streams' messages and consumers' state
@@ -110,6 +116,9 @@ type JetStream struct {
 // subjects, and makes INFO advertise JetStream. Call it before s.Start.
 func New(s *server.Server, opts Options) (*JetStream, error) {
 	opts.setDefaults()
+	if opts.SyncInterval < MinSyncInterval {
+		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)
+	}
 	if err := os.MkdirAll(filepath.Join(opts.StoreDir, "streams"), 0o755); err != nil {
 		return nil, fmt.Errorf("%w: store_dir %s: %v", ErrInvalidOptions, opts.StoreDir, err)
 	}
@@ -171,6 +180,13 @@ func (js *JetStream) recover() error {
 		}
 		if err != nil {
 			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
+		}
+		if iv := meta.Config.SyncInterval; iv > 0 && iv < MinSyncInterval {
+			// Written by a version without the bound: kept running, at
+			// the bound, rather than refused.
+			js.log.Warn("stream sync interval below the minimum; using the minimum",
+				"stream", meta.Config.Name, "sync_interval", iv, "minimum", MinSyncInterval)
+			meta.Config.SyncInterval = MinSyncInterval
 		}
 		st, err := js.openStream(meta.Config, meta.Created, false)
 		if err != nil {

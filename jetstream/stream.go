@@ -141,8 +141,11 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 	if cfg.AllowRollup && cfg.DenyPurge {
 		return cfg, errStreamConfig(errors.New("roll-ups require the purge permission"))
 	}
-	if cfg.SyncInterval <= 0 {
+	switch {
+	case cfg.SyncInterval <= 0:
 		cfg.SyncInterval = DefaultSyncInterval
+	case cfg.SyncInterval < MinSyncInterval:
+		return cfg, errStreamConfig(fmt.Errorf("sync_interval %v is below the minimum %v", cfg.SyncInterval, MinSyncInterval))
 	}
 	return cfg, nil
 }
