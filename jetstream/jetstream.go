@@ -33,6 +33,9 @@ const (
 	// a timer at its interval even when idle, so a shorter one spins a
 	// core for nothing.
 	MinSyncInterval = 10 * time.Millisecond
+	// MaxStreamSubjects bounds the subjects of one stream: each is a
+	// subscription and an entry of the overlap index.
+	MaxStreamSubjects = 10_000
 	// MaxDedupIDs bounds the message IDs a stream remembers for
 	// deduplication, whatever its window.
 	MaxDedupIDs = 1 << 20
@@ -48,7 +51,9 @@ type Options struct {
 	MaxStreams   int
 	MaxConsumers int
 	// APIQueue bounds the API requests waiting for the API worker
-	// (default 4,096); past it requests are refused with 503.
+	// (default 4,096), and a quarter of it those waiting for each of the
+	// four stream workers (stream create, update and delete); past it
+	// requests are refused with 503.
 	APIQueue int
 	// Sync and SyncInterval are the sync policy of a stream whose
 	// configuration does not name one (default SyncInterval, every
@@ -97,18 +102,27 @@ type JetStream struct {
 	mu struct {
 		sync.RWMutex
 		streams map[string]*stream
-		closed  bool
+		// creating holds the names of streams being created: counted
+		// against MaxStreams, their subjects already in subjects.
+		creating map[string]bool
+		// subjects indexes every stream's subjects (and those of the
+		// streams being created), for the overlap check.
+		subjects *subjectIndex
+		closed   bool
 	}
 	consumers atomic.Int64 // over all streams, against MaxConsumers
 	lock      *dirLock     // on StoreDir, until Close
 
 	subs     []*server.InternalSub
 	apiQueue chan apiRequest // never closed: handlers may still send
-	stop     chan struct{}
-	apiTotal atomic.Uint64
-	apiErrs  atomic.Uint64
-	adv      advisories
-	wg       sync.WaitGroup
+	// streamQueues feed the stream workers (stream create, update,
+	// delete), chosen by the stream's name; never closed either.
+	streamQueues [streamWorkers]chan apiRequest
+	stop         chan struct{}
+	apiTotal     atomic.Uint64
+	apiErrs      atomic.Uint64
+	adv          advisories
+	wg           sync.WaitGroup
 }
 
 // New attaches JetStream to s: it recovers the streams and consumers in
@@ -127,7 +141,12 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		return nil, err
 	}
 	js := &JetStream{srv: s, opts: opts, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
+	for i := range js.streamQueues {
+		js.streamQueues[i] = make(chan apiRequest, max(opts.APIQueue/streamWorkers, 1))
+	}
 	js.mu.streams = map[string]*stream{}
+	js.mu.creating = map[string]bool{}
+	js.mu.subjects = newSubjectIndex()
 	if err := js.recover(); err != nil {
 		_ = js.closeStreams()
 		_ = lock.release()
@@ -157,7 +176,11 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		return nil, err
 	}
 	js.wg.Add(1)
-	go js.apiWorker()
+	go js.apiWorker(js.apiQueue)
+	for _, q := range js.streamQueues {
+		js.wg.Add(1)
+		go js.apiWorker(q)
+	}
 	s.AdvertiseJetStream()
 	return js, nil
 }
@@ -193,6 +216,7 @@ func (js *JetStream) recover() error {
 			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
 		}
 		js.mu.streams[st.name] = st
+		js.indexSubjectsLocked(st.name, meta.Config.Subjects)
 		js.log.Info("stream recovered", "stream", st.name, "messages", st.store.State().Msgs, "consumers", st.numConsumers())
 	}
 	return nil

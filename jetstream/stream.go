@@ -56,6 +56,9 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 	if len(cfg.Subjects) == 0 {
 		cfg.Subjects = []string{cfg.Name}
 	}
+	if len(cfg.Subjects) > MaxStreamSubjects {
+		return cfg, errStreamConfig(fmt.Errorf("too many subjects: %d, at most %d per stream", len(cfg.Subjects), MaxStreamSubjects))
+	}
 	seen := map[string]bool{}
 	for _, s := range cfg.Subjects {
 		if err := subject.ValidatePattern(s); err != nil {
@@ -71,12 +74,12 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 		}
 		seen[s] = true
 	}
-	for i, a := range cfg.Subjects {
-		for _, b := range cfg.Subjects[i+1:] {
-			if subject.Intersects(a, b) {
-				return cfg, errStreamConfig(fmt.Errorf("subjects %q and %q overlap", a, b))
-			}
+	own := newSubjectIndex()
+	for _, s := range cfg.Subjects {
+		if other, _, ok := own.intersecting(s); ok {
+			return cfg, errStreamConfig(fmt.Errorf("subjects %q and %q overlap", other, s))
 		}
+		own.add(s, cfg.Name)
 	}
 	for _, v := range []*int64{&cfg.MaxMsgs, &cfg.MaxBytes, &cfg.MaxMsgsPerSubject} {
 		if *v <= 0 {
