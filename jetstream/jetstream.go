@@ -64,6 +64,13 @@ type Options struct {
 	// FS is the file system of streams' messages and consumers' state
 	// (default store.OSFS); tests wrap it to inject faults.
 	FS store.FS
+	// MaxOpenFiles bounds the files of streams and consumers open at once
+	// (default: half the process's limit of open files, at most 65,536,
+	// or 4,096 where the limit is unknown; at least
+	// store.MinHandleCache): past it the least recently used are closed
+	// and reopened when next needed (store.HandleCache), so that the
+	// rest of the descriptors stay free for clients.
+	MaxOpenFiles int
 	// Logger receives structured logs (default: the server's, or discard).
 	Logger *slog.Logger
 }
@@ -87,9 +94,21 @@ func (o *Options) setDefaults() {
 	if o.FS == nil {
 		o.FS = store.OSFS
 	}
+	if o.MaxOpenFiles <= 0 {
+		o.MaxOpenFiles = defaultMaxOpenFiles()
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// defaultMaxOpenFiles is Options.MaxOpenFiles's default.
+func defaultMaxOpenFiles() int {
+	lim, ok := openFileLimit()
+	if !ok {
+		return 4096
+	}
+	return int(min(lim/2, 65536))
 }
 
 // JetStream is the stream layer of one server. Create it with New before
@@ -110,8 +129,9 @@ type JetStream struct {
 		subjects *subjectIndex
 		closed   bool
 	}
-	consumers atomic.Int64 // over all streams, against MaxConsumers
-	lock      *dirLock     // on StoreDir, until Close
+	consumers atomic.Int64       // over all streams, against MaxConsumers
+	handles   *store.HandleCache // opts.FS: bounds the files open at once
+	lock      *dirLock           // on StoreDir, until Close
 
 	subs     []*server.InternalSub
 	apiQueue chan apiRequest // never closed: handlers may still send
@@ -140,7 +160,9 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	js := &JetStream{srv: s, opts: opts, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
+	handles := store.NewHandleCache(opts.FS, opts.MaxOpenFiles)
+	opts.FS = handles
+	js := &JetStream{srv: s, opts: opts, handles: handles, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
 	for i := range js.streamQueues {
 		js.streamQueues[i] = make(chan apiRequest, max(opts.APIQueue/streamWorkers, 1))
 	}
@@ -182,6 +204,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		go js.apiWorker(q)
 	}
 	s.AdvertiseJetStream()
+	js.log.Info("jetstream started", "store_dir", opts.StoreDir, "streams", len(js.sortedStreamNames()), "max_open_files", opts.MaxOpenFiles)
 	return js, nil
 }
 
