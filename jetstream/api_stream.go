@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -96,6 +97,11 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 	st, err := js.openStream(ncfg, time.Now().UTC(), true)
 	if err != nil {
 		js.log.Warn("stream create failed", "stream", name, "err", err)
+		// What the failed create wrote would come back at the next start,
+		// as a stream never created or a directory without metadata.
+		if rmErr := os.RemoveAll(filepath.Join(js.opts.StoreDir, "streams", name)); rmErr != nil {
+			js.log.Warn("failed stream create not cleaned up", "stream", name, "err", rmErr)
+		}
 		js.mu.Lock()
 		delete(js.mu.creating, name)
 		js.unindexSubjectsLocked(ncfg.Subjects)

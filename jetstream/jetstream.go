@@ -221,7 +221,7 @@ func (js *JetStream) recover() error {
 		}
 		meta, err := readMeta[streamMeta](filepath.Join(dir, e.Name(), metaFile))
 		if errors.Is(err, os.ErrNotExist) {
-			js.log.Warn("ignoring a stream directory without metadata", "dir", e.Name())
+			js.ignoreStreamDir(filepath.Join(dir, e.Name()))
 			continue
 		}
 		if err != nil {
@@ -243,6 +243,28 @@ func (js *JetStream) recover() error {
 		js.log.Info("stream recovered", "stream", st.name, "messages", st.store.State().Msgs, "consumers", st.numConsumers())
 	}
 	return nil
+}
+
+// ignoreStreamDir handles a stream directory without metadata: the
+// leftover of a create that failed before it was written (older versions
+// left it), which holds no file but a temporary metadata file, is
+// removed; anything else is kept, for an operator to look at.
+func (js *JetStream) ignoreStreamDir(dir string) {
+	leftover := true
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || (!d.IsDir() && d.Name() != metaFile+".tmp") {
+			leftover = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if leftover {
+		if err := os.RemoveAll(dir); err == nil {
+			js.log.Info("removed the empty directory of a failed stream create", "dir", filepath.Base(dir))
+			return
+		}
+	}
+	js.log.Warn("ignoring a stream directory without metadata", "dir", filepath.Base(dir))
 }
 
 // Close stops the API, closes every stream and consumer, and flushes

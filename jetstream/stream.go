@@ -3,6 +3,7 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -46,6 +47,8 @@ type stream struct {
 	ingestMu  sync.Mutex
 	lastMsgID string // guarded by ingestMu
 	ttl       ttls   // per-message TTLs waiting to run out
+	// Warnings repeated per publish (a full disk refuses them all).
+	appendWarn, syncWarn logThrottle
 }
 
 // normalize fills a stream configuration's defaults and checks it.
@@ -472,7 +475,7 @@ func (st *stream) arrived(subj string, seq uint64, cfg StreamConfig) {
 // pubAck answers a publish once WaitDurable returned err for it.
 func (st *stream) pubAck(p *server.Publisher, reply string, seq uint64, err error) {
 	if err != nil {
-		st.js.log.Warn("stream sync failed", "stream", st.name, "err", err)
+		st.syncWarn.log(st.js.log, slog.LevelWarn, "stream sync failed", "stream", st.name, "err", err)
 		p.Publish(reply, "", nil, pubAckError(st.name, errStreamStore(err)))
 		return
 	}
@@ -493,7 +496,7 @@ func (st *stream) appendError(err error) *APIError {
 	case errors.Is(err, store.ErrMaxMsgsPerSubject):
 		return errStreamStore(errors.New("maximum messages per subject exceeded"))
 	}
-	st.js.log.Warn("stream append failed", "stream", st.name, "err", err)
+	st.appendWarn.log(st.js.log, slog.LevelWarn, "stream append failed", "stream", st.name, "err", err)
 	return errStreamStore(err)
 }
 
