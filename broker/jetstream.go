@@ -85,6 +85,9 @@ func applySync(v value, o *jetstream.Options) error {
 	if d <= 0 {
 		return v.errorf(ErrInvalidValue, "want always, never or a positive duration")
 	}
+	if d < jetstream.MinSyncInterval {
+		return v.errorf(ErrInvalidValue, "sync interval %v is below the minimum %v", d, jetstream.MinSyncInterval)
+	}
 	o.Sync, o.SyncInterval = jetstream.SyncInterval, d
 	return nil
 }

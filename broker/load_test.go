@@ -180,6 +180,8 @@ func TestConfigSync(t *testing.T) {
 		{"jetstream { sync_interval: \"10ms\" }", jetstream.SyncInterval, 10 * time.Millisecond, false},
 		{"jetstream { sync_interval: sometimes }", 0, 0, true},
 		{"jetstream { sync_interval: 0s }", 0, 0, true},
+		{"jetstream { sync_interval: \"9ms\" }", 0, 0, true}, // below jetstream.MinSyncInterval
+		{"jetstream { sync_interval: \"1ns\" }", 0, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {

@@ -144,6 +144,16 @@ func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
 	}
 }
 
+// errorBody is the answer to a synchronous ack that could not be written:
+// the API's error object, so that the client sees why (nats.go returns
+// the body; an empty one confirms).
+func errorBody(e *APIError) []byte {
+	b, _ := jsonMarshal(struct {
+		Error *APIError `json:"error"`
+	}{e})
+	return b
+}
+
 // adviseTerm queues the advisory of a message terminated by +TERM, with
 // the reason that followed it. mu held.
 func (c *consumer) adviseTerm(a *ackMsg, reason string) {

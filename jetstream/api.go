@@ -12,9 +12,17 @@ import (
 // The JetStream API is request/reply on $JS.API.> with JSON bodies
 // (ADR-1). Requests are copied off the requester's goroutine into a
 // bounded queue and answered, in order, by one worker goroutine; pull
-// requests, which must be quick, go straight to their consumer.
+// requests, which must be quick, go straight to their consumer. Stream
+// creates, updates and deletes, which may take long (a subscription per
+// subject, files and fsyncs), go to one of streamWorkers other workers,
+// chosen by the stream's name: those of one stream are answered in order,
+// and one slow create does not hold up the other requests.
 
 const apiPrefix = "$JS.API."
+
+// streamWorkers is how many stream creates, updates and deletes may run
+// at once.
+const streamWorkers = 4
 
 // apiRequest is a queued API request.
 type apiRequest struct {
@@ -56,8 +64,12 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 	if js.wants(advAPI) {
 		req.client = m.Client()
 	}
+	queue := js.apiQueue
+	if name, ok := streamChange(subj); ok {
+		queue = js.streamQueues[nameHash(name)%streamWorkers]
+	}
 	select {
-	case js.apiQueue <- req:
+	case queue <- req:
 	default:
 		js.apiTotal.Add(1)
 		js.apiErrs.Add(1)
@@ -90,15 +102,35 @@ func (js *JetStream) handleNext(rest string, m *server.Msg) {
 	c.signal()
 }
 
-// apiWorker answers queued API requests until Close.
-func (js *JetStream) apiWorker() {
+// streamChange returns the stream name of a STREAM.CREATE, UPDATE or
+// DELETE request subject.
+func streamChange(subj string) (string, bool) {
+	for _, op := range []string{"STREAM.CREATE.", "STREAM.UPDATE.", "STREAM.DELETE."} {
+		if name, ok := strings.CutPrefix(subj, op); ok && !strings.Contains(name, ".") {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// nameHash is FNV-1a: it spreads stream names over the stream workers.
+func nameHash(name string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint32(name[i])) * 16777619
+	}
+	return h
+}
+
+// apiWorker answers the API requests of queue until Close.
+func (js *JetStream) apiWorker(queue chan apiRequest) {
 	defer js.wg.Done()
 	pub := js.srv.NewPublisher()
 	for {
 		select {
 		case <-js.stop:
 			return
-		case req := <-js.apiQueue:
+		case req := <-queue:
 			replies, isErr := js.dispatch(&req)
 			// Counted once answered, as the reference server: INFO's
 			// api.total counts the requests before it. Pull requests

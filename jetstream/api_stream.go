@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -91,61 +92,99 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 		r.Error = aerr
 		return r
 	}
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	if js.mu.closed {
-		r.Error = errNotEnabled()
-		return r
-	}
-	if st := js.mu.streams[name]; st != nil {
-		if !sameConfig(st.config(), ncfg) {
-			r.Error = errStreamNameExist()
+	if st, aerr := js.reserveStream(name, ncfg); st != nil || aerr != nil {
+		if aerr != nil {
+			r.Error = aerr
 			return r
 		}
 		// The reference server says did_create for an identical create.
 		r.StreamInfo, r.DidCreate = st.info(), true
 		return r
 	}
-	if len(js.mu.streams) >= js.opts.MaxStreams {
-		r.Error = errMaxStreams()
-		return r
-	}
-	if js.overlapsLocked(name, ncfg.Subjects) {
-		r.Error = errSubjectOverlap()
-		return r
-	}
-	if r.Error = js.checkReserveLocked(&ncfg); r.Error != nil {
-		return r
-	}
+	// Opening the stream (its files, a subscription per subject) runs
+	// without js.mu: the name and subjects are reserved.
 	st, err := js.openStream(ncfg, time.Now().UTC(), true)
 	if err != nil {
 		js.log.Warn("stream create failed", "stream", name, "err", err)
+		// What the failed create wrote would come back at the next start,
+		// as a stream never created or a directory without metadata.
+		if rmErr := os.RemoveAll(filepath.Join(js.opts.StoreDir, "streams", name)); rmErr != nil {
+			js.log.Warn("failed stream create not cleaned up", "stream", name, "err", rmErr)
+		}
+		js.mu.Lock()
+		delete(js.mu.creating, name)
+		js.unindexSubjectsLocked(ncfg.Subjects)
+		js.mu.Unlock()
 		r.Error = apiErr(500, 10049, err.Error())
 		return r
 	}
+	js.mu.Lock()
+	delete(js.mu.creating, name)
 	js.mu.streams[name] = st
-	js.log.Info("stream created", "stream", name, "subjects", ncfg.Subjects, "storage", ncfg.Storage)
+	js.mu.Unlock()
+	js.log.Info("stream created", "stream", name, "subjects", len(ncfg.Subjects), "storage", ncfg.Storage)
 	r.StreamInfo, r.DidCreate = st.info(), true
 	js.adviseStream(advStreamCreated, name, "create")
 	return r
 }
 
-// overlapsLocked reports whether subjects overlap another stream's.
-// js.mu held.
-func (js *JetStream) overlapsLocked(name string, subjects []string) bool {
-	for other, st := range js.mu.streams {
-		if other == name {
-			continue
+// reserveStream checks that a stream named name with cfg may be created
+// and reserves its name and subjects. It returns the stream if one
+// exists with the same configuration, or an error.
+func (js *JetStream) reserveStream(name string, cfg StreamConfig) (*stream, *APIError) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	switch {
+	case js.mu.closed:
+		return nil, errNotEnabled()
+	case js.mu.streams[name] != nil:
+		st := js.mu.streams[name]
+		if !sameConfig(st.config(), cfg) {
+			return nil, errStreamNameExist()
 		}
-		for _, a := range st.config().Subjects {
-			for _, b := range subjects {
-				if subject.Intersects(a, b) {
-					return true
-				}
-			}
+		return st, nil
+	case js.mu.creating[name]:
+		// Creates of one name run one after the other (streamWorker):
+		// only a bug gets here.
+		return nil, errStreamNameExist()
+	case len(js.mu.streams)+len(js.mu.creating) >= js.opts.MaxStreams:
+		return nil, errMaxStreams()
+	case js.overlapsLocked(cfg.Subjects):
+		return nil, errSubjectOverlap()
+	}
+	if aerr := js.checkReserveLocked(&cfg); aerr != nil {
+		return nil, aerr
+	}
+	js.mu.creating[name] = true
+	js.indexSubjectsLocked(name, cfg.Subjects)
+	return nil, nil
+}
+
+// overlapsLocked reports whether subjects overlap another stream's (those
+// in js.mu.subjects). js.mu held.
+func (js *JetStream) overlapsLocked(subjects []string) bool {
+	for _, s := range subjects {
+		if _, _, ok := js.mu.subjects.intersecting(s); ok {
+			return true
 		}
 	}
 	return false
+}
+
+// indexSubjectsLocked adds a stream's subjects to the overlap index.
+// js.mu held.
+func (js *JetStream) indexSubjectsLocked(name string, subjects []string) {
+	for _, s := range subjects {
+		js.mu.subjects.add(s, name)
+	}
+}
+
+// unindexSubjectsLocked removes a stream's subjects from the overlap
+// index. js.mu held.
+func (js *JetStream) unindexSubjectsLocked(subjects []string) {
+	for _, s := range subjects {
+		js.mu.subjects.remove(s)
+	}
 }
 
 func (js *JetStream) streamUpdate(name string, data []byte) any {
@@ -161,9 +200,7 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 		r.Error = errStreamMismatch()
 		return r
 	}
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	st := js.mu.streams[name]
+	st := js.lookup(name)
 	if st == nil {
 		r.Error = errStreamNotFound()
 		return r
@@ -183,17 +220,33 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 		r.Error = aerr
 		return r
 	}
-	if js.overlapsLocked(name, ncfg.Subjects) {
+	// The new subjects are indexed before the update runs, without js.mu
+	// (a subscription per subject): a concurrent create cannot take them.
+	// Updates and deletes of one stream run one after the other
+	// (streamWorker), so the stream stays as looked up.
+	js.mu.Lock()
+	js.unindexSubjectsLocked(old.Subjects)
+	if js.overlapsLocked(ncfg.Subjects) {
+		js.indexSubjectsLocked(name, old.Subjects)
+		js.mu.Unlock()
 		r.Error = errSubjectOverlap()
 		return r
 	}
-	if r.Error = js.checkReserveLocked(&ncfg); r.Error != nil {
+	if r.Error = js.checkReserveLocked(&ncfg); r.Error == nil {
+		r.Error = st.checkConsumerLimits(old.ConsumerLimits, ncfg.ConsumerLimits)
+	}
+	if r.Error != nil {
+		js.indexSubjectsLocked(name, old.Subjects)
+		js.mu.Unlock()
 		return r
 	}
-	if r.Error = st.checkConsumerLimits(old.ConsumerLimits, ncfg.ConsumerLimits); r.Error != nil {
-		return r
-	}
+	js.indexSubjectsLocked(name, ncfg.Subjects)
+	js.mu.Unlock()
 	if err := st.update(ncfg); err != nil {
+		js.mu.Lock()
+		js.unindexSubjectsLocked(ncfg.Subjects)
+		js.indexSubjectsLocked(name, st.config().Subjects)
+		js.mu.Unlock()
 		r.Error = apiErr(500, 10069, err.Error())
 		return r
 	}
@@ -305,6 +358,9 @@ func (js *JetStream) streamDelete(name string) any {
 	js.mu.Lock()
 	st := js.mu.streams[name]
 	delete(js.mu.streams, name)
+	if st != nil {
+		js.unindexSubjectsLocked(st.config().Subjects)
+	}
 	js.mu.Unlock()
 	if st == nil {
 		r.Error = errStreamNotFound()

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"container/heap"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,8 +76,9 @@ type consumer struct {
 	sweptAt       time.Time // when waiting requests were last checked for interest
 	push          pushState
 	replay        replayState
-	retire        []uint64 // acknowledged sequences to remove (interest, workqueue)
-	ackReplies    []string // synchronous acks to confirm once the state is written
+	retire        []uint64    // acknowledged sequences to remove (interest, workqueue)
+	ackReplies    []string    // synchronous acks to confirm once the state is written
+	writeWarn     logThrottle // "consumer state write failed", once per run of them
 	closed        bool
 	deleted       bool // removed for inactivity
 }
@@ -213,10 +215,12 @@ func (c *consumer) run() {
 		c.retire, c.ackReplies = nil, nil
 		del := c.deleted
 		c.mu.Unlock()
+		var replyBody []byte
 		if err != nil {
-			// Synchronous acks are not confirmed: the client retries.
-			c.st.js.log.Error("consumer state write failed", "stream", c.st.name, "consumer", c.name, "err", err)
-			replies = nil
+			// Synchronous acks get an error instead of a confirmation:
+			// the client retries.
+			c.writeWarn.log(c.st.js.log, slog.LevelError, "consumer state write failed", "stream", c.st.name, "consumer", c.name, "err", err)
+			replyBody = errorBody(errStreamStore(err))
 		}
 		// Messages leave an interest or workqueue stream before their
 		// acks are confirmed: a client that saw its ack confirmed sees
@@ -225,7 +229,7 @@ func (c *consumer) run() {
 			c.st.retire(c, retire)
 		}
 		for _, r := range replies {
-			pub.Publish(r, "", nil, nil)
+			pub.Publish(r, "", nil, replyBody)
 		}
 		c.st.js.publishAdvisories(pub)
 		pub.Flush()

@@ -1,5 +1,7 @@
 package jetstream
 
+import "github.com/skiffmq/skiff/store"
+
 // TTLHeapLen returns how many expiries the named stream keeps (tests only).
 func (js *JetStream) TTLHeapLen(name string) int {
 	st := js.lookup(name)
@@ -10,3 +12,7 @@ func (js *JetStream) TTLHeapLen(name string) int {
 	defer st.ttl.mu.Unlock()
 	return len(st.ttl.heap)
 }
+
+// HandleStats returns the counters of the streams' handle cache (tests
+// only).
+func (js *JetStream) HandleStats() store.HandleStats { return js.handles.Stats() }

@@ -30,6 +30,14 @@ const (
 	DefaultSyncInterval  = 100 * time.Millisecond
 	DefaultMaxStore      = 1 << 40 // 1 TiB of file streams, as nats-server
 	DefaultMaxMemory     = 4 << 30 // of memory streams, when the machine's memory is unknown
+	// MinSyncInterval is the shortest sync interval a stream or the
+	// server may set: every file stream (and every consumer of one) runs
+	// a timer at its interval even when idle, so a shorter one spins a
+	// core for nothing.
+	MinSyncInterval = 10 * time.Millisecond
+	// MaxStreamSubjects bounds the subjects of one stream: each is a
+	// subscription and an entry of the overlap index.
+	MaxStreamSubjects = 10_000
 	// MaxDedupIDs bounds the message IDs a stream remembers for
 	// deduplication, whatever its window.
 	MaxDedupIDs = 1 << 20
@@ -45,11 +53,14 @@ type Options struct {
 	MaxStreams   int
 	MaxConsumers int
 	// APIQueue bounds the API requests waiting for the API worker
-	// (default 4,096); past it requests are refused with 503.
+	// (default 4,096), and a quarter of it those waiting for each of the
+	// four stream workers (stream create, update and delete); past it
+	// requests are refused with 503.
 	APIQueue int
 	// Sync and SyncInterval are the sync policy of a stream whose
 	// configuration does not name one (default SyncInterval, every
 	// 100 ms); nats-server's `sync_interval` sets the same for all.
+	// SyncInterval may not be below MinSyncInterval.
 	Sync         SyncPolicy
 	SyncInterval time.Duration
 	// MaxMemory and MaxStore bound the bytes of every memory stream and
@@ -68,6 +79,13 @@ type Options struct {
 	// FS is the file system of streams' messages and consumers' state
 	// (default store.OSFS); tests wrap it to inject faults.
 	FS store.FS
+	// MaxOpenFiles bounds the files of streams and consumers open at once
+	// (default: half the process's limit of open files, at most 65,536,
+	// or 4,096 where the limit is unknown; at least
+	// store.MinHandleCache): past it the least recently used are closed
+	// and reopened when next needed (store.HandleCache), so that the
+	// rest of the descriptors stay free for clients.
+	MaxOpenFiles int
 	// Logger receives structured logs (default: the server's, or discard).
 	Logger *slog.Logger
 }
@@ -97,9 +115,21 @@ func (o *Options) setDefaults() {
 	if o.FS == nil {
 		o.FS = store.OSFS
 	}
+	if o.MaxOpenFiles <= 0 {
+		o.MaxOpenFiles = defaultMaxOpenFiles()
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// defaultMaxOpenFiles is Options.MaxOpenFiles's default.
+func defaultMaxOpenFiles() int {
+	lim, ok := openFileLimit()
+	if !ok {
+		return 4096
+	}
+	return int(min(lim/2, 65536))
 }
 
 // JetStream is the stream layer of one server. Create it with New before
@@ -112,16 +142,26 @@ type JetStream struct {
 	mu struct {
 		sync.RWMutex
 		streams map[string]*stream
-		closed  bool
+		// creating holds the names of streams being created: counted
+		// against MaxStreams, their subjects already in subjects.
+		creating map[string]bool
+		// subjects indexes every stream's subjects (and those of the
+		// streams being created), for the overlap check.
+		subjects *subjectIndex
+		closed   bool
 	}
-	consumers atomic.Int64 // over all streams, against MaxConsumers
-	lock      *dirLock     // on StoreDir, until Close
+	consumers atomic.Int64       // over all streams, against MaxConsumers
+	handles   *store.HandleCache // opts.FS: bounds the files open at once
+	lock      *dirLock           // on StoreDir, until Close
 
 	subs     []*server.InternalSub
 	apiQueue chan apiRequest // never closed: handlers may still send
-	stop     chan struct{}
-	apiTotal atomic.Uint64
-	apiErrs  atomic.Uint64
+	// streamQueues feed the stream workers (stream create, update,
+	// delete), chosen by the stream's name; never closed either.
+	streamQueues [streamWorkers]chan apiRequest
+	stop         chan struct{}
+	apiTotal     atomic.Uint64
+	apiErrs      atomic.Uint64
 	// internalDropped counts the server's own messages that reached the
 	// API, ack or flow control subjects, or a stream their principal may
 	// not publish to, and were dropped (see server/principal.go).
@@ -137,6 +177,9 @@ type JetStream struct {
 // subjects, and makes INFO advertise JetStream. Call it before s.Start.
 func New(s *server.Server, opts Options) (*JetStream, error) {
 	opts.setDefaults()
+	if opts.SyncInterval < MinSyncInterval {
+		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)
+	}
 	if err := os.MkdirAll(filepath.Join(opts.StoreDir, "streams"), 0o755); err != nil {
 		return nil, fmt.Errorf("%w: store_dir %s: %v", ErrInvalidOptions, opts.StoreDir, err)
 	}
@@ -144,8 +187,15 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	js := &JetStream{srv: s, opts: opts, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
+	handles := store.NewHandleCache(opts.FS, opts.MaxOpenFiles)
+	opts.FS = handles
+	js := &JetStream{srv: s, opts: opts, handles: handles, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
+	for i := range js.streamQueues {
+		js.streamQueues[i] = make(chan apiRequest, max(opts.APIQueue/streamWorkers, 1))
+	}
 	js.mu.streams = map[string]*stream{}
+	js.mu.creating = map[string]bool{}
+	js.mu.subjects = newSubjectIndex()
 	if err := js.recover(); err != nil {
 		_ = js.closeStreams()
 		_ = lock.release()
@@ -177,9 +227,14 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	s.OnShutdown(js.shutdown)
 	js.recountQuotas()
 	js.wg.Add(2)
-	go js.apiWorker()
+	go js.apiWorker(js.apiQueue)
 	go js.quotaLoop()
+	for _, q := range js.streamQueues {
+		js.wg.Add(1)
+		go js.apiWorker(q)
+	}
 	s.AdvertiseJetStream()
+	js.log.Info("jetstream started", "store_dir", opts.StoreDir, "streams", len(js.sortedStreamNames()), "max_open_files", opts.MaxOpenFiles)
 	return js, nil
 }
 
@@ -196,7 +251,7 @@ func (js *JetStream) recover() error {
 		}
 		meta, err := readMeta[streamMeta](filepath.Join(dir, e.Name(), metaFile))
 		if errors.Is(err, os.ErrNotExist) {
-			js.log.Warn("ignoring a stream directory without metadata", "dir", e.Name())
+			js.ignoreStreamDir(filepath.Join(dir, e.Name()))
 			continue
 		}
 		if err == nil {
@@ -205,14 +260,45 @@ func (js *JetStream) recover() error {
 		if err != nil {
 			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
 		}
+		if iv := meta.Config.SyncInterval; iv > 0 && iv < MinSyncInterval {
+			// Written by a version without the bound: kept running, at
+			// the bound, rather than refused.
+			js.log.Warn("stream sync interval below the minimum; using the minimum",
+				"stream", meta.Config.Name, "sync_interval", iv, "minimum", MinSyncInterval)
+			meta.Config.SyncInterval = MinSyncInterval
+			syncToMetadata(&meta.Config)
+		}
 		st, err := js.openStream(meta.Config, meta.Created, false)
 		if err != nil {
 			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
 		}
 		js.mu.streams[st.name] = st
+		js.indexSubjectsLocked(st.name, meta.Config.Subjects)
 		js.log.Info("stream recovered", "stream", st.name, "messages", st.store.State().Msgs, "consumers", st.numConsumers())
 	}
 	return nil
+}
+
+// ignoreStreamDir handles a stream directory without metadata: the
+// leftover of a create that failed before it was written (older versions
+// left it), which holds no file but a temporary metadata file, is
+// removed; anything else is kept, for an operator to look at.
+func (js *JetStream) ignoreStreamDir(dir string) {
+	leftover := true
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || (!d.IsDir() && d.Name() != metaFile+".tmp") {
+			leftover = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if leftover {
+		if err := os.RemoveAll(dir); err == nil {
+			js.log.Info("removed the empty directory of a failed stream create", "dir", filepath.Base(dir))
+			return
+		}
+	}
+	js.log.Warn("ignoring a stream directory without metadata", "dir", filepath.Base(dir))
 }
 
 // Close stops the API, closes every stream and consumer, and flushes

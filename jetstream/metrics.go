@@ -26,6 +26,9 @@ var (
 	descAPIErrors    = jsDesc("api_errors_total", "JetStream API requests answered with an error.")
 	descAdvDropped   = jsDesc("advisories_dropped_total", "Advisories dropped because too many waited to be published.")
 	descDeputy       = jsDesc("refused_internal_total", "Server-published messages refused by the API, acks or a stream: they would act past their client's permissions.")
+	descOpenFiles    = jsDesc("open_files", "Descriptors open for the files of streams and consumers.")
+	descMaxOpenFiles = jsDesc("max_open_files", "Bound on the descriptors of the files of streams and consumers.")
+	descFileReopens  = jsDesc("file_reopens_total", "Files of streams and consumers opened again after their descriptor was closed to stay within the bound.")
 
 	descStreamMessages  = jsDesc("stream_messages", "Messages in the stream.", "stream")
 	descStreamBytes     = jsDesc("stream_bytes", "Bytes in the stream, as STREAM.INFO counts them.", "stream")
@@ -45,7 +48,7 @@ var (
 func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descStreams, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
-		descAdvDropped, descDeputy,
+		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens,
 		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers,
 		descConsumerPending, descConsumerAckPending, descConsumerRedelivered, descConsumerWaiting,
 		descConsumerDelivered, descConsumerAckFloor,
@@ -74,6 +77,10 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAPIErrors, float64(api.Errors))
 	counter(descAdvDropped, float64(js.adv.dropped.Load()))
 	counter(descDeputy, float64(js.internalDropped.Load()))
+	hs := js.handles.Stats()
+	gauge(descOpenFiles, float64(hs.Open))
+	gauge(descMaxOpenFiles, float64(hs.Max))
+	counter(descFileReopens, float64(hs.Reopens))
 
 	for _, name := range js.sortedStreamNames() {
 		st := js.lookup(name)

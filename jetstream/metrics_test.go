@@ -18,7 +18,8 @@ import (
 // TestMetrics scrapes /metrics for JetStream's totals and its per-stream
 // and per-consumer series.
 func TestMetrics(t *testing.T) {
-	s := startMonitoredBroker(t).srv
+	b := startMonitoredBroker(t)
+	s := b.srv
 
 	_, jsc := connect(t, s.ClientURL())
 	c := ctx(t)
@@ -76,7 +77,12 @@ func TestMetrics(t *testing.T) {
 	mem, err := jsc.Stream(c, "M")
 	require.NoError(t, err)
 	memBytes := mem.CachedInfo().State.Bytes
+	handles := b.js.HandleStats()
+	require.Positive(t, handles.Open, "ORDERS's files and its consumer's")
 	want := []string{
+		fmt.Sprintf("skiff_jetstream_open_files{} %d", handles.Open),
+		fmt.Sprintf("skiff_jetstream_max_open_files{} %d", handles.Max),
+		"skiff_jetstream_file_reopens_total{} 0",
 		"skiff_jetstream_advisories_dropped_total{} 0",
 		"skiff_jetstream_api_errors_total{} 1",
 		// Stream creates 2, stream info 1, consumer create 1; the pull

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -46,6 +47,8 @@ type stream struct {
 	ingestMu  sync.Mutex
 	lastMsgID string // guarded by ingestMu
 	ttl       ttls   // per-message TTLs waiting to run out
+	// Warnings repeated per publish (a full disk refuses them all).
+	appendWarn, syncWarn logThrottle
 }
 
 // normalize fills a stream configuration's defaults and checks it.
@@ -55,6 +58,9 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 	}
 	if len(cfg.Subjects) == 0 {
 		cfg.Subjects = []string{cfg.Name}
+	}
+	if len(cfg.Subjects) > MaxStreamSubjects {
+		return cfg, errStreamConfig(fmt.Errorf("too many subjects: %d, at most %d per stream", len(cfg.Subjects), MaxStreamSubjects))
 	}
 	seen := map[string]bool{}
 	for _, s := range cfg.Subjects {
@@ -71,12 +77,12 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 		}
 		seen[s] = true
 	}
-	for i, a := range cfg.Subjects {
-		for _, b := range cfg.Subjects[i+1:] {
-			if subject.Intersects(a, b) {
-				return cfg, errStreamConfig(fmt.Errorf("subjects %q and %q overlap", a, b))
-			}
+	own := newSubjectIndex()
+	for _, s := range cfg.Subjects {
+		if other, _, ok := own.intersecting(s); ok {
+			return cfg, errStreamConfig(fmt.Errorf("subjects %q and %q overlap", other, s))
 		}
+		own.add(s, cfg.Name)
 	}
 	for _, v := range []*int64{&cfg.MaxMsgs, &cfg.MaxBytes, &cfg.MaxMsgsPerSubject} {
 		if *v <= 0 {
@@ -141,11 +147,14 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 	if cfg.AllowRollup && cfg.DenyPurge {
 		return cfg, errStreamConfig(errors.New("roll-ups require the purge permission"))
 	}
-	if cfg.SyncInterval <= 0 {
-		cfg.SyncInterval = DefaultSyncInterval
-	}
 	if err := syncFromMetadata(&cfg); err != nil {
 		return cfg, errStreamConfig(err)
+	}
+	switch {
+	case cfg.SyncInterval <= 0:
+		cfg.SyncInterval = DefaultSyncInterval
+	case cfg.SyncInterval < MinSyncInterval:
+		return cfg, errStreamConfig(fmt.Errorf("sync_interval %v is below the minimum %v", cfg.SyncInterval, MinSyncInterval))
 	}
 	syncToMetadata(&cfg)
 	return cfg, nil
@@ -482,7 +491,7 @@ func (st *stream) arrived(subj string, seq uint64, cfg StreamConfig) {
 // pubAck answers a publish once WaitDurable returned err for it.
 func (st *stream) pubAck(p *server.Publisher, reply string, seq uint64, err error) {
 	if err != nil {
-		st.js.log.Warn("stream sync failed", "stream", st.name, "err", err)
+		st.syncWarn.log(st.js.log, slog.LevelWarn, "stream sync failed", "stream", st.name, "err", err)
 		p.Publish(reply, "", nil, pubAckError(st.name, errStreamStore(err)))
 		return
 	}
@@ -503,7 +512,7 @@ func (st *stream) appendError(err error) *APIError {
 	case errors.Is(err, store.ErrMaxMsgsPerSubject):
 		return errStreamStore(errors.New("maximum messages per subject exceeded"))
 	}
-	st.js.log.Warn("stream append failed", "stream", st.name, "err", err)
+	st.appendWarn.log(st.js.log, slog.LevelWarn, "stream append failed", "stream", st.name, "err", err)
 	return errStreamStore(err)
 }
 

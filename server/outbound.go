@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/bufpool"
 	"github.com/skiffmq/skiff/internal/proto"
 )
 
@@ -46,16 +47,20 @@ type outbound struct {
 // partial chunk costs little.
 const chunkSize = 64 << 10
 
-var chunks = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
+// The chunk pool keeps at most chunkPoolRetained bytes of free chunks and
+// drops those unused for chunkPoolIdle: after a connection storm, the
+// chunks of thousands of closed clients are given back to the garbage
+// collector instead of waiting in a sync.Pool for its next two cycles.
+const (
+	chunkPoolRetained = 16 << 20
+	chunkPoolIdle     = 5 * time.Second
+)
 
-func getChunk() []byte { return (*chunks.Get().(*[]byte))[:0] }
+var chunks = bufpool.NewFixed(chunkSize, chunkPoolRetained, chunkPoolIdle)
 
-func putChunk(b []byte) {
-	if cap(b) == chunkSize {
-		b = b[:0]
-		chunks.Put(&b)
-	}
-}
+func getChunk() []byte { return chunks.Get() }
+
+func putChunk(b []byte) { chunks.Put(b) }
 
 func (o *outbound) init(max int) {
 	o.max = max

@@ -24,6 +24,15 @@ var storages = []struct {
 		}
 		return mustOpen(t, o)
 	}},
+	{"file-handlecache", func(t *testing.T, o Options) *Stream {
+		// At most one descriptor: every file is closed and reopened
+		// between uses (handlecache.go).
+		o.Storage, o.FS, o.SegmentBytes = FileStorage, tinyHandleCache(OSFS), 4096
+		if o.Dir == "" {
+			o.Dir = t.TempDir()
+		}
+		return mustOpen(t, o)
+	}},
 	{"memory", func(t *testing.T, o Options) *Stream {
 		o.Storage = MemoryStorage
 		return mustOpen(t, o)
