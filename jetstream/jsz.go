@@ -59,6 +59,9 @@ type jszStream struct {
 	Config    *StreamConfig   `json:"config,omitempty"`
 	State     StreamState     `json:"state"`
 	Consumers []*ConsumerInfo `json:"consumer_detail,omitempty"`
+	// CorruptRecords is Skiff's: records found corrupt when read since
+	// the server started, skipped and removed (store.Stream.CorruptRecords).
+	CorruptRecords uint64 `json:"skiff_corrupt_records,omitempty"`
 }
 
 // jszOptions are the query parameters of /jsz that Skiff honours:
@@ -154,7 +157,7 @@ func (js *JetStream) jszStreams(o jszOptions) []*jszStream {
 			continue // deleted meanwhile
 		}
 		info := st.info()
-		d := &jszStream{Name: name, Created: info.Created, State: info.State}
+		d := &jszStream{Name: name, Created: info.Created, State: info.State, CorruptRecords: st.store.CorruptRecords()}
 		if o.config {
 			d.Config = &info.Config
 		}

@@ -35,6 +35,7 @@ var (
 	descStreamFirstSeq  = jsDesc("stream_first_seq", "Sequence of the stream's first message.", "stream")
 	descStreamLastSeq   = jsDesc("stream_last_seq", "Sequence of the stream's last message.", "stream")
 	descStreamConsumers = jsDesc("stream_consumers", "Consumers of the stream.", "stream")
+	descStreamCorrupt   = jsDesc("stream_corrupt_records_total", "Records of the stream found corrupt when read since the server started: skipped, removed and logged.", "stream")
 
 	descConsumerPending     = jsDesc("consumer_num_pending", "Messages the consumer has yet to deliver.", "stream", "consumer")
 	descConsumerAckPending  = jsDesc("consumer_num_ack_pending", "Messages delivered and not acknowledged.", "stream", "consumer")
@@ -49,7 +50,7 @@ func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descStreams, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
 		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens,
-		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers,
+		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers, descStreamCorrupt,
 		descConsumerPending, descConsumerAckPending, descConsumerRedelivered, descConsumerWaiting,
 		descConsumerDelivered, descConsumerAckFloor,
 	} {
@@ -94,6 +95,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descStreamFirstSeq, float64(s.FirstSeq), name)
 		gauge(descStreamLastSeq, float64(s.LastSeq), name)
 		gauge(descStreamConsumers, float64(len(consumers)), name)
+		ch <- prometheus.MustNewConstMetric(descStreamCorrupt, prometheus.CounterValue, float64(st.store.CorruptRecords()), name)
 		for _, c := range consumers {
 			ci := c.info()
 			gauge(descConsumerPending, float64(ci.NumPending), name, ci.Name)

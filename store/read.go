@@ -39,6 +39,8 @@ func (s *Stream) firstUnexpiredLocked(cutoff int64) uint64 {
 // has been deleted, purged or expired. A record that fails its checksum is
 // not returned: the error wraps ErrCorrupt.
 func (s *Stream) Get(seq uint64) (*Msg, error) {
+	var bad []uint64
+	defer func() { s.removeCorrupt(bad) }() // after the read lock
 	now := s.expireIfDue()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -48,7 +50,8 @@ func (s *Stream) Get(seq uint64) (*Msg, error) {
 	if seq < s.firstUnexpiredLocked(s.cutoffLocked(now)) || seq > s.mu.last || s.mu.ents[seq-s.mu.first].subj == nil {
 		return nil, fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
 	}
-	return s.readLocked(seq)
+	m, _, err := s.readSkipping(seq, &bad)
+	return m, err
 }
 
 // Has reports whether seq is stored (and not expired), from the index
@@ -75,7 +78,6 @@ func (s *Stream) readLocked(seq uint64) (*Msg, error) {
 		err = fmt.Errorf("%w: record holds sequence %d", ErrCorrupt, rec.seq)
 	}
 	if err != nil {
-		s.log.Error("store: corrupt record not served", "seq", seq, "err", err)
 		return nil, fmt.Errorf("store: sequence %d: %w", seq, err)
 	}
 	m := &Msg{Seq: seq, Timestamp: rec.ts, Subject: e.subj.name}
@@ -103,6 +105,8 @@ func (s *Stream) Next(from uint64, filter string) (*Msg, error) {
 	if err != nil {
 		return nil, err
 	}
+	var bad []uint64
+	defer func() { s.removeCorrupt(bad) }() // after the read lock
 	now := s.expireIfDue()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -110,11 +114,17 @@ func (s *Stream) Next(from uint64, filter string) (*Msg, error) {
 		return nil, ErrClosed
 	}
 	from = max(from, s.firstUnexpiredLocked(s.cutoffLocked(now)))
-	seq, ok := s.nextLocked(from, filter, kind)
-	if !ok {
-		return nil, fmt.Errorf("%w: no message from sequence %d on %q", ErrNotFound, from, filter)
+	for {
+		seq, ok := s.nextLocked(from, filter, kind)
+		if !ok {
+			return nil, fmt.Errorf("%w: no message from sequence %d on %q", ErrNotFound, from, filter)
+		}
+		m, skip, err := s.readSkipping(seq, &bad)
+		if !skip {
+			return m, err
+		}
+		from = seq + 1 // damage: go on past it
 	}
-	return s.readLocked(seq)
 }
 
 // nextLocked finds the first live sequence >= from (from >= first)
@@ -178,6 +188,22 @@ func (s *Stream) nextInSubjectLocked(ss *subjectState, from uint64) (uint64, boo
 // The subject is normally literal; a wildcard pattern returns the newest
 // message on any matching subject.
 func (s *Stream) LastBySubject(subj string) (*Msg, error) {
+	// A corrupt newest record is removed (damage.go) and the one before
+	// it is the newest: look again, a bounded number of times.
+	for range 16 {
+		var bad []uint64
+		m, err := s.lastBySubject(subj, &bad)
+		s.removeCorrupt(bad)
+		if len(bad) == 0 || err == nil {
+			return m, err
+		}
+	}
+	return nil, fmt.Errorf("%w: no readable message on %q", ErrNotFound, subj)
+}
+
+// lastBySubject is LastBySubject's one look; corrupt records it met are
+// added to bad.
+func (s *Stream) lastBySubject(subj string, bad *[]uint64) (*Msg, error) {
 	kind, err := classifyFilter(subj)
 	if err != nil {
 		return nil, err
@@ -211,7 +237,8 @@ func (s *Stream) LastBySubject(subj string) (*Msg, error) {
 	if seq == 0 || seq < s.firstUnexpiredLocked(s.cutoffLocked(now)) {
 		return nil, fmt.Errorf("%w: no message on %q", ErrNotFound, subj)
 	}
-	return s.readLocked(seq)
+	m, _, err := s.readSkipping(seq, bad)
+	return m, err
 }
 
 // SeqAtOrAfterTime returns the sequence of the first stored message with a

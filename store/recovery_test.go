@@ -281,25 +281,47 @@ func TestCorruptOlderSegment(t *testing.T) {
 }
 
 // TestCorruptRecordBehindIndex damages a record of a sealed segment whose
-// index is intact: Open trusts the index, but Get checks every record's
-// checksum and refuses to serve it.
+// index is intact: Open trusts the index, but reads check every record's
+// checksum. The first read that meets it reports the damage; the record is
+// then removed, counted, and reads go on past it, so a consumer never
+// stops at it.
 func TestCorruptRecordBehindIndex(t *testing.T) {
-	f := newFixture(t, 60, 60, 2048)
-	segs := f.segments(nil)
-	victim := path.Join(memDir, segs[0])
-	log := f.fs.bytes(victim)
-	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, 1, int64(len(log)))
-	require.NoError(t, err)
-	log[int(ents[2].off)+recHeaderSize] ^= 1
-	f.fs.setBytes(victim, log)
-	s := f.open(t, nil)
-	_, err = s.Get(3)
-	require.ErrorIs(t, err, ErrCorrupt)
-	_, err = s.Next(3, "")
-	require.ErrorIs(t, err, ErrCorrupt)
-	m, err := s.Get(4)
-	require.NoError(t, err)
-	require.Equal(t, f.want[4], *m)
+	for _, first := range []string{"Get", "Next"} {
+		t.Run(first, func(t *testing.T) {
+			f := newFixture(t, 60, 60, 2048)
+			segs := f.segments(nil)
+			victim := path.Join(memDir, segs[0])
+			log := f.fs.bytes(victim)
+			ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, 1, int64(len(log)))
+			require.NoError(t, err)
+			log[int(ents[2].off)+recHeaderSize] ^= 1
+			f.fs.setBytes(victim, log)
+			s := f.open(t, nil)
+			before := s.State().Msgs
+			switch first {
+			case "Get":
+				_, err = s.Get(3)
+				require.ErrorIs(t, err, ErrCorrupt)
+			case "Next":
+				m, err := s.Next(3, "")
+				require.NoError(t, err, "the read goes on past the damage")
+				require.Equal(t, f.want[4], *m)
+			}
+			{
+				require.Equal(t, uint64(1), s.CorruptRecords())
+				require.Equal(t, before-1, s.State().Msgs, "removed, as deleted")
+				_, err = s.Get(3)
+				require.ErrorIs(t, err, ErrNotFound)
+				m, err := s.Next(1, "")
+				require.NoError(t, err)
+				require.Equal(t, uint64(1), m.Seq)
+				m, err = s.Next(3, "")
+				require.NoError(t, err)
+				require.Equal(t, f.want[4], *m)
+				require.Equal(t, uint64(1), s.CorruptRecords(), "counted once")
+			}
+		})
+	}
 }
 
 // TestIndexRebuild damages index files in every way: each is detected,

@@ -25,6 +25,7 @@ type Stream struct {
 	clock  func() time.Time
 	log    *slog.Logger
 	report RecoveryReport
+	damage damage // records reads found corrupt (damage.go)
 
 	// nextExpiry is when the first message expires, in Unix nanoseconds,
 	// or math.MaxInt64 when nothing can. Readers load it without the lock

@@ -1,0 +1,107 @@
+package jetstream_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
+)
+
+// One corrupt record in a sealed segment (bytes flipped on disk, its index
+// intact) must not stop consumers: it is skipped, removed, counted in
+// /metrics and /jsz, and everything after it, a whole second segment
+// included, is delivered (issue: 700 x 100 KB, record 336 damaged, a new
+// consumer delivered 1-335 and then nothing).
+func TestCorruptRecordInSealedSegmentIsSkipped(t *testing.T) {
+	const (
+		n      = 700
+		size   = 100 << 10
+		damage = 336
+	)
+	dir := t.TempDir()
+	b := startBrokerMonitored(t, jetstream.Options{StoreDir: dir}, 0)
+	_, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "BIG", Subjects: []string{"big"}})
+	require.NoError(t, err)
+	payload := func(i int) []byte {
+		p := bytes.Repeat([]byte{byte(i)}, size)
+		copy(p, fmt.Sprintf("<msg %06d>", i))
+		return p
+	}
+	for i := 1; i <= n; i++ {
+		_, err := js.Publish(ctx(t), "big", payload(i))
+		require.NoError(t, err)
+	}
+	b.stop()
+
+	segs, err := filepath.Glob(filepath.Join(dir, "streams", "BIG", "*", "*.log"))
+	if len(segs) == 0 {
+		segs, err = filepath.Glob(filepath.Join(dir, "streams", "BIG", "*.log"))
+	}
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(segs), 2, "the messages span a sealed segment and the active one")
+	first := segs[0]
+	raw, err := os.ReadFile(first)
+	require.NoError(t, err)
+	at := bytes.Index(raw, []byte(fmt.Sprintf("<msg %06d>", damage)))
+	require.Positive(t, at, "message %d is in the first segment", damage)
+	for i := at + 1000; i < at+1016; i++ {
+		raw[i] ^= 0xff
+	}
+	require.NoError(t, os.WriteFile(first, raw, 0o644))
+
+	b = startBrokerMonitored(t, jetstream.Options{StoreDir: dir}, server.RandomPort)
+	_, js = connect(t, b.srv.ClientURL())
+	c, err := js.CreateOrUpdateConsumer(ctx(t), "BIG", njs.ConsumerConfig{Durable: "C", AckPolicy: njs.AckNonePolicy})
+	require.NoError(t, err)
+	got := 0
+	var last uint64
+	for got < n-1 {
+		batch, err := c.Fetch(100, njs.FetchMaxWait(5*time.Second))
+		require.NoError(t, err)
+		k := 0
+		for m := range batch.Messages() {
+			meta, err := m.Metadata()
+			require.NoError(t, err)
+			require.NotEqual(t, uint64(damage), meta.Sequence.Stream)
+			require.True(t, bytes.HasPrefix(m.Data(), []byte(fmt.Sprintf("<msg %06d>", meta.Sequence.Stream))))
+			last = meta.Sequence.Stream
+			got++
+			k++
+		}
+		require.Positive(t, k, "delivery stopped after stream sequence %d (%d delivered)", last, got)
+	}
+	require.Equal(t, uint64(n), last)
+
+	s, err := js.Stream(ctx(t), "BIG")
+	require.NoError(t, err)
+	info, err := s.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(n-1), info.State.Msgs, "the damaged message is gone, as deleted")
+
+	metrics := httpGet(t, "http://"+b.srv.MonitorAddr().String()+"/metrics")
+	require.Contains(t, metrics, `skiff_jetstream_stream_corrupt_records_total{stream="BIG"} 1`)
+	jsz := httpGet(t, "http://"+b.srv.MonitorAddr().String()+"/jsz?streams=1")
+	require.Contains(t, jsz, `"skiff_corrupt_records": 1`)
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
