@@ -105,3 +105,52 @@ func httpGet(t *testing.T, url string) string {
 	require.NoError(t, err)
 	return strings.TrimSpace(string(b))
 }
+
+// A flipped byte in the last segment, with good records after it, loses
+// only that record: recovery keeps the later acknowledged messages and
+// never gives their sequences again (issue: 79 good records went and new
+// publishes reused their sequences).
+func TestDamageInLastSegmentKeepsLaterRecords(t *testing.T) {
+	const n, damage = 200, 120
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	_, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "L", Subjects: []string{"l"}})
+	require.NoError(t, err)
+	for i := 1; i <= n; i++ {
+		_, err := js.Publish(ctx(t), "l", []byte(fmt.Sprintf("<msg %06d> %s", i, strings.Repeat("x", 1000))))
+		require.NoError(t, err)
+	}
+	b.stop()
+	segs, err := filepath.Glob(filepath.Join(dir, "streams", "L", "*", "*.log"))
+	if len(segs) == 0 {
+		segs, err = filepath.Glob(filepath.Join(dir, "streams", "L", "*.log"))
+	}
+	require.NoError(t, err)
+	require.Len(t, segs, 1)
+	raw, err := os.ReadFile(segs[0])
+	require.NoError(t, err)
+	at := bytes.Index(raw, []byte(fmt.Sprintf("<msg %06d>", damage)))
+	require.Positive(t, at)
+	raw[at+500] ^= 0x01
+	require.NoError(t, os.WriteFile(segs[0], raw, 0o644))
+
+	b = startBroker(t, dir)
+	_, js = connect(t, b.srv.ClientURL())
+	s, err := js.Stream(ctx(t), "L")
+	require.NoError(t, err)
+	info, err := s.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(n-1), info.State.Msgs, "only the damaged message is lost")
+	require.Equal(t, uint64(n), info.State.LastSeq)
+	for _, seq := range []uint64{damage - 1, damage + 1, n} {
+		m, err := s.GetMsg(ctx(t), seq)
+		require.NoError(t, err, "seq %d", seq)
+		require.True(t, bytes.HasPrefix(m.Data, []byte(fmt.Sprintf("<msg %06d>", seq))))
+	}
+	_, err = s.GetMsg(ctx(t), damage)
+	require.Error(t, err)
+	ack, err := js.Publish(ctx(t), "l", []byte("new"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(n+1), ack.Sequence, "no sequence used again")
+}

@@ -152,10 +152,13 @@
 // sequence and timestamp are verified. Recovery time is thus proportional
 // to the index sizes plus the last segment (at most SegmentBytes).
 //
-// In the last segment, the first bad record and everything after it are
+// In the last segment, a bad record with nothing good after it is
 // truncated away: that is what a crash in the middle of a write leaves (a
 // torn record), and new appends continue from the last good record, so
-// their sequences follow it. In an older segment, a bad record cannot be a
+// their sequences follow it. A bad record followed by good ones is damage:
+// recovery finds the next good record, keeps it and the rest, and records
+// the sequences in between as deleted (resync.go). A record found corrupt
+// later, when read, is skipped and removed the same way (damage.go). In an older segment, a bad record cannot be a
 // torn write; it is corruption. Open logs it and reports it in
 // Stream.Recovery, serves the records before it, and serves nothing from
 // it onwards in that segment: with the length untrustworthy there is no

@@ -106,7 +106,7 @@ func decodeIndex(b []byte, first uint64, logSize int64) ([]idxEntry, int64, erro
 			return bad("subject table truncated")
 		}
 		subjects[i] = string(p[2 : 2+n])
-		if err := subject.ValidateLiteral(subjects[i]); err != nil || n == 0 {
+		if err := subject.ValidateSubject(subjects[i]); err != nil || n == 0 {
 			return bad("invalid subject %q", subjects[i])
 		}
 		p = p[2+n:]

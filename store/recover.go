@@ -76,6 +76,10 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 			}
 		}
 	}
+	if err := fb.recordDamage(rec); err != nil {
+		_ = fb.close()
+		return nil, nil, err
+	}
 	return fb, rec, nil
 }
 
@@ -201,6 +205,13 @@ func (fb *fileBackend) scanSegment(s *segment, last bool, rep *RecoveryReport) e
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return fmt.Errorf("store: scan %s: %w", name, err)
 	}
+	if last {
+		// A bad record with good records after it is damage, not a torn
+		// write: keep what follows (resync.go).
+		if ents, valid, err = fb.resync(s, ents, valid, err); err != nil && !errors.Is(err, ErrCorrupt) {
+			return fmt.Errorf("store: scan %s: %w", name, err)
+		}
+	}
 	s.ents, s.log.size = ents, valid
 	switch {
 	case last && valid < s.fileSize:
@@ -246,12 +257,17 @@ func (fb *fileBackend) reportCorrupt(s *segment, err error, rep *RecoveryReport)
 // sequence, or goes back in time; that error wraps ErrCorrupt. Any other
 // error is an I/O failure.
 func scanLog(f File, first uint64, size int64) ([]idxEntry, int64, error) {
-	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 256<<10)
+	return scanLogAt(f, 0, first, size, 0)
+}
+
+// scanLogAt is scanLog from offset start, where the record of sequence
+// first begins, after a record of timestamp lastTS.
+func scanLogAt(f File, start int64, first uint64, size, lastTS int64) ([]idxEntry, int64, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, start, size-start), 256<<10)
 	var (
 		ents   []idxEntry
-		off    int64
+		off    = start
 		buf    []byte
-		lastTS int64
 		intern = make(map[string]string)
 	)
 	for off < size {

@@ -232,12 +232,69 @@ func TestCorruptTail(t *testing.T) {
 		fsys := f.fs.clone()
 		fsys.setBytes(lastSeg, b)
 		s := f.open(t, fsys)
-		f.check(t, s, first+uint64(k)-1)
+		// Damage with good records after it is not a torn tail: only the
+		// damaged record is lost (deleted), the later ones are kept, and
+		// no sequence is used again.
+		lost := first + uint64(k)
+		for seq := uint64(1); seq <= f.last; seq++ {
+			got, err := s.Get(seq)
+			if seq == lost {
+				require.ErrorIs(t, err, ErrNotFound, "trial %d: the damaged seq %d", trial, seq)
+				continue
+			}
+			require.NoError(t, err, "trial %d: seq %d", trial, seq)
+			require.Equal(t, f.want[seq], *got, "trial %d: seq %d", trial, seq)
+		}
 		seq, _, err := s.Append("after", nil, nil)
 		require.NoError(t, err)
-		require.Equal(t, first+uint64(k), seq)
+		if lost == f.last {
+			// Nothing follows the damage: a corrupt tail, which cannot be
+			// told from a torn write, is cut off.
+			require.Equal(t, lost, seq)
+			require.NoError(t, s.Close())
+			continue
+		}
+		require.Equal(t, f.last+1, seq)
+		require.NoError(t, s.Close())
+
+		// Opened again (the loss is in the .del file now), the same.
+		s = f.open(t, fsys)
+		_, err = s.Get(lost)
+		require.ErrorIs(t, err, ErrNotFound)
+		m, err := s.Get(f.last + 1)
+		require.NoError(t, err)
+		require.Equal(t, "after", m.Subject)
 		require.NoError(t, s.Close())
 	}
+}
+
+// TestTornTailAfterDamage: damage followed by good records and then a
+// torn last record: the damage is skipped, the torn tail cut off.
+func TestTornTailAfterDamage(t *testing.T) {
+	f := newFixture(t, 60, 80, 4096)
+	segs := f.segments(nil)
+	lastSeg := path.Join(memDir, segs[len(segs)-1])
+	full := f.fs.bytes(lastSeg)
+	first := firstSeqOf(full)
+	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: full}}, first, int64(len(full)))
+	require.NoError(t, err)
+	k := len(ents) / 2
+	b := append([]byte(nil), full...)
+	b[int(ents[k].off)+recHeaderSize] ^= 0x55
+	b = b[:len(b)-3] // tear the last record
+	fsys := f.fs.clone()
+	fsys.setBytes(lastSeg, b)
+	s := f.open(t, fsys)
+	_, err = s.Get(first + uint64(k))
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = s.Get(f.last)
+	require.ErrorIs(t, err, ErrNotFound, "the torn record")
+	m, err := s.Get(f.last - 1)
+	require.NoError(t, err)
+	require.Equal(t, f.want[f.last-1], *m)
+	seq, _, err := s.Append("after", nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, f.last, seq, "a torn record's sequence was never acknowledged")
 }
 
 // TestCorruptOlderSegment damages a record in the middle of a sealed

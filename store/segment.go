@@ -23,6 +23,7 @@ type segment struct {
 	poisoned bool       // an fsync failed: the index is never written, recovery scans it
 	dirty    bool       // written since the last fsync
 	dropped  bool       // removed from the stream
+	damaged  []uint64   // sequences lost to corruption found by recovery (resync.go)
 
 	del      appendFile // nil f until the first delete
 	delDirty bool
