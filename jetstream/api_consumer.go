@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"os"
 	"strings"
 
 	"github.com/skiffmq/skiff/server"
@@ -176,6 +177,9 @@ func (js *JetStream) consumerInfo(streamName, name string) any {
 	c := st.consumer(name)
 	if c == nil {
 		r.Error = errConsumerNotFound()
+		if err := st.failure(name); err != nil {
+			r.Error = errConsumerFailed(err)
+		}
 		return r
 	}
 	r.ConsumerInfo = c.info()
@@ -190,8 +194,15 @@ func (js *JetStream) consumerDelete(streamName, name string) any {
 		return r
 	}
 	if !st.deleteConsumer(name) {
-		r.Error = errConsumerNotFound()
-		return r
+		if !st.forgetFailed(name) {
+			r.Error = errConsumerNotFound()
+			return r
+		}
+		// A consumer that failed at start: its files go now.
+		if err := os.RemoveAll(st.consumerDir(name)); err != nil {
+			r.Error = errStreamGeneral(err)
+			return r
+		}
 	}
 	r.Success = true
 	return r

@@ -154,3 +154,53 @@ func TestDamageInLastSegmentKeepsLaterRecords(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(n+1), ack.Sequence, "no sequence used again")
 }
+
+// One consumer whose state is unreadable (a corrupt snapshot) must not keep
+// the broker from starting: it is reported and not served, the other
+// consumers and the stream serve, and deleting it starts it over.
+func TestCorruptConsumerSnapshotFailsOnlyThatConsumer(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	_, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
+	require.NoError(t, err)
+	for _, name := range []string{"GOOD", "BAD"} {
+		_, err := js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: name, AckPolicy: njs.AckExplicitPolicy})
+		require.NoError(t, err)
+	}
+	_, err = js.Publish(ctx(t), "s", []byte("1"))
+	require.NoError(t, err)
+	b.stop()
+	snap := filepath.Join(dir, "streams", "S", "consumers", "BAD", "state", "consumer.snap")
+	require.NoError(t, os.WriteFile(snap, []byte("not a snapshot at all, certainly not a valid one"), 0o644))
+
+	b = startBrokerMonitored(t, jetstream.Options{StoreDir: dir}, server.RandomPort)
+	nc, js := connect(t, b.srv.ClientURL())
+	good, err := js.Consumer(ctx(t), "S", "GOOD")
+	require.NoError(t, err)
+	batch, err := good.Fetch(1, njs.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	n := 0
+	for range batch.Messages() {
+		n++
+	}
+	require.Equal(t, 1, n, "the other consumer serves")
+	_, err = js.Consumer(ctx(t), "S", "BAD")
+	require.Equal(t, njs.ErrorCode(10014), apiCode(err))
+	m, err := nc.Request("$JS.API.CONSUMER.INFO.S.BAD", nil, 5*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), "could not be recovered", "the reason is told")
+	_, err = js.CreateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "BAD", AckPolicy: njs.AckExplicitPolicy})
+	require.Error(t, err, "its files are kept until it is deleted")
+	require.FileExists(t, snap)
+
+	metrics := httpGet(t, "http://"+b.srv.MonitorAddr().String()+"/metrics")
+	require.Contains(t, metrics, `skiff_jetstream_stream_consumers_failed{stream="S"} 1`)
+	jsz := httpGet(t, "http://"+b.srv.MonitorAddr().String()+"/jsz?streams=1")
+	require.Contains(t, jsz, `"BAD"`)
+
+	require.NoError(t, js.DeleteConsumer(ctx(t), "S", "BAD"))
+	require.NoFileExists(t, snap)
+	_, err = js.CreateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "BAD", AckPolicy: njs.AckExplicitPolicy})
+	require.NoError(t, err, "deleted, it starts over")
+}

@@ -62,6 +62,9 @@ type jszStream struct {
 	// CorruptRecords is Skiff's: records found corrupt when read since
 	// the server started, skipped and removed (store.Stream.CorruptRecords).
 	CorruptRecords uint64 `json:"skiff_corrupt_records,omitempty"`
+	// FailedConsumers is Skiff's: durable consumers whose state could not
+	// be recovered at start (failed.go).
+	FailedConsumers []string `json:"skiff_failed_consumers,omitempty"`
 }
 
 // jszOptions are the query parameters of /jsz that Skiff honours:
@@ -157,7 +160,7 @@ func (js *JetStream) jszStreams(o jszOptions) []*jszStream {
 			continue // deleted meanwhile
 		}
 		info := st.info()
-		d := &jszStream{Name: name, Created: info.Created, State: info.State, CorruptRecords: st.store.CorruptRecords()}
+		d := &jszStream{Name: name, Created: info.Created, State: info.State, CorruptRecords: st.store.CorruptRecords(), FailedConsumers: st.failedConsumers()}
 		if o.config {
 			d.Config = &info.Config
 		}

@@ -35,6 +35,7 @@ var (
 	descStreamFirstSeq  = jsDesc("stream_first_seq", "Sequence of the stream's first message.", "stream")
 	descStreamLastSeq   = jsDesc("stream_last_seq", "Sequence of the stream's last message.", "stream")
 	descStreamConsumers = jsDesc("stream_consumers", "Consumers of the stream.", "stream")
+	descStreamFailed    = jsDesc("stream_consumers_failed", "Durable consumers of the stream whose state could not be recovered at start: left on disk, not served.", "stream")
 	descStreamCorrupt   = jsDesc("stream_corrupt_records_total", "Records of the stream found corrupt when read since the server started: skipped, removed and logged.", "stream")
 
 	descConsumerPending     = jsDesc("consumer_num_pending", "Messages the consumer has yet to deliver.", "stream", "consumer")
@@ -50,7 +51,7 @@ func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descStreams, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
 		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens,
-		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers, descStreamCorrupt,
+		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers, descStreamCorrupt, descStreamFailed,
 		descConsumerPending, descConsumerAckPending, descConsumerRedelivered, descConsumerWaiting,
 		descConsumerDelivered, descConsumerAckFloor,
 	} {
@@ -95,6 +96,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descStreamFirstSeq, float64(s.FirstSeq), name)
 		gauge(descStreamLastSeq, float64(s.LastSeq), name)
 		gauge(descStreamConsumers, float64(len(consumers)), name)
+		gauge(descStreamFailed, float64(len(st.failedConsumers())), name)
 		ch <- prometheus.MustNewConstMetric(descStreamCorrupt, prometheus.CounterValue, float64(st.store.CorruptRecords()), name)
 		for _, c := range consumers {
 			ci := c.info()

@@ -35,7 +35,11 @@ type stream struct {
 		sync.RWMutex
 		subs      []*server.InternalSub
 		consumers map[string]*consumer
-		closed    bool
+		// failed are durable consumers whose state could not be read at
+		// start (a corrupt snapshot): kept on disk, reported, not served
+		// (failed.go).
+		failed map[string]error
+		closed bool
 	}
 	// clist is the consumers as a slice, replaced on every change, for
 	// ingest to signal without a lock.

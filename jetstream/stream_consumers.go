@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -70,6 +69,9 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 	}
 	if action == actionUpdate {
 		return nil, errConsumerNotExist()
+	}
+	if err := st.mu.failed[name]; name != "" && err != nil {
+		return nil, errConsumerFailed(err)
 	}
 	if scfg.MaxConsumers > 0 && len(st.mu.consumers) >= scfg.MaxConsumers {
 		return nil, errMaxConsumers()
@@ -141,6 +143,12 @@ func (st *stream) openConsumer(name string, cfg ConsumerConfig, owner server.Pri
 				return nil, err
 			}
 		}
+		if _, err := os.Stat(filepath.Join(dir, "state")); !create && errors.Is(err, os.ErrNotExist) {
+			// Written with the consumer and never removed: gone, the
+			// consumer's progress went with it.
+			st.js.log.Error("consumer state missing; the consumer starts again from its deliver policy and may deliver messages again",
+				"stream", st.name, "consumer", name, "dir", filepath.Join(dir, "state"))
+		}
 		scfg := st.config()
 		fl, s, err := openProgress(filepath.Join(dir, "state"), st.js.opts.FS, &scfg, st.js.log.With("stream", st.name, "consumer", name))
 		if err != nil {
@@ -185,12 +193,14 @@ func (st *stream) loadConsumers() error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("consumer %s: %w", e.Name(), err)
+			st.failConsumer(e.Name(), err)
+			continue
 		}
 		owner := st.js.srv.PrincipalOf(meta.Owner)
 		c, err := st.openConsumer(e.Name(), meta.Config, owner, meta.Created, false)
 		if err != nil {
-			return fmt.Errorf("consumer %s: %w", e.Name(), err)
+			st.failConsumer(e.Name(), err)
+			continue
 		}
 		if d := meta.Config.DeliverSubject; d != "" && !c.push.permitted {
 			st.js.log.Error("consumer does not deliver: its owner may not publish on its deliver subject",

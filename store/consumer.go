@@ -176,6 +176,12 @@ func (c *ConsumerState) loadSnapshot() (uint64, error) {
 
 func (c *ConsumerState) replayLog(snapLSN uint64) error {
 	name := filepath.Join(c.dir, consumerLogName)
+	if _, err := c.fs.Stat(name); errors.Is(err, os.ErrNotExist) && snapLSN > 0 {
+		// The log is created with the state and only ever emptied: gone,
+		// it took with it whatever progress came after the snapshot.
+		c.log.Error("store: consumer log missing; progress recorded after the snapshot is lost (messages may be delivered again)",
+			"file", name, "snapshot_lsn", snapLSN, "ack_floor", c.mu.st.AckFloor.Stream)
+	}
 	f, err := c.fs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("store: open %s: %w", name, err)
@@ -185,17 +191,47 @@ func (c *ConsumerState) replayLog(snapLSN uint64) error {
 		_ = f.Close()
 		return fmt.Errorf("store: read %s: %w", name, err)
 	}
-	good, derr := decodeOps(b, func(o consumerOp) {
-		if o.lsn > snapLSN { // older ones are in the snapshot already
+	apply := func(o consumerOp) {
+		if o.lsn > max(snapLSN, c.mu.lsn) { // older ones are in the snapshot already
 			c.applyLocked(o)
 			c.mu.lsn = o.lsn
 		}
-	})
+	}
+	good, derr := decodeOps(b, apply)
+	damaged := false
+	for derr != nil {
+		// A bad record with good ones after it is damage, not a torn
+		// tail: go on from the next good record (consumerresync.go).
+		next, ok := nextGoodOp(b, good+1, c.mu.lsn)
+		if !ok {
+			break
+		}
+		damaged = true
+		floor := c.mu.st.AckFloor.Stream
+		c.log.Error("store: consumer log damaged; skipping the bad bytes and replaying the records after them",
+			"file", name, "offset", good, "bytes", next-good, "ack_floor_before", floor, "err", derr)
+		var n int
+		n, derr = decodeOps(b[next:], apply)
+		good = next + n
+	}
 	if derr != nil {
 		c.log.Warn("store: truncating the consumer log's tail", "file", name, "offset", good, "err", derr)
 	}
 	c.mu.file = &appendFile{f: f, size: int64(good)}
-	if err := c.mu.file.rewind(); err != nil {
+	if damaged {
+		// Keep the damaged log for inspection, and start clean: the state
+		// replayed becomes the snapshot, the log empty.
+		if werr := writeFileAtomic(c.fs, name+".damaged", b); werr != nil {
+			c.log.Warn("store: keeping a copy of the damaged consumer log", "file", name, "err", werr)
+		}
+		st := c.mu.st.clone()
+		if err := c.compactLocked(&st, c.mu.lsn); err != nil {
+			_ = f.Close()
+			return err
+		}
+		c.log.Error("store: consumer log recovered past damage", "file", name, "ack_floor", c.mu.st.AckFloor.Stream,
+			"delivered", c.mu.st.Delivered.Stream)
+	} else if err := c.mu.file.rewind(); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("store: truncate %s: %w", name, err)
 	}

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"path"
 	"sync"
@@ -320,4 +322,74 @@ func TestConsumerStateConcurrent(t *testing.T) {
 	st, err := c.Load()
 	require.NoError(t, err)
 	require.Empty(t, st.Pending)
+}
+
+// A flipped byte in the middle of a consumer log is damage, not a torn
+// tail: replay goes on past the bad record, so the ack floor recovered is
+// the one written, not the one before the damage (issue: floor from 600
+// to 300), and the damaged log is kept aside.
+func TestConsumerStateDamagedLogMiddle(t *testing.T) {
+	fsys := newMemFS()
+	c, err := openTestConsumer("/c", fsys, SyncAlways)
+	require.NoError(t, err)
+	for seq := uint64(1); seq <= 600; seq++ {
+		require.NoError(t, c.Delivered(seq, seq, 1, int64(seq)))
+		require.NoError(t, c.Ack(seq, seq))
+	}
+	want, err := c.Load()
+	require.NoError(t, err)
+	require.Equal(t, SeqPair{600, 600}, want.AckFloor)
+	require.NoError(t, c.Close())
+
+	log := fsys.bytes("/c/" + consumerLogName)
+	if len(log) == 0 {
+		t.Skip("compacted into the snapshot: nothing in the log to damage")
+	}
+	log[len(log)/2] ^= 0x40
+	fsys.setBytes("/c/"+consumerLogName, log)
+
+	c, err = openTestConsumer("/c", fsys, SyncAlways)
+	require.NoError(t, err)
+	got, err := c.Load()
+	require.NoError(t, err)
+	require.Equal(t, SeqPair{600, 600}, got.AckFloor, "the records after the damage are replayed")
+	require.NotEmpty(t, fsys.bytes("/c/"+consumerLogName+".damaged"), "the damaged log is kept")
+	require.NoError(t, c.Delivered(601, 601, 1, 601), "and the stream of changes continues")
+	require.NoError(t, c.Close())
+
+	c, err = openTestConsumer("/c", fsys, SyncAlways)
+	require.NoError(t, err)
+	got, err = c.Load()
+	require.NoError(t, err)
+	require.Equal(t, uint64(600), got.AckFloor.Stream)
+	require.NoError(t, c.Close())
+}
+
+// A consumer log that is gone while its snapshot is there is detected and
+// logged with what the snapshot still says: the log is created with the
+// state and only ever emptied, never removed.
+func TestConsumerStateMissingLogIsReported(t *testing.T) {
+	fsys := newMemFS()
+	c, err := openTestConsumer("/c", fsys, SyncAlways)
+	require.NoError(t, err)
+	require.NoError(t, c.Update(func(st *ConsumerSnapshot) {
+		st.Delivered, st.AckFloor = SeqPair{100, 100}, SeqPair{100, 100}
+	}))
+	for seq := uint64(101); seq <= 120; seq++ {
+		require.NoError(t, c.Delivered(seq, seq, 1, int64(seq)))
+		require.NoError(t, c.Ack(seq, seq))
+	}
+	require.NoError(t, c.Close())
+	require.NoError(t, fsys.Remove("/c/"+consumerLogName))
+
+	var logged bytes.Buffer
+	c, err = OpenConsumerStateOptions(ConsumerOptions{Dir: "/c", FS: fsys, Sync: SyncAlways,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	st, err := c.Load()
+	require.NoError(t, err)
+	require.Equal(t, uint64(100), st.AckFloor.Stream, "what the snapshot holds")
+	require.Contains(t, logged.String(), "consumer log missing")
+	require.Contains(t, logged.String(), "ack_floor=100")
 }
