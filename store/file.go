@@ -233,6 +233,9 @@ func (fb *fileBackend) dropAll() {
 // dropSegment removes a segment and its files. Its open files go to the
 // graveyard, to be closed once no sync round can be using them.
 func (fb *fileBackend) dropSegment(s *segment) {
+	if len(fb.segs) > 0 && fb.segs[0] != s && s.last >= s.first {
+		fb.markGone(s) // between others: say so, before the file goes
+	}
 	for i, x := range fb.segs {
 		if x == s {
 			fb.segs = append(fb.segs[:i], fb.segs[i+1:]...)

@@ -99,6 +99,9 @@ type RecoveryReport struct {
 	TruncatedBytes int64
 	// Corrupt lists older segments with a corrupt record; see CorruptSegment.
 	Corrupt []CorruptSegment
+	// Missing lists sequences between segments that no segment holds and
+	// that were not removed: a lost segment file (gone.go).
+	Missing []MissingRange
 }
 
 // CorruptSegment describes a corrupt record found inside a segment other than

@@ -61,6 +61,7 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 		}
 	}
 	fb.fixOverlaps()
+	fb.checkGaps(names, rep)
 	for _, n := range names { // sidecars whose segment is gone
 		for _, ext := range []string{idxExt, delExt} {
 			if first, ok := parseSegmentName(n, ext); ok && !have[segmentBase(first)+logExt] {

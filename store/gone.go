@@ -1,0 +1,101 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// A segment in the middle of a stream is removed once every message in it
+// is (a work queue acknowledges out of order, deletes, per-subject limits),
+// which leaves a gap in the sequences between its neighbours. So does a
+// segment file lost or removed by hand: 670 acknowledged messages gone,
+// where only num_deleted moved. To tell the two apart, removing a segment
+// between others leaves a marker, <first>.gone holding its last sequence;
+// at start a gap between two segments that no marker covers is reported
+// as lost (logged as an error, and in RecoveryReport.Missing). Markers
+// below the first segment are removed.
+
+const goneExt = ".gone"
+
+// MissingRange is a run of sequences between two segments that no segment
+// holds and no marker says was removed: a segment file lost.
+type MissingRange struct {
+	First, Last uint64
+}
+
+// markGone records that the interior segment s is being removed.
+func (fb *fileBackend) markGone(s *segment) {
+	name := fb.path(s.first, goneExt)
+	f, err := fb.fs.Create(name)
+	if err == nil {
+		_, err = f.Write(binary.LittleEndian.AppendUint64(nil, s.last))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		// The gap will be reported as a lost segment at the next start.
+		fb.log.Warn("store: write removed-segment marker", "file", name, "err", err)
+	}
+	fb.dirDirty = true
+}
+
+// readGone reads the markers among the directory's file names.
+func (fb *fileBackend) readGone(names []string) map[uint64]uint64 {
+	gone := map[uint64]uint64{}
+	for _, n := range names {
+		first, ok := parseSegmentName(n, goneExt)
+		if !ok {
+			continue
+		}
+		f, err := fb.fs.OpenFile(filepath.Join(fb.dir, n), os.O_RDONLY, 0)
+		if err != nil {
+			continue
+		}
+		b := make([]byte, 8)
+		_, err = io.ReadFull(f, b)
+		_ = f.Close()
+		if err == nil {
+			gone[first] = binary.LittleEndian.Uint64(b)
+		}
+	}
+	return gone
+}
+
+// checkGaps reports the gaps between segments that no marker covers, and
+// removes markers no longer needed.
+func (fb *fileBackend) checkGaps(names []string, rep *RecoveryReport) {
+	gone := fb.readGone(names)
+	if len(fb.segs) > 0 {
+		for first, last := range gone {
+			if last < fb.segs[0].first {
+				fb.removeFile(fb.path(first, goneExt))
+				delete(gone, first)
+			}
+		}
+	}
+	firsts := make([]uint64, 0, len(gone))
+	for f := range gone {
+		firsts = append(firsts, f)
+	}
+	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
+	for i := 0; i+1 < len(fb.segs); i++ {
+		from, to := fb.segs[i].last+1, fb.segs[i+1].first-1
+		for _, f := range firsts { // markers cover the gap from its start
+			if f <= from && gone[f] >= from {
+				from = gone[f] + 1
+			}
+		}
+		if from > to {
+			continue
+		}
+		rep.Missing = append(rep.Missing, MissingRange{First: from, Last: to})
+		fb.log.Error("store: segment file missing; its messages are lost",
+			"dir", fb.dir, "first_lost_seq", from, "last_lost_seq", to, "lost", to-from+1,
+			"err", fmt.Errorf("%w: no segment holds sequences %d-%d", ErrCorrupt, from, to))
+	}
+}

@@ -1,0 +1,61 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A segment file lost from the middle of a stream is reported at start
+// with the sequences it held; a segment removed because all its messages
+// were is not (its marker says so).
+func TestMissingMiddleSegmentIsReported(t *testing.T) {
+	open := func(dir string) *Stream {
+		s, err := Open(Options{Dir: dir, SegmentBytes: 4096, Logger: quiet})
+		require.NoError(t, err)
+		return s
+	}
+	fill := func(t *testing.T) (string, []string) {
+		dir := t.TempDir()
+		s := open(dir)
+		for i := 0; i < 200; i++ {
+			_, _, err := s.Append("a", nil, make([]byte, 200))
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.Close())
+		logs, err := filepath.Glob(filepath.Join(dir, "*"+logExt))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(logs), 4)
+		return dir, logs
+	}
+
+	t.Run("lost", func(t *testing.T) {
+		dir, logs := fill(t)
+		victim := logs[1]
+		first, _ := parseSegmentName(filepath.Base(victim), logExt)
+		next, _ := parseSegmentName(filepath.Base(logs[2]), logExt)
+		require.NoError(t, os.Remove(victim))
+		s := open(dir)
+		defer func() { _ = s.Close() }()
+		require.Equal(t, []MissingRange{{First: first, Last: next - 1}}, s.Recovery().Missing)
+	})
+
+	t.Run("emptied", func(t *testing.T) {
+		dir, logs := fill(t)
+		first, _ := parseSegmentName(filepath.Base(logs[1]), logExt)
+		next, _ := parseSegmentName(filepath.Base(logs[2]), logExt)
+		s := open(dir)
+		for seq := first; seq < next; seq++ {
+			require.NoError(t, s.Delete(seq))
+		}
+		require.NoError(t, s.Close())
+		_, err := os.Stat(logs[1])
+		require.ErrorIs(t, err, os.ErrNotExist, "the emptied segment is removed")
+		s = open(dir)
+		defer func() { _ = s.Close() }()
+		require.Empty(t, s.Recovery().Missing)
+		require.Equal(t, uint64(200-(next-first)), s.State().Msgs)
+	})
+}
