@@ -67,10 +67,11 @@ func (st *ConsumerSnapshot) clone() ConsumerSnapshot {
 // a crash; Delivered does not wait (a delivery lost in a crash only means
 // a redelivery), but any later fsync covers it.
 type ConsumerState struct {
-	fs     FS
-	dir    string
-	policy SyncPolicy
-	log    *slog.Logger
+	fs      FS
+	dir     string
+	policy  SyncPolicy
+	log     *slog.Logger
+	existed bool // its directory was there when opened: not a new consumer
 
 	mu struct {
 		sync.Mutex
@@ -137,6 +138,8 @@ func OpenConsumerStateOptions(o ConsumerOptions) (*ConsumerState, error) {
 	c := NewMemoryConsumerState()
 	c.fs, c.dir, c.policy, c.log = o.FS, o.Dir, o.Sync, o.Logger
 	fs, dir := o.FS, o.Dir
+	_, statErr := fs.Stat(dir)
+	c.existed = statErr == nil
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
 	}
@@ -176,7 +179,7 @@ func (c *ConsumerState) loadSnapshot() (uint64, error) {
 
 func (c *ConsumerState) replayLog(snapLSN uint64) error {
 	name := filepath.Join(c.dir, consumerLogName)
-	if _, err := c.fs.Stat(name); errors.Is(err, os.ErrNotExist) && snapLSN > 0 {
+	if _, err := c.fs.Stat(name); errors.Is(err, os.ErrNotExist) && (snapLSN > 0 || c.existed) {
 		// The log is created with the state and only ever emptied: gone,
 		// it took with it whatever progress came after the snapshot.
 		c.log.Error("store: consumer log missing; progress recorded after the snapshot is lost (messages may be delivered again)",
