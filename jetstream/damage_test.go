@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,4 +205,49 @@ func TestCorruptConsumerSnapshotFailsOnlyThatConsumer(t *testing.T) {
 	require.NoFileExists(t, snap)
 	_, err = js.CreateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "BAD", AckPolicy: njs.AckExplicitPolicy})
 	require.NoError(t, err, "deleted, it starts over")
+}
+
+// A durable consumer's log gone from its directory is logged at start:
+// its progress is lost and it delivers again (issue: ack floor fell to 0
+// with no log line).
+func TestMissingConsumerLogIsLogged(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	_, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
+	require.NoError(t, err)
+	c, err := js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "C", AckPolicy: njs.AckExplicitPolicy})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx(t), "s", []byte("1"))
+	require.NoError(t, err)
+	batch, err := c.Fetch(1, njs.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		require.NoError(t, m.DoubleAck(ctx(t)))
+	}
+	b.stop()
+	require.NoError(t, os.Remove(filepath.Join(dir, "streams", "S", "consumers", "C", "state", "consumer.log")))
+
+	var logged syncBuffer
+	b = startBrokerWith(t, jetstream.Options{StoreDir: dir, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	require.Contains(t, logged.String(), "consumer state missing")
+	require.Contains(t, logged.String(), "consumer.log")
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -143,11 +143,17 @@ func (st *stream) openConsumer(name string, cfg ConsumerConfig, owner server.Pri
 				return nil, err
 			}
 		}
-		if _, err := os.Stat(filepath.Join(dir, "state")); !create && errors.Is(err, os.ErrNotExist) {
-			// Written with the consumer and never removed: gone, the
-			// consumer's progress went with it.
-			st.js.log.Error("consumer state missing; the consumer starts again from its deliver policy and may deliver messages again",
-				"stream", st.name, "consumer", name, "dir", filepath.Join(dir, "state"))
+		if !create {
+			// The state directory and its log are written with the
+			// consumer and never removed: gone, the consumer's progress
+			// (all of it, or what came after the snapshot) went too.
+			for _, p := range []string{filepath.Join(dir, "state"), filepath.Join(dir, "state", "consumer.log")} {
+				if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+					st.js.log.Error("consumer state missing; progress it recorded is lost and messages may be delivered again",
+						"stream", st.name, "consumer", name, "missing", p)
+					break
+				}
+			}
 		}
 		scfg := st.config()
 		fl, s, err := openProgress(filepath.Join(dir, "state"), st.js.opts.FS, &scfg, st.js.log.With("stream", st.name, "consumer", name))

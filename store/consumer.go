@@ -71,7 +71,7 @@ type ConsumerState struct {
 	dir     string
 	policy  SyncPolicy
 	log     *slog.Logger
-	existed bool // its directory was there when opened: not a new consumer
+	existed bool // its directory had files when opened: not a new consumer
 
 	mu struct {
 		sync.Mutex
@@ -138,8 +138,10 @@ func OpenConsumerStateOptions(o ConsumerOptions) (*ConsumerState, error) {
 	c := NewMemoryConsumerState()
 	c.fs, c.dir, c.policy, c.log = o.FS, o.Dir, o.Sync, o.Logger
 	fs, dir := o.FS, o.Dir
-	_, statErr := fs.Stat(dir)
-	c.existed = statErr == nil
+	// A directory with files in it is an existing consumer's (a new one's
+	// may have been made empty by its caller).
+	entries, _ := fs.ReadDir(dir)
+	c.existed = len(entries) > 0
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
 	}

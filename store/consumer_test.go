@@ -393,29 +393,3 @@ func TestConsumerStateMissingLogIsReported(t *testing.T) {
 	require.Contains(t, logged.String(), "consumer log missing")
 	require.Contains(t, logged.String(), "ack_floor=100")
 }
-
-// A consumer log gone with no snapshot beside it, in a directory that was
-// there: the progress is all lost, which is logged (the floor goes to 0).
-func TestConsumerStateMissingLogWithoutSnapshotIsReported(t *testing.T) {
-	fsys := newMemFS()
-	c, err := openTestConsumer("/c", fsys, SyncAlways)
-	require.NoError(t, err)
-	require.NoError(t, c.Delivered(1, 1, 1, 1))
-	require.NoError(t, c.Ack(1, 1))
-	require.NoError(t, c.Close())
-	require.NoError(t, fsys.Remove("/c/"+consumerLogName))
-	var logged bytes.Buffer
-	c, err = OpenConsumerStateOptions(ConsumerOptions{Dir: "/c", FS: fsys, Sync: SyncAlways,
-		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	require.NoError(t, err)
-	require.NoError(t, c.Close())
-	require.Contains(t, logged.String(), "consumer log missing")
-
-	// A new consumer's missing log is no news.
-	logged.Reset()
-	c, err = OpenConsumerStateOptions(ConsumerOptions{Dir: "/new", FS: fsys, Sync: SyncAlways,
-		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	require.NoError(t, err)
-	require.NoError(t, c.Close())
-	require.NotContains(t, logged.String(), "consumer log missing")
-}
