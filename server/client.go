@@ -221,8 +221,15 @@ func isEOF(err error) bool {
 // wakeTargets wakes the writer of every client this read queued data for
 // (itself included), once each.
 func (c *client) wakeTargets() {
-	for i, t := range c.flushes {
+	for _, t := range c.flushes {
 		t.out.wake()
+	}
+	// Then wait for those that are falling behind (stall.go).
+	left := stallPerRead
+	for i, t := range c.flushes {
+		if t != c && left > 0 {
+			left -= c.stallFor(t, left)
+		}
 		c.flushes[i] = nil
 	}
 	c.flushes = c.flushes[:0]

@@ -27,6 +27,7 @@ var (
 	descInBytes          = newDesc("skiff_in_bytes_total", "Payload bytes received from clients.")
 	descOutBytes         = newDesc("skiff_out_bytes_total", "Payload bytes sent to clients.")
 	descSlowConsumers    = newDesc("skiff_slow_consumers_total", "Clients cut off as slow consumers.")
+	descStalls           = newDesc("skiff_publisher_stalls_total", "Times a publisher's read waited for a subscriber past three quarters of max_pending.")
 	descMaxPayload       = newDesc("skiff_max_payload_bytes", "Configured largest message, headers included.")
 	descMaxPending       = newDesc("skiff_max_pending_bytes", "Configured bound on the bytes queued for one client.")
 	descMaxConnections   = newDesc("skiff_max_connections", "Configured bound on open client connections.")
@@ -36,7 +37,7 @@ var (
 func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descInfo, descConnections, descTotalConnections, descSubscriptions,
-		descInMsgs, descOutMsgs, descInBytes, descOutBytes, descSlowConsumers,
+		descInMsgs, descOutMsgs, descInBytes, descOutBytes, descSlowConsumers, descStalls,
 		descMaxPayload, descMaxPending, descMaxConnections,
 	} {
 		ch <- d
@@ -66,6 +67,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descInBytes, float64(t.inBytes))
 	counter(descOutBytes, float64(t.outBytes))
 	counter(descSlowConsumers, float64(s.stats.slowConsumers.Load()))
+	counter(descStalls, float64(s.stats.stalls.Load()))
 	gauge(descMaxPayload, float64(o.MaxPayload))
 	gauge(descMaxPending, float64(o.MaxPending))
 	gauge(descMaxConnections, float64(o.MaxConnections))

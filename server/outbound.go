@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiffmq/skiff/internal/bufpool"
@@ -37,9 +38,13 @@ type outbound struct {
 		closing  bool     // no more appends; the writer writes what is queued, then closes
 		outMsgs  int64    // messages queued for this client, ever
 		outBytes int64    // payload bytes of those messages
+		// stall is closed while the queue is past the mark: publishers
+		// wait on it at the end of their reads (stall.go).
+		stall chan struct{}
 	}
-	max  int
-	kick chan struct{} // capacity 1: wakes the writer; a send never blocks
+	max     int
+	kick    chan struct{} // capacity 1: wakes the writer; a send never blocks
+	stalled atomic.Bool   // mu.stall is set: read without the lock
 }
 
 // chunkSize is the size of the queue's chunks: large enough that a writev
@@ -99,6 +104,7 @@ func (o *outbound) writeMsg(subject, sid, reply []byte, hdr int, msg []byte) {
 	o.write(crlf)
 	o.mu.outMsgs++
 	o.mu.outBytes += int64(len(msg))
+	o.gateLocked()
 }
 
 var crlf = []byte("\r\n")
@@ -221,6 +227,7 @@ func (o *outbound) counts() (msgs, bytes int64) {
 func (o *outbound) startClosing(flush bool) {
 	o.mu.Lock()
 	o.mu.closing = true
+	o.openGateLocked() // nobody waits for a client that is going
 	if !flush {
 		for _, b := range o.mu.bufs {
 			putChunk(b)
@@ -261,6 +268,7 @@ func (c *client) writeLoop() {
 			_, err := iov.WriteTo(c.conn)
 			o.mu.Lock()
 			o.mu.inflight = 0
+			o.openGateLocked()
 			o.mu.Unlock()
 			for i, b := range bufs {
 				putChunk(b)

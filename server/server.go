@@ -69,6 +69,7 @@ type Server struct {
 type stats struct {
 	totalConns    paddedInt
 	slowConsumers paddedInt
+	stalls        paddedInt // publisher reads held at a subscriber's gate (stall.go)
 	// Totals of clients that have closed; live clients keep their own.
 	closedInMsgs, closedInBytes, closedOutMsgs, closedOutBytes paddedInt
 	subInserts, subRemoves                                     paddedInt

@@ -1,0 +1,122 @@
+package server_test
+
+import (
+	"bytes"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/natscli"
+	"github.com/skiffmq/skiff/server"
+)
+
+// `nats bench` publisher and subscriber side by side on the default
+// settings complete: the publisher is held back while the subscriber
+// catches up, instead of the subscriber being cut off as a slow consumer
+// (which left the benchmark hanging).
+func TestNatsBenchOnDefaults(t *testing.T) {
+	bin := natscli.Path(t)
+	for _, tc := range []struct {
+		size string
+		msgs int
+	}{{"16B", 200_000}, {"1KiB", 200_000}, {"64KiB", 5_000}} {
+		t.Run(tc.size, func(t *testing.T) {
+			s := RunServer(t, server.Options{})
+			cli := natscli.New(t, bin, s.ClientURL())
+			n := strconv.Itoa(tc.msgs)
+			sub := cli.Start("bench", "sub", "bench.t", "--size", tc.size, "--msgs", n)
+			waitForSubs(t, s, 1)
+			cli.Run("bench", "pub", "bench.t", "--size", tc.size, "--msgs", n)
+			out := sub.Wait()
+			require.Contains(t, out, "subscriber stats")
+			require.Zero(t, s.SlowConsumers())
+		})
+	}
+}
+
+// rawSub subscribes on a raw connection and returns it; the caller decides
+// how (and whether) it reads.
+func rawSub(t *testing.T, s *server.Server, subject string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = c.Write([]byte("CONNECT {\"verbose\":false}\r\nSUB " + subject + " 1\r\nPING\r\n"))
+	require.NoError(t, err)
+	return c
+}
+
+// A subscriber that reads slowly gets every message and is not cut off:
+// the publisher waited for it.
+func TestSlowReaderIsWaitedFor(t *testing.T) {
+	const msgs = 3_000
+	s := RunServer(t, server.Options{MaxPending: 256 << 10, MaxPayload: 64 << 10})
+	c := rawSub(t, s, "slow")
+	waitForSubs(t, s, 1)
+	counted := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 16<<10)
+		var tail []byte
+		n := 0
+		for n < msgs {
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			k, err := c.Read(buf)
+			if err != nil {
+				break
+			}
+			chunk := append(tail, buf[:k]...)
+			n += bytes.Count(chunk, []byte("MSG slow 1 "))
+			tail = append([]byte(nil), chunk[max(0, len(chunk)-10):]...)
+			n -= bytes.Count(tail, []byte("MSG slow 1 ")) // counted again with the next read
+			time.Sleep(300 * time.Microsecond)        // slower than the publisher
+		}
+		counted <- n + bytes.Count(tail, []byte("MSG slow 1 "))
+	}()
+	pub := Connect(t, s)
+	payload := bytes.Repeat([]byte("x"), 1024)
+	for range msgs {
+		require.NoError(t, pub.Publish("slow", payload))
+	}
+	require.NoError(t, pub.Flush())
+	require.Equal(t, msgs, <-counted)
+	require.Zero(t, s.SlowConsumers(), "waited for, not cut off")
+	require.Positive(t, s.Stalls(), "the publisher was held back")
+}
+
+// A subscriber that never reads is still cut off, and a healthy one beside
+// it on the same publisher gets everything.
+func TestNeverReaderIsCutOffHealthyOneServed(t *testing.T) {
+	const msgs = 30_000 // 30 MB: more than loopback's socket buffers and 4 MB hold
+	s := RunServer(t, server.Options{MaxPending: 4 << 20, MaxPayload: 64 << 10})
+	stuck := rawSub(t, s, "fan")
+	healthy := Connect(t, s)
+	got := make(chan struct{}, msgs)
+	_, err := healthy.Subscribe("fan", func(*nats.Msg) { got <- struct{}{} })
+	require.NoError(t, err)
+	require.NoError(t, healthy.Flush())
+	waitForSubs(t, s, 2)
+
+	pub := Connect(t, s)
+	payload := bytes.Repeat([]byte("x"), 1024)
+	start := time.Now()
+	for range msgs {
+		require.NoError(t, pub.Publish("fan", payload))
+	}
+	require.NoError(t, pub.Flush())
+	for i := range msgs {
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the healthy subscriber got %d of %d (slow consumers %d, stalls %d, pub %v, healthy %v)", i, msgs, s.SlowConsumers(), s.Stalls(), pub.Status(), healthy.Status())
+		}
+	}
+	require.Equal(t, int64(1), s.SlowConsumers(), "the never-reading one is cut off")
+	// Each of the publisher's reads waits 10 ms at most, and only until
+	// the stuck one is cut off: far below this bound on a busy machine.
+	require.Less(t, time.Since(start), 30*time.Second)
+	_ = stuck
+}
