@@ -72,7 +72,7 @@ func TestSlowReaderIsWaitedFor(t *testing.T) {
 			n += bytes.Count(chunk, []byte("MSG slow 1 "))
 			tail = append([]byte(nil), chunk[max(0, len(chunk)-10):]...)
 			n -= bytes.Count(tail, []byte("MSG slow 1 ")) // counted again with the next read
-			time.Sleep(300 * time.Microsecond)        // slower than the publisher
+			time.Sleep(300 * time.Microsecond)            // slower than the publisher
 		}
 		counted <- n + bytes.Count(tail, []byte("MSG slow 1 "))
 	}()
