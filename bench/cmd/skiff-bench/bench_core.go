@@ -89,18 +89,15 @@ const coreNotes = `
 
 - **Configuration.** The throughput scenarios give both servers
   ` + "`max_pending: 1GB`" + `. A publisher in ` + "`nats bench`" + ` outruns its subscribers on
-  a machine where they share two cores, and the servers answer that
-  differently: nats-server stalls a fast publisher for a few milliseconds
-  once a subscriber's queue passes 75% of max_pending; Skiff never slows a
-  publisher down and cuts a subscriber off as a slow consumer when its queue
-  passes max_pending. With a limit larger than a run's backlog neither
-  policy triggers, so these rows compare delivery itself.
+  a machine where they share two cores, and both servers then stall the
+  publisher for a few milliseconds per read once a subscriber's queue
+  passes 75% of max_pending (Skiff with nats-server's bounds, see
+  docs/config.md "Backpressure"). With a limit larger than a run's backlog
+  that never happens, so these rows compare delivery itself.
 - **Default limits.** The "default limits" row runs both servers as
-  shipped: there Skiff cuts the ` + "`nats bench`" + ` subscriber off once 64 MiB are
-  queued for it, as specified (a subscriber that falls behind is cut off,
-  its publishers are never blocked), so it has no delivery rate; nats-server
-  throttles the publisher instead. This is a deliberate difference of
-  policy, not a defect: the row is kept to show it.
+  shipped (max_pending 64 MiB): the publisher is held back whenever the
+  subscriber's queue passes 48 MiB, on both servers, so the row compares
+  delivery under backpressure.
 - **Churn.** The churn scenario uses minimal raw-protocol clients (the same
   for both servers) instead of nats.go, so that the clients, which share
   the cores with the server, take as little CPU as possible and the servers'
