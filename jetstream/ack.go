@@ -118,6 +118,7 @@ func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
 	kind, arg := parseAckBody(a.body)
 	switch kind {
 	case ackAck:
+		c.sampleAck(a, now)
 		c.ack(a.sseq, now)
 	case ackTerm:
 		c.adviseTerm(a, string(arg)) // pending or not, as the reference server
@@ -133,6 +134,7 @@ func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
 			c.track(a.sseq, p, now.Add(c.ackWaitFor(max(c.rdc[a.sseq], 1))))
 		}
 	case ackNext:
+		c.sampleAck(a, now)
 		c.ack(a.sseq, now)
 		if a.reply != "" {
 			c.addRequest(pub, pullMsg{reply: a.reply, body: arg, at: now, principal: a.principal}, now)

@@ -174,8 +174,8 @@ func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig) (ConsumerConfig, 
 	if cfg.RateLimit > 0 {
 		return cfg, errConsumerCreate(errors.New("rate_limit_bps is not supported"))
 	}
-	if cfg.SampleFrequency != "" {
-		return cfg, errConsumerCreate(errors.New("sample_freq is not supported"))
+	if _, err := sampleFreq(cfg.SampleFrequency); err != nil {
+		return cfg, errInvalidSampling(err)
 	}
 	return cfg, nil
 }
