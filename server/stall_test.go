@@ -90,8 +90,8 @@ func TestSlowReaderIsWaitedFor(t *testing.T) {
 // A subscriber that never reads is still cut off, and a healthy one beside
 // it on the same publisher gets everything.
 func TestNeverReaderIsCutOffHealthyOneServed(t *testing.T) {
-	const msgs = 30_000 // 30 MB: more than loopback's socket buffers and 4 MB hold
-	s := RunServer(t, server.Options{MaxPending: 4 << 20, MaxPayload: 64 << 10})
+	const msgs = 30_000 // 30 MB: more than loopback's socket buffers and 8 MB hold
+	s := RunServer(t, server.Options{MaxPending: 8 << 20, MaxPayload: 64 << 10})
 	stuck := rawSub(t, s, "fan")
 	healthy := Connect(t, s)
 	got := make(chan struct{}, msgs)
