@@ -42,6 +42,12 @@ const (
 	routeBackoffMin = 50 * time.Millisecond
 	routeBackoffMax = 2 * time.Second
 	routeDialTime   = 2 * time.Second
+	// routeDrainTime bounds how long a duplicate route that lost is kept
+	// to receive what its peer had already sent on it.
+	routeDrainTime = 2 * time.Second
+	// routeGossipFallback is how long the higher-ID server of a pair that
+	// learned of each other waits for the other to dial before it dials.
+	routeGossipFallback = time.Second
 )
 
 // Why a route closed, beside the clients' reasons.
@@ -115,7 +121,7 @@ func (s *Server) startCluster() error {
 	go cl.acceptLoop()
 	for _, r := range cl.opts.Routes {
 		u, _ := ParseRouteURL(r) // validated in New
-		cl.startSolicit(u, true)
+		cl.startSolicit(u, true, "", 0)
 	}
 	s.log.Info("cluster listening", "addr", ln.Addr().String(), "cluster", cl.opts.Name, "routes", len(cl.opts.Routes))
 	return nil
@@ -249,7 +255,9 @@ func (s *Server) removeRoute(c *client) {
 	if gone {
 		delete(cl.mu.routes, r.remoteID)
 	}
-	changed := gone && cl.updateConnectURLsLocked()
+	// A server shutting down keeps telling its clients about the others:
+	// they are where the clients go next.
+	changed := gone && !cl.mu.closed && cl.updateConnectURLsLocked()
 	cl.mu.Unlock()
 	if gone {
 		c.log.Info("route closed", "remote_id", r.remoteID, "remote_name", r.remoteName,
@@ -290,24 +298,28 @@ func (s *Server) closeRoutes() {
 	}
 }
 
-// startSolicit starts dialing u unless a goroutine already does, or u is
-// known to be this server.
-func (cl *cluster) startSolicit(u *url.URL, configured bool) {
+// startSolicit starts dialing u, after delay, unless a goroutine already
+// does, or u is known to be this server. peerID, if known (from gossip),
+// is the server u leads to.
+func (cl *cluster) startSolicit(u *url.URL, configured bool, peerID string, delay time.Duration) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.mu.closed || cl.mu.dialing[u.Host] || cl.mu.selfURLs[u.Host] {
 		return
 	}
 	cl.mu.dialing[u.Host] = true
+	if peerID != "" && cl.mu.urlIDs[u.Host] == "" {
+		cl.mu.urlIDs[u.Host] = peerID
+	}
 	cl.s.wg.Add(1)
-	go cl.solicit(u, configured)
+	go cl.solicit(u, configured, delay)
 }
 
 // solicit keeps a route to u: it dials, runs the route until it closes,
 // and dials again after a backoff, while the server u leads to has no
 // other route to this one. A route learned from a peer (not configured)
 // gives up after ConnectRetries failed dials in a row.
-func (cl *cluster) solicit(u *url.URL, configured bool) {
+func (cl *cluster) solicit(u *url.URL, configured bool, delay time.Duration) {
 	s := cl.s
 	defer s.wg.Done()
 	defer func() {
@@ -315,6 +327,13 @@ func (cl *cluster) solicit(u *url.URL, configured bool) {
 		delete(cl.mu.dialing, u.Host)
 		cl.mu.Unlock()
 	}()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-s.closing:
+			return
+		}
+	}
 	backoff, failures := routeBackoffMin, 0
 	for {
 		other, self := cl.routeFor(u.Host)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -28,6 +29,9 @@ type route struct {
 	connectOK  bool     // an accepted route's CONNECT was accepted
 	registered bool     // the peer's INFO was accepted
 	queues     [][]byte // the queue groups of the message being routed
+
+	// retired is set on a duplicate route that lost (retire).
+	retired atomic.Bool
 
 	// Set at registration and by the peer's INFO updates, under cl.mu.
 	remoteID, remoteName string
@@ -215,24 +219,24 @@ func (r *route) register(in *routeInfo) error {
 		cl.mu.Unlock()
 		return errRouteDone
 	}
-	var loser *client
-	if old := cl.mu.routes[in.ServerID]; old != nil && old != c {
-		if !r.preferredOver(old.route, in.ServerID) {
-			cl.mu.Unlock()
-			c.log.Debug("duplicate route dropped", "remote_id", in.ServerID)
-			c.close(reasonDuplicateRoute, true)
-			return errRouteDone
-		}
-		loser = old
-	}
 	r.remoteID, r.remoteName = in.ServerID, in.ServerName
 	r.remoteHost = net.JoinHostPort(in.Host, strconv.Itoa(in.Port))
 	r.clientURLs, r.ldm = in.ConnectURLs, in.LameDuckMode
+	r.registered = true
+	c.authDone.Store(true)
+	var loser *client
+	if old := cl.mu.routes[in.ServerID]; old != nil && old != c {
+		if !r.preferredOver(old.route) {
+			cl.mu.Unlock()
+			r.retire()
+			return nil
+		}
+		loser = old
+	}
 	cl.mu.routes[in.ServerID] = c
 	if r.dialed != "" {
 		cl.mu.urlIDs[r.dialed] = in.ServerID
 	}
-	r.registered = true
 	// Under cl.mu, so that no interest change falls between the dump and
 	// the route joining the set that hears changes.
 	dumped := c.out.queue(cl.appendInterestLocked(nil))
@@ -249,7 +253,7 @@ func (r *route) register(in *routeInfo) error {
 	c.log.Info("route registered", "remote_id", in.ServerID, "remote_name", in.ServerName,
 		"solicited", r.solicited, "remote", r.remoteHost)
 	if loser != nil {
-		loser.close(reasonDuplicateRoute, true)
+		loser.route.retire()
 	}
 	if !dumped {
 		c.slowConsumer()
@@ -263,21 +267,73 @@ func (r *route) register(in *routeInfo) error {
 }
 
 // preferredOver reports whether r should replace old, another registered
-// route to the same peer. Both servers decide alike: the route dialed by
-// the server with the lower ID wins; between two dialed by the same
-// server, the older one stays.
-func (r *route) preferredOver(old *route, peerID string) bool {
+// route to the same peer. Both servers decide alike, whatever the order
+// they registered the two in: the route dialed by the server with the
+// lower ID wins, and between two dialed by the same server, the one from
+// the lower port of the dialer.
+func (r *route) preferredOver(old *route) bool {
 	self := r.cl.s.id
 	dialer := func(x *route) string {
 		if x.solicited {
 			return self
 		}
-		return peerID
+		return x.remoteID
 	}
-	if dialer(r) == dialer(old) {
-		return false
+	if dr, do := dialer(r), dialer(old); dr != do {
+		return dr == min(self, r.remoteID)
 	}
-	return dialer(r) == min(self, peerID)
+	return r.dialerPort() < old.dialerPort()
+}
+
+// dialerPort is the port the dialing side of the route's connection uses.
+func (r *route) dialerPort() int {
+	a := r.c.conn.RemoteAddr()
+	if r.solicited {
+		a = r.c.conn.LocalAddr()
+	}
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.Port
+	}
+	return 0
+}
+
+// retire winds down a duplicate route that lost, without losing what is
+// on the wire: nothing more is forwarded on it (its peer's interest
+// leaves the index; the route that won has it too), what is queued is
+// written, then its write side closes. The peer, which retired it as well,
+// does the same, so each side reads the other's last messages up to the
+// end of the stream and then closes.
+func (r *route) retire() {
+	c := r.c
+	if r.retired.Swap(true) {
+		return
+	}
+	c.log.Debug("duplicate route retired", "remote_id", r.remoteID)
+	c.mu.Lock()
+	subs := c.mu.subs
+	c.mu.subs = map[string]*subscription{}
+	c.mu.Unlock()
+	for _, sub := range subs {
+		c.srv.unindex(sub)
+	}
+	s := c.srv
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		deadline := time.Now().Add(routeDrainTime)
+		for c.out.pending() > 0 && !c.closed.Load() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if cw, ok := c.conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		select {
+		case <-c.readDone:
+		case <-time.After(time.Until(deadline)):
+		case <-s.closing:
+		}
+		c.close(reasonDuplicateRoute, false)
+	}()
 }
 
 // learnPeers dials the peers a route's INFO lists that this server has no
@@ -298,7 +354,14 @@ func (cl *cluster) learnPeers(peers []routePeer) {
 			cl.s.log.Warn("peer gossiped a bad route URL", "url", p.URL, "err", err)
 			continue
 		}
-		cl.startSolicit(u, false)
+		// Of two servers that learn of each other, the one with the lower
+		// ID dials, so that they do not dial each other at once; the other
+		// dials only if no route came after a while.
+		var delay time.Duration
+		if cl.s.id > p.ID {
+			delay = routeGossipFallback
+		}
+		cl.startSolicit(u, false, p.ID, delay)
 	}
 }
 
@@ -310,8 +373,8 @@ func (r *route) RouteSub(account, subj, queue []byte, _ int) error {
 	if !r.registered {
 		return errRouteNotReady
 	}
-	if string(account) != globalAccount {
-		return nil // no other account exists here yet
+	if string(account) != globalAccount || r.retired.Load() {
+		return nil // no other account exists here yet; a retired route forwards nothing
 	}
 	pattern, q := string(subj), string(queue)
 	if _, err := match.ParsePattern(pattern, q); err != nil {
