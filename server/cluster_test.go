@@ -57,7 +57,7 @@ func TestClusterFanOut(t *testing.T) {
 func TestClusterQueueGroup(t *testing.T) {
 	c := clustertest.Start(t, 3, server.Options{})
 	var mu sync.Mutex
-	got := map[string]int{}   // message -> deliveries
+	got := map[string]int{}    // message -> deliveries
 	byServer := make([]int, 3) // deliveries per member's server
 	for i := 1; i < 3; i++ {
 		nc := c.Connect(t, i)
