@@ -30,7 +30,7 @@ func TestClusterFanOut(t *testing.T) {
 				subs = append(subs, s1)
 				require.NoError(t, nc.Flush())
 			}
-			c.WaitInterest(t, "orders.new")
+			c.WaitInterest(t, "orders.new", allServers(n)...)
 			pub := c.Connect(t, 0)
 			const msgs = 100
 			for k := range msgs {
@@ -72,7 +72,7 @@ func TestClusterQueueGroup(t *testing.T) {
 		}
 		require.NoError(t, nc.Flush())
 	}
-	c.WaitInterest(t, "work.a")
+	c.WaitInterest(t, "work.a", 1, 2)
 	pub := c.Connect(t, 0) // no member on server 0
 	const msgs = 400
 	for k := range msgs {
@@ -126,7 +126,7 @@ func TestClusterRequestReply(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.NoError(t, responder.Flush())
-	c.WaitInterest(t, "svc.echo")
+	c.WaitInterest(t, "svc.echo", 2)
 
 	requester := c.Connect(t, 0)
 	for k := range 20 {
@@ -147,7 +147,7 @@ func TestClusterHeaders(t *testing.T) {
 	s, err := sub.SubscribeSync("h")
 	require.NoError(t, err)
 	require.NoError(t, sub.Flush())
-	c.WaitInterest(t, "h")
+	c.WaitInterest(t, "h", 1)
 	pub := c.Connect(t, 0)
 	m := nats.NewMsg("h")
 	m.Header.Add("A", "1")
@@ -177,7 +177,7 @@ func TestClusterWildcards(t *testing.T) {
 			sub, err := nc.SubscribeSync(tc.pattern)
 			require.NoError(t, err)
 			require.NoError(t, nc.Flush())
-			c.WaitInterest(t, tc.match[0])
+			c.WaitInterest(t, tc.match[0], 2)
 			pub := c.Connect(t, 0)
 			for _, subj := range append(tc.miss, tc.match...) {
 				require.NoError(t, pub.Publish(subj, []byte(subj)))
@@ -205,7 +205,7 @@ func TestClusterUnsubscribePropagates(t *testing.T) {
 	s2, err := nc.SubscribeSync("u.>")
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
-	c.WaitInterest(t, "u.x")
+	c.WaitInterest(t, "u.x", 1)
 	require.NoError(t, s1.Unsubscribe())
 	require.NoError(t, nc.Flush())
 	time.Sleep(50 * time.Millisecond)
@@ -223,7 +223,15 @@ func TestClusterUnsubscribePropagates(t *testing.T) {
 	_, err = nc2.SubscribeSync("v")
 	require.NoError(t, err)
 	require.NoError(t, nc2.Flush())
-	c.WaitInterest(t, "v")
+	c.WaitInterest(t, "v", 2)
 	nc2.Close()
 	c.WaitNoInterest(t, "v")
+}
+
+func allServers(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
 }

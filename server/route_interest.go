@@ -186,3 +186,13 @@ func (o *outbound) queueRouteMsg(subject, reply []byte, queues []string, hdr int
 	o.mu.outBytes += int64(len(msg))
 	return queued
 }
+
+// PeerHasInterest reports whether this server would forward a message on
+// subject to the peer with server ID peerID: whether that peer's interest
+// has arrived here. Tests wait on it.
+func (s *Server) PeerHasInterest(peerID, subject string) bool {
+	return s.anySubscription(subject, func(sub *subscription) bool {
+		r := sub.client.route
+		return r != nil && !r.retired.Load() && !sub.client.closed.Load() && r.remoteID == peerID
+	})
+}

@@ -30,8 +30,9 @@ type route struct {
 	registered bool     // the peer's INFO was accepted
 	queues     [][]byte // the queue groups of the message being routed
 
-	// retired is set on a duplicate route that lost (retire).
-	retired atomic.Bool
+	// retiring and retired are set on a duplicate route that lost
+	// (retire); retired under c.mu.
+	retiring, retired atomic.Bool
 
 	// Set at registration and by the peer's INFO updates, under cl.mu.
 	remoteID, remoteName string
@@ -305,11 +306,12 @@ func (r *route) dialerPort() int {
 // end of the stream and then closes.
 func (r *route) retire() {
 	c := r.c
-	if r.retired.Swap(true) {
+	if !r.retiring.CompareAndSwap(false, true) {
 		return
 	}
 	c.log.Debug("duplicate route retired", "remote_id", r.remoteID)
 	c.mu.Lock()
+	r.retired.Store(true)
 	subs := c.mu.subs
 	c.mu.subs = map[string]*subscription{}
 	c.mu.Unlock()
@@ -373,8 +375,8 @@ func (r *route) RouteSub(account, subj, queue []byte, _ int) error {
 	if !r.registered {
 		return errRouteNotReady
 	}
-	if string(account) != globalAccount || r.retired.Load() {
-		return nil // no other account exists here yet; a retired route forwards nothing
+	if string(account) != globalAccount {
+		return nil // no other account exists here yet
 	}
 	pattern, q := string(subj), string(queue)
 	if _, err := match.ParsePattern(pattern, q); err != nil {
@@ -383,7 +385,9 @@ func (r *route) RouteSub(account, subj, queue []byte, _ int) error {
 	key := pattern + " " + q
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed.Load() {
+	// Checked under c.mu, which retire and close take to empty the map:
+	// a retired or closed route forwards nothing.
+	if c.closed.Load() || r.retired.Load() {
 		return nil
 	}
 	if _, ok := c.mu.subs[key]; ok {

@@ -6,7 +6,7 @@
 //
 //	c := clustertest.Start(t, 3, server.Options{})
 //	nc := c.Connect(t, 1)                     // a nats.go client on server 1
-//	c.WaitInterest(t, "orders.>")             // every server knows of a subscriber
+//	c.WaitInterest(t, "orders.new", 1)        // every server knows of server 1's subscriber
 //
 // A Cluster belongs to the test goroutine.
 package clustertest
@@ -127,14 +127,21 @@ func (c *Cluster) WaitFormed(t testing.TB) {
 	}, Wait, 10*time.Millisecond, "the cluster did not form a full mesh")
 }
 
-// WaitInterest waits until a message published on subject on any running
-// server would reach a subscriber (local or on a peer).
-func (c *Cluster) WaitInterest(t testing.TB, subject string) {
+// WaitInterest waits until every running server knows that the servers
+// holders (indexes) have subscribers for subject, so that a message
+// published anywhere reaches them. Without holders it waits until every
+// server has some interest, local or a peer's.
+func (c *Cluster) WaitInterest(t testing.TB, subject string, holders ...int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, s := range c.Live() {
-			if !s.HasInterest(subject) {
+			if len(holders) == 0 && !s.HasInterest(subject) {
 				return false
+			}
+			for _, h := range holders {
+				if hs := c.Servers[h]; hs != s && !s.PeerHasInterest(hs.ID(), subject) {
+					return false
+				}
 			}
 		}
 		return true
@@ -175,10 +182,12 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 func (c *Cluster) URL(i int) string { return c.Servers[i].ClientURL() }
 
 // Connect connects a nats.go client to server i, closed when the test
-// ends. By default it does not reconnect; pass options to change that.
+// ends. By default it does not reconnect (a client of a cluster would move
+// to another server, which discovery told it of); pass options to change
+// that.
 func (c *Cluster) Connect(t testing.TB, i int, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(c.URL(i), append([]nats.Option{nats.MaxReconnects(0)}, opts...)...)
+	nc, err := nats.Connect(c.URL(i), append([]nats.Option{nats.NoReconnect()}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	return nc
