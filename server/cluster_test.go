@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -234,4 +237,89 @@ func allServers(n int) []int {
 		all[i] = i
 	}
 	return all
+}
+
+// TestClusterMonitoring: /routez lists each peer with nats-server's field
+// names, /varz counts the routes, /metrics has per-route series.
+func TestClusterMonitoring(t *testing.T) {
+	c := clustertest.Start(t, 3, server.Options{HTTPPort: server.RandomPort})
+	sub := c.Connect(t, 1)
+	_, err := sub.SubscribeSync("mon.>")
+	require.NoError(t, err)
+	require.NoError(t, sub.Flush())
+	c.WaitInterest(t, "mon.x", 1)
+	pub := c.Connect(t, 0)
+	for range 5 {
+		require.NoError(t, pub.Publish("mon.x", []byte("hello")))
+	}
+	require.NoError(t, pub.Flush())
+
+	base := "http://" + c.Servers[0].MonitorAddr().String()
+	var rz struct {
+		ID        string `json:"server_id"`
+		NumRoutes int    `json:"num_routes"`
+		Routes    []struct {
+			Rid        uint64   `json:"rid"`
+			RemoteID   string   `json:"remote_id"`
+			RemoteName string   `json:"remote_name"`
+			IP         string   `json:"ip"`
+			Port       int      `json:"port"`
+			Pending    *int     `json:"pending_size"`
+			OutMsgs    int64    `json:"out_msgs"`
+			InMsgs     *int64   `json:"in_msgs"`
+			NumSubs    uint32   `json:"subscriptions"`
+			Subs       []string `json:"subscriptions_list"`
+		} `json:"routes"`
+	}
+	require.Eventually(t, func() bool {
+		getJSON(t, base+"/routez?subs=1", &rz)
+		for _, r := range rz.Routes {
+			if r.RemoteName == "s2" && r.OutMsgs == 5 {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 10*time.Millisecond, "%+v", rz)
+	require.Equal(t, c.Servers[0].ID(), rz.ID)
+	require.Equal(t, 2, rz.NumRoutes)
+	for _, r := range rz.Routes {
+		require.NotZero(t, r.Rid)
+		require.Equal(t, "127.0.0.1", r.IP)
+		require.NotZero(t, r.Port)
+		require.NotNil(t, r.Pending)
+		require.NotNil(t, r.InMsgs)
+		if r.RemoteName == "s2" {
+			require.Equal(t, c.Servers[1].ID(), r.RemoteID)
+			require.Equal(t, uint32(1), r.NumSubs)
+			require.Equal(t, []string{"mon.>"}, r.Subs)
+		}
+	}
+	var vz struct {
+		Routes  int `json:"routes"`
+		Cluster struct {
+			Name string `json:"name"`
+			Port int    `json:"cluster_port"`
+		} `json:"cluster"`
+	}
+	getJSON(t, base+"/varz", &vz)
+	require.Equal(t, 2, vz.Routes)
+	require.Equal(t, "test", vz.Cluster.Name)
+	require.NotZero(t, vz.Cluster.Port)
+
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Contains(t, string(body), "skiff_routes 2")
+	require.Contains(t, string(body), fmt.Sprintf(`skiff_route_out_msgs_total{remote_id=%q,remote_name="s2"} 5`, c.Servers[1].ID()))
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
 }
