@@ -299,3 +299,33 @@ func TestRouteSlowPeer(t *testing.T) {
 	require.False(t, s.HasInterest("big"), "its interest went with it")
 	require.NoError(t, pub.Flush(), "the publisher carries on")
 }
+
+// TestClusterLameDuck: a server entering lame duck mode tells its peers,
+// which stop advertising it to their clients; when it leaves, they drop
+// its interest.
+func TestClusterLameDuck(t *testing.T) {
+	c := clustertest.Start(t, 3, server.Options{LameDuckDuration: 2 * time.Second, LameDuckGracePeriod: time.Second})
+	nc := c.Connect(t, 1)
+	url0 := c.URL(0)
+	require.Eventually(t, func() bool { return slices.Contains(nc.DiscoveredServers(), url0) }, 5*time.Second, 10*time.Millisecond)
+	leaving := c.Connect(t, 0)
+	_, err := leaving.SubscribeSync("ldm")
+	require.NoError(t, err)
+	require.NoError(t, leaving.Flush())
+	c.WaitInterest(t, "ldm", 0)
+
+	done := make(chan error, 1)
+	s0 := c.Servers[0]
+	go func() { done <- s0.LameDuck(t.Context()) }()
+	require.Eventually(t, func() bool { return !slices.Contains(nc.DiscoveredServers(), url0) }, 5*time.Second, 10*time.Millisecond,
+		"server 1's client still lists the leaving server: %v", nc.DiscoveredServers())
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("lame duck did not finish")
+	}
+	c.Servers[0] = nil
+	c.WaitFormed(t)
+	c.WaitNoInterest(t, "ldm")
+}
