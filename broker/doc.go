@@ -24,7 +24,7 @@
 // # Fail closed
 //
 // Every key is either applied or refused. A key nats-server knows that
-// Skiff does not implement (accounts, operators, clusters, an nkey user, a
+// Skiff does not implement (accounts, operators, gateways, an nkey user, a
 // TLS option, a storage quota, ...) is an error wrapping ErrUnsupported
 // that names the key and its line, and LoadConfig returns no Config: a
 // security setting silently ignored would be a server silently open. A

@@ -84,7 +84,7 @@ func referenceKeys() []refKey {
 		{"resolver_preload", "{ A: jwt }"}, {"resolver_pinned_accounts", "[A]"}, {"no_auth_user", "a"},
 		{"system_account", "SYS"}, {"system", "SYS"}, {"no_system_account", "true"}, {"no_system", "true"},
 		{"no_sys_acc", "true"}, {"trusted", "[KEY]"}, {"trusted_keys", "[KEY]"}, {"default_sentinel", "jwt"},
-		{"cluster", "{ port: 6222 }"}, {"gateway", "{ name: g }"}, {"leaf", "{ port: 7422 }"},
+		{"gateway", "{ name: g }"}, {"leaf", "{ port: 7422 }"},
 		{"leafnodes", "{ port: 7422 }"}, {"client_advertise", `"h:4222"`}, {"connect_error_reports", "5"},
 		{"reconnect_error_reports", "5"}, {"server_tags", "[a]"}, {"default_js_domain", "{ A: d }"},
 		{"trace_verbose", "true"}, {"trace_headers", "true"}, {"logfile_size_limit", "1MB"},
@@ -186,13 +186,31 @@ func referenceKeys() []refKey {
 		rows = append(rows, in("jetstream {\n", "}", "jetstream."+kv[0], kv[0]+": "+kv[1], "jetstream."+kv[0]))
 	}
 
-	// The cluster block is refused whole until Skiff has it; each of its
-	// keys is listed so that implementing it means deciding about every
-	// one.
-	for _, k := range []string{"name", "listen", "port", "host", "net", "authorization", "routes", "tls",
-		"cluster_advertise", "advertise", "no_advertise", "connect_retries", "connect_backoff", "permissions",
-		"pool_size", "accounts", "compression", "ping_interval", "ping_max", "write_deadline", "write_timeout"} {
-		rows = append(rows, in("cluster {\n", "}", "cluster."+k, k+": x", "cluster"))
+	// cluster: what routes need is applied; the rest is refused by name.
+	const clBase = "cluster {\n  port: 6222\n"
+	for _, kv := range [][2]string{
+		{"name", "c1"}, {"listen", `"127.0.0.1:6333"`}, {"port", "6333"}, {"host", "127.0.0.2"}, {"net", "127.0.0.2"},
+		{"routes", `["nats-route://127.0.0.1:6223"]`}, {"no_advertise", "true"}, {"connect_retries", "7"},
+		{"authorization", "{ user: r, password: s }"},
+	} {
+		rows = append(rows, in(clBase, "}", "cluster."+kv[0], "  "+kv[0]+": "+kv[1], ""))
+	}
+	rows = append(rows, refKey{path: "cluster", with: "cluster { port: 6222 }"})
+	for _, kv := range [][2]string{
+		{"tls", "{ cert_file: $SKIFF_TEST_CERT, key_file: $SKIFF_TEST_KEY }"}, {"cluster_advertise", `"h:6222"`},
+		{"advertise", `"h:6222"`}, {"connect_backoff", "true"}, {"permissions", "{ import: x }"}, {"pool_size", "3"},
+		{"accounts", "[A]"}, {"compression", "s2_auto"}, {"ping_interval", `"1m"`}, {"ping_max", "3"},
+		{"write_deadline", `"5s"`}, {"write_timeout", "close"},
+	} {
+		rows = append(rows, in(clBase, "}", "cluster."+kv[0], "  "+kv[0]+": "+kv[1], "cluster."+kv[0]))
+	}
+	const clAuth = clBase + "  authorization {\n    user: r\n    password: s\n"
+	for _, kv := range [][2]string{{"user", "q"}, {"username", "q"}, {"pass", "t"}, {"password", "t"}, {"timeout", `"5s"`}} {
+		rows = append(rows, in(clAuth, "  }\n}", "cluster.authorization."+kv[0], "    "+kv[0]+": "+kv[1], ""))
+	}
+	for _, kv := range [][2]string{{"token", "t"}, {"users", "[]"}, {"permissions", "{ publish: x }"}} {
+		p := "cluster.authorization." + kv[0]
+		rows = append(rows, in(clAuth, "  }\n}", p, "    "+kv[0]+": "+kv[1], p))
 	}
 	const wsBase = "websocket {\n  port: 8080\n  no_tls: true\n"
 	for _, kv := range [][2]string{
@@ -282,7 +300,8 @@ func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
 		"accounts { A: { users: [ {user: a, password: b} ] } }",
 		"operator: \"./op.jwt\"\nresolver: MEMORY\nresolver_preload { A: jwt }",
 		"no_auth_user: a",
-		"cluster { listen: 127.0.0.1:6222 }",
+		"cluster { listen: 127.0.0.1:6222, pool_size: 3 }",
+		"cluster { listen: 127.0.0.1:6222, tls: { cert_file: a, key_file: b } }",
 		"authorization { users: [ {user: a, password: b, allowed_connection_types: [\"STANDARD\"]} ] }",
 	} {
 		_, err := ParseConfig(text)

@@ -63,7 +63,7 @@ func fromMap(m map[string]any, file string) (Config, error) {
 // Reasons given for refused keys.
 const (
 	whyAccounts = "accounts, operators and JWT authentication are not implemented; Skiff refuses to start rather than run without them"
-	whyCluster  = "clustering (routes, gateways, leaf nodes) is not implemented; Skiff refuses to start rather than run as a lone server"
+	whyCluster  = "this clustering feature (gateways, leaf nodes, advertised addresses, clustered JetStream) is not implemented, only routes (the cluster block); Skiff refuses to start rather than run without it"
 	whyLogging  = "this logging option is not implemented"
 	whyTLS      = "this TLS option is not implemented; Skiff refuses to start rather than weaken the TLS setup the file asks for"
 	whyOther    = "this nats-server setting is not implemented"
@@ -136,7 +136,8 @@ var topKeys = func() keys[*loader] {
 		"resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
 		"resolver_pinned_accounts", "no_auth_user", "system_account", "system", "no_system_account",
 		"no_system", "no_sys_acc", "trusted", "trusted_keys", "default_sentinel")
-	k.refuse(whyCluster, "cluster", "gateway", "leaf", "leafnodes", "client_advertise",
+	k.on(srv(applyCluster), "cluster")
+	k.refuse(whyCluster, "gateway", "leaf", "leafnodes", "client_advertise",
 		"connect_error_reports", "reconnect_error_reports", "server_tags", "default_js_domain")
 	k.on(srv(func(o *server.Options, v value) (err error) { o.LameDuckDuration, err = v.duration(); return }), "lame_duck_duration")
 	k.on(srv(func(o *server.Options, v value) (err error) { o.LameDuckGracePeriod, err = v.duration(); return }), "lame_duck_grace_period")

@@ -69,7 +69,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad store_dir", "jetstream { store_dir: [a] }", "jetstream.store_dir", 1, ErrInvalidValue},
 		{"server name with a space", "server_name: \"a b\"", "server_name", 1, ErrInvalidValue},
 		{"unknown top-level key", "colour: red", "colour", 1, ErrUnknownKey},
-		{"cluster", "port: 4222\ncluster { port: 6222 }", "cluster", 2, ErrUnsupported},
+		{"cluster tls", "port: 4222\ncluster { port: 6222\n  tls: { cert_file: a } }", "cluster.tls", 3, ErrUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,7 +85,7 @@ func TestConfigErrors(t *testing.T) {
 
 // TestConfigReportsEveryProblem: one run lists all of a file's refusals.
 func TestConfigReportsEveryProblem(t *testing.T) {
-	_, err := ParseConfig("accounts { A {} }\nport: 4222\ncluster { port: 6222 }\nno_auth_user: a\n")
+	_, err := ParseConfig("accounts { A {} }\nport: 4222\ngateway { port: 7222 }\nno_auth_user: a\n")
 	var keys []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var ce *ConfigError
@@ -93,7 +93,7 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 		require.ErrorIs(t, ce, ErrUnsupported)
 		keys = append(keys, ce.Key)
 	}
-	require.Equal(t, []string{"accounts", "cluster", "no_auth_user"}, keys)
+	require.Equal(t, []string{"accounts", "gateway", "no_auth_user"}, keys)
 }
 
 func TestConfigVariables(t *testing.T) {

@@ -48,6 +48,10 @@ type client struct {
 	readMsgs  int64           // messages in the read being handled, for inMsgs
 	readBytes int64           // their payload bytes, for inBytes
 	pubOK     map[string]bool // permission answers for recent publish subjects
+	fwd       forwards        // peers the message being routed goes to (route_interest.go)
+
+	// route is set for a route to another server of the cluster (route.go).
+	route *route
 
 	// headers and acct are set by the read loop at CONNECT and read by
 	// publishers delivering to this client's subscriptions.

@@ -16,14 +16,28 @@ func (s *Server) route(c *client, subj string, subjBytes, reply []byte, hdr int,
 	}
 	delivered := false
 	for _, sub := range r.Plain {
+		if sub.client.route != nil {
+			// A peer with interest: forwarded once below, unless the
+			// message came from a peer (one hop).
+			if c.route == nil {
+				c.fwd.addPlain(sub.client)
+			}
+			continue
+		}
 		if c.deliver(sub, subj, subjBytes, reply, hdr, msg) {
 			delivered = true
 		}
 	}
 	for i := range r.Groups {
+		if c.route != nil && !c.route.wantsQueue(r.Groups[i].Queue) {
+			continue // the peer that sent it chose another server for this group
+		}
 		if c.deliverToGroup(r.Groups[i].Members, subj, subjBytes, reply, hdr, msg) {
 			delivered = true
 		}
+	}
+	if len(c.fwd.targets) > 0 && c.forward(subj, reply, hdr, msg) {
+		delivered = true
 	}
 	if !delivered && len(reply) > 0 && c.noResp {
 		c.noResponders(subjBytes, reply)
@@ -32,16 +46,23 @@ func (s *Server) route(c *client, subj string, subjBytes, reply []byte, hdr int,
 
 // deliverToGroup gives the message to one member of a queue group, chosen
 // at random so that members share the load evenly, trying the next member
-// when one cannot take it.
+// when one cannot take it. Local members come first, as in nats-server: a
+// peer's members get it only when none here can.
 func (c *client) deliverToGroup(members []*subscription, subj string, subjBytes, reply []byte, hdr int, msg []byte) bool {
 	n := len(members)
 	start := rand.IntN(n)
+	remote := false
 	for i := range n {
-		if c.deliver(members[(start+i)%n], subj, subjBytes, reply, hdr, msg) {
+		sub := members[(start+i)%n]
+		if sub.client.route != nil {
+			remote = true
+			continue
+		}
+		if c.deliver(sub, subj, subjBytes, reply, hdr, msg) {
 			return true
 		}
 	}
-	return false
+	return remote && c.route == nil && c.forwardToGroup(members, start)
 }
 
 // deliver queues the message for one subscription and reports whether it

@@ -38,6 +38,8 @@ type info struct {
 	Nonce        string `json:"nonce,omitempty"`
 	JetStream    bool   `json:"jetstream,omitempty"`
 	LameDuckMode bool   `json:"ldm,omitempty"`
+	// ConnectURLs are the cluster's client URLs (route_discovery.go).
+	ConnectURLs []string `json:"connect_urls,omitempty"`
 	// Only in the INFO that answers a client's first PING after CONNECT.
 	ConnectInfo   bool   `json:"connect_info,omitempty"`
 	RemoteAccount string `json:"remote_account,omitempty"`
@@ -66,6 +68,7 @@ type connectOpts struct {
 func (s *Server) appendInfo(dst []byte, c *client) []byte {
 	in := s.info
 	in.ClientID, in.ClientIP, in.Nonce = c.cid, c.ip, string(c.nonce)
+	in.ConnectURLs = s.connectURLs()
 	if c.ws {
 		// A WebSocket's TLS is its listener's: no upgrade in the protocol.
 		in.TLSRequired, in.TLSAvailable, in.TLSVerify = false, false, false
@@ -78,6 +81,7 @@ func (s *Server) appendInfo(dst []byte, c *client) []byte {
 func (s *Server) appendConnectInfo(dst []byte, c *client) []byte {
 	in := s.info
 	in.ClientID, in.ClientIP = c.cid, c.ip
+	in.ConnectURLs = s.connectURLs()
 	in.ConnectInfo, in.RemoteAccount = true, "$G"
 	return appendInfoJSON(dst, &in)
 }

@@ -35,8 +35,10 @@ func (s *Server) LameDuck(ctx context.Context) error {
 	rand.Shuffle(len(clients), func(i, j int) { clients[i], clients[j] = clients[j], clients[i] })
 	s.log.Info("entering lame duck mode: accepting no new clients", "clients", len(clients),
 		"grace_period", s.opts.LameDuckGracePeriod, "duration", s.opts.LameDuckDuration)
+	s.clusterLameDuck()
 	info := s.info
 	info.LameDuckMode = true
+	info.ConnectURLs = s.connectURLs() // the others only, now
 	msg := appendInfoJSON(nil, &info)
 	for _, c := range clients {
 		if c.asyncInfo.Load() && c.out.queue(msg) {

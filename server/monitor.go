@@ -89,6 +89,7 @@ func (m *monitor) handler() http.Handler {
 	route(varzPath, m.handleVarz)
 	route(connzPath, m.handleConnz)
 	route(subszPath, m.handleSubsz)
+	route(routezPath, m.handleRoutez)
 	route(metricsPath, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP)
 	for path, f := range m.s.extraMonitor {
 		route(path, func(w http.ResponseWriter, r *http.Request) {
@@ -145,7 +146,7 @@ func (s *Server) RegisterMetrics(c prometheus.Collector) error {
 // builtinMonitorPath reports whether the server serves path itself.
 func builtinMonitorPath(path string) bool {
 	switch path {
-	case healthzPath, varzPath, connzPath, subszPath, metricsPath:
+	case healthzPath, varzPath, connzPath, subszPath, metricsPath, routezPath:
 		return true
 	}
 	return false

@@ -42,6 +42,9 @@ func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	for _, d := range routeDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector. The registry may call it from
@@ -71,4 +74,5 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMaxPayload, float64(o.MaxPayload))
 	gauge(descMaxPending, float64(o.MaxPending))
 	gauge(descMaxConnections, float64(o.MaxConnections))
+	s.collectRoutes(ch)
 }

@@ -59,6 +59,10 @@ type Varz struct {
 	Subscriptions      uint32              `json:"subscriptions"`
 	HTTPReqStats       map[string]uint64   `json:"http_req_stats"`
 	SlowConsumersStats *SlowConsumersStats `json:"slow_consumer_stats"`
+	// Routes counts the registered routes; Cluster is the cluster's
+	// configuration (absent outside a cluster).
+	Routes  int          `json:"routes"`
+	Cluster *ClusterVarz `json:"cluster,omitempty"`
 }
 
 // SlowConsumersStats splits slow consumers by kind of connection; Skiff
@@ -120,6 +124,8 @@ func (m *monitor) varz(now time.Time) *Varz {
 		Subscriptions:      uint32(s.subs.Count()),
 		HTTPReqStats:       m.requestStats(),
 		SlowConsumersStats: &SlowConsumersStats{Clients: uint64(slow)},
+		Routes:             s.NumRoutes(),
+		Cluster:            s.clusterVarz(),
 	}
 	if a, ok := s.MonitorAddr().(*net.TCPAddr); ok {
 		v.HTTPPort = a.Port

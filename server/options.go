@@ -119,6 +119,10 @@ type Options struct {
 	// set).
 	WebSocket WebSocketOptions
 
+	// Cluster joins the server to other servers by routes (off unless
+	// Cluster.Port is set; see docs/cluster.md).
+	Cluster ClusterOptions
+
 	// Logger receives structured logs (default: discard).
 	Logger *slog.Logger
 }
@@ -225,6 +229,9 @@ func (o *Options) validate() error {
 		return bad("lame duck grace period %v must be less than the lame duck duration %v", o.LameDuckGracePeriod, o.LameDuckDuration)
 	}
 	if err := o.WebSocket.validate(o); err != nil {
+		return bad("%v", err)
+	}
+	if err := o.Cluster.validate(o); err != nil {
 		return bad("%v", err)
 	}
 	seen := map[string]bool{o.Username: o.Username != ""}

@@ -39,6 +39,7 @@ type Server struct {
 	jetstream      bool                   // advertised in INFO
 	extraMonitor   map[string]MonitorFunc // endpoints added by HandleMonitor
 	extraMetrics   []prometheus.Collector // collectors added by RegisterMetrics
+	cluster        *cluster               // nil unless Options.Cluster is set
 
 	ln      net.Listener
 	httpLn  net.Listener
@@ -104,6 +105,9 @@ func New(opts Options) (*Server, error) {
 	s.mu.clients = map[uint64]*client{}
 	s.closing = make(chan struct{})
 	s.internalClient = s.newInternalClient()
+	if opts.Cluster.enabled() {
+		s.cluster = newCluster(s)
+	}
 	return s, nil
 }
 
@@ -135,6 +139,18 @@ func (s *Server) Start() error {
 			_ = ln.Close()
 			if s.httpSrv != nil {
 				_ = s.httpSrv.Close()
+			}
+			return err
+		}
+	}
+	if s.cluster != nil {
+		if err := s.startCluster(); err != nil {
+			_ = ln.Close()
+			if s.httpSrv != nil {
+				_ = s.httpSrv.Close()
+			}
+			if s.wsSrv != nil {
+				_ = s.wsSrv.Close()
 			}
 			return err
 		}
@@ -340,6 +356,10 @@ func (s *Server) addClient(c *client) bool {
 }
 
 func (s *Server) removeClient(c *client) {
+	if c.route != nil {
+		s.removeRoute(c)
+		return
+	}
 	s.mu.Lock()
 	delete(s.mu.clients, c.cid)
 	s.mu.Unlock()
@@ -376,11 +396,17 @@ func (s *Server) index(sub *subscription) {
 		panic("server: indexing a validated subscription: " + err.Error()) // validated in Sub
 	}
 	s.stats.subInserts.Add(1)
+	if s.cluster != nil && sub.client.route == nil {
+		s.cluster.interestAdded(sub)
+	}
 }
 
 func (s *Server) unindex(sub *subscription) {
 	if s.subs.Unsubscribe(sub.subject, sub.queue, sub) == nil {
 		s.stats.subRemoves.Add(1)
+		if s.cluster != nil && sub.client.route == nil {
+			s.cluster.interestRemoved(sub)
+		}
 	}
 }
 
@@ -418,6 +444,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.shuttingDown.Store(true)
 	_ = s.ln.Close()
+	s.closeRoutes()
 	if s.httpSrv != nil {
 		_ = s.httpSrv.Close()
 	}

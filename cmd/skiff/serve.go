@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -20,8 +22,9 @@ import (
 type serveFlags struct {
 	addr, config, user, pass, token, name, storeDir string
 	logFile, pidFile, signal                        string
+	cluster, routes, clusterName                    string
 	port, httpPort, profPort                        int
-	debug, trace, streams                           bool
+	debug, trace, streams, noAdvertise              bool
 }
 
 // serveCmd runs the broker until SIGINT or SIGTERM, then shuts it down
@@ -52,6 +55,10 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	for _, n := range []string{"sd", "store_dir"} {
 		fs.StringVar(&f.storeDir, n, jetstream.DefaultStoreDir, "directory of the streams' files (created if missing)")
 	}
+	fs.StringVar(&f.cluster, "cluster", "", "cluster listen URL, such as nats://127.0.0.1:6222 (see docs/cluster.md)")
+	fs.StringVar(&f.routes, "routes", "", "comma-separated route URLs to join, such as nats-route://127.0.0.1:6222")
+	fs.StringVar(&f.clusterName, "cluster_name", "", "cluster name (peers must have the same)")
+	fs.BoolVar(&f.noAdvertise, "no_advertise", false, "do not advertise the cluster's client URLs to clients")
 	fs.IntVar(&f.profPort, "profile", 0, "serve Go's pprof profiles on this port (127.0.0.1; 0 = off)")
 	fs.StringVar(&f.user, "user", "", "username required of clients")
 	fs.StringVar(&f.pass, "pass", "", "password required of clients")
@@ -85,7 +92,10 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	applyFlags(fs, &f, &cfg)
+	if err := applyFlags(fs, &f, &cfg); err != nil {
+		fmt.Fprintln(stderr, "skiff serve:", err)
+		return 2
+	}
 	cfg.Log.Output = stderr
 	if f.signal != "" {
 		return signalCmd(f.signal, cfg.PIDFile, stderr)
@@ -185,7 +195,7 @@ func signalCmd(spec, pidFile string, stderr io.Writer) int {
 
 // applyFlags sets what the command line gave over cfg: a flag given wins
 // over the file, as in nats-server.
-func applyFlags(fs *flag.FlagSet, f *serveFlags, cfg *broker.Config) {
+func applyFlags(fs *flag.FlagSet, f *serveFlags, cfg *broker.Config) error {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	given := func(names ...string) bool {
@@ -236,4 +246,59 @@ func applyFlags(fs *flag.FlagSet, f *serveFlags, cfg *broker.Config) {
 	if f.pidFile != "" {
 		cfg.PIDFile = f.pidFile
 	}
+	return applyClusterFlags(set, f, &opts.Cluster)
+}
+
+// applyClusterFlags sets the cluster options the flags give.
+func applyClusterFlags(set map[string]bool, f *serveFlags, c *server.ClusterOptions) error {
+	if set["cluster"] {
+		if err := clusterListen(f.cluster, c); err != nil {
+			return fmt.Errorf("--cluster %q: %w", f.cluster, err)
+		}
+	}
+	if set["routes"] {
+		c.Routes = nil
+		for _, r := range strings.Split(f.routes, ",") {
+			if r = strings.TrimSpace(r); r == "" {
+				continue
+			}
+			if _, err := server.ParseRouteURL(r); err != nil {
+				return fmt.Errorf("--routes: %w", err)
+			}
+			c.Routes = append(c.Routes, r)
+		}
+	}
+	if set["cluster_name"] {
+		c.Name = f.clusterName
+	}
+	if set["no_advertise"] {
+		c.NoAdvertise = f.noAdvertise
+	}
+	return nil
+}
+
+// clusterListen reads --cluster: [nats://][user:pass@]host:port, where
+// port -1 picks a random one.
+func clusterListen(s string, c *server.ClusterOptions) error {
+	if !strings.Contains(s, "://") {
+		s = "nats://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < server.RandomPort || n == 0 || n > 65535 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	c.Host, c.Port = host, n
+	if u.User != nil {
+		c.Username = u.User.Username()
+		c.Password, _ = u.User.Password()
+	}
+	return nil
 }

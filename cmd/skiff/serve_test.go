@@ -82,7 +82,7 @@ func TestServeRefusesUnsupportedConfig(t *testing.T) {
 accounts {
   A: { users: [ {user: a, password: a} ] }
 }
-cluster { listen: 127.0.0.1:-1 }
+cluster { listen: 127.0.0.1:-1, pool_size: 3 }
 authorization {
   users: [ {user: a, password: b, allowed_connection_types: ["STANDARD"]} ]
 }
@@ -99,7 +99,7 @@ authorization {
 	require.Empty(t, stdout.String(), "nothing listened")
 	for _, want := range []string{
 		"refused.conf:2: accounts: not supported by Skiff",
-		"refused.conf:5: cluster: not supported by Skiff",
+		"refused.conf:5: cluster.pool_size: not supported by Skiff",
 		"refused.conf:7: authorization.users[0].allowed_connection_types: not supported by Skiff",
 	} {
 		require.Contains(t, stderr.String(), want)

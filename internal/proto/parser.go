@@ -52,6 +52,7 @@ const (
 // usable; call NewParser.
 type Parser struct {
 	h      Handler
+	rh     RouteHandler // set instead of h for a route (see route.go)
 	limits Limits
 	state  state
 
@@ -64,6 +65,11 @@ type Parser struct {
 	hdr     int
 	size    int
 	msg     []byte
+
+	// A route's RMSG/HMSG: the lengths of its arguments in args, and the
+	// fields scratch (see route.go).
+	rlens  []int
+	fields [][]byte
 }
 
 // NewParser returns a parser that calls h.
@@ -137,7 +143,7 @@ func (p *Parser) Parse(buf []byte) error {
 // valid operation or is too long. The order of the checks does not depend
 // on where reads split the line.
 func (p *Parser) checkLine(line []byte) error {
-	if !validOpPrefix(line) {
+	if !validOpPrefix(line, p.opNames()) {
 		return ErrUnknownOp.withDetail("%q", snippet(line))
 	}
 	if n := argsLen(line); n > p.limits.MaxControlLine {
@@ -166,6 +172,9 @@ func argsLen(line []byte) int {
 // payload from rest, or starts waiting for it. It returns what is left of
 // rest.
 func (p *Parser) dispatch(line, rest []byte) ([]byte, error) {
+	if p.rh != nil {
+		return p.routeDispatch(line, rest)
+	}
 	op, args := cutOp(line)
 	switch {
 	case opIs(op, "PUB"):
@@ -264,11 +273,16 @@ func (p *Parser) finishSplitPayload() error {
 	if msg[p.size] != '\r' || msg[p.size+1] != '\n' {
 		return ErrUnknownOp.withDetail("payload not followed by CRLF (wrong length?)")
 	}
-	var reply []byte
-	if len(p.args) > p.subject {
-		reply = p.args[p.subject:]
+	var err error
+	if p.rh != nil {
+		err = p.finishRouteMsg(msg[:p.size])
+	} else {
+		var reply []byte
+		if len(p.args) > p.subject {
+			reply = p.args[p.subject:]
+		}
+		err = p.h.Pub(p.args[:p.subject], reply, p.hdr, msg[:p.size])
 	}
-	err := p.h.Pub(p.args[:p.subject], reply, p.hdr, msg[:p.size])
 	p.msg = msg[:0]
 	if cap(p.msg) > retainMax {
 		bufpool.Put(p.msg) // the handler is done with it
@@ -302,12 +316,20 @@ func (p *Parser) PayloadRead(n int) error {
 // ops lists every operation name a client may send, for validOpPrefix.
 var ops = []string{"PUB", "HPUB", "SUB", "UNSUB", "PING", "PONG", "CONNECT", "+OK", "INFO", "-ERR"}
 
+// opNames returns the operation names this parser accepts.
+func (p *Parser) opNames() []string {
+	if p.rh != nil {
+		return routeOps
+	}
+	return ops
+}
+
 // validOpPrefix reports whether an incomplete control line could still be
 // a valid operation: its first token, as far as it goes, is a prefix of an
 // operation name, case-insensitively, followed by a separator if complete
 // (a CR only as the last byte: a line of one word). It lets garbage be
 // refused at once instead of after MaxControlLine bytes.
-func validOpPrefix(line []byte) bool {
+func validOpPrefix(line []byte, ops []string) bool {
 	tok := line
 	for i, c := range line {
 		if c == ' ' || c == '\t' || c == '\r' {

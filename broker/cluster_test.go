@@ -1,0 +1,60 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// TestClusterBlock: the cluster block's keys land in the server's
+// ClusterOptions, and what is wrong in it is refused with its line.
+func TestClusterBlock(t *testing.T) {
+	cfg, err := ParseConfig(`server_name: n1
+cluster {
+  name: c1
+  listen: 127.0.0.1:6222
+  routes: [ nats-route://127.0.0.1:6223, "nats://u:p@127.0.0.1:6224" ]
+  no_advertise: true
+  connect_retries: 5
+  authorization { user: r, password: s, timeout: "3s" }
+}`)
+	require.NoError(t, err)
+	require.Equal(t, "n1", cfg.Server.ServerName)
+	require.Equal(t, server.ClusterOptions{
+		Name: "c1", Host: "127.0.0.1", Port: 6222,
+		Routes:      []string{"nats-route://127.0.0.1:6223", "nats://u:p@127.0.0.1:6224"},
+		NoAdvertise: true, ConnectRetries: 5, Username: "r", Password: "s", AuthTimeout: 3 * time.Second,
+	}, cfg.Server.Cluster)
+
+	for _, tc := range []struct{ name, text string }{
+		{"no port", "cluster { name: c1 }"},
+		{"bad route", "cluster { port: 6222, routes: [ \"http://x:1\" ] }"},
+		{"route without port", "cluster { port: 6222, routes: [ \"nats-route://x\" ] }"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig(tc.text)
+			require.ErrorIs(t, err, ErrInvalidValue)
+		})
+	}
+}
+
+// TestClusterRefusesJetStream: streams are not replicated yet, so a
+// clustered broker with JetStream does not start, saying how to turn it
+// off; without JetStream it starts.
+func TestClusterRefusesJetStream(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Server.Port, cfg.Server.HTTPPort = server.RandomPort, 0
+	cfg.Server.Cluster.Port = server.RandomPort
+	cfg.JetStream.StoreDir = t.TempDir()
+	_, err := Start(cfg)
+	require.ErrorIs(t, err, ErrJetStreamInCluster)
+	require.Contains(t, err.Error(), "jetstream: disabled")
+
+	cfg.JetStreamEnabled = false
+	b, err := Start(cfg)
+	require.NoError(t, err)
+	require.NoError(t, b.Shutdown(t.Context()))
+}

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"slices"
+	"unsafe"
+
+	"github.com/skiffmq/skiff/internal/proto"
+)
+
+// Interest: every local subscription (a client's or an internal one) is
+// counted by subject and queue; peers hear RS+ when a plain subject's count
+// leaves 0 and RS- when it returns to 0, and for a queue group its count
+// as the weight on every change. A route's own subscriptions (its peer's
+// interest) are never told to other peers: one hop.
+
+// interestAdded tells the peers about a new local subscription. index
+// calls it, under the subscriber's lock.
+func (cl *cluster) interestAdded(sub *subscription) {
+	k := interestKey{sub.subject, sub.queue}
+	cl.mu.Lock()
+	n := cl.mu.interest[k] + 1
+	cl.mu.interest[k] = n
+	var full []*client
+	if n == 1 || sub.queue != "" {
+		var buf [256]byte
+		full = cl.broadcastLocked(proto.AppendRouteSub(buf[:0], globalAccount, sub.subject, sub.queue, n))
+	}
+	cl.mu.Unlock()
+	closeSlowRoutes(full)
+}
+
+// interestRemoved tells the peers that a local subscription is gone.
+func (cl *cluster) interestRemoved(sub *subscription) {
+	k := interestKey{sub.subject, sub.queue}
+	cl.mu.Lock()
+	n, ok := cl.mu.interest[k]
+	if !ok {
+		cl.mu.Unlock()
+		return
+	}
+	n--
+	var buf [256]byte
+	var line []byte
+	switch {
+	case n <= 0:
+		delete(cl.mu.interest, k)
+		line = proto.AppendRouteUnsub(buf[:0], globalAccount, sub.subject, sub.queue)
+	case sub.queue != "":
+		cl.mu.interest[k] = n
+		line = proto.AppendRouteSub(buf[:0], globalAccount, sub.subject, sub.queue, n)
+	default:
+		cl.mu.interest[k] = n
+	}
+	var full []*client
+	if line != nil {
+		full = cl.broadcastLocked(line)
+	}
+	cl.mu.Unlock()
+	closeSlowRoutes(full)
+}
+
+// broadcastLocked queues b for every registered route and returns those
+// whose queue is full (to be closed once cl.mu is released: closing takes
+// it).
+func (cl *cluster) broadcastLocked(b []byte) []*client {
+	var full []*client
+	for _, rc := range cl.mu.routes {
+		if rc.out.queue(b) {
+			rc.out.wake()
+		} else {
+			full = append(full, rc)
+		}
+	}
+	return full
+}
+
+func closeSlowRoutes(routes []*client) {
+	for _, rc := range routes {
+		rc.slowConsumer()
+	}
+}
+
+// appendInterestLocked appends RS+ for all the local interest: what a
+// route gets when it is registered.
+func (cl *cluster) appendInterestLocked(dst []byte) []byte {
+	for k, n := range cl.mu.interest {
+		dst = proto.AppendRouteSub(dst, globalAccount, k.subject, k.queue, n)
+	}
+	return dst
+}
+
+// forwardTarget is one peer a message goes to: once, for its plain
+// subscribers and for the queue groups this server chose it for.
+type forwardTarget struct {
+	rc     *client
+	plain  bool
+	queues []string
+}
+
+// forwards is a publisher's scratch list of the peers the message being
+// routed goes to, reused from message to message.
+type forwards struct {
+	targets []forwardTarget
+}
+
+func (f *forwards) target(rc *client) *forwardTarget {
+	for i := range f.targets {
+		if f.targets[i].rc == rc {
+			return &f.targets[i]
+		}
+	}
+	if len(f.targets) < cap(f.targets) {
+		f.targets = f.targets[:len(f.targets)+1]
+		t := &f.targets[len(f.targets)-1]
+		t.rc, t.plain, t.queues = rc, false, t.queues[:0]
+		return t
+	}
+	f.targets = append(f.targets, forwardTarget{rc: rc})
+	return &f.targets[len(f.targets)-1]
+}
+
+// addPlain records that the peer behind rc has plain interest.
+func (f *forwards) addPlain(rc *client) { f.target(rc).plain = true }
+
+// addQueue records that the peer behind rc gets the message for queue q.
+func (f *forwards) addQueue(rc *client, q string) {
+	t := f.target(rc)
+	if !slices.Contains(t.queues, q) {
+		t.queues = append(t.queues, q)
+	}
+}
+
+// forwardToGroup chooses a peer for a queue group with no local member
+// that took the message: the first route member from start, members being
+// in random order already.
+func (c *client) forwardToGroup(members []*subscription, start int) bool {
+	n := len(members)
+	for i := range n {
+		sub := members[(start+i)%n]
+		if sub.client.route != nil && !sub.client.closed.Load() {
+			c.fwd.addQueue(sub.client, sub.queue)
+			return true
+		}
+	}
+	return false
+}
+
+// forward sends the message to every peer recorded in c.fwd, once each,
+// and reports whether it queued it for any.
+func (c *client) forward(subj string, reply []byte, hdr int, msg []byte) bool {
+	sent := false
+	subjBytes := unsafe.Slice(unsafe.StringData(subj), len(subj))
+	for i := range c.fwd.targets {
+		t := &c.fwd.targets[i]
+		switch t.rc.out.queueRouteMsg(subjBytes, reply, t.queues, hdr, msg) {
+		case queued:
+			c.queued(t.rc)
+			sent = true
+		case queueFull:
+			t.rc.slowConsumer()
+		}
+		t.rc = nil
+	}
+	c.fwd.targets = c.fwd.targets[:0]
+	return sent
+}
+
+// queueRouteMsg appends an RMSG or HMSG for a peer; past the bound it
+// returns queueFull and the caller cuts the route off, as a slow consumer
+// client.
+func (o *outbound) queueRouteMsg(subject, reply []byte, queues []string, hdr int, msg []byte) queueResult {
+	var buf [512]byte
+	line := proto.AppendRouteMsgLine(buf[:0], globalAccount, subject, reply, queues, hdr, len(msg))
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.mu.closing {
+		return notQueued
+	}
+	if !o.fits(len(line) + len(msg) + 2) {
+		return queueFull
+	}
+	o.write(line)
+	o.write(msg)
+	o.write(crlf)
+	o.mu.outMsgs++
+	o.mu.outBytes += int64(len(msg))
+	return queued
+}
+
+// PeerHasInterest reports whether this server would forward a message on
+// subject to the peer with server ID peerID: whether that peer's interest
+// has arrived here. Tests wait on it.
+func (s *Server) PeerHasInterest(peerID, subject string) bool {
+	return s.anySubscription(subject, func(sub *subscription) bool {
+		r := sub.client.route
+		return r != nil && !r.retired.Load() && !sub.client.closed.Load() && r.remoteID == peerID
+	})
+}
