@@ -202,16 +202,11 @@ func (p *Parser) finishRouteMsg(payload []byte) error {
 	return p.rh.RouteMsg(&m)
 }
 
-// AppendRouteSub appends RS+ for plain interest (queue nil) or a queue
+// AppendRouteSub appends RS+ for plain interest (queue "") or a queue
 // group's weight.
 func AppendRouteSub(dst []byte, account, subject, queue string, weight int) []byte {
-	dst = append(dst, "RS+ "...)
-	dst = append(dst, account...)
-	dst = append(dst, ' ')
-	dst = append(dst, subject...)
+	dst = appendRouteInterest(dst, "RS+ ", account, subject, queue)
 	if queue != "" {
-		dst = append(dst, ' ')
-		dst = append(dst, queue...)
 		dst = append(dst, ' ')
 		dst = strconv.AppendInt(dst, int64(weight), 10)
 	}
@@ -220,7 +215,13 @@ func AppendRouteSub(dst []byte, account, subject, queue string, weight int) []by
 
 // AppendRouteUnsub appends RS-.
 func AppendRouteUnsub(dst []byte, account, subject, queue string) []byte {
-	dst = append(dst, "RS- "...)
+	return append(appendRouteInterest(dst, "RS- ", account, subject, queue), "\r\n"...)
+}
+
+// appendRouteInterest appends the verb, account, subject and queue (if
+// any) that RS+ and RS- share.
+func appendRouteInterest(dst []byte, verb, account, subject, queue string) []byte {
+	dst = append(dst, verb...)
 	dst = append(dst, account...)
 	dst = append(dst, ' ')
 	dst = append(dst, subject...)
@@ -228,7 +229,7 @@ func AppendRouteUnsub(dst []byte, account, subject, queue string) []byte {
 		dst = append(dst, ' ')
 		dst = append(dst, queue...)
 	}
-	return append(dst, "\r\n"...)
+	return dst
 }
 
 // AppendRouteMsgLine appends the control line of an RMSG (hdr < 0) or
