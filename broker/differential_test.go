@@ -175,6 +175,10 @@ authorization { user: admin, password: s3cret, timeout: "3s" }
 		"token": `
 authorization { token: "t0ken" }
 `,
+		"a block reused as a variable": `
+authorization { user: admin, password: s3cret }
+cluster { name: c1, listen: "127.0.0.1:-1", authorization: $authorization }
+`,
 		"tls": `
 port: 4335
 tls {

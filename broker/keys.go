@@ -51,10 +51,12 @@ func (k keys[T]) apply(t T, v value) error {
 func (k keys[T]) applyEntries(t T, ents []entry) error {
 	var errs []error
 	for _, e := range ents {
-		if e.val.usedVar {
-			continue // a variable other values refer to, as nats-server
-		}
 		name := strings.ToLower(e.key)
+		// A key Skiff knows is applied or refused even when other values
+		// refer to it as a variable ("cluster { authorization:
+		// $authorization }" must not switch client authorization off).
+		// Only an unknown name that is used as a variable is a pure
+		// variable and configures nothing, as in nats-server.
 		if h, ok := k.do[name]; ok {
 			if err := h(t, e.val); err != nil {
 				errs = append(errs, err)
@@ -63,6 +65,9 @@ func (k keys[T]) applyEntries(t T, ents []entry) error {
 		}
 		if why, ok := k.refused[name]; ok {
 			errs = append(errs, e.val.errorf(ErrUnsupported, "%s", why))
+			continue
+		}
+		if e.val.usedVar {
 			continue
 		}
 		errs = append(errs, e.val.errorf(ErrUnknownKey, "%q is neither a Skiff nor a nats-server setting here", e.key))

@@ -106,6 +106,30 @@ func TestConfigVariables(t *testing.T) {
 	// A variable nobody uses is a key like any other: unknown.
 	_, err = ParseConfig("UNUSED: 1\n")
 	require.ErrorIs(t, err, ErrUnknownKey)
+
+	// A known key that other values refer to as a variable still takes
+	// effect: reusing a block must never switch it off.
+	cfg, err = ParseConfig("authorization { user: a, password: b }\ncluster { port: -1, authorization: $authorization }\n")
+	require.NoError(t, err)
+	require.Equal(t, "a", cfg.Server.Username, "client authorization dropped by its reuse in cluster")
+	require.Equal(t, "b", cfg.Server.Password)
+	require.Equal(t, "a", cfg.Server.Cluster.Username)
+
+	cfg, err = ParseConfig("max_payload: 4096\nmax_control_line: $max_payload\n")
+	require.NoError(t, err)
+	require.Equal(t, 4096, cfg.Server.MaxPayload)
+	require.Equal(t, 4096, cfg.Server.MaxControlLine)
+
+	cfg, err = ParseConfig(`authorization {
+  default_permissions: { publish: "pub.>" }
+  users: [ {user: a, password: x, permissions: $default_permissions} ]
+}`)
+	require.NoError(t, err)
+	require.Equal(t, []string{"pub.>"}, cfg.Server.Users[0].Permissions.Publish.Allow)
+
+	// A refused key is refused whether or not it is reused.
+	_, err = ParseConfig("no_auth_user: a\nx { y: $no_auth_user }\n")
+	require.ErrorIs(t, err, ErrUnsupported)
 }
 
 func TestConfigInclude(t *testing.T) {
