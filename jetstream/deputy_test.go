@@ -39,7 +39,7 @@ func startAuthBroker(t *testing.T, dir string, perms *server.Permissions) *broke
 		perms = malloryPerms
 	}
 	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
+	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, server.RandomPort
 	opts.Users = []server.User{
 		{Name: adminUser, Password: adminPass},
 		{Name: malloryUser, Password: malloryPass, Permissions: perms},

@@ -177,6 +177,13 @@ type JetStream struct {
 // subjects, and makes INFO advertise JetStream. Call it before s.Start.
 func New(s *server.Server, opts Options) (*JetStream, error) {
 	opts.setDefaults()
+	if s.Clustered() {
+		// Streams are not replicated yet, and a message forwarded by a
+		// route does not carry whether the server published it (see
+		// server/principal.go): a peer's delivery could act past its
+		// client's permissions here.
+		return nil, ErrClustered
+	}
 	if opts.SyncInterval < MinSyncInterval {
 		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)
 	}

@@ -194,6 +194,10 @@ func (s *Server) ID() string { return s.id }
 // Name returns the server name reported in INFO: server_name, or the ID.
 func (s *Server) Name() string { return s.name }
 
+// Clustered reports whether the server was configured to join a cluster
+// (Options.Cluster): messages may then reach it from other servers.
+func (s *Server) Clustered() bool { return s.cluster != nil }
+
 func (s *Server) acceptLoop() {
 	defer s.wg.Done()
 	backoff := 5 * time.Millisecond
