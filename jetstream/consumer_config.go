@@ -154,15 +154,20 @@ func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig) (ConsumerConfig, 
 		}
 	}
 	filters := cfg.filters()
-	for i, f := range filters {
+	if len(filters) > MaxConsumerFilters {
+		return cfg, errConsumerCreate(fmt.Errorf("too many filter subjects: %d, at most %d per consumer", len(filters), MaxConsumerFilters))
+	}
+	// Through an index, as a stream's subjects: comparing every pair
+	// of 10,000 filters would hold the API worker for seconds.
+	own := newSubjectIndex()
+	for _, f := range filters {
 		if subject.ValidatePattern(f) != nil {
 			return cfg, errStreamConfig(errors.New("invalid subject"))
 		}
-		for j, g := range filters {
-			if i != j && subject.Intersects(f, g) {
-				return cfg, errConsumerOverlappingFilters()
-			}
+		if _, _, ok := own.intersecting(f); ok {
+			return cfg, errConsumerOverlappingFilters()
 		}
+		own.add(f, "")
 	}
 	if aerr := checkStart(&cfg); aerr != nil {
 		return cfg, aerr

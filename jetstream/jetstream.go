@@ -38,6 +38,9 @@ const (
 	// MaxStreamSubjects bounds the subjects of one stream: each is a
 	// subscription and an entry of the overlap index.
 	MaxStreamSubjects = 10_000
+	// MaxConsumerFilters bounds a consumer's filter subjects, for the
+	// same reason as MaxStreamSubjects.
+	MaxConsumerFilters = 10_000
 	// MaxDedupIDs bounds the message IDs a stream remembers for
 	// deduplication, whatever its window.
 	MaxDedupIDs = 1 << 20

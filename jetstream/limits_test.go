@@ -112,6 +112,38 @@ func TestStreamSubjectsLimit(t *testing.T) {
 	require.NoError(t, err, "a deleted stream's subjects are free")
 }
 
+// TestConsumerFiltersLimit: a consumer may have MaxConsumerFilters filter
+// subjects, not one more, and overlaps among that many are found through
+// the index (comparing every pair held the API worker for seconds).
+func TestConsumerFiltersLimit(t *testing.T) {
+	b := startBroker(t, "")
+	_, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+	require.NoError(t, err)
+	filters := make([]string, jetstream.MaxConsumerFilters+1)
+	for i := range filters {
+		filters[i] = "s." + strconv.Itoa(i)
+	}
+	_, err = js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "C", FilterSubjects: filters})
+	require.ErrorContains(t, err, "too many filter subjects")
+
+	withOverlap := append(slices.Clone(filters[:jetstream.MaxConsumerFilters-2]), "s.*.x", "s.9.>")
+	_, err = js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "C", FilterSubjects: withOverlap})
+	require.Equal(t, njs.ErrorCode(10138), apiCode(err), "overlapping filters")
+	_, err = js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "C", FilterSubjects: []string{"s.1", "s.1"}})
+	require.Equal(t, njs.ErrorCode(10138), apiCode(err), "a filter given twice overlaps itself")
+
+	_, err = js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "C", FilterSubjects: filters[:jetstream.MaxConsumerFilters]})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx(t), "s.9999", []byte("x"))
+	require.NoError(t, err)
+	c, err := js.Consumer(ctx(t), "S", "C")
+	require.NoError(t, err)
+	m, err := c.Next(njs.FetchMaxWait(5 * time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "s.9999", m.Subject())
+}
+
 // stallingFS is the operating system's file system, except that creating
 // the directory of the stream named stall waits until release is closed.
 type stallingFS struct {
