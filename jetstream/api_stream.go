@@ -27,6 +27,13 @@ type streamInfoResponse struct {
 	apiResponse
 	paged // of State.Subjects, on STREAM.INFO with a subjects filter
 	*StreamInfo
+}
+
+// streamChangeResponse answers STREAM.CREATE and STREAM.UPDATE: the info
+// without paging, as nats-server's (strict clients refuse extra fields).
+type streamChangeResponse struct {
+	apiResponse
+	*StreamInfo
 	DidCreate bool `json:"did_create,omitempty"`
 }
 
@@ -65,7 +72,7 @@ type streamListResponse struct {
 }
 
 func (js *JetStream) streamCreate(name string, data []byte) any {
-	r := &streamInfoResponse{apiResponse: newResponse("stream_create")}
+	r := &streamChangeResponse{apiResponse: newResponse("stream_create")}
 	var cfg StreamConfig
 	if r.Error = js.decode(data, &cfg); r.Error != nil {
 		return r
@@ -188,7 +195,7 @@ func (js *JetStream) unindexSubjectsLocked(subjects []string) {
 }
 
 func (js *JetStream) streamUpdate(name string, data []byte) any {
-	r := &streamInfoResponse{apiResponse: newResponse("stream_update")}
+	r := &streamChangeResponse{apiResponse: newResponse("stream_update")}
 	var cfg StreamConfig
 	if r.Error = js.decode(data, &cfg); r.Error != nil {
 		return r

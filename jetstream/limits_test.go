@@ -42,15 +42,15 @@ func TestSyncIntervalMinimum(t *testing.T) {
 		return e["err_code"].(float64)
 	}
 
-	r := request("$JS.API.STREAM.CREATE.S", `{"name":"S","subjects":["s"],"sync":"interval","sync_interval":1}`)
+	r := request("$JS.API.STREAM.CREATE.S", `{"name":"S","subjects":["s"],"metadata":{"_skiff.sync":"interval","_skiff.sync_interval":"1ns"}}`)
 	require.Equal(t, float64(10052), errCode(r))
-	r = request("$JS.API.STREAM.CREATE.S", `{"name":"S","subjects":["s"],"sync":"always","sync_interval":5000000}`)
+	r = request("$JS.API.STREAM.CREATE.S", `{"name":"S","subjects":["s"],"metadata":{"_skiff.sync":"always","_skiff.sync_interval":"5ms"}}`)
 	require.Equal(t, float64(10052), errCode(r), "the store's timer runs whatever the policy")
 
-	at := int64(jetstream.MinSyncInterval)
-	r = request("$JS.API.STREAM.CREATE.S", `{"name":"S","subjects":["s"],"sync":"interval","sync_interval":`+strconv.FormatInt(at, 10)+`}`)
+	at := jetstream.MinSyncInterval.String()
+	r = request("$JS.API.STREAM.CREATE.S", `{"name":"S","subjects":["s"],"metadata":{"_skiff.sync":"interval","_skiff.sync_interval":"`+at+`"}}`)
 	require.Nil(t, r["error"])
-	r = request("$JS.API.STREAM.UPDATE.S", `{"name":"S","subjects":["s"],"sync":"interval","sync_interval":1}`)
+	r = request("$JS.API.STREAM.UPDATE.S", `{"name":"S","subjects":["s"],"metadata":{"_skiff.sync_interval":"1ns"}}`)
 	require.Equal(t, float64(10052), errCode(r))
 	r = request("$JS.API.STREAM.UPDATE.S", `{"name":"S","subjects":["s"],"metadata":{"_skiff.sync_interval":"1ms"}}`)
 	require.Equal(t, float64(10052), errCode(r), "through the metadata too")

@@ -33,6 +33,6 @@ func TestAckSampling(t *testing.T) {
 	}
 	m, err := metrics.NextMsg(5 * time.Second)
 	require.NoError(t, err)
-	require.NoError(t, validateAnswer(t, m.Data, ""))
+	require.NoError(t, validateAnswer(t, m.Data, "", false))
 	require.Contains(t, string(m.Data), `"stream_seq":1`)
 }

@@ -50,8 +50,11 @@ func schemaFor(t *testing.T, typ string) *jsonschema.Schema {
 }
 
 // validateAnswer checks a JetStream API answer against the schema its
-// "type" names, or against typ when the answer has none (a PubAck).
-func validateAnswer(t *testing.T, data []byte, typ string) error {
+// "type" names, or against typ when the answer has none (a PubAck), and
+// for fields no schema defines. The reference server's error answers are
+// not checked: they carry its response type's zero fields besides the
+// error.
+func validateAnswer(t *testing.T, data []byte, typ string, reference bool) error {
 	t.Helper()
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
@@ -62,6 +65,9 @@ func validateAnswer(t *testing.T, data []byte, typ string) error {
 			typ = named
 		}
 		if e, ok := obj["error"]; ok && obj["type"] != nil {
+			if reference {
+				return nil
+			}
 			// Some schemas' success branch requires nothing (the pause
 			// response's), so an error answer matches both branches of
 			// their oneOf, the reference server's too: check the error
@@ -75,18 +81,39 @@ func validateAnswer(t *testing.T, data []byte, typ string) error {
 	if err := schemaFor(t, typ).Validate(v); err != nil {
 		return fmt.Errorf("%s: %w\n%s", typ, err, data)
 	}
+	var extra []string
+	for _, k := range extraKeys(rawSchema(t, typ), v) {
+		if !referenceExtras[typ][k] {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		return fmt.Errorf("%s: fields the API does not define: %v\n%s", typ, extra, data)
+	}
 	return nil
+}
+
+// referenceExtras are fields nats-server 2.15 sends that the published
+// schemas (jsm.go v0.4.1) do not define yet. The differential tests check
+// nats-server's answers with the same closure, so every entry here is
+// one the reference server was seen to send; Skiff sends them to be
+// decoded as nats-server's answers are.
+var referenceExtras = map[string]map[string]bool{
+	// JetStreamAccountStats.ReservedMemory and ReservedStore (2.11).
+	"io.nats.jetstream.api.v1.account_info_response": {"reserved_memory": true, "reserved_storage": true},
+	// JSApiStreamCreateResponse.DidCreate (2.11).
+	"io.nats.jetstream.api.v1.stream_create_response": {"did_create": true},
 }
 
 // The checker itself must catch what strict clients refuse.
 func TestSchemaCatchesUnknownFields(t *testing.T) {
 	good := `{"type":"io.nats.jetstream.api.v1.stream_delete_response","success":true}`
-	require.NoError(t, validateAnswer(t, []byte(good), ""))
+	require.NoError(t, validateAnswer(t, []byte(good), "", false))
 	bad := `{"type":"io.nats.jetstream.api.v1.stream_info_response","config":{"name":"S","subjects":["s"],` +
 		`"retention":"limits","max_consumers":-1,"max_msgs":-1,"max_bytes":-1,"max_age":0,"storage":"file",` +
 		`"num_replicas":1,"sync":"always"},"created":"2026-01-01T00:00:00Z","state":{"messages":0,"bytes":0,` +
 		`"first_seq":0,"last_seq":0,"consumer_count":0}, "ts":"2026-01-01T00:00:00Z"}`
-	err := validateAnswer(t, []byte(bad), "")
+	err := validateAnswer(t, []byte(bad), "", false)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "sync")
 }

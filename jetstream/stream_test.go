@@ -156,11 +156,11 @@ func TestServerSyncPolicy(t *testing.T) {
 	require.Equal(t, "interval", p)
 	require.Equal(t, "250ms", iv)
 
-	m, err := nc.Request("$JS.API.STREAM.CREATE.N", []byte(`{"name":"N","subjects":["n"],"sync":"never"}`), 5*time.Second)
+	m, err := nc.Request("$JS.API.STREAM.CREATE.N", []byte(`{"name":"N","subjects":["n"],"metadata":{"_skiff.sync":"never"}}`), 5*time.Second)
 	require.NoError(t, err)
 	require.NotContains(t, string(m.Data), `"error"`)
 	p, _ = syncOf("N")
-	require.Equal(t, "never", p, "the top-level field of earlier versions is still read")
+	require.Equal(t, "never", p)
 
 	_, err = js.UpdateStream(ctx(t), njs.StreamConfig{Name: "N", Subjects: []string{"n", "n2"}})
 	require.NoError(t, err)

@@ -25,10 +25,11 @@ var (
 
 // passStrict are request fields Skiff's types do not have that a strict
 // decode lets through: the reference server's, for the checks here to
-// refuse them by name when they are set, and Skiff's sync and
-// sync_interval of old (see syncmeta.go).
+// refuse them by name when they are set. Skiff's top-level sync and
+// sync_interval of old (see syncmeta.go) are not among them: the API does
+// not define them, so only a lenient server reads them in a request.
 var passStrict = func() map[string]bool {
-	m := map[string]bool{"placement": true, "priority_policy": true, "sync": true, "sync_interval": true}
+	m := map[string]bool{"placement": true, "priority_policy": true}
 	for _, f := range append(append([]string{}, unsupportedStreamFields...), unsupportedConsumerFields...) {
 		m[f] = true
 	}
