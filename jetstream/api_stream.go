@@ -84,10 +84,7 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 		r.Error = errStreamMismatch()
 		return r
 	}
-	if cfg.MirrorDirect {
-		// Skiff has no mirrors, and the reference server refuses
-		// mirror_direct on a stream that is not one.
-		r.Error = errStreamConfig(errors.New("stream has no mirror but does have mirror direct"))
+	if r.Error = checkMirrorDirect(cfg); r.Error != nil {
 		return r
 	}
 	// A stream that does not choose its sync policy gets the server's.
@@ -207,6 +204,8 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 		r.Error = errStreamMismatch()
 		return r
 	}
+	// mirror_direct is refused at create only: nats-server keeps it on an
+	// update of a stream that is no mirror, where it does nothing.
 	st := js.lookup(name)
 	if st == nil {
 		r.Error = errStreamNotFound()
@@ -710,4 +709,14 @@ func (st *stream) checkConsumerLimits(old, cur ConsumerLimits) *APIError {
 		return nil
 	}
 	return apiErr(500, 10069, "change to limits violates consumers: "+strings.Join(bad, ", "))
+}
+
+// checkMirrorDirect refuses mirror_direct at create: Skiff has no
+// mirrors, and the reference server refuses it on a stream that is not
+// one.
+func checkMirrorDirect(cfg StreamConfig) *APIError {
+	if cfg.MirrorDirect {
+		return errStreamConfig(errors.New("stream has no mirror but does have mirror direct"))
+	}
+	return nil
 }

@@ -484,6 +484,7 @@ func TestDifferentialAccountInfo(t *testing.T) {
 		{name: "first info", do: api("INFO", "", "api.total", "api.errors", "streams")},
 		{name: "create", do: api("STREAM.CREATE.A", `{"name":"A","subjects":["a"]}`)},
 		{name: "mirror_direct without a mirror", do: api("STREAM.CREATE.M", `{"name":"M","subjects":["m"],"mirror_direct":true}`)},
+		{name: "mirror_direct by update", do: api("STREAM.UPDATE.A", `{"name":"A","subjects":["a"],"mirror_direct":true}`, "config.mirror_direct")},
 		{name: "info", do: api("INFO", "", "api.total", "api.errors", "streams")},
 	})
 }
