@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,15 +24,28 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/jetstream"
 )
 
 // startReference starts nats-server with JetStream in process.
 func startReference(t *testing.T) string {
 	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{
+	return startReferenceWith(t, nil)
+}
+
+// startReferenceWith starts nats-server with JetStream in process, its
+// options changed by with (when not nil).
+func startReferenceWith(t *testing.T, with func(*natsserver.Options)) string {
+	t.Helper()
+	o := &natsserver.Options{
 		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
 		JetStream: true, StoreDir: t.TempDir(),
-	})
+	}
+	if with != nil {
+		with(o)
+	}
+	ns, err := natsserver.NewServer(o)
 	require.NoError(t, err)
 	ns.Start()
 	t.Cleanup(func() {
@@ -219,19 +233,28 @@ type step struct {
 
 // runScript runs steps against both servers and compares them.
 func runScript(t *testing.T, steps []step) {
+	runScriptWith(t, nil, jetstream.Options{}, steps)
+}
+
+// runScriptWith runs steps against nats-server configured by refOpts and
+// Skiff with opts, and compares them.
+func runScriptWith(t *testing.T, refOpts func(*natsserver.Options), opts jetstream.Options, steps []step) {
 	ref := &target{t: t, strict: true, reference: true}
-	nc, err := nats.Connect(startReference(t))
+	nc, err := nats.Connect(startReferenceWith(t, refOpts))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	ref.nc = nc
 	sk := &target{t: t, strict: true}
-	b := startBroker(t, "")
+	b := startBrokerWith(t, opts)
 	nc2, err := nats.Connect(b.srv.ClientURL())
 	require.NoError(t, err)
 	t.Cleanup(nc2.Close)
 	sk.nc = nc2
 	for _, s := range steps {
 		want := s.do(ref)
+		if os.Getenv("SKIFF_DIFF_LOG") != "" { // what the steps compare, to read
+			t.Logf("%s: %v", s.name, want)
+		}
 		got := s.do(sk)
 		if s.differs != "" {
 			require.Equal(t, s.skiff, got, "%s (differs on purpose: %s; nats-server: %v)", s.name, s.differs, want)
@@ -668,5 +691,52 @@ func TestDifferentialDeleteMarkers(t *testing.T) {
 			// Markers go too, by their TTL or max_age, and leave none.
 			return tg.apiUntil("STREAM.INFO.S", "", has("state.messages=0 "), "state.messages", "state.last_seq")
 		}},
+	})
+}
+
+// Server-wide storage quotas: the same reservations refused at create and
+// update, and the same refusal of a publish past the quota, with the same
+// codes (10047 file, 10028 memory, 10023 publish).
+func TestDifferentialQuotas(t *testing.T) {
+	const quota = 20_000
+	payload := strings.Repeat("x", 1000)
+	steps := []step{
+		{name: "file too big", do: api("STREAM.CREATE.BIG", `{"name":"BIG","subjects":["big"],"max_bytes":30000}`)},
+		{name: "memory too big", do: api("STREAM.CREATE.MBIG", `{"name":"MBIG","subjects":["mbig"],"storage":"memory","max_bytes":30000}`)},
+		{name: "file half", do: api("STREAM.CREATE.HALF", `{"name":"HALF","subjects":["half"],"max_bytes":10000}`, "config.max_bytes")},
+		{name: "file rest too big", do: api("STREAM.CREATE.REST", `{"name":"REST","subjects":["rest"],"max_bytes":15000}`)},
+		{name: "update past the quota", do: api("STREAM.UPDATE.HALF", `{"name":"HALF","subjects":["half"],"max_bytes":25000}`)},
+		{name: "update within it", do: api("STREAM.UPDATE.HALF", `{"name":"HALF","subjects":["half"],"max_bytes":12000}`, "config.max_bytes")},
+		{name: "memory fits", do: api("STREAM.CREATE.M", `{"name":"M","subjects":["m"],"storage":"memory","max_bytes":15000}`, "config.max_bytes")},
+	}
+	// A publish is refused once the quota is used up, whoever reaches it.
+	steps = append(steps, step{name: "publish until refused", do: func(tg *target) any {
+		if r := tg.api("STREAM.CREATE.FILL", `{"name":"FILL","subjects":["fill"],"storage":"memory"}`); strings.Contains(r, "error") {
+			return r
+		}
+		for i := range 100 {
+			if r := tg.pub("fill", payload); strings.Contains(r, "error") {
+				return fmt.Sprintf("refused: %s", r[strings.Index(r, "error"):]) + fmt.Sprintf(" (after more than 4: %v)", i > 4)
+			}
+		}
+		return "never refused"
+	}})
+	runScriptWith(t, func(o *natsserver.Options) {
+		o.JetStreamMaxStore, o.JetStreamMaxMemory = quota, quota
+	}, jetstream.Options{MaxStore: quota, MaxMemory: quota}, steps)
+}
+
+// Strict request checking, nats-server's default: an unknown field is
+// refused as invalid JSON (10025) in every request type.
+func TestDifferentialStrict(t *testing.T) {
+	runScript(t, []step{
+		{name: "stream create", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s"],"no_such":1}`)},
+		{name: "stream create ok", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s"]}`, "config.name")},
+		{name: "stream update", do: api("STREAM.UPDATE.S", `{"name":"S","subjects":["s"],"no_such":1}`)},
+		{name: "consumer create", do: api("CONSUMER.CREATE.S.C", `{"stream_name":"S","config":{"durable_name":"C","no_such":1}}`)},
+		{name: "consumer create, unknown top level", do: api("CONSUMER.CREATE.S.C", `{"stream_name":"S","no_such":1,"config":{"durable_name":"C"}}`)},
+		{name: "stream info", do: api("STREAM.INFO.S", `{"no_such":1}`)},
+		{name: "msg get", do: api("STREAM.MSG.GET.S", `{"seq":1,"no_such":1}`)},
+		{name: "purge", do: api("STREAM.PURGE.S", `{"no_such":1}`)},
 	})
 }
