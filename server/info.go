@@ -97,6 +97,7 @@ func appendInfoJSON(dst []byte, in *info) []byte {
 }
 
 func (s *Server) buildInfo(port int) info {
+	tlsRequired := s.opts.TLSRequired || (s.opts.TLSHandshakeFirst && s.opts.TLSHandshakeFirstFallback == 0)
 	return info{
 		ServerID:     s.id,
 		ServerName:   s.name,
@@ -109,9 +110,10 @@ func (s *Server) buildInfo(port int) info {
 		Headers:      true,
 		MaxPayload:   s.opts.MaxPayload,
 		AuthRequired: s.auth.required(),
-		TLSRequired:  s.opts.TLSRequired || (s.opts.TLSHandshakeFirst && s.opts.TLSHandshakeFirstFallback == 0),
+		TLSRequired:  tlsRequired,
 		TLSVerify:    s.opts.TLS != nil && s.opts.TLS.ClientAuth >= tls.VerifyClientCertIfGiven,
-		TLSAvailable: s.opts.TLS != nil,
+		// As nats-server: available means optional, not also required.
+		TLSAvailable: s.opts.TLS != nil && !tlsRequired,
 		JetStream:    s.jetstream,
 	}
 }

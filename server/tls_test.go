@@ -8,11 +8,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"math/big"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
@@ -121,4 +124,59 @@ func TestTLSHandshakeFirst(t *testing.T) {
 		TLSHandshakeFirstFallback: 50 * time.Millisecond})
 	roundTrip(t, Connect(t, fb, nats.Secure(clientTLS), nats.TLSHandshakeFirst()))
 	roundTrip(t, Connect(t, fb, nats.Secure(clientTLS)))
+}
+
+// infoOf dials addr and returns the INFO line's JSON.
+func infoOf(t *testing.T, addr string) map[string]any {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "INFO "), "got %q", line)
+	var info map[string]any
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(line[5:])), &info))
+	return info
+}
+
+// TestTLSInfoDifferential: INFO's tls_required, tls_verify and
+// tls_available say what nats-server's say, for the same TLS settings:
+// clients decide from them whether to start TLS and send a certificate.
+func TestTLSInfoDifferential(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		tls, verify, any bool // any: plain clients allowed too (allow_non_tls)
+	}{
+		{"no tls", false, false, false},
+		{"tls required", true, false, false},
+		{"tls required, client certificates verified", true, true, false},
+		{"tls or plain", true, false, true},
+		{"tls or plain, verified", true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, pool := selfSigned(t)
+			if tc.verify {
+				cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+			}
+			o := server.Options{}
+			no := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
+			if tc.tls {
+				o.TLS, o.TLSRequired = cfg, !tc.any
+				no.TLSConfig, no.TLSVerify, no.AllowNonTLS = cfg.Clone(), tc.verify, tc.any
+			}
+			s := RunServer(t, o)
+			ns, err := natsserver.NewServer(no)
+			require.NoError(t, err)
+			ns.Start()
+			t.Cleanup(ns.Shutdown)
+			require.True(t, ns.ReadyForConnections(5*time.Second))
+
+			got, want := infoOf(t, s.Addr().String()), infoOf(t, ns.Addr().String())
+			for _, k := range []string{"tls_required", "tls_verify", "tls_available"} {
+				require.Equal(t, want[k], got[k], "INFO %s", k)
+			}
+		})
+	}
 }
