@@ -27,6 +27,7 @@ type meaning struct {
 	Username, Password, Token     string
 	AuthTimeout                   time.Duration
 	Users                         []meaningUser
+	Nkeys                         []meaningUser // Name is the public key
 	TLS, TLSVerify, TLSRequired   bool
 	TLSMinVersion                 uint16
 	TLSTimeout                    time.Duration
@@ -74,6 +75,13 @@ func skiffMeaning(c Config) meaning {
 		}
 		m.Users = append(m.Users, mu)
 	}
+	for _, u := range o.Nkeys {
+		mu := meaningUser{Name: u.PublicKey, HasPermissions: u.Permissions != nil}
+		if p := u.Permissions; p != nil {
+			mu.PubAllow, mu.PubDeny, mu.SubAllow, mu.SubDeny = p.Publish.Allow, p.Publish.Deny, p.Subscribe.Allow, p.Subscribe.Deny
+		}
+		m.Nkeys = append(m.Nkeys, mu)
+	}
 	return m
 }
 
@@ -110,6 +118,18 @@ func natsMeaning(o *natsserver.Options) meaning {
 		m.Users = append(m.Users, mu)
 	}
 	sort.Slice(m.Users, func(i, j int) bool { return m.Users[i].Name < m.Users[j].Name })
+	for _, u := range o.Nkeys {
+		mu := meaningUser{Name: u.Nkey, HasPermissions: u.Permissions != nil}
+		if p := u.Permissions; p != nil {
+			if p.Publish != nil {
+				mu.PubAllow, mu.PubDeny = p.Publish.Allow, p.Publish.Deny
+			}
+			if p.Subscribe != nil {
+				mu.SubAllow, mu.SubDeny = p.Subscribe.Allow, p.Subscribe.Deny
+			}
+		}
+		m.Nkeys = append(m.Nkeys, mu)
+	}
 	return m
 }
 
@@ -174,6 +194,14 @@ authorization { user: admin, password: s3cret, timeout: "3s" }
 `,
 		"token": `
 authorization { token: "t0ken" }
+`,
+		"nkey users": `
+authorization {
+  users: [
+    {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4}
+    {nkey: UDK6ZTSX45PL5FT47CTD3UDJZWKNSOBGCGJUPHZEVOC7RKIIIT5IHPL4, permissions: { publish: "n.>", subscribe: { deny: "x.>" } } }
+  ]
+}
 `,
 		"a block reused as a variable": `
 authorization { user: admin, password: s3cret }
