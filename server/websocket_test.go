@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
+	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -95,4 +97,22 @@ func TestWebSocketTLS(t *testing.T) {
 
 	_, err = server.New(server.Options{WebSocket: server.WebSocketOptions{Port: 1234}})
 	require.ErrorIs(t, err, server.ErrInvalidOptions, "plain ws:// must be asked for")
+}
+
+// TestWebSocketHandshakeTimeout: a client that starts the HTTP upgrade
+// and stalls is closed after handshake_timeout, not held open.
+func TestWebSocketHandshakeTimeout(t *testing.T) {
+	s := RunServer(t, server.Options{WebSocket: server.WebSocketOptions{Port: server.RandomPort, NoTLS: true,
+		HandshakeTimeout: 200 * time.Millisecond}})
+	conn, err := net.Dial("tcp", s.WebSocketAddr().String())
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_, err = conn.Write([]byte("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")) // and no end of headers
+	require.NoError(t, err)
+	start := time.Now()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.ReadAll(conn)
+	require.NoError(t, err, "the server closed the connection (EOF), not the test's deadline")
+	// Far below the 2 s default, with room for a loaded machine.
+	require.Less(t, time.Since(start), 1500*time.Millisecond, "closed by the 200 ms handshake timeout")
 }

@@ -183,3 +183,48 @@ func TestServeSignals(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, string(out), "reload is not implemented")
 }
+
+// TestServeSignalStop: --signal quit and term shut the server down
+// cleanly (exit 0, pid file removed); stop kills it, as nats-server's.
+func TestServeSignalStop(t *testing.T) {
+	bin := buildSkiff(t)
+	for _, tc := range []struct {
+		name  string
+		clean bool
+	}{
+		{"quit", true},
+		{"term", true},
+		{"stop", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "skiff.pid")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "serve", "-p", "-1", "-m", "0", "-js=false", "-P", pidFile)
+			stdout, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			defer func() { _ = cmd.Process.Kill() }()
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			require.NoError(t, err)
+			nc, err := nats.Connect(regexp.MustCompile(`nats://[0-9.:]+`).FindString(line), nats.MaxReconnects(0))
+			require.NoError(t, err)
+			defer nc.Close()
+
+			out, err := exec.Command(bin, "serve", "--signal", tc.name, "-P", pidFile).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			err = cmd.Wait()
+			if !tc.clean {
+				var exit *exec.ExitError
+				require.ErrorAs(t, err, &exit, "stop kills the server")
+				ws, ok := exit.Sys().(syscall.WaitStatus)
+				require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "killed by SIGKILL: %v", err)
+				return
+			}
+			require.NoError(t, err, "exit 0 after --signal %s", tc.name)
+			_, err = os.Stat(pidFile)
+			require.ErrorIs(t, err, os.ErrNotExist, "the pid file is removed")
+			require.Eventually(t, nc.IsClosed, 5*time.Second, 10*time.Millisecond, "the client was disconnected")
+		})
+	}
+}
