@@ -120,3 +120,26 @@ func TestNeverReaderIsCutOffHealthyOneServed(t *testing.T) {
 	require.Less(t, time.Since(start), 30*time.Second)
 	_ = stuck
 }
+
+// TestNeverReaderCutAtWriteDeadline: a subscriber that never reads, fed
+// too slowly to reach max_pending, is still cut off, by the write
+// deadline: that bounds how long it can hold its publisher back.
+func TestNeverReaderCutAtWriteDeadline(t *testing.T) {
+	s := RunServer(t, server.Options{MaxPending: 256 << 20, MaxPayload: 64 << 10, WriteDeadline: 300 * time.Millisecond})
+	_ = rawSub(t, s, "trickle")
+	waitForSubs(t, s, 1)
+	pub := Connect(t, s)
+	payload := bytes.Repeat([]byte("x"), 64<<10)
+	// Enough to fill loopback's socket buffers, far below max_pending.
+	for range 256 {
+		require.NoError(t, pub.Publish("trickle", payload))
+	}
+	require.NoError(t, pub.Flush())
+	deadline := time.Now().Add(20 * time.Second)
+	for s.SlowConsumers() == 0 && time.Now().Before(deadline) {
+		require.NoError(t, pub.Publish("trickle", payload))
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, int64(1), s.SlowConsumers(), "cut off by the write deadline")
+	require.NoError(t, pub.Flush(), "the publisher carries on")
+}
