@@ -103,8 +103,9 @@ bench-streams: build tools
 
 ## compat: the async-nats (Rust) client's own integration tests against nats-server and
 ## Skiff, into docs/compat.md (needs cargo; builds under compat/build, git-ignored; the
-## first run takes about 15 minutes). COMPAT_FLAGS: e.g. -run jetstream_tests, -features slow_tests
-COMPAT_FLAGS ?=
+## first run takes about 15 minutes). COMPAT_FLAGS: e.g. -run jetstream_tests; the default
+## adds upstream CI's slow_tests feature to the crate's default ones
+COMPAT_FLAGS ?= -features slow_tests
 compat: build tools
 	$(GO) run ./compat $(COMPAT_FLAGS)
 

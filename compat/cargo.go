@@ -26,10 +26,11 @@ type testBinary struct {
 }
 
 // buildTests compiles every integration test file of the crate (cargo's
-// `--test '*'`, not the library's unit tests or doc tests) into
-// BuildDir/target, incrementally, and returns the executables by name.
+// `--test '*'`) and the library's unit tests (`--lib`; some start a
+// server), not the doc tests, into BuildDir/target, incrementally, and
+// returns the executables by name.
 func buildTests(o Options, crate string, log io.Writer) ([]testBinary, error) {
-	args := []string{"test", "--test", "*", "--no-run", "-j", strconv.Itoa(o.Jobs),
+	args := []string{"test", "--lib", "--test", "*", "--no-run", "-j", strconv.Itoa(o.Jobs),
 		"--message-format=json-render-diagnostics"}
 	if o.Features != "" {
 		args = append(args, "--features", o.Features)
@@ -75,7 +76,9 @@ func parseCargoArtifacts(r io.Reader) ([]testBinary, error) {
 			continue
 		}
 		for _, k := range msg.Target.Kind {
-			if k == "test" {
+			// A library with an executable is the crate's own, built
+			// as its unit tests (dependencies have none).
+			if k == "test" || k == "lib" {
 				bins = append(bins, testBinary{Name: msg.Target.Name, Path: *msg.Executable})
 			}
 		}
@@ -86,3 +89,15 @@ func parseCargoArtifacts(r io.Reader) ([]testBinary, error) {
 	sort.Slice(bins, func(i, j int) bool { return bins[i].Name < bins[j].Name })
 	return bins, nil
 }
+
+// fileLabel names a test binary in the report: tests/NAME.rs, or the
+// library's unit tests.
+func fileLabel(name string) string {
+	if name == libTests {
+		return "`src/` (unit tests)"
+	}
+	return "`tests/" + name + ".rs`"
+}
+
+// libTests is the name cargo gives the library's unit-test binary.
+const libTests = "async_nats"

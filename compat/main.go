@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 )
@@ -94,6 +95,9 @@ func compat(o Options, log io.Writer) error {
 		o.Out = filepath.Join(root, "docs", "compat.md")
 	}
 	start := time.Now()
+	if _, err := exec.LookPath("cargo"); err != nil {
+		return fmt.Errorf("%w: cargo is not in PATH: make compat builds the Rust client's tests with the machine's Rust toolchain (rustup's cargo, as Go is for make test)", ErrBuild)
+	}
 
 	crate, err := prepareCrate(o, log)
 	if err != nil {

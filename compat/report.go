@@ -196,7 +196,7 @@ func (r Report) Markdown() string {
 	p("# Compatibility: the async-nats client's own tests\n\n")
 	p("`make compat` runs the integration tests of the official Rust client,\n")
 	p("[async-nats](https://crates.io/crates/async-nats) %s, as published (its\n", e.CrateVersion)
-	p("`tests/*.rs` and `tests/configs/`), against the reference nats-server and\n")
+	p("`tests/*.rs`, `tests/configs/` and the library's unit tests), against the reference nats-server and\n")
 	p("against Skiff, and writes this page. The tests are the client's, not ours: each\n")
 	p("starts a server through a helper crate, `nats-server`, that nats.rs does not\n")
 	p("publish; `compat/nats-server` is ours, with the same API. It starts the first\n")
@@ -229,7 +229,7 @@ func (r Report) Markdown() string {
 	p("| file | tests | ignored | skipped | nats-server passed | nats-server failed | Skiff passed | Skiff failed | fail only on Skiff |\n")
 	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, f := range append(r.Files, r.Total) {
-		name := "`tests/" + f.File + ".rs`"
+		name := fileLabel(f.File)
 		if f.File == "total" {
 			name = "**total**"
 		}
@@ -401,7 +401,7 @@ func (r Report) renderLenient(p func(string, ...any)) {
 	sort.Strings(files)
 	for _, file := range files {
 		c := perFile[file]
-		p("| `tests/%s.rs` | %d | %d | %d |\n", file, c[0]+c[1], c[0], c[1])
+		p("| %s | %d | %d | %d |\n", fileLabel(file), c[0]+c[1], c[0], c[1])
 	}
 	p("| **total** | %d | %d | %d |\n\n", len(r.Lenient), len(passed), len(failed))
 	for _, g := range groupByReason(failed) {

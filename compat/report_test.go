@@ -112,11 +112,12 @@ func TestParseCargoArtifacts(t *testing.T) {
 		`{"reason":"compiler-artifact","target":{"name":"serde","kind":["lib"]},"executable":null}`,
 		`{"reason":"compiler-artifact","target":{"name":"kv_tests","kind":["test"]},"executable":"/t/kv_tests-1"}`,
 		`{"reason":"compiler-artifact","target":{"name":"client_tests","kind":["test"]},"executable":"/t/client_tests-2"}`,
+		`{"reason":"compiler-artifact","target":{"name":"async_nats","kind":["lib"]},"executable":"/t/async_nats-3"}`,
 		`{"reason":"build-finished","success":true}`,
 	}, "\n")
 	bins, err := parseCargoArtifacts(strings.NewReader(out))
 	require.NoError(t, err)
-	require.Equal(t, []testBinary{{"client_tests", "/t/client_tests-2"}, {"kv_tests", "/t/kv_tests-1"}}, bins)
+	require.Equal(t, []testBinary{{"async_nats", "/t/async_nats-3"}, {"client_tests", "/t/client_tests-2"}, {"kv_tests", "/t/kv_tests-1"}}, bins)
 
 	_, err = parseCargoArtifacts(strings.NewReader("not json"))
 	require.Error(t, err)
