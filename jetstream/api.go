@@ -176,7 +176,7 @@ type apiReply struct {
 func (js *JetStream) dispatch(req *apiRequest) ([]apiReply, bool) {
 	var v any
 	if route, args := routeAPI(req.subject); route != nil && route.answer != nil {
-		v = route.answer(js, req, args)
+		v = route.answer(js, *req, args)
 	}
 	if replies, ok := v.([]apiReply); ok {
 		return replies, false // DIRECT.GET's messages

@@ -34,7 +34,7 @@ type apiRoute struct {
 	// answer builds the answer of a queued request (onAPIWorker,
 	// onStreamWorker): a JSON response, noAnswer, or, for DIRECT.GET,
 	// the []apiReply to publish.
-	answer func(js *JetStream, req *apiRequest, a apiArgs) any
+	answer func(js *JetStream, req apiRequest, a apiArgs) any
 	// direct handles a request onRequester.
 	direct func(js *JetStream, m *server.Msg, a apiArgs)
 }
@@ -46,17 +46,17 @@ type apiRoute struct {
 var apiRoutes = []apiRoute{
 	requester("CONSUMER.MSG.NEXT.>", func(js *JetStream, m *server.Msg, a apiArgs) { js.handleNext(a[0], m) }),
 
-	queued("INFO", onAPIWorker, func(js *JetStream, _ *apiRequest, _ apiArgs) any { return js.accountInfo() }),
+	queued("INFO", onAPIWorker, func(js *JetStream, _ apiRequest, _ apiArgs) any { return js.accountInfo() }),
 
-	queued("STREAM.CREATE.*", onStreamWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.streamCreate(a[0], r.data) }),
-	queued("STREAM.UPDATE.*", onStreamWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.streamUpdate(a[0], r.data) }),
-	queued("STREAM.DELETE.*", onStreamWorker, func(js *JetStream, _ *apiRequest, a apiArgs) any { return js.streamDelete(a[0]) }),
-	queued("STREAM.INFO.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.streamInfo(a[0], r.data) }),
-	queued("STREAM.PURGE.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.streamPurge(a[0], r.data) }),
-	queued("STREAM.NAMES", onAPIWorker, func(js *JetStream, r *apiRequest, _ apiArgs) any { return js.streamNames(r.data) }),
-	queued("STREAM.LIST", onAPIWorker, func(js *JetStream, r *apiRequest, _ apiArgs) any { return js.streamList(r.data) }),
-	queued("STREAM.MSG.GET.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.msgGet(a[0], r.data) }),
-	queued("STREAM.MSG.DELETE.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.msgDelete(a[0], r.data) }),
+	queued("STREAM.CREATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamCreate(a[0], r.data) }),
+	queued("STREAM.UPDATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamUpdate(a[0], r.data) }),
+	queued("STREAM.DELETE.*", onStreamWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.streamDelete(a[0]) }),
+	queued("STREAM.INFO.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamInfo(a[0], r.data) }),
+	queued("STREAM.PURGE.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamPurge(a[0], r.data) }),
+	queued("STREAM.NAMES", onAPIWorker, func(js *JetStream, r apiRequest, _ apiArgs) any { return js.streamNames(r.data) }),
+	queued("STREAM.LIST", onAPIWorker, func(js *JetStream, r apiRequest, _ apiArgs) any { return js.streamList(r.data) }),
+	queued("STREAM.MSG.GET.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgGet(a[0], r.data) }),
+	queued("STREAM.MSG.DELETE.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgDelete(a[0], r.data) }),
 
 	// DIRECT.GET.<stream>[.<subject>]
 	queued("DIRECT.GET.*", onAPIWorker, directGetRoute),
@@ -65,31 +65,31 @@ var apiRoutes = []apiRoute{
 	// The three create forms (see consumerCreate): CREATE.<stream>,
 	// CREATE.<stream>.<consumer>[.<filter>] and
 	// DURABLE.CREATE.<stream>.<consumer>.
-	queued("CONSUMER.CREATE.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any {
+	queued("CONSUMER.CREATE.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
 		return js.consumerCreate(a[0], "", "", true, false, r.data, r.principal)
 	}),
 	queued("CONSUMER.CREATE.*.*", onAPIWorker, consumerCreateRoute),
 	queued("CONSUMER.CREATE.*.*.>", onAPIWorker, consumerCreateRoute),
-	queued("CONSUMER.DURABLE.CREATE.*.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any {
+	queued("CONSUMER.DURABLE.CREATE.*.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
 		return js.consumerCreate(a[0], a[1], "", false, true, r.data, r.principal)
 	}),
-	queued("CONSUMER.INFO.*.*", onAPIWorker, func(js *JetStream, _ *apiRequest, a apiArgs) any { return js.consumerInfo(a[0], a[1]) }),
-	queued("CONSUMER.DELETE.*.*", onAPIWorker, func(js *JetStream, _ *apiRequest, a apiArgs) any { return js.consumerDelete(a[0], a[1]) }),
-	queued("CONSUMER.PAUSE.*.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.consumerPause(a[0], a[1], r.data) }),
-	queued("CONSUMER.RESET.*.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.consumerReset(a[0], a[1], r.data) }),
-	queued("CONSUMER.NAMES.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.consumerNames(a[0], r.data) }),
-	queued("CONSUMER.LIST.*", onAPIWorker, func(js *JetStream, r *apiRequest, a apiArgs) any { return js.consumerList(a[0], r.data) }),
+	queued("CONSUMER.INFO.*.*", onAPIWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerInfo(a[0], a[1]) }),
+	queued("CONSUMER.DELETE.*.*", onAPIWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerDelete(a[0], a[1]) }),
+	queued("CONSUMER.PAUSE.*.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerPause(a[0], a[1], r.data) }),
+	queued("CONSUMER.RESET.*.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerReset(a[0], a[1], r.data) }),
+	queued("CONSUMER.NAMES.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerNames(a[0], r.data) }),
+	queued("CONSUMER.LIST.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerList(a[0], r.data) }),
 }
 
-func directGetRoute(js *JetStream, r *apiRequest, a apiArgs) any {
+func directGetRoute(js *JetStream, r apiRequest, a apiArgs) any {
 	return js.directGet(a[0], a[1], r.data)
 }
 
-func consumerCreateRoute(js *JetStream, r *apiRequest, a apiArgs) any {
+func consumerCreateRoute(js *JetStream, r apiRequest, a apiArgs) any {
 	return js.consumerCreate(a[0], a[1], a[2], false, false, r.data, r.principal)
 }
 
-func queued(pattern string, w apiWorker, answer func(*JetStream, *apiRequest, apiArgs) any) apiRoute {
+func queued(pattern string, w apiWorker, answer func(*JetStream, apiRequest, apiArgs) any) apiRoute {
 	return apiRoute{toks: strings.Split(pattern, "."), worker: w, answer: answer}
 }
 
