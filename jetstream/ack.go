@@ -58,20 +58,11 @@ func parseAckSubject(subj string) (stream, consumer string, dc, sseq, dseq uint6
 // handleAck receives $JS.ACK.> on the acknowledger's goroutine and queues
 // the ack on its consumer.
 func (js *JetStream) handleAck(m *server.Msg) {
-	if m.Internal() {
-		js.dropInternal(m)
+	if js.refuseInternal(m) {
 		return
 	}
 	stream, name, dc, sseq, dseq, ok := parseAckSubject(m.Subject)
 	if !ok {
-		return
-	}
-	st := js.lookup(stream)
-	if st == nil {
-		return
-	}
-	c := st.consumer(name)
-	if c == nil {
 		return
 	}
 	a := ackMsg{dc: dc, sseq: sseq, dseq: dseq, principal: m.Principal()}
@@ -81,35 +72,39 @@ func (js *JetStream) handleAck(m *server.Msg) {
 	if m.Reply != "" {
 		a.reply = strings.Clone(m.Reply)
 	}
-	c.in.Lock()
-	c.in.acks = append(c.in.acks, a)
-	c.in.Unlock()
-	c.signal()
+	js.toConsumer(stream, name, func(c *consumer) { c.in.acks = append(c.in.acks, a) })
 }
 
 // handleFlowControl receives a subscriber's answer to a flow control
 // request, $JS.FC.<stream>.<consumer>.<n>.
 func (js *JetStream) handleFlowControl(m *server.Msg) {
-	if m.Internal() {
-		js.dropInternal(m)
+	if js.refuseInternal(m) {
 		return
 	}
 	toks := strings.Split(m.Subject, ".")
 	if len(toks) != 5 {
 		return
 	}
-	st := js.lookup(toks[2])
+	js.toConsumer(toks[2], toks[3], func(c *consumer) { c.in.fc = append(c.in.fc, strings.Clone(m.Subject)) })
+}
+
+// toConsumer hands an input to the consumer name of stream: queue appends
+// it to c.in, under c.in's lock, and the consumer is woken. It reports
+// false, calling nothing, when there is no such consumer.
+func (js *JetStream) toConsumer(stream, name string, queue func(c *consumer)) bool {
+	st := js.lookup(stream)
 	if st == nil {
-		return
+		return false
 	}
-	c := st.consumer(toks[3])
+	c := st.consumer(name)
 	if c == nil {
-		return
+		return false
 	}
 	c.in.Lock()
-	c.in.fc = append(c.in.fc, strings.Clone(m.Subject))
+	queue(c)
 	c.in.Unlock()
 	c.signal()
+	return true
 }
 
 // applyAck applies one acknowledgement. A synchronous ack (one with a

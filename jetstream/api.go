@@ -50,11 +50,7 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 	if m.Reply == "" {
 		return // nobody to answer, as the reference server
 	}
-	if m.Internal() {
-		// The server's own message (a consumer's delivery, a reply)
-		// addressed here: acting on it would let a client reach the API
-		// through the server, past its permissions (see server/principal.go).
-		js.dropInternal(m)
+	if js.refuseInternal(m) {
 		return
 	}
 	subj := strings.TrimPrefix(m.Subject, apiPrefix)
@@ -86,23 +82,15 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 // handleNext queues a pull request on its consumer.
 func (js *JetStream) handleNext(rest string, m *server.Msg) {
 	stream, name, ok := strings.Cut(rest, ".")
-	var c *consumer
-	if ok && !strings.Contains(name, ".") {
-		if st := js.lookup(stream); st != nil {
-			c = st.consumer(name)
-		}
-	}
-	if c == nil {
-		// The reference server has no subscription for a missing
-		// consumer: the requester sees no responders.
-		reply := strings.Clone(m.Reply)
-		m.AfterRead(func(p *server.Publisher) { status(p, reply, 503, "") })
+	if ok && !strings.Contains(name, ".") && js.toConsumer(stream, name, func(c *consumer) {
+		c.in.reqs = append(c.in.reqs, pullMsg{reply: strings.Clone(m.Reply), body: bytes.Clone(m.Data), at: time.Now(), principal: m.Principal()})
+	}) {
 		return
 	}
-	c.in.Lock()
-	c.in.reqs = append(c.in.reqs, pullMsg{reply: strings.Clone(m.Reply), body: bytes.Clone(m.Data), at: time.Now(), principal: m.Principal()})
-	c.in.Unlock()
-	c.signal()
+	// The reference server has no subscription for a missing consumer:
+	// the requester sees no responders.
+	reply := strings.Clone(m.Reply)
+	m.AfterRead(func(p *server.Publisher) { status(p, reply, 503, "") })
 }
 
 // nameHash is FNV-1a: it spreads stream names over the stream workers.
