@@ -292,8 +292,8 @@ func (st *stream) update(cfg StreamConfig) error {
 	old := st.config()
 	st.cfg.Store(&cfg)
 	if !slices.Equal(old.Subjects, cfg.Subjects) {
-		st.unsubscribe()
-		if err := st.subscribe(cfg.Subjects); err != nil {
+		st.unsubscribeLocked()
+		if err := st.subscribeLocked(cfg.Subjects); err != nil {
 			return err
 		}
 	}

@@ -62,7 +62,7 @@ func (st *stream) ingest(m *server.Msg) {
 			return
 		}
 	}
-	if aerr := st.checkExpected(hdr, m.Subject); aerr != nil {
+	if aerr := st.checkExpectedLocked(hdr, m.Subject); aerr != nil {
 		st.ingestMu.Unlock()
 		st.nack(m, reply, aerr)
 		return
@@ -95,7 +95,7 @@ func (st *stream) ingest(m *server.Msg) {
 	}
 	var rollErr error
 	if roll != noRollup {
-		rollErr = st.roll(roll, seq, m.Subject)
+		rollErr = st.rollLocked(roll, seq, m.Subject)
 	}
 	st.ingestMu.Unlock()
 	if rollErr != nil {
@@ -155,8 +155,8 @@ func (st *stream) appendError(err error) *APIError {
 	return errStreamStore(err)
 }
 
-// checkExpected checks the Nats-Expected-* headers. ingestMu held.
-func (st *stream) checkExpected(hdr headers, subj string) *APIError {
+// checkExpectedLocked checks the Nats-Expected-* headers. ingestMu held.
+func (st *stream) checkExpectedLocked(hdr headers, subj string) *APIError {
 	if v, ok := hdr.get("Nats-Expected-Last-Sequence"); ok {
 		want, err := strconv.ParseUint(v, 10, 64)
 		last := st.store.State().LastSeq

@@ -93,16 +93,16 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 		// markers.
 		st.rebuildTTLs()
 	}
-	if err := st.subscribe(cfg.Subjects); err != nil {
+	if err := st.subscribeLocked(cfg.Subjects); err != nil {
 		_ = st.close(false)
 		return nil, err
 	}
 	return st, nil
 }
 
-// subscribe captures the stream's subjects. Lock not needed: called before
-// the stream is visible, or with st.mu held by update.
-func (st *stream) subscribe(subjects []string) error {
+// subscribeLocked captures the stream's subjects. st.mu held (update),
+// or the stream not yet visible (openStream).
+func (st *stream) subscribeLocked(subjects []string) error {
 	for _, subj := range subjects {
 		is, err := st.js.srv.SubscribeInternal(subj, "", st.ingest)
 		if err != nil {
@@ -113,7 +113,8 @@ func (st *stream) subscribe(subjects []string) error {
 	return nil
 }
 
-func (st *stream) unsubscribe() {
+// unsubscribeLocked drops the stream's subscriptions. st.mu held.
+func (st *stream) unsubscribeLocked() {
 	for _, is := range st.mu.subs {
 		_ = is.Unsubscribe()
 	}
@@ -129,7 +130,7 @@ func (st *stream) close(destroy bool) error {
 		return nil
 	}
 	st.mu.closed = true
-	st.unsubscribe()
+	st.unsubscribeLocked()
 	st.stopTTLs()
 	consumers := st.mu.consumers
 	st.mu.consumers = map[string]*consumer{}
@@ -166,8 +167,8 @@ func (st *stream) consumer(name string) *consumer {
 	return st.mu.consumers[name]
 }
 
-// setConsumers publishes the consumer list for ingest. st.mu held.
-func (st *stream) setConsumers() {
+// setConsumersLocked publishes the consumer list for ingest. st.mu held.
+func (st *stream) setConsumersLocked() {
 	l := make([]*consumer, 0, len(st.mu.consumers))
 	for _, k := range sortedKeys(st.mu.consumers) {
 		l = append(l, st.mu.consumers[k])

@@ -242,7 +242,7 @@ func (st *stream) expireOrMark(seq uint64, cfg *StreamConfig) bool {
 		return st.remove(seq)
 	}
 	st.lastMsgID = ""
-	if err := st.roll(rollupSubject, mseq, subj); err != nil {
+	if err := st.rollLocked(rollupSubject, mseq, subj); err != nil {
 		st.js.log.Warn("subject delete marker rollup failed", "stream", st.name, "subject", subj, "err", err)
 	}
 	st.schedule(mseq, ts, int64(cfg.SubjectDeleteMarkerTTL/time.Second), cfg)
