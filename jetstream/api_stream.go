@@ -298,7 +298,7 @@ func (st *stream) update(cfg StreamConfig) error {
 		}
 	}
 	st.ingestMu.Lock()
-	st.dedup.window = cfg.Duplicates
+	st.ingestMu.dedup.window = cfg.Duplicates
 	st.ingestMu.Unlock()
 	if sdm := cfg.SubjectDeleteMarkerTTL; sdm != old.SubjectDeleteMarkerTTL || (sdm > 0 && cfg.MaxAge != old.MaxAge) {
 		// Who applies max_age (the stream with markers, the store without)

@@ -22,7 +22,10 @@ import (
 // All of its state is owned by one goroutine, run: publishers' goroutines
 // never touch it, they queue acks and pull requests on in and signal. The
 // lock mu guards the state against the API worker, which reads it for
-// CONSUMER.INFO and replaces the configuration on update.
+// CONSUMER.INFO and replaces the configuration on update. mu guards every
+// field below it; they are not grouped as mu struct{...}, the convention
+// elsewhere, because they are the consumer: run and its helpers (the
+// ...Locked methods) use little else.
 type consumer struct {
 	st      *stream
 	name    string

@@ -67,13 +67,13 @@ func (st *stream) rebuildDedup() {
 		}
 		seq = m.Seq + 1
 		if len(m.Header) == 0 {
-			st.lastMsgID = ""
+			st.ingestMu.lastMsgID = ""
 			continue
 		}
 		id, ok := parseHeaders(m.Header).get("Nats-Msg-Id")
-		st.lastMsgID = id
+		st.ingestMu.lastMsgID = id
 		if ok {
-			st.dedup.add(id, m.Seq, time.Unix(0, m.Timestamp))
+			st.ingestMu.dedup.add(id, m.Seq, time.Unix(0, m.Timestamp))
 		}
 	}
 }

@@ -56,7 +56,7 @@ func (st *stream) ingest(m *server.Msg) {
 	st.ingestMu.Lock()
 	now := time.Now()
 	if hasID {
-		if seq, dup := st.dedup.lookup(msgID, now); dup {
+		if seq, dup := st.ingestMu.dedup.lookup(msgID, now); dup {
 			st.ingestMu.Unlock()
 			st.ackDuplicate(m, reply, seq)
 			return
@@ -88,10 +88,10 @@ func (st *stream) ingest(m *server.Msg) {
 	if scfg := st.cfg.Load(); ttl > 0 || scfg.SubjectDeleteMarkerTTL > 0 {
 		st.schedule(seq, ts, ttl, scfg)
 	}
-	st.lastMsgID = "" // the ID of the last message, if it had one
+	st.ingestMu.lastMsgID = "" // the ID of the last message, if it had one
 	if hasID {
-		st.dedup.add(strings.Clone(msgID), seq, now)
-		st.lastMsgID = st.dedup.last
+		st.ingestMu.dedup.add(strings.Clone(msgID), seq, now)
+		st.ingestMu.lastMsgID = st.ingestMu.dedup.last
 	}
 	var rollErr error
 	if roll != noRollup {
@@ -174,8 +174,8 @@ func (st *stream) checkExpectedLocked(hdr headers, subj string) *APIError {
 			return errWrongLastSeq(last)
 		}
 	}
-	if v, ok := hdr.get("Nats-Expected-Last-Msg-Id"); ok && v != st.lastMsgID {
-		return errWrongLastMsgID(st.lastMsgID)
+	if v, ok := hdr.get("Nats-Expected-Last-Msg-Id"); ok && v != st.ingestMu.lastMsgID {
+		return errWrongLastMsgID(st.ingestMu.lastMsgID)
 	}
 	return nil
 }

@@ -38,13 +38,15 @@ type stream struct {
 	// clist is the consumers as a slice, replaced on every change, for
 	// ingest to signal without a lock.
 	clist atomic.Pointer[[]*consumer]
-	dedup dedupWindow // guarded by ingestMu
 	// ingestMu orders ingest: expectations are checked and the message
 	// appended in one step, so that two publishers expecting the same last
 	// sequence cannot both succeed.
-	ingestMu  sync.Mutex
-	lastMsgID string // guarded by ingestMu
-	ttl       ttls   // per-message TTLs waiting to run out
+	ingestMu struct {
+		sync.Mutex
+		dedup     dedupWindow
+		lastMsgID string
+	}
+	ttl ttls // per-message TTLs waiting to run out
 	// Warnings repeated per publish (a full disk refuses them all).
 	appendWarn, syncWarn logThrottle
 }
@@ -72,7 +74,7 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 		return nil, err
 	}
 	st.store = s
-	st.dedup.init(cfg.Duplicates)
+	st.ingestMu.dedup.init(cfg.Duplicates)
 	if create && cfg.FirstSeq > 1 {
 		// The first message gets first_seq.
 		if _, err := s.Purge(store.PurgeRequest{Seq: cfg.FirstSeq}); err != nil {
