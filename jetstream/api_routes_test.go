@@ -7,15 +7,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// routeCase is a subject, the pattern of the route it must find ("" for
+// none) and what that route must capture.
+type routeCase struct {
+	subj, pattern string
+	args          apiArgs
+}
+
 // TestRouteAPI: each subject finds the route and captures the reference
 // server's subscriptions would, malformed ones none (the requester then
 // sees no responders).
 func TestRouteAPI(t *testing.T) {
-	for _, tc := range []struct {
-		subj    string
-		pattern string // "" for no route
-		args    apiArgs
-	}{
+	for _, tc := range []routeCase{
 		{"INFO", "INFO", apiArgs{}},
 		{"INFO.X", "", apiArgs{}},
 		{"", "", apiArgs{}},
