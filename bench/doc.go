@@ -1,5 +1,6 @@
-// Package bench measures messaging systems the way
-// benchmarking-message-queue-latency.txt describes, and is what
+// Package bench measures messaging systems the way Tyler Treat's
+// "Benchmarking Message Queue Latency"
+// (https://bravenewgeek.com/benchmarking-message-queue-latency/) describes, and is what
 // `skiff bench latency|throughput|compare` run.
 //
 // # Latency

@@ -9,8 +9,8 @@ type Config struct {
 
 // Suites are the named sets of configurations `--suite` accepts.
 var Suites = map[string][]Config{
-	// published: the five configurations of
-	// benchmarking-message-queue-latency.txt.
+	// published: the five configurations of Tyler Treat's "Benchmarking
+	// Message Queue Latency" (https://bravenewgeek.com/benchmarking-message-queue-latency/).
 	"published": {
 		{Size: 256, Rate: 3000, Connections: 1},
 		{Size: 1 << 10, Rate: 3000, Connections: 1},

@@ -44,12 +44,15 @@ type jetStreamTarget struct {
 	pending int
 	ack     bool // a round trip ends at the acknowledgement
 
-	mu   sync.Mutex
-	refs map[string]int // open connections per stream
+	mu struct {
+		sync.Mutex
+		refs map[string]int // open connections per stream
+	}
 }
 
 func openJetStreamTarget(u *url.URL) (Target, error) {
-	t := &jetStreamTarget{storage: njs.FileStorage, pending: 4096, refs: map[string]int{}}
+	t := &jetStreamTarget{storage: njs.FileStorage, pending: 4096}
+	t.mu.refs = map[string]int{}
 	q := u.Query()
 	switch q.Get("storage") {
 	case "", "file":
@@ -161,7 +164,7 @@ func (t *jetStreamTarget) Open(ctx context.Context, topic string, deliver func([
 func (t *jetStreamTarget) acquire(ctx context.Context, js njs.JetStream, stream, topic string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.refs[stream] == 0 {
+	if t.mu.refs[stream] == 0 {
 		cfg := njs.StreamConfig{Name: stream, Subjects: []string{topic}, Storage: t.storage}
 		_, err := js.CreateStream(ctx, cfg)
 		var apiErr *njs.APIError
@@ -183,7 +186,7 @@ func (t *jetStreamTarget) acquire(ctx context.Context, js njs.JetStream, stream,
 			return err
 		}
 	}
-	t.refs[stream]++
+	t.mu.refs[stream]++
 	return nil
 }
 
@@ -195,11 +198,11 @@ const streamCreateFailed = 10049
 func (t *jetStreamTarget) release(js njs.JetStream, stream string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.refs[stream]--
-	if t.refs[stream] > 0 {
+	t.mu.refs[stream]--
+	if t.mu.refs[stream] > 0 {
 		return nil
 	}
-	delete(t.refs, stream)
+	delete(t.mu.refs, stream)
 	ctx, cancel := context.WithTimeout(context.Background(), natsWait)
 	defer cancel()
 	return js.DeleteStream(ctx, stream)

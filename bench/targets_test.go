@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/bench"
+	"github.com/skiffmq/skiff/broker"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
@@ -87,29 +89,28 @@ func TestTargetNATSSkiff(t *testing.T) {
 // startSkiff starts an in-process Skiff on a random port of 127.0.0.1,
 // with streams if js is not nil (stored in a temporary directory when
 // js.StoreDir is empty), stops it when the test ends, and returns its URL.
+// Its logs are discarded, as server.New's default.
 func startSkiff(t *testing.T, opts server.Options, js *jetstream.Options) string {
 	t.Helper()
 	opts.Host, opts.Port = "127.0.0.1", server.RandomPort
-	s, err := server.New(opts)
-	require.NoError(t, err)
-	var streams *jetstream.JetStream
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg := broker.Config{Server: opts}
 	if js != nil {
 		if js.StoreDir == "" {
 			js.StoreDir = t.TempDir()
 		}
-		streams, err = jetstream.New(s, *js)
-		require.NoError(t, err)
+		cfg.JetStreamEnabled, cfg.JetStream = true, *js
 	}
-	require.NoError(t, s.Start())
+	b, err := broker.Start(cfg)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = s.Shutdown(ctx)
-		if streams != nil {
-			_ = streams.Close()
-		}
+		_ = b.Shutdown(ctx)
 	})
-	return s.ClientURL()
+	return b.ClientURL()
 }
 
 // TestTargetNATSDropIsReported floods a Skiff that cuts off a subscriber

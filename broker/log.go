@@ -16,15 +16,17 @@ const LevelTrace = slog.LevelDebug - 4
 type logSink struct {
 	logger *slog.Logger
 	path   string // the log file; "" when writing to LogOptions.Output
-	mu     sync.Mutex
-	file   *os.File // guarded by mu: reopen swaps it
+	mu     struct {
+		sync.Mutex
+		file *os.File // reopen swaps it
+	}
 }
 
 // Write implements io.Writer for the handler, on the current file.
 func (s *logSink) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.file.Write(p)
+	return s.mu.file.Write(p)
 }
 
 func openLogFile(path string) (*os.File, error) {
@@ -45,8 +47,8 @@ func (s *logSink) reopen() error {
 		return err
 	}
 	s.mu.Lock()
-	old := s.file
-	s.file = f
+	old := s.mu.file
+	s.mu.file = f
 	s.mu.Unlock()
 	return old.Close()
 }
@@ -63,7 +65,7 @@ func openLog(o LogOptions) (*logSink, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.file, s.path, w = f, o.File, s
+		s.mu.file, s.path, w = f, o.File, s
 	}
 	level := slog.LevelInfo
 	switch {
@@ -94,5 +96,5 @@ func (s *logSink) close() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.file.Close()
+	return s.mu.file.Close()
 }

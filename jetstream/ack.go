@@ -58,20 +58,11 @@ func parseAckSubject(subj string) (stream, consumer string, dc, sseq, dseq uint6
 // handleAck receives $JS.ACK.> on the acknowledger's goroutine and queues
 // the ack on its consumer.
 func (js *JetStream) handleAck(m *server.Msg) {
-	if m.Internal() {
-		js.dropInternal(m)
+	if js.refuseInternal(m) {
 		return
 	}
 	stream, name, dc, sseq, dseq, ok := parseAckSubject(m.Subject)
 	if !ok {
-		return
-	}
-	st := js.lookup(stream)
-	if st == nil {
-		return
-	}
-	c := st.consumer(name)
-	if c == nil {
 		return
 	}
 	a := ackMsg{dc: dc, sseq: sseq, dseq: dseq, principal: m.Principal()}
@@ -81,63 +72,67 @@ func (js *JetStream) handleAck(m *server.Msg) {
 	if m.Reply != "" {
 		a.reply = strings.Clone(m.Reply)
 	}
-	c.in.Lock()
-	c.in.acks = append(c.in.acks, a)
-	c.in.Unlock()
-	c.signal()
+	js.toConsumer(stream, name, func(c *consumer) { c.in.acks = append(c.in.acks, a) })
 }
 
 // handleFlowControl receives a subscriber's answer to a flow control
 // request, $JS.FC.<stream>.<consumer>.<n>.
 func (js *JetStream) handleFlowControl(m *server.Msg) {
-	if m.Internal() {
-		js.dropInternal(m)
+	if js.refuseInternal(m) {
 		return
 	}
 	toks := strings.Split(m.Subject, ".")
 	if len(toks) != 5 {
 		return
 	}
-	st := js.lookup(toks[2])
-	if st == nil {
-		return
-	}
-	c := st.consumer(toks[3])
-	if c == nil {
-		return
-	}
-	c.in.Lock()
-	c.in.fc = append(c.in.fc, strings.Clone(m.Subject))
-	c.in.Unlock()
-	c.signal()
+	js.toConsumer(toks[2], toks[3], func(c *consumer) { c.in.fc = append(c.in.fc, strings.Clone(m.Subject)) })
 }
 
-// applyAck applies one acknowledgement. A synchronous ack (one with a
+// toConsumer hands an input to the consumer name of stream: queue appends
+// it to c.in, under c.in's lock, and the consumer is woken. It reports
+// false, calling nothing, when there is no such consumer.
+func (js *JetStream) toConsumer(stream, name string, queue func(c *consumer)) bool {
+	st := js.lookup(stream)
+	if st == nil {
+		return false
+	}
+	c := st.consumer(name)
+	if c == nil {
+		return false
+	}
+	c.in.Lock()
+	queue(c)
+	c.in.Unlock()
+	c.signal()
+	return true
+}
+
+// applyAckLocked applies one acknowledgement. A synchronous ack (one with a
 // reply subject) is answered once the state is written. mu held.
-func (c *consumer) applyAck(pub *server.Publisher, a *ackMsg, now time.Time) {
+func (c *consumer) applyAckLocked(pub *server.Publisher, a *ackMsg, now time.Time) {
 	kind, arg := parseAckBody(a.body)
 	switch kind {
 	case ackAck:
-		c.sampleAck(a, now)
-		c.ack(a.sseq, now)
+		c.sampleAckLocked(a, now)
+		c.ackLocked(a.sseq, now)
 	case ackTerm:
-		c.adviseTerm(a, string(arg)) // pending or not, as the reference server
-		c.ack(a.sseq, now)
+		c.adviseTermLocked(a, string(arg)) // pending or not, as the reference server
+		c.ackLocked(a.sseq, now)
 	case ackNak:
 		if _, pending := c.pending[a.sseq]; pending {
 			c.st.js.advise(advMsgNaked+c.st.name+"."+c.name, func() any { return c.deliveryEvent("nak", a) })
 		}
-		c.nak(a.sseq, arg, now)
+		c.nakLocked(a.sseq, arg, now)
 	case ackProgress:
 		if p, ok := c.pending[a.sseq]; ok {
-			c.unqueue(a.sseq)
-			c.track(a.sseq, p, now.Add(c.ackWaitFor(max(c.rdc[a.sseq], 1))))
+			c.unqueueLocked(a.sseq)
+			c.trackLocked(a.sseq, p, now.Add(c.ackWaitForLocked(max(c.rdc[a.sseq], 1))))
 		}
 	case ackNext:
-		c.sampleAck(a, now)
-		c.ack(a.sseq, now)
+		c.sampleAckLocked(a, now)
+		c.ackLocked(a.sseq, now)
 		if a.reply != "" {
-			c.addRequest(pub, pullMsg{reply: a.reply, body: arg, at: now, principal: a.principal}, now)
+			c.addRequestLocked(pub, pullMsg{reply: a.reply, body: arg, at: now, principal: a.principal}, now)
 		}
 		return
 	}
@@ -156,9 +151,9 @@ func errorBody(e *APIError) []byte {
 	return b
 }
 
-// adviseTerm queues the advisory of a message terminated by +TERM, with
+// adviseTermLocked queues the advisory of a message terminated by +TERM, with
 // the reason that followed it. mu held.
-func (c *consumer) adviseTerm(a *ackMsg, reason string) {
+func (c *consumer) adviseTermLocked(a *ackMsg, reason string) {
 	c.st.js.advise(advMsgTerminated+c.st.name+"."+c.name, func() any {
 		return msgTerminated{delivery: c.deliveryEvent("terminated", a), Reason: reason}
 	})
@@ -170,9 +165,9 @@ func (c *consumer) deliveryEvent(kind string, a *ackMsg) delivery {
 		ConsumerSeq: a.dseq, StreamSeq: a.sseq, Deliveries: a.dc}
 }
 
-// ack acknowledges a stream sequence: alone (explicit) or with everything
+// ackLocked acknowledges a stream sequence: alone (explicit) or with everything
 // below it (all). mu held.
-func (c *consumer) ack(seq uint64, now time.Time) {
+func (c *consumer) ackLocked(seq uint64, now time.Time) {
 	switch c.cfg.AckPolicy {
 	case AckNone:
 		return
@@ -180,7 +175,7 @@ func (c *consumer) ack(seq uint64, now time.Time) {
 		if _, ok := c.pending[seq]; !ok {
 			return
 		}
-		c.acked(seq)
+		c.ackedLocked(seq)
 	case AckAll:
 		if seq <= c.asflr {
 			return
@@ -188,31 +183,31 @@ func (c *consumer) ack(seq uint64, now time.Time) {
 		if span := seq - c.asflr; span < uint64(len(c.pending)) {
 			for s := c.asflr + 1; s <= seq; s++ {
 				if _, ok := c.pending[s]; ok {
-					c.acked(s)
+					c.ackedLocked(s)
 				}
 			}
 		} else {
 			for s := range c.pending {
 				if s <= seq {
-					c.acked(s)
+					c.ackedLocked(s)
 				}
 			}
 		}
 	}
 	c.lastAcked = now
-	c.moveFloor()
+	c.moveFloorLocked()
 }
 
-// acked removes an acknowledged message from the pending set. mu held.
-func (c *consumer) acked(seq uint64) {
-	c.forget(seq)
+// ackedLocked removes an acknowledged message from the pending set. mu held.
+func (c *consumer) ackedLocked(seq uint64) {
+	c.forgetLocked(seq)
 	if c.st.retention() != LimitsPolicy {
 		c.retire = append(c.retire, seq)
 	}
 }
 
-// nak queues a message for redelivery, at once or after a delay. mu held.
-func (c *consumer) nak(seq uint64, arg []byte, now time.Time) {
+// nakLocked queues a message for redelivery, at once or after a delay. mu held.
+func (c *consumer) nakLocked(seq uint64, arg []byte, now time.Time) {
 	p, ok := c.pending[seq]
 	if !ok {
 		return
@@ -231,9 +226,9 @@ func (c *consumer) nak(seq uint64, arg []byte, now time.Time) {
 		}
 	}
 	if delay > 0 {
-		c.unqueue(seq)
-		c.track(seq, p, now.Add(delay))
+		c.unqueueLocked(seq)
+		c.trackLocked(seq, p, now.Add(delay))
 		return
 	}
-	c.enqueue(seq)
+	c.enqueueLocked(seq)
 }

@@ -99,8 +99,10 @@ type msgTerminated struct {
 type advisories struct {
 	waiting atomic.Bool // the queue is not empty: a cheap look for drainers
 	dropped atomic.Uint64
-	mu      sync.Mutex
-	queue   []advisory
+	mu      struct {
+		sync.Mutex
+		queue []advisory
+	}
 }
 
 type advisory struct {
@@ -125,11 +127,11 @@ func (js *JetStream) advise(subject string, build func() any) {
 	a := &js.adv
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.queue) >= advisoryQueueLength {
+	if len(a.mu.queue) >= advisoryQueueLength {
 		a.dropped.Add(1)
 		return
 	}
-	a.queue = append(a.queue, advisory{subject: subject, body: body})
+	a.mu.queue = append(a.mu.queue, advisory{subject: subject, body: body})
 	a.waiting.Store(true)
 }
 
@@ -141,8 +143,8 @@ func (js *JetStream) publishAdvisories(p *server.Publisher) {
 		return
 	}
 	a.mu.Lock()
-	q := a.queue
-	a.queue = nil
+	q := a.mu.queue
+	a.mu.queue = nil
 	a.waiting.Store(false)
 	a.mu.Unlock()
 	p.ActFor(server.ServerPrincipal)

@@ -16,7 +16,9 @@ import (
 // creates, updates and deletes, which may take long (a subscription per
 // subject, files and fsyncs), go to one of streamWorkers other workers,
 // chosen by the stream's name: those of one stream are answered in order,
-// and one slow create does not hold up the other requests.
+// and one slow create does not hold up the other requests. Which
+// handler and which goroutine answer a subject is one table, apiRoutes
+// (api_routes.go).
 
 const apiPrefix = "$JS.API."
 
@@ -48,25 +50,22 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 	if m.Reply == "" {
 		return // nobody to answer, as the reference server
 	}
-	if m.Internal() {
-		// The server's own message (a consumer's delivery, a reply)
-		// addressed here: acting on it would let a client reach the API
-		// through the server, past its permissions (see server/principal.go).
-		js.dropInternal(m)
+	if js.refuseInternal(m) {
 		return
 	}
 	subj := strings.TrimPrefix(m.Subject, apiPrefix)
-	if rest, ok := strings.CutPrefix(subj, "CONSUMER.MSG.NEXT."); ok {
-		js.handleNext(rest, m)
+	route, args := routeAPI(subj)
+	if route != nil && route.worker == onRequester {
+		route.direct(js, m, args)
 		return
 	}
 	req := apiRequest{subject: strings.Clone(subj), reply: strings.Clone(m.Reply), data: bytes.Clone(m.Data), principal: m.Principal()}
 	if js.wants(advAPI) {
 		req.client = m.Client()
 	}
-	queue := js.apiQueue
-	if name, ok := streamChange(subj); ok {
-		queue = js.streamQueues[nameHash(name)%streamWorkers]
+	queue := js.apiQueue // an unknown API too: the worker answers no responders
+	if route != nil && route.worker == onStreamWorker {
+		queue = js.streamQueues[nameHash(args[0])%streamWorkers]
 	}
 	select {
 	case queue <- req:
@@ -83,34 +82,15 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 // handleNext queues a pull request on its consumer.
 func (js *JetStream) handleNext(rest string, m *server.Msg) {
 	stream, name, ok := strings.Cut(rest, ".")
-	var c *consumer
-	if ok && !strings.Contains(name, ".") {
-		if st := js.lookup(stream); st != nil {
-			c = st.consumer(name)
-		}
-	}
-	if c == nil {
-		// The reference server has no subscription for a missing
-		// consumer: the requester sees no responders.
-		reply := strings.Clone(m.Reply)
-		m.AfterRead(func(p *server.Publisher) { status(p, reply, 503, "") })
+	if ok && !strings.Contains(name, ".") && js.toConsumer(stream, name, func(c *consumer) {
+		c.in.reqs = append(c.in.reqs, pullMsg{reply: strings.Clone(m.Reply), body: bytes.Clone(m.Data), at: time.Now(), principal: m.Principal()})
+	}) {
 		return
 	}
-	c.in.Lock()
-	c.in.reqs = append(c.in.reqs, pullMsg{reply: strings.Clone(m.Reply), body: bytes.Clone(m.Data), at: time.Now(), principal: m.Principal()})
-	c.in.Unlock()
-	c.signal()
-}
-
-// streamChange returns the stream name of a STREAM.CREATE, UPDATE or
-// DELETE request subject.
-func streamChange(subj string) (string, bool) {
-	for _, op := range []string{"STREAM.CREATE.", "STREAM.UPDATE.", "STREAM.DELETE."} {
-		if name, ok := strings.CutPrefix(subj, op); ok && !strings.Contains(name, ".") {
-			return name, true
-		}
-	}
-	return "", false
+	// The reference server has no subscription for a missing consumer:
+	// the requester sees no responders.
+	reply := strings.Clone(m.Reply)
+	m.AfterRead(func(p *server.Publisher) { status(p, reply, 503, "") })
 }
 
 // nameHash is FNV-1a: it spreads stream names over the stream workers.
@@ -180,47 +160,14 @@ type apiReply struct {
 	body []byte
 }
 
-// dispatch routes a request to its handler.
+// dispatch answers a request with its route's handler.
 func (js *JetStream) dispatch(req *apiRequest) ([]apiReply, bool) {
-	toks := strings.Split(req.subject, ".")
-	arg := func(i int) string {
-		if i < len(toks) {
-			return toks[i]
-		}
-		return ""
-	}
 	var v any
-	switch {
-	case req.subject == "INFO":
-		v = js.accountInfo()
-	case toks[0] == "STREAM" && len(toks) == 3:
-		switch toks[1] {
-		case "CREATE":
-			v = js.streamCreate(toks[2], req.data)
-		case "UPDATE":
-			v = js.streamUpdate(toks[2], req.data)
-		case "INFO":
-			v = js.streamInfo(toks[2], req.data)
-		case "DELETE":
-			v = js.streamDelete(toks[2])
-		case "PURGE":
-			v = js.streamPurge(toks[2], req.data)
-		}
-	case req.subject == "STREAM.NAMES":
-		v = js.streamNames(req.data)
-	case req.subject == "STREAM.LIST":
-		v = js.streamList(req.data)
-	case toks[0] == "STREAM" && arg(1) == "MSG" && len(toks) == 4:
-		switch toks[2] {
-		case "GET":
-			v = js.msgGet(toks[3], req.data)
-		case "DELETE":
-			v = js.msgDelete(toks[3], req.data)
-		}
-	case toks[0] == "DIRECT" && arg(1) == "GET" && len(toks) >= 3:
-		return js.directGet(toks[2], strings.Join(toks[3:], "."), req.data), false
-	case toks[0] == "CONSUMER":
-		v = js.consumerAPI(toks[1:], req.data, req.principal)
+	if route, args := routeAPI(req.subject); route != nil && route.answer != nil {
+		v = route.answer(js, *req, args)
+	}
+	if replies, ok := v.([]apiReply); ok {
+		return replies, false // DIRECT.GET's messages
 	}
 	if _, ok := v.(noAnswer); ok {
 		return nil, false

@@ -32,62 +32,6 @@ type createConsumerRequest struct {
 	Action string         `json:"action"`
 }
 
-// consumerAPI dispatches $JS.API.CONSUMER.<toks...>; nil for an unknown
-// API.
-func (js *JetStream) consumerAPI(toks []string, data []byte, pr server.Principal) any {
-	if len(toks) < 2 {
-		return nil
-	}
-	switch toks[0] {
-	case "CREATE":
-		// CREATE.<stream>, CREATE.<stream>.<consumer>[.<filter...>]
-		name, filter := "", ""
-		if len(toks) >= 3 {
-			name = toks[2]
-		}
-		if len(toks) >= 4 {
-			filter = strings.Join(toks[3:], ".")
-		}
-		return js.consumerCreate(toks[1], name, filter, len(toks) == 2, false, data, pr)
-	case "DURABLE":
-		if len(toks) != 4 || toks[1] != "CREATE" {
-			return nil
-		}
-		return js.consumerCreate(toks[2], toks[3], "", false, true, data, pr)
-	case "INFO":
-		if len(toks) != 3 {
-			return nil
-		}
-		return js.consumerInfo(toks[1], toks[2])
-	case "DELETE":
-		if len(toks) != 3 {
-			return nil
-		}
-		return js.consumerDelete(toks[1], toks[2])
-	case "PAUSE":
-		if len(toks) != 3 {
-			return nil
-		}
-		return js.consumerPause(toks[1], toks[2], data)
-	case "RESET":
-		if len(toks) != 3 {
-			return nil
-		}
-		return js.consumerReset(toks[1], toks[2], data)
-	case "NAMES":
-		if len(toks) != 2 {
-			return nil
-		}
-		return js.consumerNames(toks[1], data)
-	case "LIST":
-		if len(toks) != 2 {
-			return nil
-		}
-		return js.consumerList(toks[1], data)
-	}
-	return nil
-}
-
 // consumerCreate handles the three create forms: legacy ephemeral
 // (CREATE.<stream>), legacy durable (DURABLE.CREATE.<stream>.<name>) and
 // the current one (CREATE.<stream>.<name>[.<filter>]), with the reference

@@ -298,13 +298,13 @@ func (st *stream) update(cfg StreamConfig) error {
 	old := st.config()
 	st.cfg.Store(&cfg)
 	if !slices.Equal(old.Subjects, cfg.Subjects) {
-		st.unsubscribe()
-		if err := st.subscribe(cfg.Subjects); err != nil {
+		st.unsubscribeLocked()
+		if err := st.subscribeLocked(cfg.Subjects); err != nil {
 			return err
 		}
 	}
 	st.ingestMu.Lock()
-	st.dedup.window = cfg.Duplicates
+	st.ingestMu.dedup.window = cfg.Duplicates
 	st.ingestMu.Unlock()
 	if sdm := cfg.SubjectDeleteMarkerTTL; sdm != old.SubjectDeleteMarkerTTL || (sdm > 0 && cfg.MaxAge != old.MaxAge) {
 		// Who applies max_age (the stream with markers, the store without)

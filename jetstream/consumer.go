@@ -22,7 +22,10 @@ import (
 // All of its state is owned by one goroutine, run: publishers' goroutines
 // never touch it, they queue acks and pull requests on in and signal. The
 // lock mu guards the state against the API worker, which reads it for
-// CONSUMER.INFO and replaces the configuration on update.
+// CONSUMER.INFO and replaces the configuration on update. mu guards every
+// field below it; they are not grouped as mu struct{...}, the convention
+// elsewhere, because they are the consumer: run and its helpers (the
+// ...Locked methods) use little else.
 type consumer struct {
 	st      *stream
 	name    string
@@ -117,7 +120,7 @@ func newConsumer(st *stream, name string, cfg ConsumerConfig, owner server.Princ
 		signalCh: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		pending: map[uint64]*pendingMsg{}, rdc: map[uint64]uint64{}, rdqSet: map[uint64]struct{}{},
 	}
-	c.setConfig(cfg)
+	c.setConfigLocked(cfg)
 	c.lastActive = time.Now()
 	if p := cfg.PauseUntil; p != nil && c.lastActive.Before(*p) {
 		c.pauseEnd = *p // created or recovered paused: advise the end
@@ -125,7 +128,7 @@ func newConsumer(st *stream, name string, cfg ConsumerConfig, owner server.Princ
 	return c
 }
 
-func (c *consumer) setConfig(cfg ConsumerConfig) {
+func (c *consumer) setConfigLocked(cfg ConsumerConfig) {
 	c.cfg = cfg
 	c.push.permitted = cfg.DeliverSubject != "" && c.owner.CanPublish(cfg.DeliverSubject)
 	c.filters = cfg.filters()
@@ -146,8 +149,8 @@ func (c *consumer) signal() {
 	}
 }
 
-// matches reports whether a stored subject passes the consumer's filters.
-func (c *consumer) matches(subj string) bool {
+// matchesLocked reports whether a stored subject passes the consumer's filters.
+func (c *consumer) matchesLocked(subj string) bool {
 	if len(c.filters) == 0 {
 		return true
 	}
@@ -206,10 +209,10 @@ func (c *consumer) run() {
 			c.mu.Unlock()
 			return
 		}
-		c.applyInputs(pub, now)
-		c.expireAcks(now)
-		more := c.deliver(pub, now)
-		wake := c.housekeep(pub, now)
+		c.applyInputsLocked(pub, now)
+		c.expireAcksLocked(now)
+		more := c.deliverLocked(pub, now)
+		wake := c.housekeepLocked(pub, now)
 		err := c.log.Flush()
 		retire, replies := c.retire, c.ackReplies
 		c.retire, c.ackReplies = nil, nil
@@ -261,8 +264,8 @@ func (c *consumer) run() {
 	}
 }
 
-// applyInputs takes the queued acks, pull requests and notices. mu held.
-func (c *consumer) applyInputs(pub *server.Publisher, now time.Time) {
+// applyInputsLocked takes the queued acks, pull requests and notices. mu held.
+func (c *consumer) applyInputsLocked(pub *server.Publisher, now time.Time) {
 	c.in.Lock()
 	acks, reqs, fcs := c.in.acks, c.in.reqs, c.in.fc
 	arrived, reset := c.in.arrived, c.in.reset
@@ -274,50 +277,50 @@ func (c *consumer) applyInputs(pub *server.Publisher, now time.Time) {
 		c.npcValid = false
 	}
 	if reset {
-		c.dropRemoved()
+		c.dropRemovedLocked()
 	}
 	for i := range acks {
-		c.applyAck(pub, &acks[i], now)
+		c.applyAckLocked(pub, &acks[i], now)
 	}
 	for _, r := range reqs {
-		c.addRequest(pub, r, now)
+		c.addRequestLocked(pub, r, now)
 	}
 	for _, fc := range fcs {
-		c.flowControlReply(fc)
+		c.flowControlReplyLocked(fc)
 	}
 }
 
-// dropRemoved forgets pending messages the stream no longer has and moves
+// dropRemovedLocked forgets pending messages the stream no longer has and moves
 // the start past removed ones. mu held.
-func (c *consumer) dropRemoved() {
+func (c *consumer) dropRemovedLocked() {
 	s := c.st.store.State()
 	if s.FirstSeq > c.sseq {
 		c.sseq = s.FirstSeq
 	}
 	for seq := range c.pending {
 		if !c.st.store.Has(seq) {
-			c.forget(seq)
+			c.forgetLocked(seq)
 		}
 	}
 	if c.asflr+1 < s.FirstSeq && len(c.pending) == 0 {
 		c.asflr = s.FirstSeq - 1
 	}
-	c.moveFloor()
+	c.moveFloorLocked()
 }
 
-// forget drops a pending message without an ack: it was removed from the
+// forgetLocked drops a pending message without an ack: it was removed from the
 // stream, terminated, or delivered max_deliver times.
-func (c *consumer) forget(seq uint64) {
+func (c *consumer) forgetLocked(seq uint64) {
 	delete(c.pending, seq)
 	delete(c.rdc, seq)
-	c.unqueue(seq)
+	c.unqueueLocked(seq)
 	c.log.Acked(seq)
 }
 
-// moveFloor advances the ack floor over every sequence that no longer
+// moveFloorLocked advances the ack floor over every sequence that no longer
 // waits for an ack. The walk is amortized: the floor only moves forward.
 // mu held.
-func (c *consumer) moveFloor() {
+func (c *consumer) moveFloorLocked() {
 	if len(c.pending) == 0 {
 		if c.sseq > 0 && c.sseq-1 > c.asflr {
 			c.asflr = c.sseq - 1
@@ -358,7 +361,7 @@ func (c *consumer) info() *ConsumerInfo {
 		NumAckPending:  len(c.pending),
 		NumRedelivered: len(c.rdc),
 		NumWaiting:     len(c.waiting),
-		NumPending:     uint64(c.numPending()),
+		NumPending:     uint64(c.numPendingLocked()),
 		TimeStamp:      time.Now().UTC(),
 	}
 	if c.sseq == 0 {
@@ -375,15 +378,15 @@ func (c *consumer) info() *ConsumerInfo {
 	if !c.isPull() {
 		ci.PushBound = c.push.active
 	}
-	if until, ok := c.pausedUntil(time.Now()); ok {
+	if until, ok := c.pausedUntilLocked(time.Now()); ok {
 		ci.Paused, ci.PauseRemaining = true, time.Until(until)
 	}
 	return ci
 }
 
-// numPending returns how many messages are left to deliver for the first
+// numPendingLocked returns how many messages are left to deliver for the first
 // time, counting the stream when the cached count is stale. mu held.
-func (c *consumer) numPending() int64 {
+func (c *consumer) numPendingLocked() int64 {
 	if !c.npcValid {
 		from := c.sseq
 		if len(c.lss) > 0 {
@@ -473,8 +476,8 @@ func (h *deadlineHeap) Pop() any {
 	return e
 }
 
-// track makes seq wait for an ack until at.
-func (c *consumer) track(seq uint64, p *pendingMsg, at time.Time) {
+// trackLocked makes seq wait for an ack until at.
+func (c *consumer) trackLocked(seq uint64, p *pendingMsg, at time.Time) {
 	p.deadline = at
 	heap.Push(&c.deadlines, deadlineEntry{at: at, seq: seq})
 	// Stale entries (acked messages) are dropped when the heap grows well
@@ -491,9 +494,9 @@ func (c *consumer) track(seq uint64, p *pendingMsg, at time.Time) {
 	}
 }
 
-// expireAcks queues for redelivery every pending message whose ack
+// expireAcksLocked queues for redelivery every pending message whose ack
 // deadline passed, in stream order as the reference server does. mu held.
-func (c *consumer) expireAcks(now time.Time) {
+func (c *consumer) expireAcksLocked(now time.Time) {
 	var expired []uint64
 	for len(c.deadlines) > 0 && !c.deadlines[0].at.After(now) {
 		e := heap.Pop(&c.deadlines).(deadlineEntry)
@@ -505,21 +508,21 @@ func (c *consumer) expireAcks(now time.Time) {
 	}
 	slices.Sort(expired)
 	for _, seq := range expired {
-		c.enqueue(seq)
+		c.enqueueLocked(seq)
 	}
 }
 
-// ackWaitFor returns the ack wait of a message's dc-th delivery: the
+// ackWaitForLocked returns the ack wait of a message's dc-th delivery: the
 // backoff schedule if there is one, else ack_wait.
-func (c *consumer) ackWaitFor(dc uint64) time.Duration {
+func (c *consumer) ackWaitForLocked(dc uint64) time.Duration {
 	if n := uint64(len(c.cfg.BackOff)); n > 0 {
 		return c.cfg.BackOff[min(dc, n)-1]
 	}
 	return c.cfg.AckWait
 }
 
-// enqueue puts seq on the redelivery queue once.
-func (c *consumer) enqueue(seq uint64) {
+// enqueueLocked puts seq on the redelivery queue once.
+func (c *consumer) enqueueLocked(seq uint64) {
 	if _, ok := c.rdqSet[seq]; ok {
 		return
 	}
@@ -527,6 +530,6 @@ func (c *consumer) enqueue(seq uint64) {
 	c.rdq = append(c.rdq, seq)
 }
 
-// unqueue takes seq off the redelivery queue; the slice entry is skipped
+// unqueueLocked takes seq off the redelivery queue; the slice entry is skipped
 // when reached.
-func (c *consumer) unqueue(seq uint64) { delete(c.rdqSet, seq) }
+func (c *consumer) unqueueLocked(seq uint64) { delete(c.rdqSet, seq) }

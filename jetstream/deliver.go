@@ -16,7 +16,7 @@ const (
 )
 
 // candidate is the message the consumer would deliver next. Finding one
-// changes nothing but dropping what can never be delivered; commit
+// changes nothing but dropping what can never be delivered; commitLocked
 // records the delivery.
 type candidate struct {
 	m   *store.Msg
@@ -24,11 +24,11 @@ type candidate struct {
 	src int
 }
 
-// next finds the next message to deliver: a redelivery first, then the
+// nextLocked finds the next message to deliver: a redelivery first, then the
 // last-per-subject start list, then the stream. ok is false when there is
 // none; stalled says that is because of max_ack_pending, not the end of
 // the stream. mu held.
-func (c *consumer) next() (cand candidate, ok, stalled bool) {
+func (c *consumer) nextLocked() (cand candidate, ok, stalled bool) {
 	for len(c.rdq) > 0 {
 		seq := c.rdq[0]
 		if _, queued := c.rdqSet[seq]; !queued {
@@ -36,16 +36,16 @@ func (c *consumer) next() (cand candidate, ok, stalled bool) {
 			continue
 		}
 		if _, pending := c.pending[seq]; !pending {
-			c.popRedelivery(seq)
+			c.popRedeliveryLocked(seq)
 			continue
 		}
 		dc := max(c.rdc[seq], 1) + 1
 		if c.cfg.MaxDeliver > 0 && dc > uint64(c.cfg.MaxDeliver) {
 			// Delivered as often as allowed: it leaves the pending set
 			// unacknowledged, and the floor moves past it.
-			c.popRedelivery(seq)
-			c.forget(seq)
-			c.moveFloor()
+			c.popRedeliveryLocked(seq)
+			c.forgetLocked(seq)
+			c.moveFloorLocked()
 			c.st.js.advise(advMaxDeliveries+c.st.name+"."+c.name, func() any {
 				return maxDeliveries{typedEvent: newEvent("max_deliver"), Stream: c.st.name, Consumer: c.name,
 					StreamSeq: seq, Deliveries: dc - 1}
@@ -54,9 +54,9 @@ func (c *consumer) next() (cand candidate, ok, stalled bool) {
 		}
 		m, err := c.st.store.Get(seq)
 		if err != nil { // removed from the stream meanwhile
-			c.popRedelivery(seq)
-			c.forget(seq)
-			c.moveFloor()
+			c.popRedeliveryLocked(seq)
+			c.forgetLocked(seq)
+			c.moveFloorLocked()
 			continue
 		}
 		return candidate{m: m, dc: dc, src: fromRedelivery}, true, false
@@ -67,7 +67,7 @@ func (c *consumer) next() (cand candidate, ok, stalled bool) {
 	for len(c.lss) > 0 {
 		m, err := c.st.store.Get(c.lss[0])
 		if err != nil {
-			c.popLastPerSubject()
+			c.popLastPerSubjectLocked()
 			c.npc--
 			continue
 		}
@@ -80,9 +80,9 @@ func (c *consumer) next() (cand candidate, ok, stalled bool) {
 	return candidate{m: m, dc: 1, src: fromStream}, true, false
 }
 
-// popLastPerSubject moves past the first of the start list: the consumer's
+// popLastPerSubjectLocked moves past the first of the start list: the consumer's
 // position is the next entry, or where it goes on after the list.
-func (c *consumer) popLastPerSubject() {
+func (c *consumer) popLastPerSubjectLocked() {
 	c.lss = c.lss[1:]
 	if len(c.lss) > 0 {
 		c.sseq = c.lss[0]
@@ -91,20 +91,20 @@ func (c *consumer) popLastPerSubject() {
 	}
 }
 
-func (c *consumer) popRedelivery(seq uint64) {
+func (c *consumer) popRedeliveryLocked(seq uint64) {
 	c.rdq = c.rdq[1:]
 	delete(c.rdqSet, seq)
 }
 
-// commit records the delivery of cand. mu held.
-func (c *consumer) commit(cand *candidate, now time.Time) {
+// commitLocked records the delivery of cand. mu held.
+func (c *consumer) commitLocked(cand *candidate, now time.Time) {
 	seq := cand.m.Seq
 	c.dseq++
 	switch cand.src {
 	case fromRedelivery:
-		c.popRedelivery(seq)
+		c.popRedeliveryLocked(seq)
 	case fromLastPerSubject:
-		c.popLastPerSubject()
+		c.popLastPerSubjectLocked()
 		c.npc--
 	case fromStream:
 		c.sseq = seq + 1
@@ -132,18 +132,18 @@ func (c *consumer) commit(cand *candidate, now time.Time) {
 			c.pending[seq] = p
 		}
 		p.ts = now.UnixNano()
-		c.track(seq, p, now.Add(c.ackWaitFor(cand.dc)))
+		c.trackLocked(seq, p, now.Add(c.ackWaitForLocked(cand.dc)))
 	}
 	c.lastDelivered = now
 }
 
-// deliver hands out messages while someone wants them, up to
+// deliverLocked hands out messages while someone wants them, up to
 // deliverBudget; it reports whether it stopped at the budget. mu held.
-func (c *consumer) deliver(pub *server.Publisher, now time.Time) bool {
+func (c *consumer) deliverLocked(pub *server.Publisher, now time.Time) bool {
 	if !c.isPull() {
-		c.refreshInterest(now)
+		c.refreshInterestLocked(now)
 	}
-	if _, paused := c.pausedUntil(now); paused {
+	if _, paused := c.pausedUntilLocked(now); paused {
 		return false
 	}
 	var reply []byte
@@ -155,11 +155,11 @@ func (c *consumer) deliver(pub *server.Publisher, now time.Time) bool {
 		} else if !c.push.canSend(&c.cfg) {
 			return false
 		}
-		cand, ok, stalled := c.next()
+		cand, ok, stalled := c.nextLocked()
 		if !ok {
 			if !stalled {
 				c.npc, c.npcValid = 0, true
-				c.endOfStream(pub)
+				c.endOfStreamLocked(pub)
 			}
 			return false
 		}
@@ -170,7 +170,7 @@ func (c *consumer) deliver(pub *server.Publisher, now time.Time) bool {
 				return false
 			}
 		}
-		pendingAfter := c.numPending()
+		pendingAfter := c.numPendingLocked()
 		if cand.dc == 1 && pendingAfter > 0 {
 			pendingAfter--
 		}
@@ -189,12 +189,12 @@ func (c *consumer) deliver(pub *server.Publisher, now time.Time) bool {
 		to := c.cfg.DeliverSubject
 		var r *pullRequest
 		if c.isPull() {
-			if r = c.pickRequest(pub, size, now); r == nil {
+			if r = c.pickRequestLocked(pub, size, now); r == nil {
 				return false
 			}
 			to = r.reply
 		}
-		c.commit(&cand, now)
+		c.commitLocked(&cand, now)
 		if len(hdr) == 0 {
 			hdr = nil
 		}
@@ -207,9 +207,9 @@ func (c *consumer) deliver(pub *server.Publisher, now time.Time) bool {
 		pub.ActFor(server.Principal{})
 		cand.m.Release() // copied into the subscribers' queues
 		if r != nil {
-			c.served(pub, r, size, now)
+			c.servedLocked(pub, r, size, now)
 		} else {
-			c.pushed(pub, size, now)
+			c.pushedLocked(pub, size, now)
 		}
 		if c.cfg.ReplayPolicy == ReplayOriginal {
 			c.replay.lastTS, c.replay.at = cand.m.Timestamp, now
@@ -244,9 +244,9 @@ type replayState struct {
 	wake   time.Time // when the next one is due, if waiting
 }
 
-// housekeep expires pull requests, sends idle heartbeats, removes an
+// housekeepLocked expires pull requests, sends idle heartbeats, removes an
 // inactive consumer, and returns when run must look again. mu held.
-func (c *consumer) housekeep(pub *server.Publisher, now time.Time) time.Time {
+func (c *consumer) housekeepLocked(pub *server.Publisher, now time.Time) time.Time {
 	wake := now.Add(time.Minute)
 	soonest := func(t time.Time) {
 		if !t.IsZero() && t.Before(wake) {
@@ -256,23 +256,23 @@ func (c *consumer) housekeep(pub *server.Publisher, now time.Time) time.Time {
 	if len(c.deadlines) > 0 {
 		soonest(c.deadlines[0].at)
 	}
-	soonest(c.housekeepPause(now))
+	soonest(c.housekeepPauseLocked(now))
 	if !c.replay.wake.IsZero() {
 		soonest(c.replay.wake)
 		c.replay.wake = time.Time{}
 	}
 	if c.isPull() {
-		soonest(c.housekeepPull(pub, now))
+		soonest(c.housekeepPullLocked(pub, now))
 		if len(c.waiting) > 0 {
 			c.lastActive = now
 		}
 	} else {
-		soonest(c.housekeepPush(pub, now))
+		soonest(c.housekeepPushLocked(pub, now))
 		if c.push.active {
 			c.lastActive = now
 		}
 	}
-	if t := c.inactiveThreshold(); t > 0 {
+	if t := c.inactiveThresholdLocked(); t > 0 {
 		if now.Sub(c.lastActive) >= t {
 			c.deleted = true
 		} else {
@@ -282,16 +282,16 @@ func (c *consumer) housekeep(pub *server.Publisher, now time.Time) time.Time {
 	return wake
 }
 
-// inactiveThreshold is how long the consumer may go without interest
+// inactiveThresholdLocked is how long the consumer may go without interest
 // before it is removed; 0 is forever.
-func (c *consumer) inactiveThreshold() time.Duration {
+func (c *consumer) inactiveThresholdLocked() time.Duration {
 	return c.cfg.InactiveThreshold // set for every ephemeral consumer
 }
 
-// idleHeartbeat is the 100 status message of an idle consumer, naming the
+// idleHeartbeatLocked is the 100 status message of an idle consumer, naming the
 // last consumer and stream sequences, and the pending flow control
 // request when it is stalled on one.
-func (c *consumer) idleHeartbeat() []byte {
+func (c *consumer) idleHeartbeatLocked() []byte {
 	hb := headerBuilder{}
 	hb.status(100, "Idle Heartbeat")
 	hb.addUint("Nats-Last-Consumer", c.dseq)

@@ -14,6 +14,18 @@ import (
 // consumer delivers for its owner (the user who created it or last set its
 // configuration), who must be allowed to publish on the deliver subject.
 
+// refuseInternal drops m, and reports true, if the server published it (a
+// consumer's delivery, a reply) and it is addressed to the API, an ack or
+// a flow control subject: acting on it would let a client reach
+// JetStream through the server, past its permissions.
+func (js *JetStream) refuseInternal(m *server.Msg) bool {
+	if !m.Internal() {
+		return false
+	}
+	js.dropInternal(m)
+	return true
+}
+
 // dropInternal counts a server-published message that was refused, and
 // logs the 1st, 2nd, 4th, 8th... so that a client repeating the attempt
 // cannot flood the log.

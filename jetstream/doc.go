@@ -53,4 +53,12 @@
 // straight to their consumer) are answered in order by one worker
 // goroutine behind a bounded queue; each consumer runs one goroutine that
 // owns its state.
+//
+// Locks follow the convention of every Skiff package: a function whose
+// caller must hold a lock ends in Locked, and its comment names the lock
+// when it is not the receiver's mu; it may also be called on an object no
+// other goroutine can reach yet (being built or recovered). The fields a
+// lock guards are grouped with it as mu struct { sync.Mutex; ... }, except
+// in a type whose every field it guards (ttls) and in consumer, whose
+// comment says why.
 package jetstream

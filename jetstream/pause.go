@@ -31,18 +31,18 @@ type pauseResponse struct {
 	PauseRemaining time.Duration `json:"pause_remaining,omitempty"`
 }
 
-// pausedUntil returns the end of the consumer's pause, if it is paused at
+// pausedUntilLocked returns the end of the consumer's pause, if it is paused at
 // now. mu held.
-func (c *consumer) pausedUntil(now time.Time) (time.Time, bool) {
+func (c *consumer) pausedUntilLocked(now time.Time) (time.Time, bool) {
 	if p := c.cfg.PauseUntil; p != nil && now.Before(*p) {
 		return *p, true
 	}
 	return time.Time{}, false
 }
 
-// pauseChanged advises a new pause_until, and remembers a pause in the
+// pauseChangedLocked advises a new pause_until, and remembers a pause in the
 // future to advise its end. mu held.
-func (c *consumer) pauseChanged(old *time.Time, now time.Time) {
+func (c *consumer) pauseChangedLocked(old *time.Time, now time.Time) {
 	var was, is time.Time
 	if old != nil {
 		was = *old
@@ -60,9 +60,9 @@ func (c *consumer) pauseChanged(old *time.Time, now time.Time) {
 	}
 }
 
-// housekeepPause advises the end of a pause once it ran out and returns
+// housekeepPauseLocked advises the end of a pause once it ran out and returns
 // when it ends, if it has not. mu held.
-func (c *consumer) housekeepPause(now time.Time) time.Time {
+func (c *consumer) housekeepPauseLocked(now time.Time) time.Time {
 	if c.pauseEnd.IsZero() {
 		return time.Time{}
 	}

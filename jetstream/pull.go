@@ -83,8 +83,8 @@ func statusPending(pub *server.Publisher, to string, code int, text string, r *p
 	pub.Publish(to, "", hb.bytes(), nil)
 }
 
-// addRequest checks a pull request and queues it. mu held.
-func (c *consumer) addRequest(pub *server.Publisher, m pullMsg, now time.Time) {
+// addRequestLocked checks a pull request and queues it. mu held.
+func (c *consumer) addRequestLocked(pub *server.Publisher, m pullMsg, now time.Time) {
 	if !c.isPull() {
 		status(pub, m.reply, 409, "Consumer is push based")
 		return
@@ -108,11 +108,11 @@ func (c *consumer) addRequest(pub *server.Publisher, m pullMsg, now time.Time) {
 	}
 	c.lastActive = now
 	if len(c.waiting) >= c.cfg.MaxWaiting {
-		c.housekeepPull(pub, now)
-		c.dropUninterested()
+		c.housekeepPullLocked(pub, now)
+		c.dropUninterestedLocked()
 	}
 	if r.noWait {
-		avail := c.numPending() + int64(len(c.rdqSet))
+		avail := c.numPendingLocked() + int64(len(c.rdqSet))
 		if avail == 0 && r.expires.IsZero() {
 			status(pub, m.reply, 404, "No Messages")
 			return
@@ -139,10 +139,10 @@ func (c *consumer) addRequest(pub *server.Publisher, m pullMsg, now time.Time) {
 	c.waiting = append(c.waiting, r)
 }
 
-// pickRequest returns the request the next message of the given size goes
+// pickRequestLocked returns the request the next message of the given size goes
 // to, first in line, dropping requests that expired, lost their
 // requester, or cannot take a message that large. mu held.
-func (c *consumer) pickRequest(pub *server.Publisher, size int, now time.Time) *pullRequest {
+func (c *consumer) pickRequestLocked(pub *server.Publisher, size int, now time.Time) *pullRequest {
 	srv := c.st.js.srv
 	for len(c.waiting) > 0 {
 		r := c.waiting[0]
@@ -161,10 +161,10 @@ func (c *consumer) pickRequest(pub *server.Publisher, size int, now time.Time) *
 	return nil
 }
 
-// served accounts a message delivered to r, the head of the line: a
+// servedLocked accounts a message delivered to r, the head of the line: a
 // finished request leaves, an unfinished one goes to the back, so that
 // waiting requests share messages in turn. mu held.
-func (c *consumer) served(pub *server.Publisher, r *pullRequest, size int, now time.Time) {
+func (c *consumer) servedLocked(pub *server.Publisher, r *pullRequest, size int, now time.Time) {
 	r.batch--
 	r.delivered++
 	if r.maxBytes > 0 {
@@ -187,10 +187,10 @@ func (c *consumer) served(pub *server.Publisher, r *pullRequest, size int, now t
 	}
 }
 
-// endOfStream answers no_wait requests once nothing is left to deliver:
+// endOfStreamLocked answers no_wait requests once nothing is left to deliver:
 // 404 unless they still wait for their expiry with nothing delivered.
 // mu held.
-func (c *consumer) endOfStream(pub *server.Publisher) {
+func (c *consumer) endOfStreamLocked(pub *server.Publisher) {
 	if !c.isPull() {
 		return
 	}
@@ -206,13 +206,13 @@ func (c *consumer) endOfStream(pub *server.Publisher) {
 	c.waiting = keep
 }
 
-// housekeepPull times out expired requests, sends their idle heartbeats,
+// housekeepPullLocked times out expired requests, sends their idle heartbeats,
 // and every second drops requests nobody listens to any more. It returns
 // the next time it has something to do. mu held.
-func (c *consumer) housekeepPull(pub *server.Publisher, now time.Time) time.Time {
+func (c *consumer) housekeepPullLocked(pub *server.Publisher, now time.Time) time.Time {
 	if now.Sub(c.sweptAt) >= time.Second {
 		c.sweptAt = now
-		c.dropUninterested()
+		c.dropUninterestedLocked()
 	}
 	var wake time.Time
 	soonest := func(t time.Time) {
@@ -227,7 +227,7 @@ func (c *consumer) housekeepPull(pub *server.Publisher, now time.Time) time.Time
 			continue
 		}
 		if r.hb > 0 && !now.Before(r.hbAt) {
-			pub.Publish(r.reply, "", c.idleHeartbeat(), nil)
+			pub.Publish(r.reply, "", c.idleHeartbeatLocked(), nil)
 			r.hbAt = now.Add(r.hb)
 		}
 		soonest(r.expires)
@@ -244,8 +244,8 @@ func (c *consumer) housekeepPull(pub *server.Publisher, now time.Time) time.Time
 	return wake
 }
 
-// dropUninterested removes requests whose reply subject has no subscriber.
-func (c *consumer) dropUninterested() {
+// dropUninterestedLocked removes requests whose reply subject has no subscriber.
+func (c *consumer) dropUninterestedLocked() {
 	srv := c.st.js.srv
 	keep := c.waiting[:0]
 	for _, r := range c.waiting {

@@ -41,10 +41,10 @@ func (p *pushState) canSend(cfg *ConsumerConfig) bool {
 	return !cfg.FlowControl || p.fcBytes < flowControlStall
 }
 
-// refreshInterest looks whether the deliver subject has a subscriber: at
+// refreshInterestLocked looks whether the deliver subject has a subscriber: at
 // every round while active, and with a growing interval while not. mu
 // held.
-func (c *consumer) refreshInterest(now time.Time) {
+func (c *consumer) refreshInterestLocked(now time.Time) {
 	p := &c.push
 	if !p.active && now.Before(p.checkAt) {
 		return
@@ -70,9 +70,9 @@ func (c *consumer) refreshInterest(now time.Time) {
 	p.checkAt = now.Add(p.backoff)
 }
 
-// pushed accounts a message sent to the deliver subject, asking for flow
+// pushedLocked accounts a message sent to the deliver subject, asking for flow
 // control when due. mu held.
-func (c *consumer) pushed(pub *server.Publisher, size int, now time.Time) {
+func (c *consumer) pushedLocked(pub *server.Publisher, size int, now time.Time) {
 	p := &c.push
 	p.lastSend = now
 	if !c.cfg.FlowControl {
@@ -90,9 +90,9 @@ func (c *consumer) pushed(pub *server.Publisher, size int, now time.Time) {
 	}
 }
 
-// flowControlReply applies a subscriber's answer to a flow control
+// flowControlReplyLocked applies a subscriber's answer to a flow control
 // request. mu held.
-func (c *consumer) flowControlReply(subj string) {
+func (c *consumer) flowControlReplyLocked(subj string) {
 	p := &c.push
 	if subj != p.fcID {
 		return // an answer to an older request, or a stray one
@@ -101,9 +101,9 @@ func (c *consumer) flowControlReply(subj string) {
 	p.fcID, p.fcSentAt = "", 0
 }
 
-// housekeepPush sends idle heartbeats and returns when the next one is
+// housekeepPushLocked sends idle heartbeats and returns when the next one is
 // due, or when to look for interest again. mu held.
-func (c *consumer) housekeepPush(pub *server.Publisher, now time.Time) time.Time {
+func (c *consumer) housekeepPushLocked(pub *server.Publisher, now time.Time) time.Time {
 	p := &c.push
 	var wake time.Time
 	if !p.active {
@@ -112,7 +112,7 @@ func (c *consumer) housekeepPush(pub *server.Publisher, now time.Time) time.Time
 	if hb := c.cfg.Heartbeat; hb > 0 && p.active {
 		if now.Sub(p.lastSend) >= hb {
 			pub.ActFor(c.owner)
-			pub.Publish(c.cfg.DeliverSubject, "", c.idleHeartbeat(), nil)
+			pub.Publish(c.cfg.DeliverSubject, "", c.idleHeartbeatLocked(), nil)
 			pub.ActFor(server.Principal{})
 			p.lastSend = now
 		}

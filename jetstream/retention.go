@@ -85,7 +85,7 @@ func anyNeeds(cs []*consumer, seq uint64, subj string) bool {
 func (c *consumer) needs(seq uint64, subj string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.matches(subj) {
+	if !c.matchesLocked(subj) {
 		return false
 	}
 	if _, ok := c.pending[seq]; ok {

@@ -47,12 +47,12 @@ func rollupOf(hdr headers, cfg *StreamConfig) (rollup, *APIError) {
 	return noRollup, errRollup(fmt.Errorf("rollup value invalid: %q", v))
 }
 
-// roll purges what a just-stored rollup message seq on subj replaces:
+// rollLocked purges what a just-stored rollup message seq on subj replaces:
 // every message older than it, on its subject or in the stream. It keeps
 // the newest one, which is the rollup itself while ingestMu is held. The
 // rollup is made durable first, whatever the sync policy: a purge on disk
 // without its rollup would lose acknowledged messages in a crash.
-func (st *stream) roll(r rollup, seq uint64, subj string) error {
+func (st *stream) rollLocked(r rollup, seq uint64, subj string) error {
 	if err := st.store.Sync(seq); err != nil {
 		return err
 	}

@@ -46,9 +46,9 @@ type ackMetric struct {
 	Deliveries  uint64 `json:"deliveries"`
 }
 
-// sampleAck publishes the ack metric of a pending message being
+// sampleAckLocked publishes the ack metric of a pending message being
 // acknowledged, if the sampling picks it. mu held.
-func (c *consumer) sampleAck(a *ackMsg, now time.Time) {
+func (c *consumer) sampleAckLocked(a *ackMsg, now time.Time) {
 	freq, _ := sampleFreq(c.cfg.SampleFrequency)
 	if freq <= 0 || c.cfg.AckPolicy != AckExplicit {
 		return

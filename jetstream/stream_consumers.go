@@ -56,7 +56,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 		if action == actionCreate && !reflect.DeepEqual(old, ncfg) {
 			return nil, errConsumerExists()
 		}
-		if scfg.Retention == WorkQueuePolicy && !st.partitionUnique(name, ncfg.filters()) {
+		if scfg.Retention == WorkQueuePolicy && !st.partitionUniqueLocked(name, ncfg.filters()) {
 			return nil, apiErr(400, 10100, "filtered consumer not unique on workqueue stream")
 		}
 		if err := checkUpdate(&old, &ncfg); err != nil {
@@ -87,7 +87,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 			return nil, apiErr(400, 10101, "consumer must be deliver all on workqueue stream")
 		case len(st.mu.consumers) > 0 && len(ncfg.filters()) == 0:
 			return nil, apiErr(400, 10099, "multiple non-filtered consumers not allowed on workqueue stream")
-		case !st.partitionUnique(name, ncfg.filters()):
+		case !st.partitionUniqueLocked(name, ncfg.filters()):
 			return nil, apiErr(400, 10100, "filtered consumer not unique on workqueue stream")
 		}
 	}
@@ -105,7 +105,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 		return nil, apiErr(500, 10104, "error creating store for consumer: "+err.Error())
 	}
 	st.mu.consumers[name] = c
-	st.setConsumers()
+	st.setConsumersLocked()
 	st.js.consumers.Add(1)
 	info := c.info()
 	c.start()
@@ -215,7 +215,7 @@ func (st *stream) loadConsumers() error {
 		st.mu.consumers[e.Name()] = c
 		st.js.consumers.Add(1)
 	}
-	st.setConsumers()
+	st.setConsumersLocked()
 	for _, c := range st.mu.consumers {
 		c.start()
 	}
@@ -228,7 +228,7 @@ func (st *stream) deleteConsumer(name string) bool {
 	c := st.mu.consumers[name]
 	if c != nil {
 		delete(st.mu.consumers, name)
-		st.setConsumers()
+		st.setConsumersLocked()
 	}
 	st.mu.Unlock()
 	if c == nil {
@@ -259,9 +259,9 @@ func (js *JetStream) deleteInactive(c *consumer) {
 	p.Flush()
 }
 
-// partitionUnique reports whether filters overlap no other consumer's on a
+// partitionUniqueLocked reports whether filters overlap no other consumer's on a
 // workqueue stream. st.mu held.
-func (st *stream) partitionUnique(name string, filters []string) bool {
+func (st *stream) partitionUniqueLocked(name string, filters []string) bool {
 	for n, o := range st.mu.consumers {
 		if n == name {
 			continue
@@ -304,8 +304,8 @@ func (c *consumer) update(cfg ConsumerConfig, owner server.Principal) error {
 	c.mu.Lock()
 	old := c.cfg.PauseUntil
 	c.owner = owner
-	c.setConfig(cfg)
-	c.pauseChanged(old, time.Now())
+	c.setConfigLocked(cfg)
+	c.pauseChangedLocked(old, time.Now())
 	c.npcValid = false
 	if c.cfg.DeliverSubject != "" {
 		c.push.active, c.push.checkAt = false, time.Time{}
@@ -371,8 +371,8 @@ func (c *consumer) restore(s *store.ConsumerSnapshot) {
 		if dc > 1 {
 			c.rdc[seq] = dc
 		}
-		c.track(seq, pm, time.Unix(0, p.Timestamp).Add(c.ackWaitFor(dc)))
+		c.trackLocked(seq, pm, time.Unix(0, p.Timestamp).Add(c.ackWaitForLocked(dc)))
 	}
-	c.expireAcks(now)
-	c.dropRemoved()
+	c.expireAcksLocked(now)
+	c.dropRemovedLocked()
 }

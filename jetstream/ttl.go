@@ -105,7 +105,7 @@ func isMarker(h headers) bool {
 	return v == "PURGE"
 }
 
-// ttls is a stream's pending expiries.
+// ttls is a stream's pending expiries. mu guards every other field.
 type ttls struct {
 	mu        sync.Mutex
 	heap      deadlineHeap // by expiry, as a consumer's ack deadlines
@@ -241,8 +241,8 @@ func (st *stream) expireOrMark(seq uint64, cfg *StreamConfig) bool {
 		st.js.log.Warn("subject delete marker not stored", "stream", st.name, "subject", subj, "err", err)
 		return st.remove(seq)
 	}
-	st.lastMsgID = ""
-	if err := st.roll(rollupSubject, mseq, subj); err != nil {
+	st.ingestMu.lastMsgID = ""
+	if err := st.rollLocked(rollupSubject, mseq, subj); err != nil {
 		st.js.log.Warn("subject delete marker rollup failed", "stream", st.name, "subject", subj, "err", err)
 	}
 	st.schedule(mseq, ts, int64(cfg.SubjectDeleteMarkerTTL/time.Second), cfg)

@@ -1,15 +1,16 @@
 package match_test
 
 // The matching benchmarks of docs/benchmarks/matching.md. They reproduce the
-// workloads of "Fast Topic Matching" (BENCH-RECIPES.md part A) with the
-// names below, so that runs compare across versions; `skiff bench match`
-// runs them and renders the tables and charts.
+// workloads of Tyler Treat's "Fast Topic Matching"
+// (https://bravenewgeek.com/fast-topic-matching/) with the names below, so that
+// runs compare across versions; `skiff bench match` runs them and renders
+// the report's tables (numbered below) and charts.
 //
-//	BenchmarkMatch/algo=A/op=O/state=S      A.1  ns per subscribe/unsubscribe/lookup
-//	BenchmarkThroughput/algo=A              A.2  lookups per second, one goroutine
-//	BenchmarkMemory/algo=A/subs=N           A.3  retained heap bytes per subscription
-//	BenchmarkConcurrent/algo=A/mix=M/goroutines=G   A.4  ns per batch
-//	BenchmarkContention/engine=E/ratio=R/goroutines=G  A.5  ns per batch, against nats-server's Sublist
+//	BenchmarkMatch/algo=A/op=O/state=S      1  ns per subscribe/unsubscribe/lookup
+//	BenchmarkThroughput/algo=A              2  lookups per second, one goroutine
+//	BenchmarkMemory/algo=A/subs=N           3  retained heap bytes per subscription
+//	BenchmarkConcurrent/algo=A/mix=M/goroutines=G   4  ns per batch
+//	BenchmarkContention/engine=E/ratio=R/goroutines=G  5  ns per batch, against nats-server's Sublist
 
 import (
 	"fmt"
@@ -101,7 +102,7 @@ const (
 	matchSubject = "foo.bar.baz.qux.quux"
 )
 
-// BenchmarkMatch is A.1: the latency of one operation on an empty (cold)
+// BenchmarkMatch is table 1: the latency of one operation on an empty (cold)
 // index and on one holding 1,000 random five-word subscriptions (hot).
 // subscribe repeats one subscription (after the first call it is already
 // present) and unsubscribe repeats one removal (after the first it is
@@ -168,7 +169,7 @@ func benchOp(b *testing.B, m match.Matcher[*sub], op string, s0 *sub) {
 	}
 }
 
-// throughputWorkload is A.2: 1,000 three-token patterns over digits, with
+// throughputWorkload is table 2's workload: 1,000 three-token patterns over digits, with
 // a "*" in one position for some, and 100,000 subjects derived from them.
 func throughputWorkload() (patterns, subjects []string) {
 	rng := rand.New(rand.NewPCG(2, 0x7410))
@@ -193,7 +194,7 @@ func throughputWorkload() (patterns, subjects []string) {
 	return patterns, subjects
 }
 
-// BenchmarkThroughput is A.2: lookups per second from one goroutine.
+// BenchmarkThroughput is table 2: lookups per second from one goroutine.
 func BenchmarkThroughput(b *testing.B) {
 	patterns, subjects := throughputWorkload()
 	for _, algo := range algos {
@@ -213,7 +214,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
-// BenchmarkMemory is A.3: heap retained per subscription, for N random
+// BenchmarkMemory is table 3: heap retained per subscription, for N random
 // five-word subscriptions. Subscriber objects and pattern strings are made
 // before the measurement and are not counted; what an engine copies or
 // builds is. nats-server's Sublist is measured the same way.
@@ -268,7 +269,7 @@ func concurrencyTopics() []string {
 	return out
 }
 
-// BenchmarkConcurrent is A.4: G goroutines each do 1,000 operations on an
+// BenchmarkConcurrent is table 4: G goroutines each do 1,000 operations on an
 // index holding 1,000 random subscriptions; in 50-50 the odd goroutines
 // subscribe and the even ones look up, in 90-10 every tenth goroutine
 // subscribes. One op is the whole batch. Every batch starts from a fresh
@@ -356,7 +357,7 @@ func (c engineContender) prepare(prefill, topics []string, inserters int) (func(
 	return insert, lookup
 }
 
-// BenchmarkContention is A.5, the matchbox benchmark: inserting goroutines
+// BenchmarkContention is table 5, the matchbox benchmark: inserting goroutines
 // each subscribe 1,000 subscriptions while looking-up goroutines each do
 // 1,000 lookups, insert:lookup 1:1 or 1:3 among G goroutines (at G=2 the
 // 1:3 split can only be 1:1). The peer is nats-server's own Sublist, with

@@ -36,4 +36,11 @@
 // Subscribe completed before the Lookup began and whose Unsubscribe had not
 // begun before the Lookup ended. Snapshot returns the exact set of entries
 // at one instant between its call and its return.
+//
+// Inside the engines that lock, a method whose caller must hold the
+// Matcher's lock ends in Locked, and the fields the lock guards are
+// grouped with it as mu struct { sync.RWMutex; ... }. The types inside
+// that group (trie nodes, posbitmap's index, idtable.Table) are not safe
+// for concurrent use and carry no suffix: their owner's lock covers every
+// method.
 package match

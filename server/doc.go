@@ -26,5 +26,8 @@
 // write time, unanswered pings. Past a bound the client gets the reference
 // server's -ERR text and, where the reference server does, is closed.
 //
-// A Server is safe for concurrent use.
+// A Server is safe for concurrent use. Inside, a function whose caller must
+// hold a lock ends in Locked, and the fields a lock guards are grouped with
+// it as mu struct { sync.Mutex; ... }; a type whose every field one lock
+// guards (monotonicTotals, cpuSampler) keeps the lock first instead.
 package server

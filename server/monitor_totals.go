@@ -14,7 +14,7 @@ type counters struct {
 // the sum over live clients plus the totals of closed ones, and a client
 // that closes while the sum is taken can be missed by it for an instant.
 // A Prometheus counter that goes down reads as a restart, so each total
-// reported is at least the last one reported.
+// reported is at least the last one reported. mu guards last.
 type monotonicTotals struct {
 	mu   sync.Mutex
 	last counters

@@ -38,7 +38,7 @@ const minCPUWindow = time.Second
 // ps. Each figure is the average since the previous sample; a request that
 // comes sooner than minCPUWindow after it gets the previous figure again.
 // The process's CPU time comes from getrusage, which costs one system
-// call; where there is none the figure is 0.
+// call; where there is none the figure is 0. mu guards every other field.
 type cpuSampler struct {
 	mu     sync.Mutex
 	at     time.Time     // when the last sample was taken

@@ -80,8 +80,8 @@ func (o *outbound) wake() {
 	}
 }
 
-// write copies p into the queue's chunks. Lock held.
-func (o *outbound) write(p []byte) {
+// writeLocked copies p into the queue's chunks. Lock held.
+func (o *outbound) writeLocked(p []byte) {
 	o.mu.queued += len(p)
 	for len(p) > 0 {
 		n := len(o.mu.bufs)
@@ -96,12 +96,12 @@ func (o *outbound) write(p []byte) {
 	}
 }
 
-// writeMsg queues a MSG or HMSG. Lock held.
-func (o *outbound) writeMsg(subject, sid, reply []byte, hdr int, msg []byte) {
+// writeMsgLocked queues a MSG or HMSG. Lock held.
+func (o *outbound) writeMsgLocked(subject, sid, reply []byte, hdr int, msg []byte) {
 	var line [256]byte
-	o.write(proto.AppendMsgLine(line[:0], subject, sid, reply, hdr, len(msg)))
-	o.write(msg)
-	o.write(crlf)
+	o.writeLocked(proto.AppendMsgLine(line[:0], subject, sid, reply, hdr, len(msg)))
+	o.writeLocked(msg)
+	o.writeLocked(crlf)
 	o.mu.outMsgs++
 	o.mu.outBytes += int64(len(msg))
 	o.gateLocked()
@@ -109,8 +109,8 @@ func (o *outbound) writeMsg(subject, sid, reply []byte, hdr int, msg []byte) {
 
 var crlf = []byte("\r\n")
 
-// fits reports whether n more bytes stay within the bound. Lock held.
-func (o *outbound) fits(n int) bool { return o.mu.queued+o.mu.inflight+n <= o.max }
+// fitsLocked reports whether n more bytes stay within the bound. Lock held.
+func (o *outbound) fitsLocked(n int) bool { return o.mu.queued+o.mu.inflight+n <= o.max }
 
 // queueMsg appends a MSG or HMSG. It returns false if that would pass the
 // bound (the caller cuts the client off) and true, without queueing, if
@@ -122,10 +122,10 @@ func (o *outbound) queueMsg(subject, sid, reply []byte, hdr int, msg []byte) boo
 	if o.mu.closing {
 		return true
 	}
-	if !o.fits(n) {
+	if !o.fitsLocked(n) {
 		return false
 	}
-	o.writeMsg(subject, sid, reply, hdr, msg)
+	o.writeMsgLocked(subject, sid, reply, hdr, msg)
 	return true
 }
 
@@ -149,10 +149,10 @@ func (o *outbound) queueSubMsg(sub *subscription, subject, reply []byte, hdr int
 	if o.mu.closing || (max > 0 && sub.delivered >= max) {
 		return notQueued
 	}
-	if !o.fits(n) {
+	if !o.fitsLocked(n) {
 		return queueFull
 	}
-	o.writeMsg(subject, sub.sid, reply, hdr, msg)
+	o.writeMsgLocked(subject, sub.sid, reply, hdr, msg)
 	sub.delivered++
 	if max > 0 && sub.delivered == max {
 		return queuedLast
@@ -187,10 +187,10 @@ func (o *outbound) queue(b []byte) bool {
 	if o.mu.closing {
 		return true
 	}
-	if !o.fits(len(b)) {
+	if !o.fitsLocked(len(b)) {
 		return false
 	}
-	o.write(b)
+	o.writeLocked(b)
 	return true
 }
 

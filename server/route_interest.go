@@ -176,12 +176,12 @@ func (o *outbound) queueRouteMsg(subject, reply []byte, queues []string, hdr int
 	if o.mu.closing {
 		return notQueued
 	}
-	if !o.fits(len(line) + len(msg) + 2) {
+	if !o.fitsLocked(len(line) + len(msg) + 2) {
 		return queueFull
 	}
-	o.write(line)
-	o.write(msg)
-	o.write(crlf)
+	o.writeLocked(line)
+	o.writeLocked(msg)
+	o.writeLocked(crlf)
 	o.mu.outMsgs++
 	o.mu.outBytes += int64(len(msg))
 	return queued

@@ -72,7 +72,7 @@ func (m *Matcher[S]) Subscribe(pattern, queue string, sub S) error {
 		_, ok := m.mu.topics[p]
 		switch {
 		case ok:
-			m.addBit(p, id)
+			m.addBitLocked(p, id)
 		case len(m.mu.topics) < m.maxTopics:
 			// Indexing the topic reaches the new pattern too, since it
 			// is already in the table.
@@ -83,7 +83,7 @@ func (m *Matcher[S]) Subscribe(pattern, queue string, sub S) error {
 	}
 	for topic := range m.mu.topics {
 		if subject.Match(p, topic) {
-			m.addBit(topic, id)
+			m.addBitLocked(topic, id)
 		}
 	}
 	return nil
@@ -114,7 +114,7 @@ func (m *Matcher[S]) Unsubscribe(pattern, queue string, sub S) error {
 		return nil
 	}
 	if subject.IsLiteral(p) {
-		m.clearBit(p, id)
+		m.clearBitLocked(p, id)
 	} else {
 		for topic, bm := range m.mu.topics {
 			if bm != nil && bm.CheckedRemove(id) && bm.IsEmpty() {
@@ -138,7 +138,7 @@ func (m *Matcher[S]) Lookup(subj string, r *match.Result[S]) error {
 	}
 	m.mu.RLock()
 	if bm, ok := m.mu.topics[subj]; ok {
-		m.addAll(bm, r)
+		m.addAllLocked(bm, r)
 		m.mu.RUnlock()
 		return nil
 	}
@@ -162,7 +162,7 @@ func (m *Matcher[S]) Lookup(subj string, r *match.Result[S]) error {
 		m.scanLocked(subj, r)
 		return nil
 	}
-	m.addAll(bm, r)
+	m.addAllLocked(bm, r)
 	return nil
 }
 
@@ -184,9 +184,9 @@ func (m *Matcher[S]) Snapshot() []match.Subscription[S] {
 	return out
 }
 
-// addAll adds the set of every pattern in bm to r. The caller holds the
+// addAllLocked adds the set of every pattern in bm to r. The caller holds the
 // lock, read or write.
-func (m *Matcher[S]) addAll(bm *roaring.Bitmap, r *match.Result[S]) {
+func (m *Matcher[S]) addAllLocked(bm *roaring.Bitmap, r *match.Result[S]) {
 	if bm == nil {
 		return
 	}
@@ -229,8 +229,9 @@ func (m *Matcher[S]) addTopicLocked(topic string) *roaring.Bitmap {
 	return bm
 }
 
-// addBit sets id in the bitmap of a topic of the space.
-func (m *Matcher[S]) addBit(topic string, id uint32) {
+// addBitLocked sets id in the bitmap of a topic of the space. The caller
+// holds the write lock.
+func (m *Matcher[S]) addBitLocked(topic string, id uint32) {
 	bm := m.mu.topics[topic]
 	if bm == nil {
 		bm = roaring.New()
@@ -239,9 +240,10 @@ func (m *Matcher[S]) addBit(topic string, id uint32) {
 	bm.Add(id)
 }
 
-// clearBit clears id from the bitmap of a topic, if the topic is in the
-// space, and drops the bitmap once it is empty.
-func (m *Matcher[S]) clearBit(topic string, id uint32) {
+// clearBitLocked clears id from the bitmap of a topic, if the topic is in the
+// space, and drops the bitmap once it is empty. The caller holds the
+// write lock.
+func (m *Matcher[S]) clearBitLocked(topic string, id uint32) {
 	bm := m.mu.topics[topic]
 	if bm != nil && bm.CheckedRemove(id) && bm.IsEmpty() {
 		m.mu.topics[topic] = nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"image/png"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
-	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/broker"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -28,23 +29,22 @@ func startSkiffStreams(t *testing.T) string { return startSkiffWith(t, true) }
 
 func startSkiffWith(t *testing.T, streams bool) string {
 	t.Helper()
-	s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort})
-	require.NoError(t, err)
-	var js *jetstream.JetStream
-	if streams {
-		js, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
-		require.NoError(t, err)
+	cfg := broker.Config{
+		// Logs discarded, as server.New's default.
+		Server:           server.Options{Host: "127.0.0.1", Port: server.RandomPort, Logger: slog.New(slog.DiscardHandler)},
+		JetStreamEnabled: streams,
 	}
-	require.NoError(t, s.Start())
+	if streams {
+		cfg.JetStream.StoreDir = t.TempDir()
+	}
+	b, err := broker.Start(cfg)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = s.Shutdown(ctx)
-		if js != nil {
-			_ = js.Close()
-		}
+		_ = b.Shutdown(ctx)
 	})
-	return s.ClientURL()
+	return b.ClientURL()
 }
 
 // TestBenchLatencyCmd runs `skiff bench latency` against Skiff for one

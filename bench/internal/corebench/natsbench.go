@@ -110,7 +110,7 @@ func (o *Options) service(ctx context.Context, url string, requesters, size int)
 	return parseRate(requestRate, out)
 }
 
-// lockedBuffer collects a child's output while we poll it.
+// lockedBuffer collects a child's output while we poll it. mu guards b.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

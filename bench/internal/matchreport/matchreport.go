@@ -29,8 +29,9 @@ var (
 	peers      = []string{"cstrie", "trie", "sublist", "sublist-nocache"}
 )
 
-// Published numbers from fast-topic-matching.txt (2.6 GHz Core i7,
-// GOMAXPROCS=8), as BENCH-RECIPES.md lists them.
+// Published numbers from Tyler Treat, "Fast Topic Matching"
+// (https://bravenewgeek.com/fast-topic-matching/), measured on a 2.6 GHz Core
+// i7 with GOMAXPROCS=8.
 var (
 	publishedLatency = map[string][2]float64{ // algo/op -> cold, hot ns
 		"naive/subscribe": {172, 221}, "naive/unsubscribe": {51.2, 55}, "naive/lookup": {787, 815787},
@@ -91,8 +92,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if r.RawFile != "" {
 		fmt.Fprintf(b, "The raw `go test -bench` output is in [%s](%s).\n\n", r.RawFile, r.RawFile)
 	}
-	fmt.Fprintf(b, "Published figures are from *Fast Topic Matching* (2.6 GHz Core i7, GOMAXPROCS=8, `*` as the only wildcard); "+
-		"see `BENCH-RECIPES.md` part A for the workloads and `match/bench_test.go` for ours.\n\n")
+	fmt.Fprintf(b, "Published figures are from Tyler Treat's [*Fast Topic Matching*](https://bravenewgeek.com/fast-topic-matching/) "+
+		"(2.6 GHz Core i7, GOMAXPROCS=8, `*` as the only wildcard); `match/bench_test.go` reproduces its workloads.\n\n")
 	r.goals(b)
 	r.latency(b)
 	r.throughput(b)
@@ -140,7 +141,7 @@ func (r *Report) goals(b *strings.Builder) {
 }
 
 func (r *Report) latency(b *strings.Builder) {
-	b.WriteString("## A.1 Latency of one operation (ns/op)\n\n")
+	b.WriteString("## 1. Latency of one operation (ns/op)\n\n")
 	b.WriteString("cold: empty index; hot: 1,000 random five-word subscriptions. `churn` (subscribe and unsubscribe a new entry) is ours; the essay has no figure for it.\n\n")
 	b.WriteString("| algorithm | op | cold | published cold | hot | published hot | hot allocs/op |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, algo := range Algos {
@@ -160,7 +161,7 @@ func (r *Report) latency(b *strings.Builder) {
 }
 
 func (r *Report) throughput(b *strings.Builder) {
-	b.WriteString("## A.2 Throughput, one goroutine (lookups/s)\n\n| algorithm | Skiff | published | Skiff / published |\n| --- | ---: | ---: | ---: |\n")
+	b.WriteString("## 2. Throughput, one goroutine (lookups/s)\n\n| algorithm | Skiff | published | Skiff / published |\n| --- | ---: | ---: | ---: |\n")
 	for _, algo := range Algos {
 		v := r.median(throughputName(algo), "msgs/s")
 		fmt.Fprintf(b, "| %s | %s | %s | %sx |\n", algo, num(v), num(publishedThroughput[algo]), ratioText(v/publishedThroughput[algo]))
@@ -169,7 +170,7 @@ func (r *Report) throughput(b *strings.Builder) {
 }
 
 func (r *Report) memory(b *strings.Builder) {
-	b.WriteString("## A.3 Retained heap per subscription (bytes)\n\nRandom five-word subscriptions; subscriber objects and pattern strings are made before the measurement and not counted. " +
+	b.WriteString("## 3. Retained heap per subscription (bytes)\n\nRandom five-word subscriptions; subscriber objects and pattern strings are made before the measurement and not counted. " +
 		"`sublist` is nats-server's `server.Sublist`, measured the same way.\n\n| algorithm |")
 	for _, n := range subCounts {
 		fmt.Fprintf(b, " %s subs |", num(float64(n)))
@@ -186,7 +187,7 @@ func (r *Report) memory(b *strings.Builder) {
 }
 
 func (r *Report) concurrent(b *strings.Builder) {
-	b.WriteString("## A.4 Concurrent subscribe and lookup (ms per batch)\n\n")
+	b.WriteString("## 4. Concurrent subscribe and lookup (ms per batch)\n\n")
 	b.WriteString("G goroutines each do 1,000 operations on topics `j%10.j%50.j` against 1,000 random subscriptions; 50-50: odd goroutines subscribe, even ones look up; 90-10: every tenth subscribes. Published figures are read off the essay's 50-50 chart.\n\n")
 	for _, mix := range mixes {
 		fmt.Fprintf(b, "### %s\n\n| algorithm |", mix)
@@ -213,7 +214,7 @@ func (r *Report) concurrent(b *strings.Builder) {
 }
 
 func (r *Report) contention(b *strings.Builder) {
-	b.WriteString("## A.5 Contention against nats-server's Sublist (ms per batch)\n\n")
+	b.WriteString("## 5. Contention against nats-server's Sublist (ms per batch)\n\n")
 	b.WriteString("Inserting goroutines each subscribe 1,000 subscriptions while looking-up goroutines each do 1,000 lookups, insert:lookup 1:1 or 1:3 among G goroutines (at G=2, 1:3 can only be 1:1). " +
 		"Published (8 cores): the locked sublist rose to ~270 ms (1:1) and ~147 ms (1:3) at 16 goroutines; the lock-free trie stayed under ~15 ms.\n\n")
 	for _, ratio := range ratios {
@@ -332,11 +333,11 @@ const divergences = `## How this run differs from the original
   silently did not index the random topics, so its hot equalled its cold).
 - Lookups write into a Result the caller reuses, which is how the broker
   calls them; the original returned a new slice per lookup.
-- A.4 and A.5 build a fresh, prefilled index for every batch, outside the
+- Tables 4 and 5 build a fresh, prefilled index for every batch, outside the
   timer, and collect its garbage before the timer starts, so that every
   batch's subscriptions are real inserts. The original reused one index, so
   after the first batch its subscribes were no-ops.
-- A.5's peer is today's nats-server ` + "`server.Sublist`" + ` (the essay
+- Table 5's peer is today's nats-server ` + "`server.Sublist`" + ` (the essay
   used gnatsd's), with its result cache on and off.
 - Memory is retained heap per subscription after a GC, not bytes allocated
   while subscribing.

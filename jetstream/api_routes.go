@@ -1,0 +1,134 @@
+package jetstream
+
+import (
+	"strings"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// apiWorker says which goroutine handles a route's requests.
+type apiWorker uint8
+
+const (
+	// onAPIWorker: the API worker, in arrival order.
+	onAPIWorker apiWorker = iota
+	// onStreamWorker: the stream worker chosen by the stream's name (the
+	// route's first capture), so that the changes to one stream are
+	// answered in order and one slow change holds up no other request.
+	onStreamWorker
+	// onRequester: at once, on the requester's goroutine, unqueued and
+	// not counted as an API request (pull requests, which must be quick).
+	onRequester
+)
+
+// apiArgs are what a route's pattern captured: the token each "*" matched,
+// in order, then the tokens ">" matched, joined by dots; "" where there
+// is nothing.
+type apiArgs [3]string
+
+// apiRoute is one API: the subjects it answers, the goroutine that
+// answers them and how.
+type apiRoute struct {
+	toks   []string // the subject pattern after $JS.API., by token
+	worker apiWorker
+	// answer builds the answer of a queued request (onAPIWorker,
+	// onStreamWorker): a JSON response, noAnswer, or, for DIRECT.GET,
+	// the []apiReply to publish.
+	answer func(js *JetStream, req apiRequest, a apiArgs) any
+	// direct handles a request onRequester.
+	direct func(js *JetStream, m *server.Msg, a apiArgs)
+}
+
+// apiRoutes are the APIs the server answers, by subject after $JS.API.:
+// "*" is any one token (an empty one too) and a final ">" one or more. No
+// subject matches two routes; one that matches none is not an API the
+// reference server has, and is answered with no responders.
+var apiRoutes = []apiRoute{
+	requester("CONSUMER.MSG.NEXT.>", func(js *JetStream, m *server.Msg, a apiArgs) { js.handleNext(a[0], m) }),
+
+	queued("INFO", onAPIWorker, func(js *JetStream, _ apiRequest, _ apiArgs) any { return js.accountInfo() }),
+
+	queued("STREAM.CREATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamCreate(a[0], r.data) }),
+	queued("STREAM.UPDATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamUpdate(a[0], r.data) }),
+	queued("STREAM.DELETE.*", onStreamWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.streamDelete(a[0]) }),
+	queued("STREAM.INFO.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamInfo(a[0], r.data) }),
+	queued("STREAM.PURGE.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamPurge(a[0], r.data) }),
+	queued("STREAM.NAMES", onAPIWorker, func(js *JetStream, r apiRequest, _ apiArgs) any { return js.streamNames(r.data) }),
+	queued("STREAM.LIST", onAPIWorker, func(js *JetStream, r apiRequest, _ apiArgs) any { return js.streamList(r.data) }),
+	queued("STREAM.MSG.GET.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgGet(a[0], r.data) }),
+	queued("STREAM.MSG.DELETE.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgDelete(a[0], r.data) }),
+
+	// DIRECT.GET.<stream>[.<subject>]
+	queued("DIRECT.GET.*", onAPIWorker, directGetRoute),
+	queued("DIRECT.GET.*.>", onAPIWorker, directGetRoute),
+
+	// The three create forms (see consumerCreate): CREATE.<stream>,
+	// CREATE.<stream>.<consumer>[.<filter>] and
+	// DURABLE.CREATE.<stream>.<consumer>.
+	queued("CONSUMER.CREATE.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
+		return js.consumerCreate(a[0], "", "", true, false, r.data, r.principal)
+	}),
+	queued("CONSUMER.CREATE.*.*", onAPIWorker, consumerCreateRoute),
+	queued("CONSUMER.CREATE.*.*.>", onAPIWorker, consumerCreateRoute),
+	queued("CONSUMER.DURABLE.CREATE.*.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
+		return js.consumerCreate(a[0], a[1], "", false, true, r.data, r.principal)
+	}),
+	queued("CONSUMER.INFO.*.*", onAPIWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerInfo(a[0], a[1]) }),
+	queued("CONSUMER.DELETE.*.*", onAPIWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerDelete(a[0], a[1]) }),
+	queued("CONSUMER.PAUSE.*.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerPause(a[0], a[1], r.data) }),
+	queued("CONSUMER.RESET.*.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerReset(a[0], a[1], r.data) }),
+	queued("CONSUMER.NAMES.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerNames(a[0], r.data) }),
+	queued("CONSUMER.LIST.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerList(a[0], r.data) }),
+}
+
+func directGetRoute(js *JetStream, r apiRequest, a apiArgs) any {
+	return js.directGet(a[0], a[1], r.data)
+}
+
+func consumerCreateRoute(js *JetStream, r apiRequest, a apiArgs) any {
+	return js.consumerCreate(a[0], a[1], a[2], false, false, r.data, r.principal)
+}
+
+func queued(pattern string, w apiWorker, answer func(*JetStream, apiRequest, apiArgs) any) apiRoute {
+	return apiRoute{toks: strings.Split(pattern, "."), worker: w, answer: answer}
+}
+
+func requester(pattern string, direct func(*JetStream, *server.Msg, apiArgs)) apiRoute {
+	return apiRoute{toks: strings.Split(pattern, "."), worker: onRequester, direct: direct}
+}
+
+// routeAPI returns the route of an API subject (after $JS.API.) and what
+// it captured; nil if there is none. The captures share subj's memory.
+func routeAPI(subj string) (*apiRoute, apiArgs) {
+	for i := range apiRoutes {
+		if a, ok := apiRoutes[i].match(subj); ok {
+			return &apiRoutes[i], a
+		}
+	}
+	return nil, apiArgs{}
+}
+
+// match reports whether subj matches the route's pattern, and what it
+// captured. It allocates nothing: it runs for every pull request.
+func (r *apiRoute) match(subj string) (a apiArgs, ok bool) {
+	n, rest, left := 0, subj, true // left: rest still holds a token
+	for _, p := range r.toks {
+		if !left {
+			return a, false
+		}
+		if p == ">" {
+			a[n] = rest
+			return a, true
+		}
+		var tok string
+		tok, rest, left = strings.Cut(rest, ".")
+		switch {
+		case p == "*":
+			a[n] = tok
+			n++
+		case tok != p:
+			return a, false
+		}
+	}
+	return a, !left
+}

@@ -1,0 +1,98 @@
+package jetstream
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// routeCase is a subject, the pattern of the route it must find ("" for
+// none) and what that route must capture.
+type routeCase struct {
+	subj, pattern string
+	args          apiArgs
+}
+
+// TestRouteAPI: each subject finds the route and captures the reference
+// server's subscriptions would, malformed ones none (the requester then
+// sees no responders).
+func TestRouteAPI(t *testing.T) {
+	for _, tc := range []routeCase{
+		{"INFO", "INFO", apiArgs{}},
+		{"INFO.X", "", apiArgs{}},
+		{"", "", apiArgs{}},
+		{"STREAM.CREATE.S", "STREAM.CREATE.*", apiArgs{"S"}},
+		{"STREAM.CREATE.", "STREAM.CREATE.*", apiArgs{""}},
+		{"STREAM.CREATE.S.T", "", apiArgs{}},
+		{"STREAM.CREATE", "", apiArgs{}},
+		{"STREAM.NAMES", "STREAM.NAMES", apiArgs{}},
+		{"STREAM.NAMES.S", "", apiArgs{}},
+		{"STREAM.MSG.GET.S", "STREAM.MSG.GET.*", apiArgs{"S"}},
+		{"STREAM.MSG.GET", "", apiArgs{}},
+		{"DIRECT.GET.S", "DIRECT.GET.*", apiArgs{"S"}},
+		{"DIRECT.GET.S.a.b", "DIRECT.GET.*.>", apiArgs{"S", "a.b"}},
+		{"DIRECT.GET.S.", "DIRECT.GET.*.>", apiArgs{"S", ""}},
+		{"DIRECT.GET", "", apiArgs{}},
+		{"CONSUMER.CREATE.S", "CONSUMER.CREATE.*", apiArgs{"S"}},
+		{"CONSUMER.CREATE.S.C", "CONSUMER.CREATE.*.*", apiArgs{"S", "C"}},
+		{"CONSUMER.CREATE.S.C.f.>", "CONSUMER.CREATE.*.*.>", apiArgs{"S", "C", "f.>"}},
+		{"CONSUMER.CREATE", "", apiArgs{}},
+		{"CONSUMER.DURABLE.CREATE.S.C", "CONSUMER.DURABLE.CREATE.*.*", apiArgs{"S", "C"}},
+		{"CONSUMER.DURABLE.CREATE.S", "", apiArgs{}},
+		{"CONSUMER.DURABLE.UPDATE.S.C", "", apiArgs{}},
+		{"CONSUMER.INFO.S.C", "CONSUMER.INFO.*.*", apiArgs{"S", "C"}},
+		{"CONSUMER.INFO.S", "", apiArgs{}},
+		{"CONSUMER.INFO.S.C.D", "", apiArgs{}},
+		{"CONSUMER.NAMES.S", "CONSUMER.NAMES.*", apiArgs{"S"}},
+		{"CONSUMER.NAMES.S.C", "", apiArgs{}},
+		{"CONSUMER.MSG.NEXT.S.C", "CONSUMER.MSG.NEXT.>", apiArgs{"S.C"}},
+		{"CONSUMER.MSG.NEXT.", "CONSUMER.MSG.NEXT.>", apiArgs{""}},
+		{"CONSUMER.MSG.NEXT", "", apiArgs{}},
+	} {
+		t.Run(tc.subj, func(t *testing.T) {
+			r, a := routeAPI(tc.subj)
+			if tc.pattern == "" {
+				require.Nil(t, r)
+				return
+			}
+			require.NotNil(t, r)
+			require.Equal(t, tc.pattern, strings.Join(r.toks, "."))
+			require.Equal(t, tc.args, a)
+		})
+	}
+}
+
+// TestRouteAPIUnshadowed: every route answers a subject written as its
+// pattern, so no route is shadowed by one before it; only stream changes
+// go to the stream workers and only pull requests stay on the requester.
+func TestRouteAPIUnshadowed(t *testing.T) {
+	for i := range apiRoutes {
+		want := &apiRoutes[i]
+		pattern := strings.Join(want.toks, ".")
+		subj := strings.NewReplacer("*", "x", ">", "y.z").Replace(pattern)
+		got, _ := routeAPI(subj)
+		require.Same(t, want, got, pattern)
+		switch {
+		case strings.HasPrefix(pattern, "STREAM.CREATE."), strings.HasPrefix(pattern, "STREAM.UPDATE."), strings.HasPrefix(pattern, "STREAM.DELETE."):
+			require.Equal(t, onStreamWorker, want.worker, pattern)
+			require.NotNil(t, want.answer, pattern)
+		case pattern == "CONSUMER.MSG.NEXT.>":
+			require.Equal(t, onRequester, want.worker, pattern)
+			require.NotNil(t, want.direct, pattern)
+		default:
+			require.Equal(t, onAPIWorker, want.worker, pattern)
+			require.NotNil(t, want.answer, pattern)
+		}
+	}
+}
+
+// TestRouteAPIAllocs: routing a pull request allocates nothing.
+func TestRouteAPIAllocs(t *testing.T) {
+	subj := "CONSUMER.MSG.NEXT.ORDERS.worker"
+	require.Zero(t, testing.AllocsPerRun(100, func() {
+		if r, _ := routeAPI(subj); r == nil {
+			t.Fatal("no route")
+		}
+	}))
+}

@@ -1,0 +1,193 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/store"
+)
+
+// ingest stores a message published on one of the stream's subjects. It
+// runs on the publisher's goroutine (see server.InternalHandler): checks
+// and the append happen at once; the acknowledgement waits until the end
+// of the publisher's read, when one fsync covers every message of the
+// read (SyncAlways).
+func (st *stream) ingest(m *server.Msg) {
+	if !m.Permitted() {
+		// The server published this for a client that may not publish
+		// here (a consumer's delivery, a pull request's reply): storing
+		// it would let that client write to a stream through the server.
+		st.js.dropInternal(m, "stream", st.name)
+		return
+	}
+	var hdr headers
+	if m.Header != nil {
+		hdr = parseHeaders(m.Header)
+	}
+	reply := ""
+	if m.Reply != "" {
+		reply = strings.Clone(m.Reply)
+	}
+	cfg := st.config()
+	if cfg.Sealed {
+		st.nack(m, reply, errSealed())
+		return
+	}
+	// Headers and data count, not the subject, as in the reference server.
+	if cfg.MaxMsgSize > 0 && len(m.Header)+len(m.Data) > int(cfg.MaxMsgSize) {
+		st.nack(m, reply, errMsgTooBig())
+		return
+	}
+	if v, ok := hdr.get("Nats-Expected-Stream"); ok && v != st.name {
+		st.nack(m, reply, errStreamNotMatch())
+		return
+	}
+	if st.js.quotaReached(cfg.Storage) {
+		st.nack(m, reply, errInsufficientResources())
+		return
+	}
+	msgID, hasID := hdr.get("Nats-Msg-Id")
+
+	st.ingestMu.Lock()
+	now := time.Now()
+	if hasID {
+		if seq, dup := st.ingestMu.dedup.lookup(msgID, now); dup {
+			st.ingestMu.Unlock()
+			st.ackDuplicate(m, reply, seq)
+			return
+		}
+	}
+	if aerr := st.checkExpectedLocked(hdr, m.Subject); aerr != nil {
+		st.ingestMu.Unlock()
+		st.nack(m, reply, aerr)
+		return
+	}
+	roll, aerr := rollupOf(hdr, &cfg)
+	var ttl int64
+	if aerr == nil {
+		ttl, aerr = ttlOf(hdr, &cfg)
+	}
+	if aerr != nil {
+		st.ingestMu.Unlock()
+		st.nack(m, reply, aerr)
+		return
+	}
+	seq, ts, err := st.store.Append(m.Subject, m.Header, m.Data)
+	if err != nil {
+		st.ingestMu.Unlock()
+		st.nack(m, reply, st.appendError(err))
+		return
+	}
+	st.js.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
+	// The config as now, under ingestMu: the one rebuildTTLs follows.
+	if scfg := st.cfg.Load(); ttl > 0 || scfg.SubjectDeleteMarkerTTL > 0 {
+		st.schedule(seq, ts, ttl, scfg)
+	}
+	st.ingestMu.lastMsgID = "" // the ID of the last message, if it had one
+	if hasID {
+		st.ingestMu.dedup.add(strings.Clone(msgID), seq, now)
+		st.ingestMu.lastMsgID = st.ingestMu.dedup.last
+	}
+	var rollErr error
+	if roll != noRollup {
+		rollErr = st.rollLocked(roll, seq, m.Subject)
+	}
+	st.ingestMu.Unlock()
+	if rollErr != nil {
+		// The message is stored, but what it replaces may not all be
+		// gone: the publisher hears so rather than a PubAck.
+		st.js.log.Warn("rollup purge failed", "stream", st.name, "seq", seq, "err", rollErr)
+		st.nack(m, reply, errRollup(fmt.Errorf("stored as %d, rollup purge failed: %w", seq, rollErr)))
+		st.arrived(m.Subject, seq, cfg)
+		return
+	}
+	if cfg.Sync == SyncAlways && cfg.Storage == FileStorage {
+		// Consumers read only what an fsync covered (nextFrom), so they
+		// hear of the message once it is durable, with or without an ack
+		// to send: one fsync still covers the publisher's whole read.
+		subj := strings.Clone(m.Subject)
+		m.AfterRead(func(p *server.Publisher) {
+			err := st.store.WaitDurable(seq)
+			st.arrived(subj, seq, cfg)
+			if reply == "" || cfg.NoAck {
+				return
+			}
+			st.pubAck(p, reply, seq, err)
+		})
+		return
+	}
+	st.arrived(m.Subject, seq, cfg)
+	if reply == "" || cfg.NoAck {
+		return
+	}
+	m.AfterRead(func(p *server.Publisher) { st.pubAck(p, reply, seq, st.store.WaitDurable(seq)) })
+}
+
+// arrived tells the consumers of a stored message; under interest
+// retention a message nobody is interested in is acknowledged, with its
+// sequence, and not kept.
+func (st *stream) arrived(subj string, seq uint64, cfg StreamConfig) {
+	if !st.notify(subj) && cfg.Retention == InterestPolicy {
+		_ = st.store.Remove(seq)
+	}
+}
+
+// appendError turns a refused append into the reference server's error:
+// the limits with its texts, anything else (a failed write, a full disk)
+// as the store says it.
+func (st *stream) appendError(err error) *APIError {
+	switch {
+	case errors.Is(err, store.ErrMaxMsgSize):
+		return errMsgTooBig()
+	case errors.Is(err, store.ErrMaxMsgs):
+		return errStreamStore(errors.New("maximum messages exceeded"))
+	case errors.Is(err, store.ErrMaxBytes):
+		return errStreamStore(errors.New("maximum bytes exceeded"))
+	case errors.Is(err, store.ErrMaxMsgsPerSubject):
+		return errStreamStore(errors.New("maximum messages per subject exceeded"))
+	}
+	st.appendWarn.log(st.js.log, slog.LevelWarn, "stream append failed", "stream", st.name, "err", err)
+	return errStreamStore(err)
+}
+
+// checkExpectedLocked checks the Nats-Expected-* headers. ingestMu held.
+func (st *stream) checkExpectedLocked(hdr headers, subj string) *APIError {
+	if v, ok := hdr.get("Nats-Expected-Last-Sequence"); ok {
+		want, err := strconv.ParseUint(v, 10, 64)
+		last := st.store.State().LastSeq
+		if err != nil || want != last {
+			return errWrongLastSeq(last)
+		}
+	}
+	if v, ok := hdr.get("Nats-Expected-Last-Subject-Sequence"); ok {
+		want, err := strconv.ParseUint(v, 10, 64)
+		var last uint64
+		if m, gerr := st.store.LastBySubject(subj); gerr == nil {
+			last = m.Seq
+		}
+		if err != nil || want != last {
+			return errWrongLastSeq(last)
+		}
+	}
+	if v, ok := hdr.get("Nats-Expected-Last-Msg-Id"); ok && v != st.ingestMu.lastMsgID {
+		return errWrongLastMsgID(st.ingestMu.lastMsgID)
+	}
+	return nil
+}
+
+// notify tells the consumers whose filters match that a message arrived,
+// and reports whether there were any.
+func (st *stream) notify(subj string) bool {
+	any := false
+	for _, c := range *st.clist.Load() {
+		if c.stored(subj) {
+			any = true
+		}
+	}
+	return any
+}
