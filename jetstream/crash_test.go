@@ -197,7 +197,7 @@ func verifyRecovered(t *testing.T, cx context.Context, js njs.JetStream, acked m
 	t.Helper()
 	if round == 0 {
 		nc := js.Conn()
-		resp, err := nc.Request("$JS.API.STREAM.CREATE.CRASH", []byte(`{"name":"CRASH","subjects":["crash.>"],"sync":"always"}`), 5*time.Second)
+		resp, err := nc.Request("$JS.API.STREAM.CREATE.CRASH", []byte(`{"name":"CRASH","subjects":["crash.>"],"metadata":{"_skiff.sync":"always"}}`), 5*time.Second)
 		require.NoError(t, err)
 		require.NotContains(t, string(resp.Data), `"error"`)
 		_, err = js.CreateConsumer(cx, "CRASH", njs.ConsumerConfig{Durable: "WORKER", AckPolicy: njs.AckExplicitPolicy, AckWait: 2 * time.Second})
