@@ -305,7 +305,7 @@ func (c *client) slowConsumer() {
 	if c.closed.Load() {
 		return
 	}
-	c.srv.stats.slowConsumers.Add(1)
+	c.countSlowConsumer()
 	c.log.Warn("slow consumer", "pending_bytes", c.out.pending(), "max_pending", c.srv.opts.MaxPending)
 	c.close(reasonSlowConsumer, false)
 }
@@ -314,7 +314,7 @@ func (c *client) writeFailed(err error) {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		if !c.closed.Load() {
-			c.srv.stats.slowConsumers.Add(1)
+			c.countSlowConsumer()
 			c.log.Warn("slow consumer", "err", "write deadline exceeded", "write_deadline", c.srv.opts.WriteDeadline)
 		}
 		c.close(reasonSlowWrite, false)

@@ -395,3 +395,16 @@ func (cl *cluster) routeFor(hostPort string) (*client, bool) {
 	}
 	return nil, false
 }
+
+// RouteSlowConsumers returns how many routes were cut off as slow
+// consumers (/varz slow_consumer_stats.routes); SlowConsumers counts them
+// too, as nats-server's slow_consumers does.
+func (s *Server) RouteSlowConsumers() int64 { return s.stats.slowRoutes.Load() }
+
+// countSlowConsumer counts a slow consumer of c's kind.
+func (c *client) countSlowConsumer() {
+	c.srv.stats.slowConsumers.Add(1)
+	if c.route != nil {
+		c.srv.stats.slowRoutes.Add(1)
+	}
+}

@@ -165,9 +165,13 @@ func (c *client) forward(subj string, reply []byte, hdr int, msg []byte) bool {
 	return sent
 }
 
-// queueRouteMsg appends an RMSG or HMSG for a peer; past the bound it
-// returns queueFull and the caller cuts the route off, as a slow consumer
-// client.
+// queueRouteMsg appends an RMSG or HMSG for a peer. A route is held to
+// the clients' policy (stall.go): past the mark its gate closes, and the
+// publishers that forwarded to it wait there at the end of their reads, so
+// that a publisher faster than a peer (or than the peer's subscribers,
+// whose gates hold the peer's reads of the route) settles at the peer's
+// pace; past the bound it returns queueFull and the caller cuts the route
+// off as a slow consumer, as it would a client that does not drain.
 func (o *outbound) queueRouteMsg(subject, reply []byte, queues []string, hdr int, msg []byte) queueResult {
 	var buf [512]byte
 	line := proto.AppendRouteMsgLine(buf[:0], globalAccount, subject, reply, queues, hdr, len(msg))
@@ -184,6 +188,7 @@ func (o *outbound) queueRouteMsg(subject, reply []byte, queues []string, hdr int
 	o.write(crlf)
 	o.mu.outMsgs++
 	o.mu.outBytes += int64(len(msg))
+	o.gateLocked()
 	return queued
 }
 

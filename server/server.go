@@ -69,7 +69,8 @@ type Server struct {
 // own cache line: they are written from many goroutines.
 type stats struct {
 	totalConns    paddedInt
-	slowConsumers paddedInt
+	slowConsumers paddedInt // every kind of connection
+	slowRoutes    paddedInt // ... of which routes
 	stalls        paddedInt // publisher reads held at a subscriber's gate (stall.go)
 	// Totals of clients that have closed; live clients keep their own.
 	closedInMsgs, closedInBytes, closedOutMsgs, closedOutBytes paddedInt
