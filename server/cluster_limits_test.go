@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"bytes"
-		"net"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
@@ -108,4 +110,60 @@ func TestRouteSlowPeerCounted(t *testing.T) {
 	require.Equal(t, int64(1), vz.Slow, "slow_consumers counts every kind, as nats-server's")
 	require.Equal(t, int64(1), vz.Stats.Routes)
 	require.Zero(t, vz.Stats.Clients)
+}
+
+// TestClusterRouteNotLimitedBySubscriptions: max_subscriptions bounds a
+// client, not a route (nats-server does not limit routes this way): a
+// peer's clients may together have more subscriptions than one client
+// may, and the route carries all of them.
+func TestClusterRouteNotLimitedBySubscriptions(t *testing.T) {
+	const perClient, clients = 5, 4
+	c := clustertest.Start(t, 2, server.Options{MaxSubscriptions: perClient})
+	var subs []*nats.Subscription
+	for k := range clients {
+		nc := c.Connect(t, 1)
+		for j := range perClient {
+			s, err := nc.SubscribeSync(fmt.Sprintf("lim.%d.%d", k, j))
+			require.NoError(t, err)
+			subs = append(subs, s)
+		}
+		require.NoError(t, nc.Flush())
+	}
+	for k := range clients {
+		for j := range perClient {
+			c.WaitInterest(t, fmt.Sprintf("lim.%d.%d", k, j), 1)
+		}
+	}
+	require.Equal(t, 1, c.Servers[0].NumRoutes(), "the route holds %d subscriptions", perClient*clients)
+	pub := c.Connect(t, 0)
+	for k := range clients {
+		for j := range perClient {
+			require.NoError(t, pub.Publish(fmt.Sprintf("lim.%d.%d", k, j), nil))
+		}
+	}
+	require.NoError(t, pub.Flush())
+	for _, s := range subs {
+		_, err := s.NextMsg(5 * time.Second)
+		require.NoError(t, err, s.Subject)
+	}
+	// A client is still held to it.
+	nc := c.Connect(t, 0)
+	errs := make(chan error, 1)
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	})
+	for j := range perClient + 1 {
+		_, err := nc.SubscribeSync(fmt.Sprintf("own.%d", j))
+		require.NoError(t, err)
+	}
+	_ = nc.Flush()
+	select {
+	case err := <-errs:
+		require.ErrorContains(t, err, "maximum subscriptions exceeded")
+	case <-time.After(5 * time.Second):
+		t.Fatal("a client past max_subscriptions was not told")
+	}
 }

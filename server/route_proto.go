@@ -85,7 +85,6 @@ var (
 	errRouteBadInfo  = &proto.Error{Text: "Invalid Route INFO", Close: true}
 	errRouteConnect  = &proto.Error{Text: "Unexpected Route CONNECT", Close: true}
 	errRouteSubject  = &proto.Error{Text: "Invalid Subject", Close: true}
-	errRouteMaxSubs  = &proto.Error{Text: "maximum subscriptions exceeded", Close: true}
 	errRouteNotReady = proto.ErrAuthorization
 )
 
@@ -369,7 +368,9 @@ func (cl *cluster) learnPeers(peers []routePeer) {
 
 // RouteSub implements proto.RouteHandler: the peer's interest becomes a
 // subscription of the route in the index (one per subject and queue; a
-// queue's new weight changes nothing here).
+// queue's new weight changes nothing here). MaxSubscriptions bounds a
+// client, not a route, as in nats-server: a peer's interest is its
+// clients' together.
 func (r *route) RouteSub(account, subj, queue []byte, _ int) error {
 	c := r.c
 	if !r.registered {
@@ -392,9 +393,6 @@ func (r *route) RouteSub(account, subj, queue []byte, _ int) error {
 	}
 	if _, ok := c.mu.subs[key]; ok {
 		return nil
-	}
-	if len(c.mu.subs) >= c.srv.opts.MaxSubscriptions {
-		return errRouteMaxSubs
 	}
 	sub := &subscription{client: c, subject: pattern, queue: q, sid: []byte(key)}
 	c.mu.subs[key] = sub
