@@ -392,15 +392,15 @@ func (c *client) pingTick() {
 	if c.closed.Load() {
 		return
 	}
-	o := &c.srv.opts
-	if int(c.pingsOut.Load()) >= o.MaxPingsOut {
+	interval, maxOut, always := c.pingPolicy()
+	if int(c.pingsOut.Load()) >= maxOut {
 		var buf [64]byte
 		c.out.queue(proto.AppendErr(buf[:0], proto.ErrStaleConnection.Text))
 		c.log.Warn("stale connection", "pings_out", c.pingsOut.Load())
 		c.close(reasonStale, true)
 		return
 	}
-	if time.Since(time.Unix(0, c.lastIn.Load())) >= o.PingInterval || c.pingsOut.Load() > 0 {
+	if always || time.Since(time.Unix(0, c.lastIn.Load())) >= interval || c.pingsOut.Load() > 0 {
 		c.pingsOut.Add(1)
 		if !c.out.queue(proto.Ping) {
 			c.slowConsumer()
@@ -410,7 +410,7 @@ func (c *client) pingTick() {
 	}
 	c.timers.Lock()
 	if c.timers.ping != nil && !c.closed.Load() {
-		c.timers.ping.Reset(o.PingInterval)
+		c.timers.ping.Reset(interval)
 	}
 	c.timers.Unlock()
 }

@@ -167,3 +167,48 @@ func TestClusterRouteNotLimitedBySubscriptions(t *testing.T) {
 		t.Fatal("a client past max_subscriptions was not told")
 	}
 }
+
+// TestRoutePingStale: a peer that stops answering PINGs is closed as
+// stale after about (ping_max+1) × ping_interval, even while it keeps
+// sending (its traffic does not show that this side's bytes reach it),
+// and its interest goes with it.
+func TestRoutePingStale(t *testing.T) {
+	const interval, maxOut = 50 * time.Millisecond, 2
+	s := RunServer(t, server.Options{Cluster: server.ClusterOptions{Name: "p", Port: server.RandomPort,
+		PingInterval: interval, MaxPingsOut: maxOut}})
+	r := dialRoute(t, s)
+	r.register("p", "NPINGSTALE")
+	r.send("RS+ $G stale.x\r\n")
+	require.Eventually(t, func() bool { return s.HasInterest("stale.x") }, 5*time.Second, 5*time.Millisecond)
+	start := time.Now()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // busy, but deaf: RS+ lines, never a PONG
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if _, err := r.conn.Write(fmt.Appendf(nil, "RS+ $G busy.%d\r\n", i)); err != nil {
+				return
+			}
+		}
+	}()
+	require.Eventually(t, func() bool { return s.NumRoutes() == 0 }, 5*time.Second, 5*time.Millisecond,
+		"a route that answers no PING must be closed")
+	took := time.Since(start)
+	t.Logf("stale route closed after %v", took)
+	require.GreaterOrEqual(t, took, time.Duration(maxOut)*interval, "not before ping_max pings went unanswered")
+	require.False(t, s.HasInterest("stale.x"))
+	r.expectErrAndClose("-ERR 'Stale Connection'")
+}
+
+// TestRoutePingAnswered: a peer that answers PINGs stays, however short
+// the interval.
+func TestRoutePingAnswered(t *testing.T) {
+	c := clustertest.Start(t, 2, server.Options{Cluster: server.ClusterOptions{PingInterval: 20 * time.Millisecond, MaxPingsOut: 2}})
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, 1, c.Servers[0].NumRoutes())
+	require.Equal(t, 1, c.Servers[1].NumRoutes())
+}

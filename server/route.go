@@ -123,7 +123,8 @@ func (s *Server) startCluster() error {
 		u, _ := ParseRouteURL(r) // validated in New
 		cl.startSolicit(u, true, "", 0)
 	}
-	s.log.Info("cluster listening", "addr", ln.Addr().String(), "cluster", cl.opts.Name, "routes", len(cl.opts.Routes))
+	s.log.Info("cluster listening", "addr", ln.Addr().String(), "cluster", cl.opts.Name, "routes", len(cl.opts.Routes),
+		"ping_interval", cl.opts.PingInterval, "ping_max", cl.opts.MaxPingsOut)
 	return nil
 }
 
@@ -238,7 +239,7 @@ func (cl *cluster) runRoute(conn net.Conn, dialed *url.URL, configured bool) {
 	c.out.wake()
 	c.timers.Lock()
 	c.timers.auth = time.AfterFunc(cl.opts.AuthTimeout, c.authTimeout)
-	c.timers.ping = time.AfterFunc(s.opts.PingInterval, c.pingTick)
+	c.timers.ping = time.AfterFunc(cl.opts.PingInterval, c.pingTick)
 	c.timers.Unlock()
 	c.log.Debug("route connection", "solicited", dialed != nil)
 	c.readLoop()
@@ -407,4 +408,17 @@ func (c *client) countSlowConsumer() {
 	if c.route != nil {
 		c.srv.stats.slowRoutes.Add(1)
 	}
+}
+
+// pingPolicy returns how often the connection is pinged, how many
+// unanswered pings make it stale, and whether it is pinged even when it
+// was heard from lately. A client that sends is alive; a route is pinged
+// always, as nats-server's: traffic from the peer does not show that
+// this side's bytes reach it (a half-open or black-holed connection).
+func (c *client) pingPolicy() (interval time.Duration, maxOut int, always bool) {
+	if c.route != nil {
+		o := c.route.cl.opts
+		return o.PingInterval, o.MaxPingsOut, true
+	}
+	return c.srv.opts.PingInterval, c.srv.opts.MaxPingsOut, false
 }
