@@ -97,6 +97,9 @@ type subscription struct {
 	queue   string
 	sid     []byte
 	max     atomic.Int64 // deliveries before auto-unsubscribe; 0 = none
+	// weight is a route's queue subscription's weight: the members the
+	// peer has in the group (RS+), for choosing among peers.
+	weight atomic.Int32
 	// delivered counts every message queued for this subscription. It is
 	// guarded by the subscriber's outbound lock, which every delivery
 	// holds anyway, so counting costs no extra shared write.
