@@ -245,3 +245,17 @@ func (s *Server) PeerQueueWeight(peerID, subject, queue string) int {
 	})
 	return w
 }
+
+// NumInterest returns the subscriptions matching subject: local ones, and
+// one for each subject (and queue group) a peer told, as nats-server's
+// Account.Interest counts them. Tests wait on it.
+func (s *Server) NumInterest(subject string) int {
+	n := 0
+	s.anySubscription(subject, func(sub *subscription) bool {
+		if r := sub.client.route; r == nil || (!r.retired.Load() && !sub.client.closed.Load()) {
+			n++
+		}
+		return false
+	})
+	return n
+}
