@@ -276,13 +276,15 @@ func (c *client) closeReason() string {
 	return c.mu.reason
 }
 
-// closeRoutes stops the cluster: no more routes accepted or dialed, and
-// every route closed after what is queued for it is written. Shutdown
-// calls it.
-func (s *Server) closeRoutes() {
+// stopRoutes stops the cluster: no more routes accepted or dialed, and
+// the reads of every route stopped (what peers send from now on is not
+// delivered: this server is going). It returns the route connections, for
+// Shutdown to close once the clients' reads have stopped too, so that a
+// message a client published before Shutdown is still forwarded.
+func (s *Server) stopRoutes() []*client {
 	cl := s.cluster
 	if cl == nil {
-		return
+		return nil
 	}
 	cl.mu.Lock()
 	cl.mu.closed = true
@@ -295,8 +297,9 @@ func (s *Server) closeRoutes() {
 		_ = cl.ln.Close()
 	}
 	for _, c := range conns {
-		c.close(reasonServerShutdown, true)
+		_ = c.conn.SetReadDeadline(time.Now())
 	}
+	return conns
 }
 
 // startSolicit starts dialing u, after delay, unless a goroutine already

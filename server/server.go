@@ -445,7 +445,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.shuttingDown.Store(true)
 	_ = s.ln.Close()
-	s.closeRoutes()
+	routes := s.stopRoutes()
 	if s.httpSrv != nil {
 		_ = s.httpSrv.Close()
 	}
@@ -455,12 +455,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("shutting down", "clients", s.NumClients())
 
 	// Stop every reader first, so that all messages already read are
-	// routed before any client starts closing.
+	// routed (to local clients and to peers) before any connection starts
+	// closing.
 	clients := s.clients()
 	for _, c := range clients {
 		_ = c.conn.SetReadDeadline(time.Now())
 	}
-	for _, c := range clients {
+	for _, c := range append(clients, routes...) {
 		select {
 		case <-c.readDone:
 		case <-ctx.Done():
@@ -474,7 +475,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, f := range hooks {
 		f()
 	}
-	for _, c := range clients {
+	for _, c := range append(routes, clients...) {
 		c.close(reasonServerShutdown, true)
 	}
 	done := make(chan struct{})
@@ -487,7 +488,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.log.Info("shut down")
 		return nil
 	case <-ctx.Done():
-		for _, c := range clients {
+		for _, c := range append(routes, clients...) {
 			_ = c.conn.Close()
 		}
 		<-done
