@@ -6,7 +6,7 @@ BENCHBIN := bin/skiff-bench
 FUZZTIME ?= 30s
 COUNT    ?= 5
 
-.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-peers bench-latency bench-streams compat clean
+.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-cluster bench-peers bench-latency bench-streams compat clean
 
 all: build
 
@@ -69,6 +69,11 @@ bench-match: build
 ## bench-core: the broker against nats-server with nats bench (docs/benchmarks/core.md)
 bench-core: build tools
 	./$(BIN) bench core -runs $(COUNT)
+
+## bench-cluster: three Skiff servers joined by routes against a three-node nats-server cluster
+## (fan-out, queue-group request/reply, subscription churn) into docs/benchmarks/cluster.md
+bench-cluster: build tools
+	./$(BIN) bench cluster -runs $(COUNT)
 
 ## bench-peers: RabbitMQ and Kafka too (installed if missing): the AMQP and Kafka targets'
 ## tests against them, then 2 s-per-run smoke runs of `skiff bench compare` (Skiff, nats-server,

@@ -48,9 +48,20 @@ var clusterKeys = func() keys[*server.ClusterOptions] {
 		return
 	}, "connect_retries")
 	k.on(func(c *server.ClusterOptions, v value) error { return routeAuthKeys.apply(c, v) }, "authorization")
+	k.on(func(c *server.ClusterOptions, v value) (err error) {
+		c.PingInterval, err = v.duration()
+		if err == nil && c.PingInterval <= 0 {
+			err = v.errorf(ErrInvalidValue, "cluster ping_interval must be positive")
+		}
+		return
+	}, "ping_interval")
+	k.on(func(c *server.ClusterOptions, v value) (err error) {
+		c.MaxPingsOut, err = v.intIn(1, 1<<31-1)
+		return
+	}, "ping_max")
 	k.refuse(whyTLS+" (TLS on routes is not implemented)", "tls")
 	k.refuse(whyRouteOption, "cluster_advertise", "advertise", "connect_backoff", "pool_size", "compression",
-		"ping_interval", "ping_max", "write_deadline", "write_timeout")
+		"write_deadline", "write_timeout")
 	k.refuse(whyAccounts, "accounts")
 	k.refuse("route import/export permissions are not implemented; Skiff refuses to start rather than share every subject", "permissions")
 	return k

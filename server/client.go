@@ -97,6 +97,9 @@ type subscription struct {
 	queue   string
 	sid     []byte
 	max     atomic.Int64 // deliveries before auto-unsubscribe; 0 = none
+	// weight is a route's queue subscription's weight: the members the
+	// peer has in the group (RS+), for choosing among peers.
+	weight atomic.Int32
 	// delivered counts every message queued for this subscription. It is
 	// guarded by the subscriber's outbound lock, which every delivery
 	// holds anyway, so counting costs no extra shared write.
@@ -305,7 +308,7 @@ func (c *client) slowConsumer() {
 	if c.closed.Load() {
 		return
 	}
-	c.srv.stats.slowConsumers.Add(1)
+	c.countSlowConsumer()
 	c.log.Warn("slow consumer", "pending_bytes", c.out.pending(), "max_pending", c.srv.opts.MaxPending)
 	c.close(reasonSlowConsumer, false)
 }
@@ -314,7 +317,7 @@ func (c *client) writeFailed(err error) {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		if !c.closed.Load() {
-			c.srv.stats.slowConsumers.Add(1)
+			c.countSlowConsumer()
 			c.log.Warn("slow consumer", "err", "write deadline exceeded", "write_deadline", c.srv.opts.WriteDeadline)
 		}
 		c.close(reasonSlowWrite, false)
@@ -392,15 +395,15 @@ func (c *client) pingTick() {
 	if c.closed.Load() {
 		return
 	}
-	o := &c.srv.opts
-	if int(c.pingsOut.Load()) >= o.MaxPingsOut {
+	interval, maxOut, always := c.pingPolicy()
+	if int(c.pingsOut.Load()) >= maxOut {
 		var buf [64]byte
 		c.out.queue(proto.AppendErr(buf[:0], proto.ErrStaleConnection.Text))
 		c.log.Warn("stale connection", "pings_out", c.pingsOut.Load())
 		c.close(reasonStale, true)
 		return
 	}
-	if time.Since(time.Unix(0, c.lastIn.Load())) >= o.PingInterval || c.pingsOut.Load() > 0 {
+	if always || time.Since(time.Unix(0, c.lastIn.Load())) >= interval || c.pingsOut.Load() > 0 {
 		c.pingsOut.Add(1)
 		if !c.out.queue(proto.Ping) {
 			c.slowConsumer()
@@ -410,7 +413,7 @@ func (c *client) pingTick() {
 	}
 	c.timers.Lock()
 	if c.timers.ping != nil && !c.closed.Load() {
-		c.timers.ping.Reset(o.PingInterval)
+		c.timers.ping.Reset(interval)
 	}
 	c.timers.Unlock()
 }

@@ -19,6 +19,10 @@ const (
 	// DefaultRouteAuthTimeout bounds an accepted route's handshake
 	// (CONNECT and INFO), as nats-server's cluster auth timeout.
 	DefaultRouteAuthTimeout = 2 * time.Second
+	// MaxRoutePingInterval is the longest interval between two pings of
+	// a route, nats-server's: a longer cluster ping_interval (or a longer
+	// top-level one, which routes otherwise use) is shortened to it.
+	MaxRoutePingInterval = 30 * time.Second
 )
 
 // ClusterOptions join the server to other servers by routes (nats-server's
@@ -50,6 +54,15 @@ type ClusterOptions struct {
 	Password string
 	// AuthTimeout bounds an accepted route's handshake (default 2s).
 	AuthTimeout time.Duration
+	// PingInterval is how often each route is pinged, busy or not, and
+	// MaxPingsOut how many unanswered pings close it as stale, so that a
+	// peer that stopped (SIGSTOP, a black-holed network) is noticed in
+	// about (MaxPingsOut+1) × PingInterval and its interest dropped.
+	// Defaults: Options.PingInterval, at most MaxRoutePingInterval, and
+	// Options.MaxPingsOut (nats-server's cluster ping_interval and
+	// ping_max).
+	PingInterval time.Duration
+	MaxPingsOut  int
 }
 
 // enabled reports whether the server joins a cluster.
@@ -71,6 +84,13 @@ func (o *ClusterOptions) validate(top *Options) error {
 	if o.AuthTimeout == 0 {
 		o.AuthTimeout = DefaultRouteAuthTimeout
 	}
+	if o.PingInterval == 0 {
+		o.PingInterval = top.PingInterval
+	}
+	o.PingInterval = min(o.PingInterval, MaxRoutePingInterval)
+	if o.MaxPingsOut == 0 {
+		o.MaxPingsOut = top.MaxPingsOut
+	}
 	switch {
 	case o.Port < RandomPort || o.Port > 65535:
 		return fmt.Errorf("cluster port %d", o.Port)
@@ -78,6 +98,10 @@ func (o *ClusterOptions) validate(top *Options) error {
 		return errors.New("negative cluster connect_retries")
 	case o.AuthTimeout < 0:
 		return errors.New("negative cluster authorization timeout")
+	case o.PingInterval < 0:
+		return errors.New("negative cluster ping_interval")
+	case o.MaxPingsOut < 0:
+		return errors.New("negative cluster ping_max")
 	case strings.ContainsAny(o.Name, " \t\r\n"):
 		return fmt.Errorf("cluster name %q contains spaces", o.Name)
 	case (o.Username == "") != (o.Password == ""):

@@ -323,3 +323,69 @@ func getJSON(t *testing.T, url string, v any) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
 }
+
+// TestClusterQueueWeights: a server without members spreads a queue
+// group's messages over the peers in proportion to their members (the
+// weight in RS+), so that each member cluster-wide gets about the same
+// share; the shares follow the weights as members come and go.
+func TestClusterQueueWeights(t *testing.T) {
+	c := clustertest.Start(t, 3, server.Options{})
+	var mu sync.Mutex
+	byServer := make([]int, 3)
+	subscribe := func(i int) *nats.Subscription {
+		nc := c.Connect(t, i)
+		s, err := nc.QueueSubscribe("qw", "g", func(*nats.Msg) {
+			mu.Lock()
+			byServer[i]++
+			mu.Unlock()
+		})
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+		return s
+	}
+	subscribe(1)
+	var on2 []*nats.Subscription
+	for range 3 {
+		on2 = append(on2, subscribe(2))
+	}
+	waitWeight := func(peer, want int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			return c.Servers[0].PeerQueueWeight(c.Servers[peer].ID(), "qw", "g") == want
+		}, clustertest.Wait, 5*time.Millisecond, "server %d's weight did not reach %d", peer, want)
+	}
+	waitWeight(1, 1)
+	waitWeight(2, 3)
+	pub := c.Connect(t, 0) // no member here: every message goes to a peer
+	share := func(msgs int) float64 {
+		t.Helper()
+		mu.Lock()
+		byServer[1], byServer[2] = 0, 0
+		mu.Unlock()
+		for range msgs {
+			require.NoError(t, pub.Publish("qw", nil))
+		}
+		require.NoError(t, pub.Flush())
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return byServer[1]+byServer[2] == msgs
+		}, 10*time.Second, 10*time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		return float64(byServer[2]) / float64(msgs)
+	}
+	// 1 member against 3: server 2 gets 3/4. With 4000 messages the
+	// standard deviation of the share is under 0.007; the bounds are ±0.1.
+	got := share(4000)
+	t.Logf("server 2's share with weights 1:3: %.3f", got)
+	require.InDelta(t, 0.75, got, 0.1)
+
+	for _, s := range on2[:2] {
+		require.NoError(t, s.Unsubscribe())
+	}
+	waitWeight(2, 1)
+	got = share(4000)
+	t.Logf("server 2's share with weights 1:1: %.3f", got)
+	require.InDelta(t, 0.5, got, 0.1)
+}

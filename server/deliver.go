@@ -46,8 +46,9 @@ func (s *Server) route(c *client, subj string, subjBytes, reply []byte, hdr int,
 
 // deliverToGroup gives the message to one member of a queue group, chosen
 // at random so that members share the load evenly, trying the next member
-// when one cannot take it. Local members come first, as in nats-server: a
-// peer's members get it only when none here can.
+// when one cannot take it. Local members come first: a peer's members get
+// it only when none here can, and then a peer is chosen by the weights the
+// peers told (route_interest.go).
 func (c *client) deliverToGroup(members []*subscription, subj string, subjBytes, reply []byte, hdr int, msg []byte) bool {
 	n := len(members)
 	start := rand.IntN(n)
@@ -62,7 +63,7 @@ func (c *client) deliverToGroup(members []*subscription, subj string, subjBytes,
 			return true
 		}
 	}
-	return remote && c.route == nil && c.forwardToGroup(members, start)
+	return remote && c.route == nil && c.forwardToGroup(members)
 }
 
 // deliver queues the message for one subscription and reports whether it

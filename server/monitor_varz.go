@@ -49,8 +49,9 @@ type Varz struct {
 	InBytes          int64   `json:"in_bytes"`
 	OutMsgs          int64   `json:"out_msgs"`
 	OutBytes         int64   `json:"out_bytes"`
-	// The client-only counters equal the totals: Skiff has no routes,
-	// gateways or leaf nodes.
+	// The client-only counters equal the totals above: both count client
+	// traffic only (nats-server's totals add the routes'). A route's
+	// traffic is in /routez and the per-route metrics.
 	InClientMsgs       int64               `json:"in_client_msgs"`
 	InClientBytes      int64               `json:"in_client_bytes"`
 	OutClientMsgs      int64               `json:"out_client_msgs"`
@@ -65,8 +66,8 @@ type Varz struct {
 	Cluster *ClusterVarz `json:"cluster,omitempty"`
 }
 
-// SlowConsumersStats splits slow consumers by kind of connection; Skiff
-// has only clients.
+// SlowConsumersStats splits slow consumers by kind of connection: clients
+// and routes (Skiff has no gateways or leaf nodes).
 type SlowConsumersStats struct {
 	Clients  uint64 `json:"clients"`
 	Routes   uint64 `json:"routes"`
@@ -82,7 +83,7 @@ func (m *monitor) varz(now time.Time) *Varz {
 	s := m.s
 	o := &s.opts
 	t := m.counters()
-	slow := s.stats.slowConsumers.Load()
+	slow, slowRoutes := s.stats.slowConsumers.Load(), s.stats.slowRoutes.Load()
 	v := &Varz{
 		ID:                 s.id,
 		Name:               s.name,
@@ -123,7 +124,7 @@ func (m *monitor) varz(now time.Time) *Varz {
 		SlowConsumers:      slow,
 		Subscriptions:      uint32(s.subs.Count()),
 		HTTPReqStats:       m.requestStats(),
-		SlowConsumersStats: &SlowConsumersStats{Clients: uint64(slow)},
+		SlowConsumersStats: &SlowConsumersStats{Clients: uint64(slow - slowRoutes), Routes: uint64(slowRoutes)},
 		Routes:             s.NumRoutes(),
 		Cluster:            s.clusterVarz(),
 	}

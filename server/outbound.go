@@ -238,6 +238,10 @@ func (o *outbound) startClosing(flush bool) {
 	o.wake()
 }
 
+// batchChunks is the most chunks one write takes: a sixteenth of the bound
+// (4 MiB by default), at least one chunk.
+func (o *outbound) batchChunks() int { return max(1, o.max/16/chunkSize) }
+
 // writeLoop is the client's writer goroutine. It exits when the client is
 // closing and everything queued has been written, or on a write error.
 func (c *client) writeLoop() {
@@ -250,7 +254,21 @@ func (c *client) writeLoop() {
 		for {
 			o.mu.Lock()
 			bufs, n, closing := o.mu.bufs, o.mu.queued, o.mu.closing
-			o.mu.bufs, o.mu.queued = spare[:0], 0
+			if k := o.batchChunks(); len(bufs) > k {
+				// A long queue is written a bounded batch at a time, so
+				// that what is pending falls as the client reads and the
+				// gate opens then, not only once the whole queue is
+				// written (stall.go).
+				o.mu.bufs = append(spare[:0], bufs[k:]...)
+				clear(bufs[k:])
+				bufs, n = bufs[:k], 0
+				for _, b := range bufs {
+					n += len(b)
+				}
+				o.mu.queued -= n
+			} else {
+				o.mu.bufs, o.mu.queued = spare[:0], 0
+			}
 			spare = nil
 			o.mu.inflight = n
 			o.mu.Unlock()

@@ -123,7 +123,8 @@ func (s *Server) startCluster() error {
 		u, _ := ParseRouteURL(r) // validated in New
 		cl.startSolicit(u, true, "", 0)
 	}
-	s.log.Info("cluster listening", "addr", ln.Addr().String(), "cluster", cl.opts.Name, "routes", len(cl.opts.Routes))
+	s.log.Info("cluster listening", "addr", ln.Addr().String(), "cluster", cl.opts.Name, "routes", len(cl.opts.Routes),
+		"ping_interval", cl.opts.PingInterval, "ping_max", cl.opts.MaxPingsOut)
 	return nil
 }
 
@@ -238,7 +239,7 @@ func (cl *cluster) runRoute(conn net.Conn, dialed *url.URL, configured bool) {
 	c.out.wake()
 	c.timers.Lock()
 	c.timers.auth = time.AfterFunc(cl.opts.AuthTimeout, c.authTimeout)
-	c.timers.ping = time.AfterFunc(s.opts.PingInterval, c.pingTick)
+	c.timers.ping = time.AfterFunc(cl.opts.PingInterval, c.pingTick)
 	c.timers.Unlock()
 	c.log.Debug("route connection", "solicited", dialed != nil)
 	c.readLoop()
@@ -275,13 +276,15 @@ func (c *client) closeReason() string {
 	return c.mu.reason
 }
 
-// closeRoutes stops the cluster: no more routes accepted or dialed, and
-// every route closed after what is queued for it is written. Shutdown
-// calls it.
-func (s *Server) closeRoutes() {
+// stopRoutes stops the cluster: no more routes accepted or dialed, and
+// the reads of every route stopped (what peers send from now on is not
+// delivered: this server is going). It returns the route connections, for
+// Shutdown to close once the clients' reads have stopped too, so that a
+// message a client published before Shutdown is still forwarded.
+func (s *Server) stopRoutes() []*client {
 	cl := s.cluster
 	if cl == nil {
-		return
+		return nil
 	}
 	cl.mu.Lock()
 	cl.mu.closed = true
@@ -294,8 +297,9 @@ func (s *Server) closeRoutes() {
 		_ = cl.ln.Close()
 	}
 	for _, c := range conns {
-		c.close(reasonServerShutdown, true)
+		_ = c.conn.SetReadDeadline(time.Now())
 	}
+	return conns
 }
 
 // startSolicit starts dialing u, after delay, unless a goroutine already
@@ -394,4 +398,30 @@ func (cl *cluster) routeFor(hostPort string) (*client, bool) {
 		return cl.mu.routes[id], false
 	}
 	return nil, false
+}
+
+// RouteSlowConsumers returns how many routes were cut off as slow
+// consumers (/varz slow_consumer_stats.routes); SlowConsumers counts them
+// too, as nats-server's slow_consumers does.
+func (s *Server) RouteSlowConsumers() int64 { return s.stats.slowRoutes.Load() }
+
+// countSlowConsumer counts a slow consumer of c's kind.
+func (c *client) countSlowConsumer() {
+	c.srv.stats.slowConsumers.Add(1)
+	if c.route != nil {
+		c.srv.stats.slowRoutes.Add(1)
+	}
+}
+
+// pingPolicy returns how often the connection is pinged, how many
+// unanswered pings make it stale, and whether it is pinged even when it
+// was heard from lately. A client that sends is alive; a route is pinged
+// always, as nats-server's: traffic from the peer does not show that
+// this side's bytes reach it (a half-open or black-holed connection).
+func (c *client) pingPolicy() (interval time.Duration, maxOut int, always bool) {
+	if c.route != nil {
+		o := c.route.cl.opts
+		return o.PingInterval, o.MaxPingsOut, true
+	}
+	return c.srv.opts.PingInterval, c.srv.opts.MaxPingsOut, false
 }

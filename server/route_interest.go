@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math/rand/v2"
 	"slices"
 	"unsafe"
 
@@ -131,18 +132,45 @@ func (f *forwards) addQueue(rc *client, q string) {
 }
 
 // forwardToGroup chooses a peer for a queue group with no local member
-// that took the message: the first route member from start, members being
-// in random order already.
-func (c *client) forwardToGroup(members []*subscription, start int) bool {
-	n := len(members)
-	for i := range n {
-		sub := members[(start+i)%n]
-		if sub.client.route != nil && !sub.client.closed.Load() {
+// that took the message: at random, in proportion to the weights the
+// peers told (their members in the group), as nats-server weighs remote
+// queue subscriptions, so that each member cluster-wide gets about the
+// same share.
+func (c *client) forwardToGroup(members []*subscription) bool {
+	var total uint64
+	for _, sub := range members {
+		if peerMember(sub) {
+			total += uint64(sub.weight.Load())
+		}
+	}
+	if total == 0 {
+		return false
+	}
+	n := rand.Uint64N(total)
+	for _, sub := range members {
+		if !peerMember(sub) {
+			continue
+		}
+		w := uint64(sub.weight.Load())
+		if n < w {
+			c.fwd.addQueue(sub.client, sub.queue)
+			return true
+		}
+		n -= w
+	}
+	// A weight lowered between the two passes: the last peer takes it.
+	for i := len(members) - 1; i >= 0; i-- {
+		if sub := members[i]; peerMember(sub) {
 			c.fwd.addQueue(sub.client, sub.queue)
 			return true
 		}
 	}
 	return false
+}
+
+// peerMember reports whether a queue group member is a live peer's.
+func peerMember(sub *subscription) bool {
+	return sub.client.route != nil && !sub.client.closed.Load() && sub.weight.Load() > 0
 }
 
 // forward sends the message to every peer recorded in c.fwd, once each,
@@ -165,9 +193,13 @@ func (c *client) forward(subj string, reply []byte, hdr int, msg []byte) bool {
 	return sent
 }
 
-// queueRouteMsg appends an RMSG or HMSG for a peer; past the bound it
-// returns queueFull and the caller cuts the route off, as a slow consumer
-// client.
+// queueRouteMsg appends an RMSG or HMSG for a peer. A route is held to
+// the clients' policy (stall.go): past the mark its gate closes, and the
+// publishers that forwarded to it wait there at the end of their reads, so
+// that a publisher faster than a peer (or than the peer's subscribers,
+// whose gates hold the peer's reads of the route) settles at the peer's
+// pace; past the bound it returns queueFull and the caller cuts the route
+// off as a slow consumer, as it would a client that does not drain.
 func (o *outbound) queueRouteMsg(subject, reply []byte, queues []string, hdr int, msg []byte) queueResult {
 	var buf [512]byte
 	line := proto.AppendRouteMsgLine(buf[:0], globalAccount, subject, reply, queues, hdr, len(msg))
@@ -184,6 +216,7 @@ func (o *outbound) queueRouteMsg(subject, reply []byte, queues []string, hdr int
 	o.writeLocked(crlf)
 	o.mu.outMsgs++
 	o.mu.outBytes += int64(len(msg))
+	o.gateLocked()
 	return queued
 }
 
@@ -195,4 +228,34 @@ func (s *Server) PeerHasInterest(peerID, subject string) bool {
 		r := sub.client.route
 		return r != nil && !r.retired.Load() && !sub.client.closed.Load() && r.remoteID == peerID
 	})
+}
+
+// PeerQueueWeight returns the weight the peer with server ID peerID told
+// for queue group queue on a subscription matching subject (its members
+// there), or 0 if it has none. Tests wait on it.
+func (s *Server) PeerQueueWeight(peerID, subject, queue string) int {
+	w := 0
+	s.anySubscription(subject, func(sub *subscription) bool {
+		r := sub.client.route
+		if r != nil && sub.queue == queue && !r.retired.Load() && !sub.client.closed.Load() && r.remoteID == peerID {
+			w = int(sub.weight.Load())
+			return true
+		}
+		return false
+	})
+	return w
+}
+
+// NumInterest returns the subscriptions matching subject: local ones, and
+// one for each subject (and queue group) a peer told, as nats-server's
+// Account.Interest counts them. Tests wait on it.
+func (s *Server) NumInterest(subject string) int {
+	n := 0
+	s.anySubscription(subject, func(sub *subscription) bool {
+		if r := sub.client.route; r == nil || (!r.retired.Load() && !sub.client.closed.Load()) {
+			n++
+		}
+		return false
+	})
+	return n
 }

@@ -85,7 +85,6 @@ var (
 	errRouteBadInfo  = &proto.Error{Text: "Invalid Route INFO", Close: true}
 	errRouteConnect  = &proto.Error{Text: "Unexpected Route CONNECT", Close: true}
 	errRouteSubject  = &proto.Error{Text: "Invalid Subject", Close: true}
-	errRouteMaxSubs  = &proto.Error{Text: "maximum subscriptions exceeded", Close: true}
 	errRouteNotReady = proto.ErrAuthorization
 )
 
@@ -368,9 +367,11 @@ func (cl *cluster) learnPeers(peers []routePeer) {
 }
 
 // RouteSub implements proto.RouteHandler: the peer's interest becomes a
-// subscription of the route in the index (one per subject and queue; a
-// queue's new weight changes nothing here).
-func (r *route) RouteSub(account, subj, queue []byte, _ int) error {
+// subscription of the route in the index (one per subject and queue; for
+// a queue group already known, only its weight changes). MaxSubscriptions
+// bounds a client, not a route, as in nats-server: a peer's interest is
+// its clients' together.
+func (r *route) RouteSub(account, subj, queue []byte, weight int) error {
 	c := r.c
 	if !r.registered {
 		return errRouteNotReady
@@ -390,13 +391,13 @@ func (r *route) RouteSub(account, subj, queue []byte, _ int) error {
 	if c.closed.Load() || r.retired.Load() {
 		return nil
 	}
-	if _, ok := c.mu.subs[key]; ok {
+	weight = min(max(weight, 1), 1<<31-1)
+	if sub, ok := c.mu.subs[key]; ok {
+		sub.weight.Store(int32(weight))
 		return nil
 	}
-	if len(c.mu.subs) >= c.srv.opts.MaxSubscriptions {
-		return errRouteMaxSubs
-	}
 	sub := &subscription{client: c, subject: pattern, queue: q, sid: []byte(key)}
+	sub.weight.Store(int32(weight))
 	c.mu.subs[key] = sub
 	c.srv.index(sub)
 	return nil

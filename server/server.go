@@ -69,7 +69,8 @@ type Server struct {
 // own cache line: they are written from many goroutines.
 type stats struct {
 	totalConns    paddedInt
-	slowConsumers paddedInt
+	slowConsumers paddedInt // every kind of connection
+	slowRoutes    paddedInt // ... of which routes
 	stalls        paddedInt // publisher reads held at a subscriber's gate (stall.go)
 	// Totals of clients that have closed; live clients keep their own.
 	closedInMsgs, closedInBytes, closedOutMsgs, closedOutBytes paddedInt
@@ -448,7 +449,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.shuttingDown.Store(true)
 	_ = s.ln.Close()
-	s.closeRoutes()
+	routes := s.stopRoutes()
 	if s.httpSrv != nil {
 		_ = s.httpSrv.Close()
 	}
@@ -458,12 +459,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("shutting down", "clients", s.NumClients())
 
 	// Stop every reader first, so that all messages already read are
-	// routed before any client starts closing.
+	// routed (to local clients and to peers) before any connection starts
+	// closing.
 	clients := s.clients()
 	for _, c := range clients {
 		_ = c.conn.SetReadDeadline(time.Now())
 	}
-	for _, c := range clients {
+	for _, c := range append(clients, routes...) {
 		select {
 		case <-c.readDone:
 		case <-ctx.Done():
@@ -477,7 +479,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, f := range hooks {
 		f()
 	}
-	for _, c := range clients {
+	for _, c := range append(routes, clients...) {
 		c.close(reasonServerShutdown, true)
 	}
 	done := make(chan struct{})
@@ -490,7 +492,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.log.Info("shut down")
 		return nil
 	case <-ctx.Done():
-		for _, c := range clients {
+		for _, c := range append(routes, clients...) {
 			_ = c.conn.Close()
 		}
 		<-done

@@ -143,3 +143,27 @@ func TestNeverReaderCutAtWriteDeadline(t *testing.T) {
 	require.Equal(t, int64(1), s.SlowConsumers(), "cut off by the write deadline")
 	require.NoError(t, pub.Flush(), "the publisher carries on")
 }
+
+// A slow reader is waited for past what the sockets hold: the writer takes
+// a long queue a bounded batch at a time, so the gate opens as the reader
+// reads. When it wrote the whole queue at once, the gate stayed closed
+// until the kernel took the last byte of it (which loopback's socket
+// buffers release in bursts), and a reader at a third of the publisher's
+// pace was cut off.
+func TestSlowReaderPastSocketBuffers(t *testing.T) {
+	const msgs = 40_000 // 40 MB: past MaxPending and the sockets' buffers
+	s := RunServer(t, server.Options{MaxPending: 8 << 20, MaxPayload: 64 << 10})
+	conn := rawSub(t, s, "slow")
+	waitForSubs(t, s, 1)
+	counted := make(chan int, 1)
+	go func() { counted <- readSlowly(conn, "MSG slow 1 ", msgs, time.Millisecond) }()
+	pub := Connect(t, s)
+	payload := bytes.Repeat([]byte("x"), 1024)
+	for range msgs {
+		require.NoError(t, pub.Publish("slow", payload))
+	}
+	require.NoError(t, pub.Flush())
+	require.Equal(t, msgs, <-counted)
+	require.Zero(t, s.SlowConsumers(), "waited for, not cut off")
+	require.Positive(t, s.Stalls(), "the publisher was held back")
+}

@@ -278,16 +278,24 @@ func applyClusterFlags(set map[string]bool, f *serveFlags, c *server.ClusterOpti
 }
 
 // clusterListen reads --cluster: [nats://][user:pass@]host:port, where
-// port -1 picks a random one.
+// port -1 picks a random one (which url.Parse refuses, so the URL is
+// taken apart by hand).
 func clusterListen(s string, c *server.ClusterOptions) error {
-	if !strings.Contains(s, "://") {
-		s = "nats://" + s
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		if scheme != "nats" && scheme != "nats-route" {
+			return fmt.Errorf("scheme %q (want nats://)", scheme)
+		}
+		s = rest
 	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
+	var user *url.Userinfo
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		u, err := url.Parse("nats://" + s[:i] + "@h")
+		if err != nil {
+			return err
+		}
+		user, s = u.User, s[i+1:]
 	}
-	host, port, err := net.SplitHostPort(u.Host)
+	host, port, err := net.SplitHostPort(strings.TrimSuffix(s, "/"))
 	if err != nil {
 		return err
 	}
@@ -296,9 +304,9 @@ func clusterListen(s string, c *server.ClusterOptions) error {
 		return fmt.Errorf("bad port %q", port)
 	}
 	c.Host, c.Port = host, n
-	if u.User != nil {
-		c.Username = u.User.Username()
-		c.Password, _ = u.User.Password()
+	if user != nil {
+		c.Username = user.Username()
+		c.Password, _ = user.Password()
 	}
 	return nil
 }

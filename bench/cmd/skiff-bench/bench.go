@@ -16,6 +16,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return benchMatchCmd(args[1:], stdout, stderr)
 	case "core":
 		return benchCoreCmd(args[1:], stdout, stderr)
+	case "cluster":
+		return benchClusterCmd(args[1:], stdout, stderr)
 	case "latency":
 		return benchLatencyCmd(args[1:], stdout, stderr)
 	case "throughput":
@@ -37,6 +39,7 @@ const benchUsage = `Usage: skiff bench <benchmark> [flags]
 Benchmarks:
   match       topic-matching engines against the published tables and nats-server's Sublist
   core        the broker against nats-server with nats bench (make build tools first)
+  cluster     three Skiff servers against a three-node nats-server cluster (make build tools first)
   latency     open-loop round-trip latency with coordinated-omission correction, HDR to 99.9999%
   throughput  N publishers, M subscribers: sender and receiver rates
   compare     Skiff and real peers (nats-server, Redis, RabbitMQ) side by side, in alternation

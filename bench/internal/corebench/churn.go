@@ -27,39 +27,85 @@ import (
 // client library: the servers and the clients share the machine's cores,
 // and lean clients leave the measurement to the servers.
 func churn(ctx context.Context, url string, subs, rate, size int, d time.Duration) (float64, error) {
-	addr := strings.TrimPrefix(url, "nats://")
-	sub, err := dialRaw(addr)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = sub.Close() }()
-	var b bytes.Buffer
-	for i := range subs {
-		fmt.Fprintf(&b, "SUB churn.%d.* %d\r\n", i, i+1)
-	}
-	if err := sub.roundTrip(b.Bytes()); err != nil {
-		return 0, err
-	}
-	var delivered atomic.Int64
-	readErr := make(chan error, 1)
-	go func() { readErr <- sub.countMsgs(&delivered) }()
+	r, err := churnOn(ctx, churnSetup{Pub: url, Subs: []string{url}, Churners: []string{url}}, subs, rate, size, d)
+	return r.delivered, err
+}
 
-	churner, err := dialRaw(addr)
-	if err != nil {
-		return 0, err
+// churnSetup places a churn run's clients, for a cluster: the publisher on
+// Pub, the subscriptions split in equal ranges over subscribers on Subs,
+// the churn rate split over churners on Churners (each churning the whole
+// subject space, so that its changes are new interest for its server).
+type churnSetup struct {
+	Pub      string
+	Subs     []string
+	Churners []string
+}
+
+// churnResult is what a churn run measured.
+type churnResult struct {
+	delivered float64 // messages/s the subscribers received
+	changes   float64 // subscribes/s the churners made (as many unsubscribes)
+}
+
+// churnOn is churn with its clients placed by setup. Before measuring, it
+// waits until a message from the publisher reaches every subscriber (in a
+// cluster: until their interest reached the publisher's server).
+func churnOn(ctx context.Context, setup churnSetup, subs, rate, size int, d time.Duration) (churnResult, error) {
+	var res churnResult
+	counts := make([]atomic.Int64, len(setup.Subs))
+	readErr := make(chan error, len(setup.Subs))
+	firsts := make([]int, len(setup.Subs))
+	for k, url := range setup.Subs {
+		sub, err := dialRaw(strings.TrimPrefix(url, "nats://"))
+		if err != nil {
+			return res, err
+		}
+		defer func() { _ = sub.Close() }()
+		var b bytes.Buffer
+		lo, hi := k*subs/len(setup.Subs), (k+1)*subs/len(setup.Subs)
+		firsts[k] = lo
+		for i := lo; i < hi; i++ {
+			fmt.Fprintf(&b, "SUB churn.%d.* %d\r\n", i, i+1)
+		}
+		if err := sub.roundTrip(b.Bytes()); err != nil {
+			return res, err
+		}
+		go func() { readErr <- sub.countMsgs(&counts[k]) }()
 	}
-	defer func() { _ = churner.Close() }()
-	pub, err := dialRaw(addr)
+	delivered := func() int64 {
+		var n int64
+		for k := range counts {
+			n += counts[k].Load()
+		}
+		return n
+	}
+
+	pub, err := dialRaw(strings.TrimPrefix(setup.Pub, "nats://"))
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	defer func() { _ = pub.Close() }()
+	if err := probeSubscribers(ctx, pub, firsts, counts); err != nil {
+		return res, err
+	}
+	baseline := delivered()
 
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	churnErr := make(chan error, 1)
+	churnErr := make(chan error, len(setup.Churners))
 	var churned atomic.Int64
-	go func() { churnErr <- churner.churn(ctx, subs, rate, &churned) }()
+	for k, url := range setup.Churners {
+		churner, err := dialRaw(strings.TrimPrefix(url, "nats://"))
+		if err != nil {
+			return res, err
+		}
+		defer func() { _ = churner.Close() }()
+		share := rate / len(setup.Churners)
+		if k < rate%len(setup.Churners) {
+			share++
+		}
+		go func() { churnErr <- churner.churn(ctx, subs, share, uint64(k), &churned) }()
+	}
 
 	rng := rand.New(rand.NewPCG(3, 4))
 	payload := bytes.Repeat([]byte{'x'}, size)
@@ -73,16 +119,18 @@ func churn(ctx context.Context, url string, subs, rate, size int, d time.Duratio
 			batch = append(batch, "\r\n"...)
 		}
 		if err := pub.roundTrip(batch); err != nil {
-			return 0, fmt.Errorf("publisher: %w", err)
+			return res, fmt.Errorf("publisher: %w", err)
 		}
 	}
-	if err := <-churnErr; err != nil {
-		return 0, fmt.Errorf("churner: %w", err)
+	for range setup.Churners {
+		if err := <-churnErr; err != nil {
+			return res, fmt.Errorf("churner: %w", err)
+		}
 	}
-	// Let the subscriber take what the server already accepted.
+	// Let the subscribers take what the servers already accepted.
 	settleAt := time.Now()
 	for last := int64(-1); time.Since(settleAt) < 10*time.Second; {
-		n := delivered.Load()
+		n := delivered()
 		if n == last {
 			break
 		}
@@ -92,13 +140,46 @@ func churn(ctx context.Context, url string, subs, rate, size int, d time.Duratio
 	elapsed := time.Since(start)
 	select {
 	case err := <-readErr:
-		return 0, fmt.Errorf("subscriber: %w", err)
+		return res, fmt.Errorf("subscriber: %w", err)
 	default:
 	}
+	res.delivered = float64(delivered()-baseline) / elapsed.Seconds()
+	res.changes = float64(churned.Load()) / d.Seconds()
 	if got, want := churned.Load(), int64(float64(rate)*d.Seconds()*0.8); got < want {
-		return 0, fmt.Errorf("churner managed only %d changes in %v (want about %d)", got, d, want)
+		return res, fmt.Errorf("churners managed only %d changes in %v (want about %d)", got, d, want)
 	}
-	return float64(delivered.Load()) / elapsed.Seconds(), nil
+	return res, nil
+}
+
+// probeSubscribers publishes churn.<first>.x for each subscriber's first
+// pattern, every 20 ms, until each subscriber has received one (at most
+// 20 s): on a cluster, the subscriptions' interest has then reached the
+// publisher's server.
+func probeSubscribers(ctx context.Context, pub *rawConn, firsts []int, counts []atomic.Int64) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var b []byte
+		missing := 0
+		for k, i := range firsts {
+			if counts[k].Load() == 0 {
+				missing++
+				b = fmt.Appendf(b, "PUB churn.%d.x 5\r\nprobe\r\n", i)
+			}
+		}
+		if missing == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d subscribers got no message in 20s: interest did not reach the publisher's server", missing, len(firsts))
+		}
+		if err := pub.roundTrip(b); err != nil {
+			return fmt.Errorf("probe: %w", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // rawConn is a minimal protocol client for load generation.
@@ -180,14 +261,16 @@ func (c *rawConn) countMsgs(n *atomic.Int64) error {
 }
 
 // churn subscribes and unsubscribes, rate of each per second, keeping 512
-// live subscriptions of its own, until ctx ends. Messages that reach them
+// live subscriptions of its own, until ctx ends; seed varies its patterns
+// from another churner's. Messages that reach them
 // are read and dropped.
-func (c *rawConn) churn(ctx context.Context, subs, rate int, churned *atomic.Int64) error {
+func (c *rawConn) churn(ctx context.Context, subs, rate int, seed uint64, churned *atomic.Int64) error {
 	go func() {
 		var dropped atomic.Int64
 		_ = c.countMsgs(&dropped)
 	}()
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.New(rand.NewPCG(1, 2+seed))
+	var mine int64 // this churner's changes; churned counts every churner's
 	var live []int
 	next := 1
 	began := time.Now()
@@ -203,7 +286,7 @@ func (c *rawConn) churn(ctx context.Context, subs, rate int, churned *atomic.Int
 		// Catch up to the rate: a ticker drops ticks on a busy machine.
 		due := int64(time.Since(began).Seconds() * float64(rate))
 		b = b[:0]
-		for churned.Load() < due {
+		for ; mine < due; mine++ {
 			b = fmt.Appendf(b, "SUB churn.%d.* %d\r\n", rng.IntN(subs), next)
 			live = append(live, next)
 			next++

@@ -85,6 +85,11 @@ func (t Target) Start(ctx context.Context, config string) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	return t.startOn(ctx, port, config)
+}
+
+// startOn is Start on a given client port.
+func (t Target) startOn(ctx context.Context, port int, config string) (*Proc, error) {
 	conf, err := os.CreateTemp("", "corebench-*.conf")
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -53,4 +54,31 @@ func TestChurn(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, rate)
 	t.Logf("%.0f msgs/s delivered", rate)
+}
+
+// TestClusterChurn runs the cluster churn workload briefly against an
+// in-process three-server Skiff cluster: the subscriptions' interest
+// reaches the publisher's server, the churners keep their rate, and
+// messages cross the routes.
+func TestClusterChurn(t *testing.T) {
+	c := clustertest.Start(t, 3, server.Options{})
+	r, err := churnOn(context.Background(), churnSetup{Pub: c.URL(0), Subs: []string{c.URL(1), c.URL(2)},
+		Churners: []string{c.URL(1), c.URL(2)}}, 1000, 200, 128, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Positive(t, r.delivered)
+	require.Greater(t, r.changes, 160.0)
+	t.Logf("%.0f msgs/s delivered, %.0f subscribes/s", r.delivered, r.changes)
+}
+
+func TestClusterConfig(t *testing.T) {
+	got := clusterConfig("max_pending: 1GB", 1, []int{7001, 7002, 7003})
+	require.Equal(t, `max_pending: 1GB
+server_name: n2
+jetstream: disabled
+cluster {
+  name: bench
+  listen: "127.0.0.1:7002"
+  routes: [nats-route://127.0.0.1:7001, nats-route://127.0.0.1:7002, nats-route://127.0.0.1:7003]
+}
+`, got)
 }

@@ -23,7 +23,11 @@ type Scenario struct {
 	// Config is the configuration both servers run with ("" for their
 	// defaults).
 	Config string
-	Run    func(ctx context.Context, o *Options, p *Proc) (float64, error)
+	// Run measures one server; RunCluster, set instead for the cluster
+	// scenarios, measures a cluster of ClusterSize servers.
+	Run         func(ctx context.Context, o *Options, p *Proc) (float64, error)
+	RunCluster  func(ctx context.Context, o *Options, c *Cluster) (float64, error)
+	ClusterSize int
 }
 
 // bigPending lets both servers queue a whole run's backlog for a slow
@@ -99,11 +103,19 @@ func (r *Result) Ratio() float64 {
 // Run executes every selected scenario, alternating the targets run by
 // run (skiff, nats-server, then nats-server, skiff, ...), each measurement
 // on a freshly started server.
-func Run(ctx context.Context, o Options) ([]*Result, error) {
+func Run(ctx context.Context, o Options) ([]*Result, error) { return run(ctx, o, Scenarios()) }
+
+// RunCluster is Run for the cluster scenarios: each measurement on a
+// freshly started cluster of each target.
+func RunCluster(ctx context.Context, o Options) ([]*Result, error) {
+	return run(ctx, o, ClusterScenarios())
+}
+
+func run(ctx context.Context, o Options, scenarios []Scenario) ([]*Result, error) {
 	o.setDefaults()
 	targets := Targets(&o)
 	var results []*Result
-	for _, sc := range Scenarios() {
+	for _, sc := range scenarios {
 		if len(o.Scenarios) > 0 && !slices.Contains(o.Scenarios, sc.Name) {
 			continue
 		}
@@ -137,6 +149,14 @@ func firstLine(s string) string {
 }
 
 func measure(ctx context.Context, o *Options, t Target, sc Scenario) (float64, error) {
+	if sc.RunCluster != nil {
+		c, err := t.StartCluster(ctx, sc.ClusterSize, sc.Config)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Stop()
+		return sc.RunCluster(ctx, o, c)
+	}
 	p, err := t.Start(ctx, sc.Config)
 	if err != nil {
 		return 0, err

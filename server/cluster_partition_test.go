@@ -1,0 +1,227 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/clustertest"
+	"github.com/skiffmq/skiff/internal/faultproxy"
+	"github.com/skiffmq/skiff/server"
+)
+
+// Partition tests: two servers whose only route runs through a fault
+// proxy (a dials b through it; b never dials, and with two servers no
+// gossip leads around it).
+
+// Route pings in these tests: a black hole is noticed in about
+// (partitionPingMax+1) × partitionPing.
+const (
+	partitionPing    = 100 * time.Millisecond
+	partitionPingMax = 2
+)
+
+// partitioned starts b, a proxy to b's route listener, and a routed to b
+// through the proxy, and waits for the route.
+func partitioned(t *testing.T) (a, b *server.Server, p *faultproxy.Proxy) {
+	t.Helper()
+	co := server.ClusterOptions{Name: "part", Host: "127.0.0.1", Port: server.RandomPort,
+		PingInterval: partitionPing, MaxPingsOut: partitionPingMax}
+	b = RunServer(t, server.Options{ServerName: "b", Cluster: co, HTTPPort: server.RandomPort})
+	p = faultproxy.Start(t, hostOf(t, b.RouteURL()))
+	co.Routes = []string{"nats-route://" + p.Addr()}
+	a = RunServer(t, server.Options{ServerName: "a", Cluster: co})
+	waitRouted(t, a, b)
+	return a, b, p
+}
+
+func hostOf(t *testing.T, routeURL string) string {
+	u, err := server.ParseRouteURL(routeURL)
+	require.NoError(t, err)
+	return u.Host
+}
+
+// waitRouted waits until a and b have their route.
+func waitRouted(t *testing.T, a, b *server.Server) {
+	t.Helper()
+	require.Eventually(t, func() bool { return a.NumRoutes() == 1 && b.NumRoutes() == 1 },
+		clustertest.Wait, 5*time.Millisecond, "no route between a and b")
+}
+
+// waitApart waits until neither a nor b has a route, and returns how long
+// that took.
+func waitApart(t *testing.T, a, b *server.Server, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	require.Eventually(t, func() bool { return a.NumRoutes() == 0 && b.NumRoutes() == 0 },
+		within, 5*time.Millisecond, "the partition was not noticed in %v", within)
+	return time.Since(start)
+}
+
+// waitPeerInterest waits until s has (or, with !want, has not) the peer's
+// interest in subject.
+func waitPeerInterest(t *testing.T, s, peer *server.Server, subject string, want bool) {
+	t.Helper()
+	require.Eventually(t, func() bool { return s.PeerHasInterest(peer.ID(), subject) == want },
+		clustertest.Wait, 5*time.Millisecond, "%s: interest of %s in %q should be %v", s.Name(), peer.Name(), subject, want)
+}
+
+// TestClusterCutAndHeal: a cut route is noticed at once by both sides,
+// each drops the other's interest, and once healed the route comes back,
+// interest converges and messages flow again.
+func TestClusterCutAndHeal(t *testing.T) {
+	a, b, p := partitioned(t)
+	subB := Connect(t, b)
+	sb, err := subB.SubscribeSync("cut.b")
+	require.NoError(t, err)
+	require.NoError(t, subB.Flush())
+	subA := Connect(t, a)
+	sa, err := subA.SubscribeSync("cut.a")
+	require.NoError(t, err)
+	require.NoError(t, subA.Flush())
+	waitPeerInterest(t, a, b, "cut.b", true)
+	waitPeerInterest(t, b, a, "cut.a", true)
+
+	p.Cut()
+	took := waitApart(t, a, b, 2*time.Second)
+	t.Logf("cut noticed in %v", took)
+	require.False(t, a.HasInterest("cut.b"), "a dropped b's interest")
+	require.False(t, b.HasInterest("cut.a"), "b dropped a's interest")
+
+	p.Heal()
+	waitRouted(t, a, b)
+	waitPeerInterest(t, a, b, "cut.b", true)
+	waitPeerInterest(t, b, a, "cut.a", true)
+	pubA, pubB := Connect(t, a), Connect(t, b)
+	require.NoError(t, pubA.Publish("cut.b", []byte("a to b")))
+	require.NoError(t, pubB.Publish("cut.a", []byte("b to a")))
+	m, err := sb.NextMsg(2 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "a to b", string(m.Data))
+	m, err = sa.NextMsg(2 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "b to a", string(m.Data))
+}
+
+// TestClusterUnsubscribeDuringPartition: interest that changes while the
+// route is down (cut) or silently dropping everything (black hole, where
+// the RS- sent is lost) converges once healed: no stale interest, so
+// nothing forwarded to a server that no longer wants it, and the interest
+// that appeared during the partition is there.
+func TestClusterUnsubscribeDuringPartition(t *testing.T) {
+	for _, fault := range []string{"cut", "black hole"} {
+		t.Run(fault, func(t *testing.T) {
+			a, b, p := partitioned(t)
+			nc := Connect(t, b)
+			keep, err := nc.SubscribeSync("u.keep")
+			require.NoError(t, err)
+			gone, err := nc.SubscribeSync("u.gone")
+			require.NoError(t, err)
+			qgone, err := nc.QueueSubscribe("u.q", "workers", func(*nats.Msg) {})
+			require.NoError(t, err)
+			require.NoError(t, nc.Flush())
+			for _, subj := range []string{"u.keep", "u.gone", "u.q"} {
+				waitPeerInterest(t, a, b, subj, true)
+			}
+
+			if fault == "cut" {
+				p.Cut()
+				waitApart(t, a, b, 2*time.Second)
+			} else {
+				p.BlackHole()
+			}
+			require.NoError(t, gone.Unsubscribe())
+			require.NoError(t, qgone.Unsubscribe())
+			added, err := nc.SubscribeSync("u.added")
+			require.NoError(t, err)
+			require.NoError(t, nc.Flush())
+			if fault == "black hole" {
+				// The RS- went into the hole: a still forwards u.gone to b
+				// until the route is found stale.
+				stale := a.PeerHasInterest(b.ID(), "u.gone")
+				require.True(t, stale || a.NumRoutes() == 0, "the unsubscribe cannot have crossed")
+				waitApart(t, a, b, 5*time.Second)
+			}
+
+			p.Heal()
+			waitRouted(t, a, b)
+			waitPeerInterest(t, a, b, "u.keep", true)
+			waitPeerInterest(t, a, b, "u.added", true)
+			require.False(t, a.PeerHasInterest(b.ID(), "u.gone"), "no stale plain interest")
+			require.False(t, a.PeerHasInterest(b.ID(), "u.q"), "no stale queue interest")
+
+			pub := Connect(t, a)
+			for _, subj := range []string{"u.gone", "u.q", "u.keep", "u.added"} {
+				require.NoError(t, pub.Publish(subj, []byte(subj)))
+			}
+			require.NoError(t, pub.Flush())
+			for _, s := range []*nats.Subscription{keep, added} {
+				m, err := s.NextMsg(2 * time.Second)
+				require.NoError(t, err)
+				require.Equal(t, s.Subject, string(m.Data))
+			}
+			// Only the two wanted crossed the new route: a forwarded
+			// nothing b no longer wants.
+			time.Sleep(50 * time.Millisecond)
+			require.Equal(t, int64(2), routeInMsgs(t, b, a), "a forwarded only what b wants")
+		})
+	}
+}
+
+// routeInMsgs returns the messages s received on its route from peer,
+// from s's /routez.
+func routeInMsgs(t *testing.T, s, peer *server.Server) int64 {
+	t.Helper()
+	var rz struct {
+		Routes []struct {
+			RemoteID string `json:"remote_id"`
+			InMsgs   int64  `json:"in_msgs"`
+		} `json:"routes"`
+	}
+	getJSON(t, "http://"+s.MonitorAddr().String()+"/routez", &rz)
+	for _, r := range rz.Routes {
+		if r.RemoteID == peer.ID() {
+			return r.InMsgs
+		}
+	}
+	t.Fatalf("%s has no route from %s", s.Name(), peer.Name())
+	return 0
+}
+
+// TestClusterBlackHoleDetected: a route that silently drops everything
+// is noticed by both sides through their pings, within a bounded time set
+// by the cluster's ping_interval and ping_max, and re-established once the
+// network heals.
+func TestClusterBlackHoleDetected(t *testing.T) {
+	a, b, p := partitioned(t)
+	nc := Connect(t, b)
+	sub, err := nc.SubscribeSync("bh")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	waitPeerInterest(t, a, b, "bh", true)
+
+	p.BlackHole()
+	bound := 2 * time.Duration(partitionPingMax+2) * partitionPing // twice the expected, for a loaded machine
+	took := waitApart(t, a, b, 5*time.Second)
+	t.Logf("black hole noticed by both sides in %v (ping_interval %v, ping_max %d; bound %v)", took, partitionPing, partitionPingMax, bound)
+	require.LessOrEqual(t, took, bound)
+	require.False(t, a.HasInterest("bh"))
+
+	p.Heal()
+	start := time.Now()
+	waitRouted(t, a, b)
+	waitPeerInterest(t, a, b, "bh", true)
+	t.Logf("route re-established %v after the heal", time.Since(start))
+	pub := Connect(t, a)
+	for k := range 10 {
+		require.NoError(t, pub.Publish("bh", fmt.Appendf(nil, "%d", k)))
+	}
+	for k := range 10 {
+		m, err := sub.NextMsg(2 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(k), string(m.Data))
+	}
+}
