@@ -22,8 +22,9 @@ import (
 
 const apiPrefix = "$JS.API."
 
-// streamWorkers is how many stream creates, updates and deletes may run
-// at once.
+// streamWorkers is how many requests about streams (creates, purges,
+// consumer creates, ...) may run at once, each worker taking the streams
+// whose names hash to it.
 const streamWorkers = 4
 
 // apiRequest is a queued API request.

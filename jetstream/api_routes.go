@@ -13,8 +13,10 @@ const (
 	// onAPIWorker: the API worker, in arrival order.
 	onAPIWorker apiWorker = iota
 	// onStreamWorker: the stream worker chosen by the stream's name (the
-	// route's first capture), so that the changes to one stream are
-	// answered in order and one slow change holds up no other request.
+	// route's first capture), so that the requests about one stream are
+	// answered in order and a slow one (a create on a slow disk, a purge
+	// of a large stream) holds up only the streams that share its worker,
+	// never the account-wide APIs.
 	onStreamWorker
 	// onRequester: at once, on the requester's goroutine, unqueued and
 	// not counted as an API request (pull requests, which must be quick).
@@ -51,34 +53,34 @@ var apiRoutes = []apiRoute{
 	queued("STREAM.CREATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamCreate(a[0], r.data) }),
 	queued("STREAM.UPDATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamUpdate(a[0], r.data) }),
 	queued("STREAM.DELETE.*", onStreamWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.streamDelete(a[0]) }),
-	queued("STREAM.INFO.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamInfo(a[0], r.data) }),
-	queued("STREAM.PURGE.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamPurge(a[0], r.data) }),
+	queued("STREAM.INFO.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamInfo(a[0], r.data) }),
+	queued("STREAM.PURGE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamPurge(a[0], r.data) }),
 	queued("STREAM.NAMES", onAPIWorker, func(js *JetStream, r apiRequest, _ apiArgs) any { return js.streamNames(r.data) }),
 	queued("STREAM.LIST", onAPIWorker, func(js *JetStream, r apiRequest, _ apiArgs) any { return js.streamList(r.data) }),
-	queued("STREAM.MSG.GET.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgGet(a[0], r.data) }),
-	queued("STREAM.MSG.DELETE.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgDelete(a[0], r.data) }),
+	queued("STREAM.MSG.GET.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgGet(a[0], r.data) }),
+	queued("STREAM.MSG.DELETE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgDelete(a[0], r.data) }),
 
 	// DIRECT.GET.<stream>[.<subject>]
-	queued("DIRECT.GET.*", onAPIWorker, directGetRoute),
-	queued("DIRECT.GET.*.>", onAPIWorker, directGetRoute),
+	queued("DIRECT.GET.*", onStreamWorker, directGetRoute),
+	queued("DIRECT.GET.*.>", onStreamWorker, directGetRoute),
 
 	// The three create forms (see consumerCreate): CREATE.<stream>,
 	// CREATE.<stream>.<consumer>[.<filter>] and
 	// DURABLE.CREATE.<stream>.<consumer>.
-	queued("CONSUMER.CREATE.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
+	queued("CONSUMER.CREATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
 		return js.consumerCreate(a[0], "", "", true, false, r.data, r.principal)
 	}),
-	queued("CONSUMER.CREATE.*.*", onAPIWorker, consumerCreateRoute),
-	queued("CONSUMER.CREATE.*.*.>", onAPIWorker, consumerCreateRoute),
-	queued("CONSUMER.DURABLE.CREATE.*.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
+	queued("CONSUMER.CREATE.*.*", onStreamWorker, consumerCreateRoute),
+	queued("CONSUMER.CREATE.*.*.>", onStreamWorker, consumerCreateRoute),
+	queued("CONSUMER.DURABLE.CREATE.*.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
 		return js.consumerCreate(a[0], a[1], "", false, true, r.data, r.principal)
 	}),
-	queued("CONSUMER.INFO.*.*", onAPIWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerInfo(a[0], a[1]) }),
-	queued("CONSUMER.DELETE.*.*", onAPIWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerDelete(a[0], a[1]) }),
-	queued("CONSUMER.PAUSE.*.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerPause(a[0], a[1], r.data) }),
-	queued("CONSUMER.RESET.*.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerReset(a[0], a[1], r.data) }),
-	queued("CONSUMER.NAMES.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerNames(a[0], r.data) }),
-	queued("CONSUMER.LIST.*", onAPIWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerList(a[0], r.data) }),
+	queued("CONSUMER.INFO.*.*", onStreamWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerInfo(a[0], a[1]) }),
+	queued("CONSUMER.DELETE.*.*", onStreamWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerDelete(a[0], a[1]) }),
+	queued("CONSUMER.PAUSE.*.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerPause(a[0], a[1], r.data) }),
+	queued("CONSUMER.RESET.*.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerReset(a[0], a[1], r.data) }),
+	queued("CONSUMER.NAMES.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerNames(a[0], r.data) }),
+	queued("CONSUMER.LIST.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerList(a[0], r.data) }),
 }
 
 func directGetRoute(js *JetStream, r apiRequest, a apiArgs) any {

@@ -64,8 +64,9 @@ func TestRouteAPI(t *testing.T) {
 }
 
 // TestRouteAPIUnshadowed: every route answers a subject written as its
-// pattern, so no route is shadowed by one before it; only stream changes
-// go to the stream workers and only pull requests stay on the requester.
+// pattern, so no route is shadowed by one before it; every request about
+// one stream goes to that stream's worker, the account-wide ones to the
+// API worker, and only pull requests stay on the requester.
 func TestRouteAPIUnshadowed(t *testing.T) {
 	for i := range apiRoutes {
 		want := &apiRoutes[i]
@@ -74,14 +75,14 @@ func TestRouteAPIUnshadowed(t *testing.T) {
 		got, _ := routeAPI(subj)
 		require.Same(t, want, got, pattern)
 		switch {
-		case strings.HasPrefix(pattern, "STREAM.CREATE."), strings.HasPrefix(pattern, "STREAM.UPDATE."), strings.HasPrefix(pattern, "STREAM.DELETE."):
-			require.Equal(t, onStreamWorker, want.worker, pattern)
-			require.NotNil(t, want.answer, pattern)
 		case pattern == "CONSUMER.MSG.NEXT.>":
 			require.Equal(t, onRequester, want.worker, pattern)
 			require.NotNil(t, want.direct, pattern)
-		default:
+		case pattern == "INFO", pattern == "STREAM.NAMES", pattern == "STREAM.LIST":
 			require.Equal(t, onAPIWorker, want.worker, pattern)
+			require.NotNil(t, want.answer, pattern)
+		default:
+			require.Equal(t, onStreamWorker, want.worker, pattern)
 			require.NotNil(t, want.answer, pattern)
 		}
 	}

@@ -16,3 +16,7 @@ func (js *JetStream) TTLHeapLen(name string) int {
 // HandleStats returns the counters of the streams' handle cache (tests
 // only).
 func (js *JetStream) HandleStats() store.HandleStats { return js.handles.Stats() }
+
+// StreamWorkerOf returns the stream worker that answers the requests about
+// the named stream (tests only).
+func StreamWorkerOf(name string) uint32 { return nameHash(name) % streamWorkers }

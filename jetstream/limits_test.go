@@ -177,6 +177,11 @@ func TestSlowStreamCreateDoesNotBlockAPI(t *testing.T) {
 	_, js := connect(t, b.srv.ClientURL())
 	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "FAST", Subjects: []string{"fast"}})
 	require.NoError(t, err)
+	// Requests about one stream wait for each other on its worker;
+	// FAST's and OTHER's must not share SLOW's.
+	for _, name := range []string{"FAST", "OTHER"} {
+		require.NotEqual(t, jetstream.StreamWorkerOf("SLOW"), jetstream.StreamWorkerOf(name), name)
+	}
 
 	slow := make(chan error, 1)
 	go func() {
