@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/logthrottle"
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store"
 	"github.com/skiffmq/skiff/subject"
@@ -52,7 +53,7 @@ type stream struct {
 	lastMsgID string // guarded by ingestMu
 	ttl       ttls   // per-message TTLs waiting to run out
 	// Warnings repeated per publish (a full disk refuses them all).
-	appendWarn, syncWarn logThrottle
+	appendWarn, syncWarn logthrottle.Throttle
 }
 
 // normalize fills a stream configuration's defaults and checks it.
@@ -495,7 +496,7 @@ func (st *stream) arrived(subj string, seq uint64, cfg StreamConfig) {
 // pubAck answers a publish once WaitDurable returned err for it.
 func (st *stream) pubAck(p *server.Publisher, reply string, seq uint64, err error) {
 	if err != nil {
-		st.syncWarn.log(st.js.log, slog.LevelWarn, "stream sync failed", "stream", st.name, "err", err)
+		st.syncWarn.Log(st.js.log, slog.LevelWarn, "stream sync failed", "stream", st.name, "err", err)
 		p.Publish(reply, "", nil, pubAckError(st.name, errStreamStore(err)))
 		return
 	}
@@ -516,7 +517,7 @@ func (st *stream) appendError(err error) *APIError {
 	case errors.Is(err, store.ErrMaxMsgsPerSubject):
 		return errStreamStore(errors.New("maximum messages per subject exceeded"))
 	}
-	st.appendWarn.log(st.js.log, slog.LevelWarn, "stream append failed", "stream", st.name, "err", err)
+	st.appendWarn.Log(st.js.log, slog.LevelWarn, "stream append failed", "stream", st.name, "err", err)
 	return errStreamStore(err)
 }
 

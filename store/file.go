@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/skiffmq/skiff/internal/bufpool"
+	"github.com/skiffmq/skiff/internal/logthrottle"
 )
 
 // fileBackend stores a stream in segment files; see doc.go for the layout.
@@ -34,6 +35,10 @@ type fileBackend struct {
 	dirDirty  bool   // files created or removed since the directory's last fsync
 	graveyard []File // files of dropped segments, closed at the end of a sync round
 	delBuf    []byte
+
+	// The errors of sync rounds retried every round (a full disk, a
+	// failing device) are logged at most once per throttle interval.
+	delWarn, floorWarn, fsyncWarn, sealWarn logthrottle.Throttle
 }
 
 var _ backend = (*fileBackend)(nil)
