@@ -32,13 +32,17 @@ type fileBackend struct {
 	meta       File
 	metaDirty  bool // meta written since its last fsync
 
+	// The high water mark (hwm.go): the last sequence written, and what
+	// the meta file says of it and of the active segment.
+	high, savedHigh, savedActive, hwGen uint64
+
 	dirDirty  bool   // files created or removed since the directory's last fsync
 	graveyard []File // files of dropped segments, closed at the end of a sync round
 	delBuf    []byte
 
 	// The errors of sync rounds retried every round (a full disk, a
 	// failing device) are logged at most once per throttle interval.
-	delWarn, floorWarn, fsyncWarn, sealWarn logthrottle.Throttle
+	delWarn, floorWarn, hwWarn, fsyncWarn, sealWarn logthrottle.Throttle
 }
 
 var _ backend = (*fileBackend)(nil)
@@ -69,6 +73,7 @@ func (fb *fileBackend) write(seq uint64, ts int64, subj string, head, data []byt
 	s.ents = append(s.ents, idxEntry{off: uint32(off), size: uint32(n), ts: ts, subj: subj})
 	s.fileSize = s.log.size
 	s.last = seq
+	fb.high = max(fb.high, seq)
 	s.live++
 	s.dirty = true
 	return uint32(off), nil
@@ -208,14 +213,23 @@ func (fb *fileBackend) writeDel(s *segment, seqs []uint64) error {
 	return nil
 }
 
+// openMeta opens (creating it if need be) the meta file.
+func (fb *fileBackend) openMeta() error {
+	if fb.meta != nil {
+		return nil
+	}
+	f, err := fb.fs.OpenFile(filepath.Join(fb.dir, metaName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("%w: open %s: %w", ErrWrite, metaName, err)
+	}
+	fb.meta, fb.dirDirty = f, true
+	return nil
+}
+
 // writeMeta writes the floor into the meta slot after the current one.
 func (fb *fileBackend) writeMeta(floor uint64) error {
-	if fb.meta == nil {
-		f, err := fb.fs.OpenFile(filepath.Join(fb.dir, metaName), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			return fmt.Errorf("%w: open %s: %w", ErrWrite, metaName, err)
-		}
-		fb.meta, fb.dirDirty = f, true
+	if err := fb.openMeta(); err != nil {
+		return err
 	}
 	gen := fb.metaGen + 1
 	_, err := fb.meta.Seek(int64(gen%2)*metaSlotSize, io.SeekStart)

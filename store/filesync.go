@@ -62,6 +62,7 @@ func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 			fb.floorWarn.Log(fb.log, slog.LevelError, "store: write floor; will retry", "dir", fb.dir, "err", err)
 		}
 	}
+	fb.noteHighWater()
 	for _, s := range fb.segs {
 		if s.poisoned && s.dirty {
 			// They follow pages the kernel may have dropped, and recovery

@@ -93,9 +93,25 @@ func (fb *fileBackend) checkGaps(names []string, rep *RecoveryReport) {
 		if from > to {
 			continue
 		}
+		if c := corruptAt(rep, from); c != nil {
+			// The unreadable rest of a sealed segment, reported already.
+			c.Lost = to - from + 1
+			continue
+		}
 		rep.Missing = append(rep.Missing, MissingRange{First: from, Last: to})
 		fb.log.Error("store: segment file missing; its messages are lost",
 			"dir", fb.dir, "first_lost_seq", from, "last_lost_seq", to, "lost", to-from+1,
 			"err", fmt.Errorf("%w: no segment holds sequences %d-%d", ErrCorrupt, from, to))
 	}
+}
+
+// corruptAt returns the report of the corrupt segment whose lost
+// sequences start at seq, or nil.
+func corruptAt(rep *RecoveryReport, seq uint64) *CorruptSegment {
+	for i := range rep.Corrupt {
+		if rep.Corrupt[i].FirstLost == seq {
+			return &rep.Corrupt[i]
+		}
+	}
+	return nil
 }
