@@ -80,8 +80,13 @@ type consumer struct {
 	retire        []uint64             // acknowledged sequences to remove (interest, workqueue)
 	ackReplies    []string             // synchronous acks to confirm once the state is written
 	writeWarn     logthrottle.Throttle // "consumer state write failed", once per run of them
-	closed        bool
-	deleted       bool // removed for inactivity
+	// A read of the stream that failed (an I/O error): retried at
+	// readRetry, logged once per run (deliver.go).
+	readErr   error
+	readRetry time.Time
+	readWarn  logthrottle.Throttle
+	closed    bool
+	deleted   bool // removed for inactivity
 }
 
 // pendingMsg is a delivered message waiting for an acknowledgement.

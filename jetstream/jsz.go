@@ -62,6 +62,9 @@ type jszStream struct {
 	// CorruptRecords is Skiff's: records found corrupt when read since
 	// the server started, skipped and removed (store.Stream.CorruptRecords).
 	CorruptRecords uint64 `json:"skiff_corrupt_records,omitempty"`
+	// LostRecords is Skiff's: sequences recovery found lost when it
+	// opened the stream at start (store.RecoveryReport.LostRecords).
+	LostRecords uint64 `json:"skiff_lost_records,omitempty"`
 	// FailedConsumers is Skiff's: durable consumers whose state could not
 	// be recovered at start (failed.go).
 	FailedConsumers []string `json:"skiff_failed_consumers,omitempty"`
@@ -160,7 +163,8 @@ func (js *JetStream) jszStreams(o jszOptions) []*jszStream {
 			continue // deleted meanwhile
 		}
 		info := st.info()
-		d := &jszStream{Name: name, Created: info.Created, State: info.State, CorruptRecords: st.store.CorruptRecords(), FailedConsumers: st.failedConsumers()}
+		d := &jszStream{Name: name, Created: info.Created, State: info.State, CorruptRecords: st.store.CorruptRecords(),
+			LostRecords: st.store.Recovery().LostRecords(), FailedConsumers: st.failedConsumers()}
 		if o.config {
 			d.Config = &info.Config
 		}

@@ -37,6 +37,7 @@ var (
 	descStreamConsumers = jsDesc("stream_consumers", "Consumers of the stream.", "stream")
 	descStreamFailed    = jsDesc("stream_consumers_failed", "Durable consumers of the stream whose state could not be recovered at start: left on disk, not served.", "stream")
 	descStreamCorrupt   = jsDesc("stream_corrupt_records_total", "Records of the stream found corrupt when read since the server started: skipped, removed and logged.", "stream")
+	descStreamLost      = jsDesc("stream_lost_records_total", "Sequences of the stream that recovery found lost when it opened the stream at start: damaged records, the unreadable rest of a segment, missing segment files.", "stream")
 
 	descConsumerPending     = jsDesc("consumer_num_pending", "Messages the consumer has yet to deliver.", "stream", "consumer")
 	descConsumerAckPending  = jsDesc("consumer_num_ack_pending", "Messages delivered and not acknowledged.", "stream", "consumer")
@@ -51,7 +52,7 @@ func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descStreams, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
 		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens,
-		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers, descStreamCorrupt, descStreamFailed,
+		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers, descStreamCorrupt, descStreamLost, descStreamFailed,
 		descConsumerPending, descConsumerAckPending, descConsumerRedelivered, descConsumerWaiting,
 		descConsumerDelivered, descConsumerAckFloor,
 	} {
@@ -98,6 +99,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descStreamConsumers, float64(len(consumers)), name)
 		gauge(descStreamFailed, float64(len(st.failedConsumers())), name)
 		ch <- prometheus.MustNewConstMetric(descStreamCorrupt, prometheus.CounterValue, float64(st.store.CorruptRecords()), name)
+		ch <- prometheus.MustNewConstMetric(descStreamLost, prometheus.CounterValue, float64(st.store.Recovery().LostRecords()), name)
 		for _, c := range consumers {
 			ci := c.info()
 			gauge(descConsumerPending, float64(ci.NumPending), name, ci.Name)

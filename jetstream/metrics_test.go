@@ -107,6 +107,8 @@ func TestMetrics(t *testing.T) {
 		"skiff_jetstream_stream_consumers{stream=ORDERS} 1",
 		"skiff_jetstream_stream_corrupt_records_total{stream=M} 0",
 		"skiff_jetstream_stream_corrupt_records_total{stream=ORDERS} 0",
+		"skiff_jetstream_stream_lost_records_total{stream=M} 0",
+		"skiff_jetstream_stream_lost_records_total{stream=ORDERS} 0",
 		"skiff_jetstream_stream_consumers_failed{stream=M} 0",
 		"skiff_jetstream_stream_consumers_failed{stream=ORDERS} 0",
 		"skiff_jetstream_stream_first_seq{stream=M} 1",
