@@ -351,3 +351,78 @@ func TestReadErrorDoesNotStallConsumer(t *testing.T) {
 	}
 	require.Equal(t, 1, strings.Count(logs.String(), "consumer cannot read the stream; will retry"), logs.String())
 }
+
+// consumerWithAcks makes stream S with n messages and a durable consumer
+// C that acknowledged them all, one by one, and stops the broker. It
+// returns the path of C's log.
+func consumerWithAcks(t *testing.T, dir string, n int) string {
+	t.Helper()
+	b := startBroker(t, dir)
+	_, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
+	require.NoError(t, err)
+	publishN(t, js, 0, n)
+	c, err := js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "C", AckPolicy: njs.AckExplicitPolicy})
+	require.NoError(t, err)
+	for acked := 0; acked < n; {
+		_, msgs := fetch(t, c, min(100, n-acked))
+		require.NotEmpty(t, msgs)
+		for _, m := range msgs {
+			require.NoError(t, m.DoubleAck(ctx(t)))
+			acked++
+		}
+	}
+	info, err := c.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(n), info.AckFloor.Stream)
+	b.stop()
+	return filepath.Join(dir, "streams", "S", "consumers", "C", "state", "consumer.log")
+}
+
+// ackFloorAfterRestart starts a broker on dir and returns C's ack floor
+// and what was logged.
+func ackFloorAfterRestart(t *testing.T, dir string) (uint64, string) {
+	t.Helper()
+	var logs syncBuffer
+	b := startBrokerWith(t, jetstream.Options{StoreDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	_, js := connect(t, b.srv.ClientURL())
+	c, err := js.Consumer(ctx(t), "S", "C")
+	require.NoError(t, err)
+	return c.CachedInfo().AckFloor.Stream, logs.String()
+}
+
+// TestEmptiedConsumerLogIsLogged: a durable consumer's log emptied on disk
+// (truncated to 0 bytes) took its progress with it; the restart says so at
+// error level, with the ack floor before and after, instead of silently
+// starting over (issue: ack floor fell to 0 with no log line).
+func TestEmptiedConsumerLogIsLogged(t *testing.T) {
+	dir := t.TempDir()
+	log := consumerWithAcks(t, dir, 40)
+	require.NoError(t, os.Truncate(log, 0))
+	floor, logged := ackFloorAfterRestart(t, dir)
+	require.Zero(t, floor, "the progress went with the log")
+	require.Contains(t, logged, "level=ERROR")
+	require.Contains(t, logged, "consumer log is empty")
+	require.Contains(t, logged, "consumer=C")
+	require.Contains(t, logged, "ack_floor_before=0")
+	require.Contains(t, logged, "ack_floor_after=0")
+	require.Contains(t, logged, "snapshot_lsn=0")
+}
+
+// TestDamagedConsumerLogKeepsFloor: a flipped byte in the middle of a
+// durable consumer's log, on real files, loses one record, not the ack
+// floor: replay goes on past it (issue: floor from 600 to 300), and the
+// damage is logged.
+func TestDamagedConsumerLogKeepsFloor(t *testing.T) {
+	dir := t.TempDir()
+	log := consumerWithAcks(t, dir, 600)
+	raw, err := os.ReadFile(log)
+	require.NoError(t, err)
+	require.Greater(t, len(raw), 1000, "not compacted: the acks are in the log")
+	raw[len(raw)/2] ^= 0x40
+	require.NoError(t, os.WriteFile(log, raw, 0o644))
+	floor, logged := ackFloorAfterRestart(t, dir)
+	require.Equal(t, uint64(600), floor)
+	require.Contains(t, logged, "consumer log damaged")
+	require.FileExists(t, log+".damaged")
+}

@@ -186,16 +186,20 @@
 //	| length | crc32c | lsn       | op | operands                                |
 //	| u32    | u32    | u64       | u8 | Delivered: dseq, sseq, dc u64, ts i64   |
 //	|        |        |           |    | Ack, AckAll: dseq, sseq u64             |
+//	|        |        |           |    | Start: ack floor dseq, sseq u64         |
 //	+--------+--------+-----------+----+-----------------------------------------+
 //
 // consumer.snap is the whole state as of an LSN, written to a temporary
-// file, fsynced and renamed into place when the log grows past 1 MiB and
-// four times the last snapshot; then the log is emptied. Open loads the
-// snapshot and replays the log records with a higher LSN, truncating a
-// torn tail.
+// file, fsynced and renamed into place when the consumer is created and
+// when the log grows past 1 MiB and four times the last snapshot; then the
+// log starts over with one Start record, whose LSN is the snapshot's. Open
+// loads the snapshot and replays the log records with a higher LSN,
+// truncating a torn tail, stepping over damage (consumerresync.go) and
+// reporting a log emptied or cut at its start (consumerlost.go).
 //
 //	+------------------------+-----------------------------------------+
-//	| SKIFFCS1               | magic, 8 bytes                          |
+//	| SKIFFCS2               | magic, 8 bytes (SKIFFCS1: an older      |
+//	|                        | version's, whose log has no Start)      |
 //	| lsn                    | u64: the last change it includes        |
 //	| delivered              | u64 consumer seq, u64 stream seq        |
 //	| ack floor              | u64 consumer seq, u64 stream seq        |
