@@ -426,3 +426,73 @@ func TestDamagedConsumerLogKeepsFloor(t *testing.T) {
 	require.Contains(t, logged, "consumer log damaged")
 	require.FileExists(t, log+".damaged")
 }
+
+// One stream that cannot be opened at start (its meta.json does not
+// parse, or its store refuses to open) must not keep the broker down: it
+// is reported and not served, its files are kept, the other streams
+// serve, and deleting it lets the name be created again.
+func TestBadStreamFailsOnlyThatStream(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		reason string
+	}{
+		{"meta.json does not parse", func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "meta.json"), []byte("{not json"), 0o644))
+		}, "meta.json"},
+		{"store does not open", func(t *testing.T, dir string) {
+			// A file where the messages' directory should be.
+			require.NoError(t, os.RemoveAll(filepath.Join(dir, "msgs")))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "msgs"), []byte("x"), 0o644))
+		}, "msgs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := startBroker(t, dir)
+			_, js := connect(t, b.srv.ClientURL())
+			for _, name := range []string{"GOOD", "BAD"} {
+				_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name)}})
+				require.NoError(t, err)
+				_, err = js.Publish(ctx(t), strings.ToLower(name), []byte("1"))
+				require.NoError(t, err)
+			}
+			b.stop()
+			badDir := filepath.Join(dir, "streams", "BAD")
+			tc.damage(t, badDir)
+
+			var logs syncBuffer
+			b = startBrokerMonitored(t, jetstream.Options{StoreDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, server.RandomPort)
+			nc, js := connect(t, b.srv.ClientURL())
+			require.Contains(t, logs.String(), "stream not recovered")
+			good, err := js.Stream(ctx(t), "GOOD")
+			require.NoError(t, err, "the other stream serves")
+			require.Equal(t, uint64(1), good.CachedInfo().State.Msgs)
+			ack, err := js.Publish(ctx(t), "good", []byte("2"))
+			require.NoError(t, err)
+			require.Equal(t, uint64(2), ack.Sequence)
+
+			_, err = js.Stream(ctx(t), "BAD")
+			require.Equal(t, njs.ErrorCode(10059), apiCode(err))
+			m, err := nc.Request("$JS.API.STREAM.INFO.BAD", nil, 5*time.Second)
+			require.NoError(t, err)
+			require.Contains(t, string(m.Data), "could not be recovered", "the reason is told")
+			require.Contains(t, string(m.Data), tc.reason)
+			_, err = js.CreateStream(ctx(t), njs.StreamConfig{Name: "BAD", Subjects: []string{"bad"}})
+			require.Equal(t, njs.ErrorCode(10058), apiCode(err), "its files are kept until it is deleted")
+			require.DirExists(t, badDir)
+
+			metrics := httpGet(t, "http://"+b.srv.MonitorAddr().String()+"/metrics")
+			require.Contains(t, metrics, "skiff_jetstream_streams_failed 1")
+			jsz := httpGet(t, "http://"+b.srv.MonitorAddr().String()+"/jsz")
+			require.Contains(t, jsz, `"skiff_failed_streams"`)
+			require.Contains(t, jsz, `"BAD"`)
+
+			require.NoError(t, js.DeleteStream(ctx(t), "BAD"))
+			require.NoDirExists(t, badDir)
+			_, err = js.CreateStream(ctx(t), njs.StreamConfig{Name: "BAD", Subjects: []string{"bad"}})
+			require.NoError(t, err, "deleted, it starts over")
+			metrics = httpGet(t, "http://"+b.srv.MonitorAddr().String()+"/metrics")
+			require.Contains(t, metrics, "skiff_jetstream_streams_failed 0")
+		})
+	}
+}

@@ -148,7 +148,10 @@ type JetStream struct {
 		// subjects indexes every stream's subjects (and those of the
 		// streams being created), for the overlap check.
 		subjects *subjectIndex
-		closed   bool
+		// failed are streams that could not be opened at start: kept on
+		// disk, reported, not served (failedstream.go).
+		failed map[string]error
+		closed bool
 	}
 	consumers atomic.Int64       // over all streams, against MaxConsumers
 	handles   *store.HandleCache // opts.FS: bounds the files open at once
@@ -238,7 +241,9 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	return js, nil
 }
 
-// recover opens every stream found in the store directory.
+// recover opens every stream found in the store directory. One that
+// cannot be opened is marked failed (failedstream.go); only an unreadable
+// store directory is an error.
 func (js *JetStream) recover() error {
 	dir := filepath.Join(js.opts.StoreDir, "streams")
 	entries, err := os.ReadDir(dir)
@@ -258,7 +263,8 @@ func (js *JetStream) recover() error {
 			err = syncOnDisk(filepath.Join(dir, e.Name(), metaFile), &meta.Config)
 		}
 		if err != nil {
-			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
+			js.failStream(e.Name(), err)
+			continue
 		}
 		if iv := meta.Config.SyncInterval; iv > 0 && iv < MinSyncInterval {
 			// Written by a version without the bound: kept running, at
@@ -270,7 +276,8 @@ func (js *JetStream) recover() error {
 		}
 		st, err := js.openStream(meta.Config, meta.Created, false)
 		if err != nil {
-			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
+			js.failStream(e.Name(), err)
+			continue
 		}
 		js.mu.streams[st.name] = st
 		js.indexSubjectsLocked(st.name, meta.Config.Subjects)

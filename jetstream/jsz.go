@@ -26,6 +26,9 @@ type jsz struct {
 	Bytes     uint64        `json:"bytes"`
 	Accounts  []*jszAccount `json:"account_details,omitempty"`
 	Total     int           `json:"total"`
+	// FailedStreams is Skiff's: streams that could not be opened at
+	// start, by name, with the reason (failedstream.go).
+	FailedStreams map[string]string `json:"skiff_failed_streams,omitempty"`
 }
 
 type jszStats struct {
@@ -142,6 +145,7 @@ func (js *JetStream) jsz(o jszOptions) *jsz {
 	r.Memory, r.Storage, r.Streams, r.Consumers = u.memory, u.storage, u.streams, u.consumers
 	r.Messages, r.Bytes = u.msgs, u.memory+u.storage
 	r.Total = r.Streams
+	r.FailedStreams = js.failedStreams()
 
 	var details []*jszStream
 	if o.streams {

@@ -18,6 +18,7 @@ func jsDesc(name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	descStreams      = jsDesc("streams", "Streams.")
+	descStreamsFail  = jsDesc("streams_failed", "Streams that could not be opened at start: left on disk, not served.")
 	descConsumers    = jsDesc("consumers", "Consumers of every stream.")
 	descMessages     = jsDesc("messages", "Messages stored in every stream.")
 	descMemoryBytes  = jsDesc("memory_bytes", "Bytes stored in memory streams.")
@@ -50,7 +51,7 @@ var (
 // Describe implements prometheus.Collector.
 func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descStreams, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
+		descStreams, descStreamsFail, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
 		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens,
 		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers, descStreamCorrupt, descStreamLost, descStreamFailed,
 		descConsumerPending, descConsumerAckPending, descConsumerRedelivered, descConsumerWaiting,
@@ -71,6 +72,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	u := js.usage()
 	gauge(descStreams, float64(u.streams))
+	gauge(descStreamsFail, float64(len(js.failedStreams())))
 	gauge(descConsumers, float64(u.consumers))
 	gauge(descMessages, float64(u.msgs))
 	gauge(descMemoryBytes, float64(u.memory))

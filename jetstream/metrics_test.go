@@ -97,6 +97,7 @@ func TestMetrics(t *testing.T) {
 		"skiff_jetstream_consumer_num_redelivered{consumer=W,stream=ORDERS} 0",
 		"skiff_jetstream_consumer_num_waiting{consumer=W,stream=ORDERS} 0",
 		"skiff_jetstream_consumers{} 1",
+		"skiff_jetstream_streams_failed{} 0",
 		fmt.Sprintf("skiff_jetstream_memory_bytes{} %d", memBytes),
 		"skiff_jetstream_messages{} 6",
 		"skiff_jetstream_refused_internal_total{} 0",
