@@ -125,7 +125,7 @@ func (o *Options) setDefaults() {
 
 // defaultMaxOpenFiles is Options.MaxOpenFiles's default.
 func defaultMaxOpenFiles() int {
-	lim, ok := openFileLimit()
+	lim, _, ok := openFileLimits()
 	if !ok {
 		return 4096
 	}
@@ -179,6 +179,8 @@ type JetStream struct {
 // opts.StoreDir, subscribes to the API subjects and to every stream's
 // subjects, and makes INFO advertise JetStream. Call it before s.Start.
 func New(s *server.Server, opts Options) (*JetStream, error) {
+	// Before the default bound of open files is taken from the limit.
+	softBefore, raiseErr := raiseOpenFileLimit()
 	opts.setDefaults()
 	if opts.SyncInterval < MinSyncInterval {
 		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)
@@ -237,8 +239,26 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		go js.apiWorker(q)
 	}
 	s.AdvertiseJetStream()
-	js.log.Info("jetstream started", "store_dir", opts.StoreDir, "streams", len(js.sortedStreamNames()), "max_open_files", opts.MaxOpenFiles)
+	js.logStart(softBefore, raiseErr)
 	return js, nil
+}
+
+// logStart logs that JetStream started, with the process's limit of open
+// files as it now stands and the share of it streams and consumers may
+// use (the rest is for clients).
+func (js *JetStream) logStart(softBefore uint64, raiseErr error) {
+	args := []any{"store_dir", js.opts.StoreDir, "streams", len(js.sortedStreamNames()),
+		"max_open_files", js.opts.MaxOpenFiles}
+	if soft, hard, ok := openFileLimits(); ok {
+		args = append(args, "open_files_soft_limit", soft, "open_files_hard_limit", hard)
+		if softBefore < soft {
+			args = append(args, "raised_from", softBefore)
+		}
+	}
+	if raiseErr != nil {
+		js.log.Warn("could not raise the soft limit of open files to the hard limit", "err", raiseErr)
+	}
+	js.log.Info("jetstream started", args...)
 }
 
 // recover opens every stream found in the store directory. One that
