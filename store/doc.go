@@ -65,11 +65,14 @@
 //	00000000000000000001.idx   its index (once sealed)
 //	00000000000000000001.del   sequences deleted from its middle (if any)
 //	00000000000000001001.log   records 1001.. (the last segment takes appends)
-//	meta                       the floor: every sequence below it is gone
+//	00000000000000000001.gone  once segment 1 is removed: its last sequence
+//	meta                       the floor (every sequence below it is gone)
+//	                           and the high water mark
 //
 // A segment rolls once it would pass Options.SegmentBytes or its first
 // message is older than Options.SegmentAge. Retention removes a segment's
-// files once none of its messages are left; until then, removals inside a
+// files once none of its messages are left, leaving a .gone marker so that
+// the gap is not taken for a lost file (gone.go); until then, removals inside a
 // segment are recorded in its .del file (explicit deletes and purges at
 // once, removals by limits at the next sync point), and removals from the
 // front of the stream by raising the floor. Recovery re-applies the limits,

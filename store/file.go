@@ -36,8 +36,9 @@ type fileBackend struct {
 	// the meta file says of it and of the active segment.
 	high, savedHigh, savedActive, hwGen uint64
 
-	dirDirty  bool   // files created or removed since the directory's last fsync
-	graveyard []File // files of dropped segments, closed at the end of a sync round
+	gone      map[uint64]uint64 // removed segments' markers on disk: first to last (gone.go)
+	dirDirty  bool              // files created or removed since the directory's last fsync
+	graveyard []File            // files of dropped segments, closed at the end of a sync round
 	delBuf    []byte
 
 	// The errors of sync rounds retried every round (a full disk, a
@@ -252,8 +253,8 @@ func (fb *fileBackend) dropAll() {
 // dropSegment removes a segment and its files. Its open files go to the
 // graveyard, to be closed once no sync round can be using them.
 func (fb *fileBackend) dropSegment(s *segment) {
-	if len(fb.segs) > 0 && fb.segs[0] != s && s.last >= s.first {
-		fb.markGone(s) // between others: say so, before the file goes
+	if s.last >= s.first {
+		fb.markGone(s) // say so before the file goes (gone.go)
 	}
 	for i, x := range fb.segs {
 		if x == s {

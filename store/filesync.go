@@ -153,6 +153,9 @@ func (fb *fileBackend) finishSync(sp syncPlan, err error) {
 	if p.dir && !p.dirOK {
 		fb.dirDirty = true
 	}
+	if len(fb.gone) > 0 && ((p.fsync && !fb.metaDirty) || fb.opts.Sync == SyncNever) {
+		fb.dropStaleMarkers()
+	}
 	for _, j := range p.index {
 		switch {
 		case j.err != nil:
