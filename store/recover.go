@@ -166,8 +166,8 @@ func (fb *fileBackend) loadSegment(first uint64, last bool, have map[string]bool
 	return nil
 }
 
-// loadIndex reads and checks s's index, then spot-checks the last record it
-// describes against the log.
+// loadIndex reads and checks s's index, then spot-checks the last good
+// record it describes against the log.
 func (fb *fileBackend) loadIndex(s *segment, logSize int64) ([]idxEntry, int64, error) {
 	name := fb.path(s.first, idxExt)
 	st, err := fb.fs.Stat(name)
@@ -192,14 +192,22 @@ func (fb *fileBackend) loadIndex(s *segment, logSize int64) ([]idxEntry, int64, 
 	if err != nil || len(ents) == 0 {
 		return ents, valid, err
 	}
-	e := ents[len(ents)-1]
+	// The last record, unless damage took it (resync.go).
+	i := len(ents) - 1
+	for i > 0 && ents[i].subj == damagedSubject {
+		i--
+	}
+	e := ents[i]
+	if e.subj == damagedSubject {
+		return ents, valid, nil
+	}
 	buf := make([]byte, e.size)
 	if _, err := s.log.f.ReadAt(buf, int64(e.off)); err != nil {
 		return nil, 0, err
 	}
 	r, err := decodeRecord(buf)
-	if err == nil && r.seq != s.first+uint64(len(ents))-1 {
-		err = fmt.Errorf("%w: last record has sequence %d, index says %d", ErrCorrupt, r.seq, s.first+uint64(len(ents))-1)
+	if want := s.first + uint64(i); err == nil && r.seq != want {
+		err = fmt.Errorf("%w: last record has sequence %d, index says %d", ErrCorrupt, r.seq, want)
 	}
 	return ents, valid, err
 }

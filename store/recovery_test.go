@@ -350,51 +350,60 @@ func TestTornTailAfterDamage(t *testing.T) {
 	require.Equal(t, f.last, seq, "a torn record's sequence was never acknowledged")
 }
 
-// TestCorruptOlderSegment damages a record in the middle of a sealed
-// segment whose index is gone, so that Open scans it: the damaged record
-// is lost (deleted, its sequence never reused), the records after it in
-// the same segment are served, later segments are unaffected, the index
-// rebuilt remembers the damage, and every Open reports it.
+// TestCorruptOlderSegment damages a record of a sealed segment whose index
+// is gone, so that Open scans it, in the middle or as the segment's last
+// record (whole, its checksum wrong): the damaged record is lost (deleted,
+// its sequence never reused), the records after it in the same segment
+// are served, later segments are unaffected, the index rebuilt remembers
+// the damage (and is trusted at the next Open), and every Open reports it.
 func TestCorruptOlderSegment(t *testing.T) {
-	f := newFixture(t, 120, 60, 2048)
-	segs := f.segments(nil)
-	require.GreaterOrEqual(t, len(segs), 3)
-	victim := path.Join(memDir, segs[1])
-	log := f.fs.bytes(victim)
-	first := firstSeqOf(log)
-	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, first, int64(len(log)))
-	require.NoError(t, err)
-	k := len(ents) / 2
-	log[int(ents[k].off)+recHeaderSize+2] ^= 0xff
-	f.fs.setBytes(victim, log)
-	require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
+	for _, where := range []string{"middle", "last"} {
+		t.Run(where, func(t *testing.T) {
+			f := newFixture(t, 120, 60, 2048)
+			segs := f.segments(nil)
+			require.GreaterOrEqual(t, len(segs), 3)
+			victim := path.Join(memDir, segs[1])
+			log := f.fs.bytes(victim)
+			first := firstSeqOf(log)
+			ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, first, int64(len(log)))
+			require.NoError(t, err)
+			k := len(ents) / 2
+			if where == "last" {
+				k = len(ents) - 1
+			}
+			log[int(ents[k].off)+recHeaderSize+2] ^= 0xff
+			f.fs.setBytes(victim, log)
+			require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
 
-	lost := first + uint64(k)
-	delete(f.want, lost)
-	for round := 0; round < 2; round++ {
-		s := f.open(t, nil)
-		f.check(t, s, f.last)
-		rep := s.Recovery()
-		require.Empty(t, rep.Corrupt, "round %d: nothing cut off", round)
-		require.Empty(t, rep.Missing, "round %d", round)
-		require.Len(t, rep.Damaged, 1, "round %d", round)
-		require.Equal(t, lost, rep.Damaged[0].FirstLost)
-		require.Equal(t, uint64(1), rep.Damaged[0].Lost)
-		require.Equal(t, uint64(1), rep.LostRecords())
-		require.Equal(t, 1, s.State().NumDeleted)
-		if round == 0 {
-			require.Equal(t, 1, rep.IndexesRebuilt)
-			require.Equal(t, int64(ents[k].off), rep.Damaged[0].Offset)
-			require.ErrorIs(t, rep.Damaged[0].Err, ErrCorrupt)
-		} else {
-			require.Zero(t, rep.IndexesRebuilt, "the rebuilt index remembers the damage")
-		}
-		seq, _, err := s.Append("after", nil, nil)
-		require.NoError(t, err)
-		require.Equal(t, f.last+1, seq, "no sequence used again")
-		f.want[seq] = Msg{Seq: seq, Timestamp: mustGet(t, s, seq).Timestamp, Subject: "after"}
-		f.last = seq
-		require.NoError(t, s.Close())
+			lost := first + uint64(k)
+			delete(f.want, lost)
+			for round := 0; round < 2; round++ {
+				s := f.open(t, nil)
+				f.check(t, s, f.last)
+				rep := s.Recovery()
+				require.Empty(t, rep.Corrupt, "round %d: nothing cut off", round)
+				require.Empty(t, rep.Missing, "round %d", round)
+				require.Len(t, rep.Damaged, 1, "round %d", round)
+				require.Equal(t, lost, rep.Damaged[0].FirstLost)
+				require.Equal(t, uint64(1), rep.Damaged[0].Lost)
+				require.Equal(t, uint64(1), rep.LostRecords())
+				require.Equal(t, 1, s.State().NumDeleted)
+				if round == 0 {
+					require.Equal(t, 1, rep.IndexesRebuilt)
+					require.Equal(t, int64(ents[k].off), rep.Damaged[0].Offset)
+					require.ErrorIs(t, rep.Damaged[0].Err, ErrCorrupt)
+				} else {
+					require.Zero(t, rep.IndexesRebuilt, "the rebuilt index remembers the damage")
+					require.Equal(t, 1, rep.SegmentsScanned, "only the last segment")
+				}
+				seq, _, err := s.Append("after", nil, nil)
+				require.NoError(t, err)
+				require.Equal(t, f.last+1, seq, "no sequence used again")
+				f.want[seq] = Msg{Seq: seq, Timestamp: mustGet(t, s, seq).Timestamp, Subject: "after"}
+				f.last = seq
+				require.NoError(t, s.Close())
+			}
+		})
 	}
 }
 
