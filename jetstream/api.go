@@ -232,7 +232,7 @@ func (js *JetStream) streamRequest(name string, data []byte, req any) (*stream, 
 	}
 	st := js.lookup(name)
 	if st == nil {
-		return nil, errStreamNotFound()
+		return nil, js.errNoStream(name)
 	}
 	return st, nil
 }

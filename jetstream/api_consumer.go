@@ -99,7 +99,7 @@ func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphem
 	}
 	st := js.lookup(streamName)
 	if st == nil {
-		r.Error = errStreamNotFound()
+		r.Error = js.errNoStream(streamName)
 		return r
 	}
 	info, aerr := st.addConsumer(req.Config, req.Action, pr)
@@ -115,7 +115,7 @@ func (js *JetStream) consumerInfo(streamName, name string) any {
 	r := &consumerInfoResponse{apiResponse: newResponse("consumer_info")}
 	st := js.lookup(streamName)
 	if st == nil {
-		r.Error = errStreamNotFound()
+		r.Error = js.errNoStream(streamName)
 		return r
 	}
 	c := st.consumer(name)
@@ -134,7 +134,7 @@ func (js *JetStream) consumerDelete(streamName, name string) any {
 	r := &successResponse{apiResponse: newResponse("consumer_delete")}
 	st := js.lookup(streamName)
 	if st == nil {
-		r.Error = errStreamNotFound()
+		r.Error = js.errNoStream(streamName)
 		return r
 	}
 	if !st.deleteConsumer(name) {

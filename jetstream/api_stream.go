@@ -147,6 +147,8 @@ func (js *JetStream) reserveStream(name string, cfg StreamConfig) (*stream, *API
 			return nil, errStreamNameExist()
 		}
 		return st, nil
+	case js.mu.failed[name] != nil:
+		return nil, errStreamFailedExists(js.mu.failed[name])
 	case js.mu.creating[name]:
 		// Creates of one name run one after the other (streamWorker):
 		// only a bug gets here.
@@ -208,7 +210,7 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 	// update of a stream that is no mirror, where it does nothing.
 	st := js.lookup(name)
 	if st == nil {
-		r.Error = errStreamNotFound()
+		r.Error = js.errNoStream(name)
 		return r
 	}
 	// Clients that know nothing of Skiff's sync policy (the nats CLI's
@@ -369,7 +371,16 @@ func (js *JetStream) streamDelete(name string) any {
 	}
 	js.mu.Unlock()
 	if st == nil {
-		r.Error = errStreamNotFound()
+		switch found, err := js.deleteFailedStream(name); {
+		case !found:
+			r.Error = errStreamNotFound()
+			return r
+		case err != nil:
+			r.Error = apiErr(500, 10050, "stream delete failed: "+err.Error())
+			return r
+		}
+		js.log.Info("failed stream deleted", "stream", name)
+		r.Success = true
 		return r
 	}
 	if err := st.close(true); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/logthrottle"
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/subject"
 )
@@ -79,11 +80,16 @@ type consumer struct {
 	sweptAt       time.Time // when waiting requests were last checked for interest
 	push          pushState
 	replay        replayState
-	retire        []uint64    // acknowledged sequences to remove (interest, workqueue)
-	ackReplies    []string    // synchronous acks to confirm once the state is written
-	writeWarn     logThrottle // "consumer state write failed", once per run of them
-	closed        bool
-	deleted       bool // removed for inactivity
+	retire        []uint64             // acknowledged sequences to remove (interest, workqueue)
+	ackReplies    []string             // synchronous acks to confirm once the state is written
+	writeWarn     logthrottle.Throttle // "consumer state write failed", once per run of them
+	// A read of the stream that failed (an I/O error): retried at
+	// readRetry, logged once per run (deliver.go).
+	readErr   error
+	readRetry time.Time
+	readWarn  logthrottle.Throttle
+	closed    bool
+	deleted   bool // removed for inactivity
 }
 
 // pendingMsg is a delivered message waiting for an acknowledgement.
@@ -222,7 +228,7 @@ func (c *consumer) run() {
 		if err != nil {
 			// Synchronous acks get an error instead of a confirmation:
 			// the client retries.
-			c.writeWarn.log(c.st.js.log, slog.LevelError, "consumer state write failed", "stream", c.st.name, "consumer", c.name, "err", err)
+			c.writeWarn.Log(c.st.js.log, slog.LevelError, "consumer state write failed", "stream", c.st.name, "consumer", c.name, "err", err)
 			replyBody = errorBody(errStreamStore(err))
 		}
 		// Messages leave an interest or workqueue stream before their

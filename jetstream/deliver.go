@@ -1,6 +1,8 @@
 package jetstream
 
 import (
+	"errors"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -53,7 +55,11 @@ func (c *consumer) nextLocked() (cand candidate, ok, stalled bool) {
 			continue
 		}
 		m, err := c.st.store.Get(seq)
-		if err != nil { // removed from the stream meanwhile
+		if readFailed(err) {
+			c.readErr = err
+			return cand, false, true
+		}
+		if err != nil { // removed from the stream meanwhile, or lost to damage
 			c.popRedeliveryLocked(seq)
 			c.forgetLocked(seq)
 			c.moveFloorLocked()
@@ -66,6 +72,10 @@ func (c *consumer) nextLocked() (cand candidate, ok, stalled bool) {
 	}
 	for len(c.lss) > 0 {
 		m, err := c.st.store.Get(c.lss[0])
+		if readFailed(err) {
+			c.readErr = err
+			return cand, false, true
+		}
 		if err != nil {
 			c.popLastPerSubjectLocked()
 			c.npc--
@@ -74,10 +84,35 @@ func (c *consumer) nextLocked() (cand candidate, ok, stalled bool) {
 		return candidate{m: m, dc: 1, src: fromLastPerSubject}, true, false
 	}
 	m, err := c.st.nextFrom(c.sseq, c.filters)
+	if readFailed(err) {
+		c.readErr = err
+		return cand, false, true
+	}
 	if err != nil {
 		return cand, false, false
 	}
 	return candidate{m: m, dc: 1, src: fromStream}, true, false
+}
+
+// readRetryDelay is how long a consumer waits before it reads the stream
+// again after a read failed (an I/O error): nothing else may wake it, and
+// waiting forever would stall it for good.
+const readRetryDelay = 500 * time.Millisecond
+
+// readFailed reports whether a read of the stream failed in a way that
+// may pass (an I/O error), rather than finding the message gone, lost to
+// damage (the store removed it), or the stream closed.
+func readFailed(err error) bool {
+	return err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) &&
+		!errors.Is(err, store.ErrClosed)
+}
+
+// readFailureLocked logs a failed read (at most once per throttle interval) and
+// has the consumer try again after readRetryDelay. mu held.
+func (c *consumer) readFailureLocked(now time.Time) {
+	c.readWarn.Log(c.st.js.log, slog.LevelError, "consumer cannot read the stream; will retry",
+		"stream", c.st.name, "consumer", c.name, "stream_seq", c.sseq, "err", c.readErr)
+	c.readErr, c.readRetry = nil, now.Add(readRetryDelay)
 }
 
 // popLastPerSubjectLocked moves past the first of the start list: the consumer's
@@ -157,6 +192,10 @@ func (c *consumer) deliverLocked(pub *server.Publisher, now time.Time) bool {
 		}
 		cand, ok, stalled := c.nextLocked()
 		if !ok {
+			if c.readErr != nil {
+				c.readFailureLocked(now)
+				return false
+			}
 			if !stalled {
 				c.npc, c.npcValid = 0, true
 				c.endOfStreamLocked(pub)
@@ -260,6 +299,13 @@ func (c *consumer) housekeepLocked(pub *server.Publisher, now time.Time) time.Ti
 	if !c.replay.wake.IsZero() {
 		soonest(c.replay.wake)
 		c.replay.wake = time.Time{}
+	}
+	if !c.readRetry.IsZero() {
+		if now.Before(c.readRetry) {
+			soonest(c.readRetry)
+		} else {
+			c.readRetry = time.Time{}
+		}
 	}
 	if c.isPull() {
 		soonest(c.housekeepPullLocked(pub, now))

@@ -2,5 +2,8 @@
 
 package jetstream
 
-// openFileLimit is unknown here: the default bound applies.
-func openFileLimit() (uint64, bool) { return 0, false }
+// openFileLimits is unknown here: the default bound applies.
+func openFileLimits() (soft, hard uint64, ok bool) { return 0, 0, false }
+
+// raiseOpenFileLimit has nothing to raise here.
+func raiseOpenFileLimit() (uint64, error) { return 0, nil }

@@ -4,6 +4,7 @@ package jetstream_test
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,22 +29,27 @@ const fdChildEnv = "SKIFF_FD_CHILD_DIR"
 const fdChildLimit = 256
 
 // TestFDLimitChild is the child of TestManyStreamsFewDescriptors: with
-// its limit of open files lowered to fdChildLimit, it runs a broker with
-// default options on the directory named by the environment and writes
-// its URL to DIR/url. Run alone it does nothing.
+// its hard limit of open files lowered to fdChildLimit and its soft limit
+// to half that, it runs a broker with default options on the directory
+// named by the environment, logging to its standard error, checks that
+// the soft limit was raised to the hard one, and writes its URL to
+// DIR/url. Run alone it does nothing.
 func TestFDLimitChild(t *testing.T) {
 	dir := os.Getenv(fdChildEnv)
 	if dir == "" {
 		t.Skip("the child of TestManyStreamsFewDescriptors")
 	}
-	lim := syscall.Rlimit{Cur: fdChildLimit, Max: fdChildLimit}
+	lim := syscall.Rlimit{Cur: fdChildLimit / 2, Max: fdChildLimit}
 	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim))
 	opts := server.DefaultOptions()
 	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
 	s, err := server.New(opts)
 	require.NoError(t, err)
-	_, err = jetstream.New(s, jetstream.Options{StoreDir: filepath.Join(dir, "store")})
+	_, err = jetstream.New(s, jetstream.Options{StoreDir: filepath.Join(dir, "store"),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	require.NoError(t, err)
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	require.Equal(t, uint64(fdChildLimit), uint64(lim.Cur), "the soft limit is raised to the hard limit") //nolint:unconvert // int64 on some platforms
 	require.NoError(t, s.Start())
 	tmp := filepath.Join(dir, "url.tmp")
 	require.NoError(t, os.WriteFile(tmp, []byte(s.ClientURL()), 0o644))
@@ -51,7 +57,9 @@ func TestFDLimitChild(t *testing.T) {
 	time.Sleep(5 * time.Minute) // until killed
 }
 
-// TestManyStreamsFewDescriptors: a broker limited to 256 open files holds
+// TestManyStreamsFewDescriptors: a broker started with a soft limit of 128
+// open files and a hard limit of 256 raises the soft limit to 256 and
+// logs both, with its budget for streams (half). It then holds
 // 200 file streams, each with a message and a durable consumer that
 // acknowledged it, and still accepts new clients and serves every stream:
 // the files of streams and consumers share a bounded set of descriptors
@@ -79,6 +87,13 @@ func TestManyStreamsFewDescriptors(t *testing.T) {
 		url = string(b)
 		return err == nil
 	}, 30*time.Second, 10*time.Millisecond, "the child broker did not start")
+	logged, err := os.ReadFile(filepath.Join(dir, "child.log"))
+	require.NoError(t, err)
+	for _, want := range []string{"jetstream started", fmt.Sprintf("open_files_soft_limit=%d", fdChildLimit),
+		fmt.Sprintf("open_files_hard_limit=%d", fdChildLimit), fmt.Sprintf("raised_from=%d", fdChildLimit/2),
+		fmt.Sprintf("max_open_files=%d", fdChildLimit/2)} {
+		require.Contains(t, string(logged), want)
+	}
 
 	const streams = 200
 	_, js := connect(t, url)

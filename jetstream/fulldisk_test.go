@@ -167,3 +167,32 @@ func TestFailedStreamCreateLeavesNothing(t *testing.T) {
 	require.DirExists(t, filepath.Join(dir, "streams", "KEEP"))
 	require.Equal(t, 1, logs.count("ignoring a stream directory without metadata"))
 }
+
+// TestFailedConsumerCreateLeavesNothing: a durable consumer create that
+// fails once its meta.json is written (a full disk refuses its state)
+// removes the consumer's directory, so that it does not turn up at the
+// next start as a consumer whose state is missing, and the name can be
+// created again.
+func TestFailedConsumerCreateLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	disk := &noSpaceFS{FS: store.OSFS}
+	var logs logBuffer
+	b := startBrokerWith(t, jetstream.Options{StoreDir: dir, FS: disk, Logger: logs.logger()})
+	_, js := connect(t, b.srv.ClientURL())
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
+	require.NoError(t, err)
+	disk.full.Store(true)
+	_, err = js.CreateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "D", AckPolicy: njs.AckExplicitPolicy})
+	require.Equal(t, njs.ErrorCode(10104), apiCode(err), "%v", err)
+	require.NoDirExists(t, filepath.Join(dir, "streams", "S", "consumers", "D"))
+	disk.full.Store(false)
+	b.stop()
+
+	b = startBrokerWith(t, jetstream.Options{StoreDir: dir, Logger: logs.logger()})
+	_, js = connect(t, b.srv.ClientURL())
+	_, err = js.Consumer(ctx(t), "S", "D")
+	require.ErrorIs(t, err, njs.ErrConsumerNotFound)
+	require.Zero(t, logs.count("consumer state missing"))
+	_, err = js.CreateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "D", AckPolicy: njs.AckExplicitPolicy})
+	require.NoError(t, err)
+}

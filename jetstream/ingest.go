@@ -151,7 +151,7 @@ func (st *stream) appendError(err error) *APIError {
 	case errors.Is(err, store.ErrMaxMsgsPerSubject):
 		return errStreamStore(errors.New("maximum messages per subject exceeded"))
 	}
-	st.appendWarn.log(st.js.log, slog.LevelWarn, "stream append failed", "stream", st.name, "err", err)
+	st.appendWarn.Log(st.js.log, slog.LevelWarn, "stream append failed", "stream", st.name, "err", err)
 	return errStreamStore(err)
 }
 

@@ -128,7 +128,7 @@ func (o *Options) setDefaults() {
 
 // defaultMaxOpenFiles is Options.MaxOpenFiles's default.
 func defaultMaxOpenFiles() int {
-	lim, ok := openFileLimit()
+	lim, _, ok := openFileLimits()
 	if !ok {
 		return 4096
 	}
@@ -151,7 +151,10 @@ type JetStream struct {
 		// subjects indexes every stream's subjects (and those of the
 		// streams being created), for the overlap check.
 		subjects *subjectIndex
-		closed   bool
+		// failed are streams that could not be opened at start: kept on
+		// disk, reported, not served (failedstream.go).
+		failed map[string]error
+		closed bool
 	}
 	consumers atomic.Int64       // over all streams, against MaxConsumers
 	handles   *store.HandleCache // opts.FS: bounds the files open at once
@@ -179,6 +182,8 @@ type JetStream struct {
 // opts.StoreDir, subscribes to the API subjects and to every stream's
 // subjects, and makes INFO advertise JetStream. Call it before s.Start.
 func New(s *server.Server, opts Options) (*JetStream, error) {
+	// Before the default bound of open files is taken from the limit.
+	softBefore, raiseErr := raiseOpenFileLimit()
 	opts.setDefaults()
 	if s.Clustered() {
 		// Streams are not replicated yet, and a message forwarded by a
@@ -244,11 +249,31 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		go js.apiWorker(q)
 	}
 	s.AdvertiseJetStream()
-	js.log.Info("jetstream started", "store_dir", opts.StoreDir, "streams", len(js.sortedStreamNames()), "max_open_files", opts.MaxOpenFiles)
+	js.logStart(softBefore, raiseErr)
 	return js, nil
 }
 
-// recover opens every stream found in the store directory.
+// logStart logs that JetStream started, with the process's limit of open
+// files as it now stands and the share of it streams and consumers may
+// use (the rest is for clients).
+func (js *JetStream) logStart(softBefore uint64, raiseErr error) {
+	args := []any{"store_dir", js.opts.StoreDir, "streams", len(js.sortedStreamNames()),
+		"max_open_files", js.opts.MaxOpenFiles}
+	if soft, hard, ok := openFileLimits(); ok {
+		args = append(args, "open_files_soft_limit", soft, "open_files_hard_limit", hard)
+		if softBefore < soft {
+			args = append(args, "raised_from", softBefore)
+		}
+	}
+	if raiseErr != nil {
+		js.log.Warn("could not raise the soft limit of open files to the hard limit", "err", raiseErr)
+	}
+	js.log.Info("jetstream started", args...)
+}
+
+// recover opens every stream found in the store directory. One that
+// cannot be opened is marked failed (failedstream.go); only an unreadable
+// store directory is an error.
 func (js *JetStream) recover() error {
 	dir := filepath.Join(js.opts.StoreDir, "streams")
 	entries, err := os.ReadDir(dir)
@@ -268,7 +293,8 @@ func (js *JetStream) recover() error {
 			err = syncOnDisk(filepath.Join(dir, e.Name(), metaFile), &meta.Config)
 		}
 		if err != nil {
-			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
+			js.failStream(e.Name(), err)
+			continue
 		}
 		if iv := meta.Config.SyncInterval; iv > 0 && iv < MinSyncInterval {
 			// Written by a version without the bound: kept running, at
@@ -280,7 +306,8 @@ func (js *JetStream) recover() error {
 		}
 		st, err := js.openStream(meta.Config, meta.Created, false)
 		if err != nil {
-			return fmt.Errorf("jetstream: stream %s: %w", e.Name(), err)
+			js.failStream(e.Name(), err)
+			continue
 		}
 		js.mu.streams[st.name] = st
 		js.indexSubjectsLocked(st.name, meta.Config.Subjects)

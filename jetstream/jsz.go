@@ -26,6 +26,9 @@ type jsz struct {
 	Bytes     uint64        `json:"bytes"`
 	Accounts  []*jszAccount `json:"account_details,omitempty"`
 	Total     int           `json:"total"`
+	// FailedStreams is Skiff's: streams that could not be opened at
+	// start, by name, with the reason (failedstream.go).
+	FailedStreams map[string]string `json:"skiff_failed_streams,omitempty"`
 }
 
 type jszStats struct {
@@ -62,6 +65,9 @@ type jszStream struct {
 	// CorruptRecords is Skiff's: records found corrupt when read since
 	// the server started, skipped and removed (store.Stream.CorruptRecords).
 	CorruptRecords uint64 `json:"skiff_corrupt_records,omitempty"`
+	// LostRecords is Skiff's: sequences recovery found lost when it
+	// opened the stream at start (store.RecoveryReport.LostRecords).
+	LostRecords uint64 `json:"skiff_lost_records,omitempty"`
 	// FailedConsumers is Skiff's: durable consumers whose state could not
 	// be recovered at start (failed.go).
 	FailedConsumers []string `json:"skiff_failed_consumers,omitempty"`
@@ -139,6 +145,7 @@ func (js *JetStream) jsz(o jszOptions) *jsz {
 	r.Memory, r.Storage, r.Streams, r.Consumers = u.memory, u.storage, u.streams, u.consumers
 	r.Messages, r.Bytes = u.msgs, u.memory+u.storage
 	r.Total = r.Streams
+	r.FailedStreams = js.failedStreams()
 
 	var details []*jszStream
 	if o.streams {
@@ -160,7 +167,8 @@ func (js *JetStream) jszStreams(o jszOptions) []*jszStream {
 			continue // deleted meanwhile
 		}
 		info := st.info()
-		d := &jszStream{Name: name, Created: info.Created, State: info.State, CorruptRecords: st.store.CorruptRecords(), FailedConsumers: st.failedConsumers()}
+		d := &jszStream{Name: name, Created: info.Created, State: info.State, CorruptRecords: st.store.CorruptRecords(),
+			LostRecords: st.store.Recovery().LostRecords(), FailedConsumers: st.failedConsumers()}
 		if o.config {
 			d.Config = &info.Config
 		}

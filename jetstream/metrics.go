@@ -18,6 +18,7 @@ func jsDesc(name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	descStreams      = jsDesc("streams", "Streams.")
+	descStreamsFail  = jsDesc("streams_failed", "Streams that could not be opened at start: left on disk, not served.")
 	descConsumers    = jsDesc("consumers", "Consumers of every stream.")
 	descMessages     = jsDesc("messages", "Messages stored in every stream.")
 	descMemoryBytes  = jsDesc("memory_bytes", "Bytes stored in memory streams.")
@@ -37,6 +38,7 @@ var (
 	descStreamConsumers = jsDesc("stream_consumers", "Consumers of the stream.", "stream")
 	descStreamFailed    = jsDesc("stream_consumers_failed", "Durable consumers of the stream whose state could not be recovered at start: left on disk, not served.", "stream")
 	descStreamCorrupt   = jsDesc("stream_corrupt_records_total", "Records of the stream found corrupt when read since the server started: skipped, removed and logged.", "stream")
+	descStreamLost      = jsDesc("stream_lost_records_total", "Sequences of the stream that recovery found lost when it opened the stream at start: damaged records, the unreadable rest of a segment, missing segment files.", "stream")
 
 	descConsumerPending     = jsDesc("consumer_num_pending", "Messages the consumer has yet to deliver.", "stream", "consumer")
 	descConsumerAckPending  = jsDesc("consumer_num_ack_pending", "Messages delivered and not acknowledged.", "stream", "consumer")
@@ -49,9 +51,9 @@ var (
 // Describe implements prometheus.Collector.
 func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descStreams, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
+		descStreams, descStreamsFail, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
 		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens,
-		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers, descStreamCorrupt, descStreamFailed,
+		descStreamMessages, descStreamBytes, descStreamFirstSeq, descStreamLastSeq, descStreamConsumers, descStreamCorrupt, descStreamLost, descStreamFailed,
 		descConsumerPending, descConsumerAckPending, descConsumerRedelivered, descConsumerWaiting,
 		descConsumerDelivered, descConsumerAckFloor,
 	} {
@@ -70,6 +72,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	u := js.usage()
 	gauge(descStreams, float64(u.streams))
+	gauge(descStreamsFail, float64(len(js.failedStreams())))
 	gauge(descConsumers, float64(u.consumers))
 	gauge(descMessages, float64(u.msgs))
 	gauge(descMemoryBytes, float64(u.memory))
@@ -98,6 +101,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descStreamConsumers, float64(len(consumers)), name)
 		gauge(descStreamFailed, float64(len(st.failedConsumers())), name)
 		ch <- prometheus.MustNewConstMetric(descStreamCorrupt, prometheus.CounterValue, float64(st.store.CorruptRecords()), name)
+		ch <- prometheus.MustNewConstMetric(descStreamLost, prometheus.CounterValue, float64(st.store.Recovery().LostRecords()), name)
 		for _, c := range consumers {
 			ci := c.info()
 			gauge(descConsumerPending, float64(ci.NumPending), name, ci.Name)

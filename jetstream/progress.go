@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/logthrottle"
 	"github.com/skiffmq/skiff/store"
 )
 
@@ -74,7 +75,8 @@ func openProgress(dir string, fs store.FS, cfg *StreamConfig, log *slog.Logger) 
 	case SyncNever:
 		policy = store.SyncNever
 	}
-	cs, err := store.OpenConsumerState(dir, fs, policy)
+	// The store reports damage it finds in the log to this logger.
+	cs, err := store.OpenConsumerStateOptions(store.ConsumerOptions{Dir: dir, FS: fs, Sync: policy, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,6 +99,7 @@ func (p *fileProgress) syncLoop(interval time.Duration, log *slog.Logger) {
 	defer close(p.done)
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var warn logthrottle.Throttle // a full disk fails every round
 	for {
 		select {
 		case <-p.stop:
@@ -104,7 +107,7 @@ func (p *fileProgress) syncLoop(interval time.Duration, log *slog.Logger) {
 		case <-t.C:
 			if p.dirty.Swap(false) {
 				if err := p.cs.Sync(); err != nil {
-					log.Error("consumer state sync failed", "err", err)
+					warn.Log(log, slog.LevelError, "consumer state sync failed", "err", err)
 				}
 			}
 		}

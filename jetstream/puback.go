@@ -10,7 +10,7 @@ import (
 // pubAck answers a publish once WaitDurable returned err for it.
 func (st *stream) pubAck(p *server.Publisher, reply string, seq uint64, err error) {
 	if err != nil {
-		st.syncWarn.log(st.js.log, slog.LevelWarn, "stream sync failed", "stream", st.name, "err", err)
+		st.syncWarn.Log(st.js.log, slog.LevelWarn, "stream sync failed", "stream", st.name, "err", err)
 		p.Publish(reply, "", nil, pubAckError(st.name, errStreamStore(err)))
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/logthrottle"
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store"
 )
@@ -48,7 +49,7 @@ type stream struct {
 	}
 	ttl ttls // per-message TTLs waiting to run out
 	// Warnings repeated per publish (a full disk refuses them all).
-	appendWarn, syncWarn logThrottle
+	appendWarn, syncWarn logthrottle.Throttle
 }
 
 // openStream opens (or, with create, creates) a stream and subscribes it.

@@ -123,8 +123,10 @@ func (st *stream) persisted(cfg *ConsumerConfig) bool {
 }
 
 // openConsumer builds a consumer: a new one (create) positioned by its
-// deliver policy, or one recovered from its directory.
-func (st *stream) openConsumer(name string, cfg ConsumerConfig, owner server.Principal, created time.Time, create bool) (*consumer, error) {
+// deliver policy, or one recovered from its directory. A create that
+// fails (a full disk) removes the directory it made, so that no consumer
+// without state turns up at the next start.
+func (st *stream) openConsumer(name string, cfg ConsumerConfig, owner server.Principal, created time.Time, create bool) (c *consumer, err error) {
 	var (
 		log   progressLog = memProgress{}
 		dir   string
@@ -133,6 +135,15 @@ func (st *stream) openConsumer(name string, cfg ConsumerConfig, owner server.Pri
 	if st.persisted(&cfg) {
 		dir = st.consumerDir(name)
 		if create {
+			defer func() {
+				if err == nil {
+					return
+				}
+				if rerr := os.RemoveAll(dir); rerr != nil {
+					st.js.log.Warn("remove the directory of a failed consumer create", "stream", st.name,
+						"consumer", name, "dir", dir, "err", rerr)
+				}
+			}()
 			if err := os.RemoveAll(dir); err != nil {
 				return nil, err
 			}
@@ -165,7 +176,7 @@ func (st *stream) openConsumer(name string, cfg ConsumerConfig, owner server.Pri
 			state = s
 		}
 	}
-	c := newConsumer(st, name, cfg, owner, created, log, dir)
+	c = newConsumer(st, name, cfg, owner, created, log, dir)
 	if state != nil {
 		c.restore(state)
 	} else {

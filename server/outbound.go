@@ -56,12 +56,22 @@ const chunkSize = 64 << 10
 // drops those unused for chunkPoolIdle: after a connection storm, the
 // chunks of thousands of closed clients are given back to the garbage
 // collector instead of waiting in a sync.Pool for its next two cycles.
+// Once chunkReleaseMin bytes were dropped and no chunk for
+// chunkReleaseQuiet, the runtime collects them and returns the free memory
+// to the operating system, at most once every chunkReleaseEvery
+// (bufpool.Releaser).
 const (
 	chunkPoolRetained = 16 << 20
 	chunkPoolIdle     = 5 * time.Second
+	chunkReleaseMin   = 32 << 20
+	chunkReleaseQuiet = time.Second
+	chunkReleaseEvery = 30 * time.Second
 )
 
-var chunks = bufpool.NewFixed(chunkSize, chunkPoolRetained, chunkPoolIdle)
+var (
+	chunkRelease = &bufpool.Releaser{MinBytes: chunkReleaseMin, Quiet: chunkReleaseQuiet, Every: chunkReleaseEvery}
+	chunks       = bufpool.NewFixed(chunkSize, chunkPoolRetained, chunkPoolIdle).WithReleaser(chunkRelease)
+)
 
 func getChunk() []byte { return chunks.Get() }
 

@@ -145,41 +145,43 @@ func OpenConsumerStateOptions(o ConsumerOptions) (*ConsumerState, error) {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", dir, err)
 	}
-	snapLSN, err := c.loadSnapshot()
+	snapLSN, current, err := c.loadSnapshot()
 	if err != nil {
 		return nil, err
 	}
-	if err := c.replayLog(snapLSN); err != nil {
+	if err := c.replayLog(snapLSN, current); err != nil {
 		return nil, err
 	}
 	c.gc.durable.Store(c.mu.lsn)
 	return c, nil
 }
 
-func (c *ConsumerState) loadSnapshot() (uint64, error) {
+// loadSnapshot loads the snapshot, if any, and returns its LSN and
+// whether it is of the current version (its log begins with opStart).
+func (c *ConsumerState) loadSnapshot() (uint64, bool, error) {
 	name := filepath.Join(c.dir, consumerSnapName)
 	f, err := c.fs.OpenFile(name, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: open %s: %w", name, err)
+		return 0, false, fmt.Errorf("store: open %s: %w", name, err)
 	}
 	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(f)
 	if err != nil {
-		return 0, fmt.Errorf("store: read %s: %w", name, err)
+		return 0, false, fmt.Errorf("store: read %s: %w", name, err)
 	}
-	lsn, st, err := decodeSnapshot(b)
+	lsn, st, current, err := decodeSnapshotVersion(b)
 	if err != nil {
-		return 0, fmt.Errorf("store: %s: %w", name, err)
+		return 0, false, fmt.Errorf("store: %s: %w", name, err)
 	}
 	c.mu.st, c.mu.lsn, c.mu.snapSize = st, lsn, len(b)
 	c.mu.order = sortedKeys(st.Pending)
-	return lsn, nil
+	return lsn, current, nil
 }
 
-func (c *ConsumerState) replayLog(snapLSN uint64) error {
+func (c *ConsumerState) replayLog(snapLSN uint64, current bool) error {
 	name := filepath.Join(c.dir, consumerLogName)
 	if _, err := c.fs.Stat(name); errors.Is(err, os.ErrNotExist) && (snapLSN > 0 || c.existed) {
 		// The log is created with the state and only ever emptied: gone,
@@ -196,7 +198,10 @@ func (c *ConsumerState) replayLog(snapLSN uint64) error {
 		_ = f.Close()
 		return fmt.Errorf("store: read %s: %w", name, err)
 	}
+	floorBefore := c.mu.st.AckFloor
+	var start logStart
 	apply := func(o consumerOp) {
+		start.see(o)
 		if o.lsn > max(snapLSN, c.mu.lsn) { // older ones are in the snapshot already
 			c.applyLocked(o)
 			c.mu.lsn = o.lsn
@@ -223,19 +228,27 @@ func (c *ConsumerState) replayLog(snapLSN uint64) error {
 		c.log.Warn("store: truncating the consumer log's tail", "file", name, "offset", good, "err", derr)
 	}
 	c.mu.file = &appendFile{f: f, size: int64(good)}
-	if damaged {
-		// Keep the damaged log for inspection, and start clean: the state
-		// replayed becomes the snapshot, the log empty.
-		if werr := writeFileAtomic(c.fs, name+".damaged", b); werr != nil {
-			c.log.Warn("store: keeping a copy of the damaged consumer log", "file", name, "err", werr)
+	c.checkLogStart(name, &start, snapLSN, current, floorBefore)
+	fresh := snapLSN == 0 && !current && !c.existed && len(b) == 0
+	if damaged || fresh {
+		// Damaged: keep the log for inspection, and start clean: the
+		// state replayed becomes the snapshot, the log its start. New:
+		// an empty snapshot and a log that says where it starts, so that
+		// a log emptied later is told from one never written.
+		if damaged {
+			if werr := writeFileAtomic(c.fs, name+".damaged", b); werr != nil {
+				c.log.Warn("store: keeping a copy of the damaged consumer log", "file", name, "err", werr)
+			}
 		}
 		st := c.mu.st.clone()
 		if err := c.compactLocked(&st, c.mu.lsn); err != nil {
 			_ = f.Close()
 			return err
 		}
-		c.log.Error("store: consumer log recovered past damage", "file", name, "ack_floor", c.mu.st.AckFloor.Stream,
-			"delivered", c.mu.st.Delivered.Stream)
+		if damaged {
+			c.log.Error("store: consumer log recovered past damage", "file", name, "ack_floor", c.mu.st.AckFloor.Stream,
+				"delivered", c.mu.st.Delivered.Stream)
+		}
 	} else if err := c.mu.file.rewind(); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("store: truncate %s: %w", name, err)
@@ -436,10 +449,24 @@ func (c *ConsumerState) compactLocked(st *ConsumerSnapshot, lsn uint64) error {
 		return fmt.Errorf("%w: consumer snapshot: %w", ErrWrite, err)
 	}
 	c.mu.snapSize, c.mu.needCompact = len(b), false
-	c.mu.file.size = 0
-	if err := c.mu.file.rewind(); err != nil {
-		// The snapshot covers the log's records; the next append retries.
-		c.log.Warn("store: truncate consumer log", "dir", c.dir, "err", err)
+	// The log starts over with a record saying where it starts
+	// (consumerlost.go), written over the old log's first bytes before the
+	// rest is cut off, so that no crash leaves it empty beside the new
+	// snapshot. On failure the next write compacts again; meanwhile the
+	// snapshot covers the log's records.
+	c.mu.buf = appendOp(c.mu.buf[:0], consumerOp{lsn: lsn, op: opStart, dseq: st.AckFloor.Consumer, sseq: st.AckFloor.Stream})
+	lf := c.mu.file
+	lf.size = 0
+	_, err = lf.f.Seek(0, io.SeekStart)
+	if err == nil {
+		err = lf.append(c.mu.buf)
+	}
+	if err == nil {
+		err = lf.rewind()
+	}
+	if err != nil {
+		c.mu.needCompact = true
+		c.log.Warn("store: start the consumer log again; will retry", "dir", c.dir, "err", err)
 	}
 	return nil
 }

@@ -345,7 +345,20 @@ func TestConsumerStateDamagedLogMiddle(t *testing.T) {
 	if len(log) == 0 {
 		t.Skip("compacted into the snapshot: nothing in the log to damage")
 	}
-	log[len(log)/2] ^= 0x40
+	// Damage the delivery record of sequence 300. (Damage to an ack
+	// record loses that ack: the message stays pending, and the floor
+	// stays below it until a later AckAll, which the JetStream layer
+	// writes every round, moves it.)
+	off, at := 0, -1
+	_, err = decodeOps(log, func(o consumerOp) {
+		if o.op == opDelivered && o.sseq == 300 {
+			at = off
+		}
+		off += opSize(o.op)
+	})
+	require.NoError(t, err)
+	require.Positive(t, at)
+	log[at+opHeaderSize+3] ^= 0x40
 	fsys.setBytes("/c/"+consumerLogName, log)
 
 	c, err = openTestConsumer("/c", fsys, SyncAlways)

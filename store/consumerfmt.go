@@ -11,8 +11,11 @@ import (
 const (
 	consumerSnapName = "consumer.snap"
 	consumerLogName  = "consumer.log"
-	snapMagic        = "SKIFFCS1"
-	opHeaderSize     = 17 // length, crc, lsn, op
+	// snapMagic marks a snapshot whose log begins with an opStart record;
+	// snapMagicV1 one written by an older version, whose log may be empty.
+	snapMagic    = "SKIFFCS2"
+	snapMagicV1  = "SKIFFCS1"
+	opHeaderSize = 17 // length, crc, lsn, op
 )
 
 // Consumer log operations.
@@ -20,7 +23,13 @@ const (
 	opDelivered byte = iota + 1 // dseq, sseq, dc, ts
 	opAck                       // dseq, sseq
 	opAckAll                    // dseq, sseq
+	// opStart begins the log: its lsn is the snapshot's the log goes on
+	// from, dseq and sseq the ack floor then. It changes nothing.
+	opStart
 )
+
+// validOp reports whether op is a known operation.
+func validOp(op byte) bool { return op >= opDelivered && op <= opStart }
 
 // consumerOp is one change to a consumer's state.
 type consumerOp struct {
@@ -67,7 +76,7 @@ func decodeOps(b []byte, fn func(consumerOp)) (int, error) {
 		}
 		n := int(binary.LittleEndian.Uint32(b))
 		op := b[16]
-		if (op != opDelivered && op != opAck && op != opAckAll) || n != opSize(op) {
+		if !validOp(op) || n != opSize(op) {
 			return good, fmt.Errorf("%w: consumer log record op %d length %d", ErrCorrupt, op, n)
 		}
 		if n > len(b) {
@@ -118,6 +127,18 @@ func encodeSnapshot(lsn uint64, st *ConsumerSnapshot) []byte {
 
 // decodeSnapshot decodes a snapshot file. Allocation is bounded by len(b).
 func decodeSnapshot(b []byte) (uint64, ConsumerSnapshot, error) {
+	lsn, st, _, err := decodeSnapshotVersion(b)
+	return lsn, st, err
+}
+
+// decodeSnapshotVersion is decodeSnapshot, also saying whether the
+// snapshot is of the current version, whose log begins with opStart.
+func decodeSnapshotVersion(b []byte) (uint64, ConsumerSnapshot, bool, error) {
+	lsn, st, err := decodeSnapshotBody(b)
+	return lsn, st, err == nil && string(b[:8]) == snapMagic, err
+}
+
+func decodeSnapshotBody(b []byte) (uint64, ConsumerSnapshot, error) {
 	var st ConsumerSnapshot
 	bad := func(what string) (uint64, ConsumerSnapshot, error) {
 		return 0, ConsumerSnapshot{}, fmt.Errorf("%w: consumer snapshot: %s", ErrCorrupt, what)
@@ -129,7 +150,7 @@ func decodeSnapshot(b []byte) (uint64, ConsumerSnapshot, error) {
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(body):]) {
 		return bad("checksum")
 	}
-	if string(body[:8]) != snapMagic {
+	if m := string(body[:8]); m != snapMagic && m != snapMagicV1 {
 		return bad("magic")
 	}
 	u := func(off int) uint64 { return binary.LittleEndian.Uint64(body[off:]) }

@@ -13,7 +13,7 @@ func nextGoodOp(b []byte, from int, lsn uint64) (int, bool) {
 		r := b[p:]
 		n := int(binary.LittleEndian.Uint32(r))
 		op := r[16]
-		if (op != opDelivered && op != opAck && op != opAckAll) || n != opSize(op) || n > len(r) {
+		if !validOp(op) || n != opSize(op) || n > len(r) {
 			continue
 		}
 		if recordCRC(r[:n]) != binary.LittleEndian.Uint32(r[4:]) {

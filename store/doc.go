@@ -65,11 +65,14 @@
 //	00000000000000000001.idx   its index (once sealed)
 //	00000000000000000001.del   sequences deleted from its middle (if any)
 //	00000000000000001001.log   records 1001.. (the last segment takes appends)
-//	meta                       the floor: every sequence below it is gone
+//	00000000000000000001.gone  once segment 1 is removed: its last sequence
+//	meta                       the floor (every sequence below it is gone)
+//	                           and the high water mark
 //
 // A segment rolls once it would pass Options.SegmentBytes or its first
 // message is older than Options.SegmentAge. Retention removes a segment's
-// files once none of its messages are left; until then, removals inside a
+// files once none of its messages are left, leaving a .gone marker so that
+// the gap is not taken for a lost file (gone.go); until then, removals inside a
 // segment are recorded in its .del file (explicit deletes and purges at
 // once, removals by limits at the next sync point), and removals from the
 // front of the stream by raising the floor. Recovery re-applies the limits,
@@ -137,12 +140,18 @@
 //	 at 0 and 32    | SKMT | version | pad | generation | floor | crc32c | pad |
 //	                | 4    | u8      | 3   | u64        | u64   | u32    | 4   |
 //	                +------+---------+-----+------------+-------+--------+-----+
+//	then two slots  +------+--------+------------+------+--------------+
+//	 at 64 and 96   | SKHW | crc32c | generation | high | active first |
+//	                | 4    | u32    | u64        | u64  | u64          |
+//	                +------+--------+------------+------+--------------+
 //
 // A .del batch's CRC32C covers its count and sequences; a torn last batch is
 // truncated on Open. The meta file's slots are written alternately in
 // place, so a torn write damages only the slot being written; Open uses the
 // good slot with the highest generation. The floor also carries the last
-// sequence across a purge of everything.
+// sequence across a purge of everything. The high water slots (hwm.go)
+// hold the last sequence written and the first sequence of the segment
+// taking appends; a meta file without them (64 bytes) is read as before.
 //
 // # Recovery
 //
@@ -152,21 +161,24 @@
 // sequence and timestamp are verified. Recovery time is thus proportional
 // to the index sizes plus the last segment (at most SegmentBytes).
 //
-// In the last segment, a bad record with nothing good after it is
-// truncated away: that is what a crash in the middle of a write leaves (a
-// torn record), and new appends continue from the last good record, so
-// their sequences follow it. A bad record followed by good ones is damage:
-// recovery finds the next good record, keeps it and the rest, and records
-// the sequences in between as deleted (resync.go). A record found corrupt
-// later, when read, is skipped and removed the same way (damage.go). In an older segment, a bad record cannot be a
-// torn write; it is corruption. Open logs it and reports it in
-// Stream.Recovery, serves the records before it, and serves nothing from
-// it onwards in that segment: with the length untrustworthy there is no
-// safe way to find the next record, and guessing could serve garbage. The
-// lost sequences count as deleted; later segments are unaffected; the file
-// is left untouched for inspection. Then the .del files and the floor are
-// applied, the in-memory and per-subject indexes are built, and the limits
-// are enforced.
+// A bad record followed by good ones, in any segment, is damage, not a
+// torn write: recovery finds the next good record, keeps it and the rest,
+// and records the sequences in between as deleted (resync.go). A bad
+// record with nothing good after it is truncated away, in the last
+// segment, only if it is torn (its length runs past the end of the file,
+// or no plausible length is left): that is what a crash in the middle of a
+// write leaves, and new appends continue from the last good record, so
+// their sequences follow it. A whole record with a bad checksum is
+// damage even there: its sequence stays used, as deleted. In an older
+// segment, a bad record with nothing good after it and no length to trust
+// is reported in Stream.Recovery; the records before it are served,
+// nothing from it onwards in that segment, and the file is left untouched
+// for inspection. A record found corrupt later, when read, is skipped and
+// removed the same way (damage.go). Lost sequences count as deleted and
+// are never used again; a lost last segment is caught by the meta file's
+// high water mark (hwm.go). Then the .del files and the floor are
+// applied, the in-memory and per-subject indexes are built, and the
+// limits are enforced.
 //
 // # Consumer state
 //
@@ -177,16 +189,20 @@
 //	| length | crc32c | lsn       | op | operands                                |
 //	| u32    | u32    | u64       | u8 | Delivered: dseq, sseq, dc u64, ts i64   |
 //	|        |        |           |    | Ack, AckAll: dseq, sseq u64             |
+//	|        |        |           |    | Start: ack floor dseq, sseq u64         |
 //	+--------+--------+-----------+----+-----------------------------------------+
 //
 // consumer.snap is the whole state as of an LSN, written to a temporary
-// file, fsynced and renamed into place when the log grows past 1 MiB and
-// four times the last snapshot; then the log is emptied. Open loads the
-// snapshot and replays the log records with a higher LSN, truncating a
-// torn tail.
+// file, fsynced and renamed into place when the consumer is created and
+// when the log grows past 1 MiB and four times the last snapshot; then the
+// log starts over with one Start record, whose LSN is the snapshot's. Open
+// loads the snapshot and replays the log records with a higher LSN,
+// truncating a torn tail, stepping over damage (consumerresync.go) and
+// reporting a log emptied or cut at its start (consumerlost.go).
 //
 //	+------------------------+-----------------------------------------+
-//	| SKIFFCS1               | magic, 8 bytes                          |
+//	| SKIFFCS2               | magic, 8 bytes (SKIFFCS1: an older      |
+//	|                        | version's, whose log has no Start)      |
 //	| lsn                    | u64: the last change it includes        |
 //	| delivered              | u64 consumer seq, u64 stream seq        |
 //	| ack floor              | u64 consumer seq, u64 stream seq        |

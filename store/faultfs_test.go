@@ -16,6 +16,14 @@ type faultFS struct {
 	syncErr error
 	onSync  func() // runs inside every failing Sync, once
 	writes  int    // successful writes, for picking failure points
+	faults  int    // failures injected so far
+}
+
+// injected returns how many failures were injected so far.
+func (f *faultFS) injected() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.faults
 }
 
 func newFaultFS(inner FS) *faultFS { return &faultFS{FS: inner, budget: -1} }
@@ -48,6 +56,9 @@ func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error
 func (f *faultFS) Create(name string) (File, error) {
 	f.mu.Lock()
 	full := f.budget == 0
+	if full {
+		f.faults++
+	}
 	f.mu.Unlock()
 	if full {
 		return nil, &os.PathError{Op: "create", Path: name, Err: syscall.ENOSPC}
@@ -72,6 +83,8 @@ func (f *faultFile) Write(p []byte) (int, error) {
 	}
 	if !short {
 		f.fs.writes++
+	} else {
+		f.fs.faults++
 	}
 	f.fs.mu.Unlock()
 	w, err := f.File.Write(p[:n])
@@ -86,6 +99,7 @@ func (f *faultFile) Sync() error {
 	err, hook := f.fs.syncErr, f.fs.onSync
 	if err != nil {
 		f.fs.onSync = nil
+		f.fs.faults++
 	}
 	f.fs.mu.Unlock()
 	if err != nil {

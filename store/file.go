@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/skiffmq/skiff/internal/bufpool"
+	"github.com/skiffmq/skiff/internal/logthrottle"
 )
 
 // fileBackend stores a stream in segment files; see doc.go for the layout.
@@ -31,9 +32,18 @@ type fileBackend struct {
 	meta       File
 	metaDirty  bool // meta written since its last fsync
 
-	dirDirty  bool   // files created or removed since the directory's last fsync
-	graveyard []File // files of dropped segments, closed at the end of a sync round
+	// The high water mark (hwm.go): the last sequence written, and what
+	// the meta file says of it and of the active segment.
+	high, savedHigh, savedActive, hwGen uint64
+
+	gone      map[uint64]uint64 // removed segments' markers on disk: first to last (gone.go)
+	dirDirty  bool              // files created or removed since the directory's last fsync
+	graveyard []File            // files of dropped segments, closed at the end of a sync round
 	delBuf    []byte
+
+	// The errors of sync rounds retried every round (a full disk, a
+	// failing device) are logged at most once per throttle interval.
+	delWarn, floorWarn, hwWarn, fsyncWarn, sealWarn logthrottle.Throttle
 }
 
 var _ backend = (*fileBackend)(nil)
@@ -64,6 +74,7 @@ func (fb *fileBackend) write(seq uint64, ts int64, subj string, head, data []byt
 	s.ents = append(s.ents, idxEntry{off: uint32(off), size: uint32(n), ts: ts, subj: subj})
 	s.fileSize = s.log.size
 	s.last = seq
+	fb.high = max(fb.high, seq)
 	s.live++
 	s.dirty = true
 	return uint32(off), nil
@@ -203,14 +214,23 @@ func (fb *fileBackend) writeDel(s *segment, seqs []uint64) error {
 	return nil
 }
 
+// openMeta opens (creating it if need be) the meta file.
+func (fb *fileBackend) openMeta() error {
+	if fb.meta != nil {
+		return nil
+	}
+	f, err := fb.fs.OpenFile(filepath.Join(fb.dir, metaName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("%w: open %s: %w", ErrWrite, metaName, err)
+	}
+	fb.meta, fb.dirDirty = f, true
+	return nil
+}
+
 // writeMeta writes the floor into the meta slot after the current one.
 func (fb *fileBackend) writeMeta(floor uint64) error {
-	if fb.meta == nil {
-		f, err := fb.fs.OpenFile(filepath.Join(fb.dir, metaName), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			return fmt.Errorf("%w: open %s: %w", ErrWrite, metaName, err)
-		}
-		fb.meta, fb.dirDirty = f, true
+	if err := fb.openMeta(); err != nil {
+		return err
 	}
 	gen := fb.metaGen + 1
 	_, err := fb.meta.Seek(int64(gen%2)*metaSlotSize, io.SeekStart)
@@ -233,8 +253,8 @@ func (fb *fileBackend) dropAll() {
 // dropSegment removes a segment and its files. Its open files go to the
 // graveyard, to be closed once no sync round can be using them.
 func (fb *fileBackend) dropSegment(s *segment) {
-	if len(fb.segs) > 0 && fb.segs[0] != s && s.last >= s.first {
-		fb.markGone(s) // between others: say so, before the file goes
+	if s.last >= s.first {
+		fb.markGone(s) // say so before the file goes (gone.go)
 	}
 	for i, x := range fb.segs {
 		if x == s {

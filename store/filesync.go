@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // A sync round of file storage, run by WaitDurable (SyncAlways), by the
@@ -50,7 +51,7 @@ func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 	for _, s := range fb.segs {
 		if len(s.pending) > 0 {
 			if err := fb.writeDel(s, s.pending); err != nil {
-				fb.log.Error("store: write delete records; will retry", "dir", fb.dir, "err", err)
+				fb.delWarn.Log(fb.log, slog.LevelError, "store: write delete records; will retry", "dir", fb.dir, "err", err)
 			} else {
 				s.pending = s.pending[:0]
 			}
@@ -58,9 +59,10 @@ func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 	}
 	if fb.floor > fb.savedFloor {
 		if err := fb.writeMeta(fb.floor); err != nil {
-			fb.log.Error("store: write floor; will retry", "dir", fb.dir, "err", err)
+			fb.floorWarn.Log(fb.log, slog.LevelError, "store: write floor; will retry", "dir", fb.dir, "err", err)
 		}
 	}
+	fb.noteHighWater()
 	for _, s := range fb.segs {
 		if s.poisoned && s.dirty {
 			// They follow pages the kernel may have dropped, and recovery
@@ -138,18 +140,21 @@ func (fb *fileBackend) finishSync(sp syncPlan, err error) {
 			if it.seg == fb.active {
 				fb.needRoll = true
 			}
-			fb.log.Error("store: fsync failed; segment sealed", "dir", fb.dir, "file", it.name, "err", it.err)
+			fb.sealWarn.Log(fb.log, slog.LevelError, "store: fsync failed; segment sealed", "dir", fb.dir, "file", it.name, "err", it.err)
 		default: // retried next round
 			if it.del != nil {
 				it.del.delDirty = true
 			} else {
 				fb.metaDirty = true
 			}
-			fb.log.Error("store: fsync failed; will retry", "dir", fb.dir, "file", it.name, "err", it.err)
+			fb.fsyncWarn.Log(fb.log, slog.LevelError, "store: fsync failed; will retry", "dir", fb.dir, "file", it.name, "err", it.err)
 		}
 	}
 	if p.dir && !p.dirOK {
 		fb.dirDirty = true
+	}
+	if len(fb.gone) > 0 && ((p.fsync && !fb.metaDirty) || fb.opts.Sync == SyncNever) {
+		fb.dropStaleMarkers()
 	}
 	for _, j := range p.index {
 		switch {

@@ -122,6 +122,9 @@ func FuzzSidecars(f *testing.F) {
 	f.Add(append(encodeMetaSlot(1, 5), encodeMetaSlot(2, 9)...))
 	f.Add(appendOp(appendOp(nil, consumerOp{lsn: 1, op: opDelivered, dseq: 1, sseq: 3, dc: 1, ts: 9}),
 		consumerOp{lsn: 2, op: opAck, dseq: 1, sseq: 3}))
+	f.Add(appendOp(appendOp(nil, consumerOp{lsn: 7, op: opStart, dseq: 2, sseq: 5}),
+		consumerOp{lsn: 8, op: opAckAll, dseq: 3, sseq: 6}))
+	f.Add(append(encodeHWSlot(1, 50, 41), encodeHWSlot(2, 60, 41)...))
 	f.Add(encodeSnapshot(3, &ConsumerSnapshot{Delivered: SeqPair{4, 9},
 		Pending: map[uint64]PendingEntry{9: {4, 1}}, Redelivered: map[uint64]uint64{9: 2}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -134,6 +137,12 @@ func FuzzSidecars(f *testing.F) {
 			slot := encodeMetaSlot(gen, floor)[:28] // the trailing pad is not checked
 			if !bytes.Equal(b[:28], slot) && (len(b) < metaSlotSize+28 || !bytes.Equal(b[metaSlotSize:metaSlotSize+28], slot)) {
 				t.Fatalf("meta floor %d gen %d is in neither slot", floor, gen)
+			}
+		}
+		if high, active, gen, ok := decodeHW(b); ok {
+			slot := encodeHWSlot(gen, high, active)
+			if !bytes.Equal(b[:min(len(b), hwSlotSize)], slot) && (len(b) < 2*hwSlotSize || !bytes.Equal(b[hwSlotSize:2*hwSlotSize], slot)) {
+				t.Fatalf("high water %d gen %d is in neither slot", high, gen)
 			}
 		}
 		var ops []byte

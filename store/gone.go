@@ -9,16 +9,18 @@ import (
 	"sort"
 )
 
-// A segment in the middle of a stream is removed once every message in it
-// is (a work queue acknowledges out of order, deletes, per-subject limits),
-// which leaves a gap in the sequences between its neighbours. So does a
-// segment file lost or removed by hand: 670 acknowledged messages gone,
-// where only num_deleted moved. To tell the two apart, removing a segment
-// between others leaves a marker, <first>.gone holding its last sequence;
-// at start a gap between two segments that no marker covers is reported
-// as lost (logged as an error, and in RecoveryReport.Missing). Markers
-// below the first segment are removed.
-
+// A segment is removed once every message in it is (limits, a work queue
+// acknowledging out of order, deletes, purges), which leaves a gap in the
+// sequences: between its neighbours, or before the first segment until
+// the floor that replaces it is on disk. So does a segment file lost or
+// removed by hand: 670 acknowledged messages gone, where only num_deleted
+// moved. To tell the two apart, removing a segment leaves a marker,
+// <first>.gone holding its last sequence; at start a gap between two
+// segments, or between the floor and the first segment, that no marker
+// covers is reported as lost (logged as an error, and in
+// RecoveryReport.Missing). A marker below the floor on disk says nothing
+// the floor does not: it is removed, at start and once a sync round has
+// made the floor above it durable.
 const goneExt = ".gone"
 
 // MissingRange is a run of sequences between two segments that no segment
@@ -27,8 +29,12 @@ type MissingRange struct {
 	First, Last uint64
 }
 
-// markGone records that the interior segment s is being removed.
+// markGone records that segment s is being removed.
 func (fb *fileBackend) markGone(s *segment) {
+	if fb.gone == nil {
+		fb.gone = map[uint64]uint64{}
+	}
+	fb.gone[s.first] = s.last
 	name := fb.path(s.first, goneExt)
 	f, err := fb.fs.Create(name)
 	if err == nil {
@@ -66,25 +72,29 @@ func (fb *fileBackend) readGone(names []string) map[uint64]uint64 {
 	return gone
 }
 
-// checkGaps reports the gaps between segments that no marker covers, and
-// removes markers no longer needed.
+// checkGaps reports the gaps before and between segments that no marker
+// covers, and removes markers no longer needed.
 func (fb *fileBackend) checkGaps(names []string, rep *RecoveryReport) {
 	gone := fb.readGone(names)
-	if len(fb.segs) > 0 {
-		for first, last := range gone {
-			if last < fb.segs[0].first {
-				fb.removeFile(fb.path(first, goneExt))
-				delete(gone, first)
-			}
+	floor := max(fb.floor, 1)
+	for first, last := range gone {
+		if last < floor {
+			fb.removeFile(fb.path(first, goneExt))
+			delete(gone, first)
 		}
 	}
+	fb.gone = gone
 	firsts := make([]uint64, 0, len(gone))
 	for f := range gone {
 		firsts = append(firsts, f)
 	}
 	sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
-	for i := 0; i+1 < len(fb.segs); i++ {
-		from, to := fb.segs[i].last+1, fb.segs[i+1].first-1
+	for i := -1; i+1 < len(fb.segs); i++ {
+		from := floor // before the first segment
+		if i >= 0 {
+			from = fb.segs[i].last + 1
+		}
+		to := fb.segs[i+1].first - 1
 		for _, f := range firsts { // markers cover the gap from its start
 			if f <= from && gone[f] >= from {
 				from = gone[f] + 1
@@ -93,9 +103,36 @@ func (fb *fileBackend) checkGaps(names []string, rep *RecoveryReport) {
 		if from > to {
 			continue
 		}
+		if c := corruptAt(rep, from); c != nil {
+			// The unreadable rest of a sealed segment, reported already.
+			c.Lost = to - from + 1
+			continue
+		}
 		rep.Missing = append(rep.Missing, MissingRange{First: from, Last: to})
 		fb.log.Error("store: segment file missing; its messages are lost",
 			"dir", fb.dir, "first_lost_seq", from, "last_lost_seq", to, "lost", to-from+1,
 			"err", fmt.Errorf("%w: no segment holds sequences %d-%d", ErrCorrupt, from, to))
 	}
+}
+
+// dropStaleMarkers removes the markers below a floor that is durable.
+func (fb *fileBackend) dropStaleMarkers() {
+	for first, last := range fb.gone {
+		if last < fb.savedFloor {
+			fb.removeFile(fb.path(first, goneExt))
+			delete(fb.gone, first)
+			fb.dirDirty = true
+		}
+	}
+}
+
+// corruptAt returns the report of the corrupt segment whose lost
+// sequences start at seq, or nil.
+func corruptAt(rep *RecoveryReport, seq uint64) *CorruptSegment {
+	for i := range rep.Corrupt {
+		if rep.Corrupt[i].FirstLost == seq {
+			return &rep.Corrupt[i]
+		}
+	}
+	return nil
 }

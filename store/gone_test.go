@@ -4,13 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// A segment file lost from the middle of a stream is reported at start
-// with the sequences it held; a segment removed because all its messages
-// were is not (its marker says so).
+// A segment file lost from the middle or the front of a stream is reported
+// at start with the sequences it held; a segment removed because all its
+// messages were is not (its marker says so, until the floor does).
 func TestMissingMiddleSegmentIsReported(t *testing.T) {
 	open := func(dir string) *Stream {
 		s, err := Open(Options{Dir: dir, SegmentBytes: 4096, Logger: quiet})
@@ -40,6 +41,46 @@ func TestMissingMiddleSegmentIsReported(t *testing.T) {
 		s := open(dir)
 		defer func() { _ = s.Close() }()
 		require.Equal(t, []MissingRange{{First: first, Last: next - 1}}, s.Recovery().Missing)
+	})
+
+	t.Run("first lost", func(t *testing.T) {
+		dir, logs := fill(t)
+		next, _ := parseSegmentName(filepath.Base(logs[1]), logExt)
+		require.NoError(t, os.Remove(logs[0]))
+		s := open(dir)
+		defer func() { _ = s.Close() }()
+		require.Equal(t, []MissingRange{{First: 1, Last: next - 1}}, s.Recovery().Missing)
+		require.Equal(t, next-1, s.Recovery().LostRecords())
+	})
+
+	t.Run("first removed by limits", func(t *testing.T) {
+		// The floor that replaces a removed first segment is written at
+		// the next sync round: a crash before it leaves only the marker
+		// to say the segment went on purpose. Once the floor is on disk,
+		// the marker goes.
+		mem := newMemFS()
+		o := Options{Dir: memDir, FS: mem, SegmentBytes: 4096, MaxMsgs: 50, SyncInterval: time.Hour, Logger: quiet}
+		s, err := Open(o)
+		require.NoError(t, err)
+		for i := 0; i < 200; i++ {
+			_, _, err := s.Append("a", nil, make([]byte, 200))
+			require.NoError(t, err)
+		}
+		require.NotEmpty(t, mem.names(memDir, goneExt), "the segments removed from the front are marked")
+		o.FS = mem.clone() // a crash now: the floor on disk is still 0
+		crashed, err := Open(o)
+		require.NoError(t, err)
+		require.Empty(t, crashed.Recovery().Missing)
+		require.NoError(t, crashed.Close())
+
+		require.NoError(t, s.Close()) // a sync round: the floor is on disk
+		require.Empty(t, mem.names(memDir, goneExt), "markers below the floor are removed")
+		o.FS = mem
+		s, err = Open(o)
+		require.NoError(t, err)
+		defer func() { _ = s.Close() }()
+		require.Empty(t, s.Recovery().Missing)
+		require.Equal(t, uint64(50), s.State().Msgs)
 	})
 
 	t.Run("emptied", func(t *testing.T) {

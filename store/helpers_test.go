@@ -91,3 +91,11 @@ func seqRange(lo, hi uint64) []uint64 {
 	}
 	return out
 }
+
+// mustGet returns the message seq.
+func mustGet(t testing.TB, s *Stream, seq uint64) *Msg {
+	t.Helper()
+	m, err := s.Get(seq)
+	require.NoError(t, err)
+	return m
+}

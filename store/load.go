@@ -48,9 +48,11 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 	for q := range rec.dels {
 		lastSeq = max(lastSeq, q)
 	}
-	s.mu.last, s.mu.lastTS = max(lastSeq, floor-1), lastTS
+	s.mu.last, s.mu.lastTS = max(lastSeq, floor-1, rec.high), lastTS
 	if !started {
 		s.mu.first = s.mu.last + 1
+	} else {
+		s.padLocked(s.mu.last+1, lastTS) // ents covers first..last
 	}
 	fb.setFloor(s.mu.first)
 	for _, seg := range append([]*segment(nil), fb.segs...) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/skiffmq/skiff/subject"
@@ -19,6 +20,9 @@ import (
 type recovered struct {
 	floor uint64
 	dels  map[uint64]struct{}
+	// high is the last sequence of a lost end of the stream (hwm.go),
+	// or 0: the stream's last sequence is at least high.
+	high uint64
 }
 
 // openFileBackend opens or creates a stream directory and recovers its
@@ -77,6 +81,7 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 			}
 		}
 	}
+	fb.checkLostEnd(rec, rep)
 	if err := fb.recordDamage(rec); err != nil {
 		_ = fb.close()
 		return nil, nil, err
@@ -95,18 +100,21 @@ func (fb *fileBackend) loadMeta(rec *recovered) error {
 	if err != nil {
 		return fmt.Errorf("store: open %s: %w", name, err)
 	}
-	b := make([]byte, 2*metaSlotSize)
+	b := make([]byte, hwOffset+2*hwSlotSize)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		_ = f.Close()
 		return fmt.Errorf("store: read %s: %w", name, err)
 	}
-	floor, gen, ok := decodeMeta(b[:n])
+	floor, gen, ok := decodeMeta(b[:min(n, hwOffset)])
 	if !ok && n > 0 {
 		fb.log.Error("store: meta file has no good slot; purged messages may reappear", "file", name)
 	}
 	fb.meta, fb.metaGen, fb.floor, fb.savedFloor = f, gen, floor, floor
 	rec.floor = floor
+	if n > hwOffset {
+		fb.savedHigh, fb.savedActive, fb.hwGen, _ = decodeHW(b[hwOffset:n])
+	}
 	return nil
 }
 
@@ -128,6 +136,7 @@ func (fb *fileBackend) loadSegment(first uint64, last bool, have map[string]bool
 		if ents, valid, err := fb.loadIndex(s, size); err == nil {
 			s.ents, s.log.size, s.indexed = ents, valid, true
 			rep.IndexesLoaded++
+			fb.noteKnownDamage(s, rep)
 			if valid < size { // found corrupt by an earlier Open
 				fb.reportCorrupt(s, fmt.Errorf("%w: known corrupt record", ErrCorrupt), rep)
 			}
@@ -157,8 +166,8 @@ func (fb *fileBackend) loadSegment(first uint64, last bool, have map[string]bool
 	return nil
 }
 
-// loadIndex reads and checks s's index, then spot-checks the last record it
-// describes against the log.
+// loadIndex reads and checks s's index, then spot-checks the last good
+// record it describes against the log.
 func (fb *fileBackend) loadIndex(s *segment, logSize int64) ([]idxEntry, int64, error) {
 	name := fb.path(s.first, idxExt)
 	st, err := fb.fs.Stat(name)
@@ -183,22 +192,31 @@ func (fb *fileBackend) loadIndex(s *segment, logSize int64) ([]idxEntry, int64, 
 	if err != nil || len(ents) == 0 {
 		return ents, valid, err
 	}
-	e := ents[len(ents)-1]
+	// The last record, unless damage took it (resync.go).
+	i := len(ents) - 1
+	for i > 0 && ents[i].subj == damagedSubject {
+		i--
+	}
+	e := ents[i]
+	if e.subj == damagedSubject {
+		return ents, valid, nil
+	}
 	buf := make([]byte, e.size)
 	if _, err := s.log.f.ReadAt(buf, int64(e.off)); err != nil {
 		return nil, 0, err
 	}
 	r, err := decodeRecord(buf)
-	if err == nil && r.seq != s.first+uint64(len(ents))-1 {
-		err = fmt.Errorf("%w: last record has sequence %d, index says %d", ErrCorrupt, r.seq, s.first+uint64(len(ents))-1)
+	if want := s.first + uint64(i); err == nil && r.seq != want {
+		err = fmt.Errorf("%w: last record has sequence %d, index says %d", ErrCorrupt, r.seq, want)
 	}
 	return ents, valid, err
 }
 
-// scanSegment reads every record of s. A bad record ends the scan: in the
-// last segment the tail from it on is truncated away (a crash mid-write
-// leaves exactly that); in an older one it is reported and left on disk,
-// and nothing from it on is served.
+// scanSegment reads every record of s. Damage with good records after it
+// is stepped over, in any segment (resync.go). What is left at the end is
+// a bad record with nothing good after it: in the last segment it is
+// truncated away (a crash mid-write leaves exactly that); in an older one
+// it is reported and left on disk, and nothing from it on is served.
 func (fb *fileBackend) scanSegment(s *segment, last bool, rep *RecoveryReport) error {
 	rep.SegmentsScanned++
 	name := segmentBase(s.first) + logExt
@@ -206,17 +224,13 @@ func (fb *fileBackend) scanSegment(s *segment, last bool, rep *RecoveryReport) e
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return fmt.Errorf("store: scan %s: %w", name, err)
 	}
-	if last {
-		// A bad record with good records after it is damage, not a torn
-		// write: keep what follows (resync.go).
-		if ents, valid, err = fb.resync(s, ents, valid, err); err != nil && !errors.Is(err, ErrCorrupt) {
-			return fmt.Errorf("store: scan %s: %w", name, err)
-		}
+	if ents, valid, err = fb.resync(s, ents, valid, err, rep); err != nil && !errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("store: scan %s: %w", name, err)
 	}
 	s.ents, s.log.size = ents, valid
 	switch {
 	case last && valid < s.fileSize:
-		lvl := slog.LevelError // a bad record with whole records after it: data lost
+		lvl := slog.LevelError // garbage with no length to trust: data may be lost
 		if errors.Is(err, errTorn) {
 			lvl = slog.LevelWarn // what a crash in the middle of a write leaves
 		}
@@ -243,12 +257,13 @@ func (fb *fileBackend) scanSegment(s *segment, last bool, rep *RecoveryReport) e
 }
 
 // reportCorrupt reports a sealed segment whose records stop at a corrupt
-// one before the end of its file.
+// one before the end of its file, with nothing good after it. How many
+// sequences that costs is known once the next segment is (checkGaps).
 func (fb *fileBackend) reportCorrupt(s *segment, err error, rep *RecoveryReport) {
 	cs := CorruptSegment{File: segmentBase(s.first) + logExt, Offset: s.log.size,
 		FirstLost: s.first + uint64(len(s.ents)), LostBytes: s.fileSize - s.log.size, Err: err}
 	rep.Corrupt = append(rep.Corrupt, cs)
-	fb.log.Error("store: corrupt record in a sealed segment; the rest of the segment is not served",
+	fb.log.Error("store: corrupt record in a sealed segment with nothing valid after it; the rest of the segment is not served",
 		"file", cs.File, "offset", cs.Offset, "first_lost_seq", cs.FirstLost, "lost_bytes", cs.LostBytes, "err", err)
 }
 
@@ -324,6 +339,7 @@ func (fb *fileBackend) fixOverlaps() {
 				"segment", s.first, "last", s.last, "next", next.first)
 			s.ents = s.ents[:next.first-s.first]
 			s.last = next.first - 1
+			s.damaged = slices.DeleteFunc(s.damaged, func(q uint64) bool { return q > s.last })
 		}
 	}
 }

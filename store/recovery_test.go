@@ -210,8 +210,11 @@ func firstSeqOf(log []byte) uint64 {
 	return r.seq
 }
 
-// TestCorruptTail flips bytes in the last segment: the damaged record and
-// everything after it in the segment are never served.
+// TestCorruptTail flips bytes in a record of the second half of the last
+// segment: only the damaged record is lost, the records after it are
+// kept, and no sequence is used again, however the damage falls (the
+// last record included, unless its length field reads as running past the
+// end of the file, which is what a torn write looks like).
 func TestCorruptTail(t *testing.T) {
 	f := newFixture(t, 60, 80, 4096)
 	segs := f.segments(nil)
@@ -229,6 +232,8 @@ func TestCorruptTail(t *testing.T) {
 		for n := 1 + rng.IntN(3); n > 0; n-- {
 			b[int(e.off)+rng.IntN(int(e.size))] ^= byte(1 + rng.IntN(255))
 		}
+		recLen := int64(uint32(b[e.off]) | uint32(b[e.off+1])<<8 | uint32(b[e.off+2])<<16 | uint32(b[e.off+3])<<24)
+		tornLooking := recLen > int64(len(b))-int64(e.off)
 		fsys := f.fs.clone()
 		fsys.setBytes(lastSeg, b)
 		s := f.open(t, fsys)
@@ -247,9 +252,10 @@ func TestCorruptTail(t *testing.T) {
 		}
 		seq, _, err := s.Append("after", nil, nil)
 		require.NoError(t, err)
-		if lost == f.last {
-			// Nothing follows the damage: a corrupt tail, which cannot be
-			// told from a torn write, is cut off.
+		if lost == f.last && tornLooking {
+			// Nothing follows the damage and its length runs past the end
+			// of the file: that is a torn write, cut off; its sequence was
+			// never acknowledged.
 			require.Equal(t, lost, seq)
 			require.NoError(t, s.Close())
 			continue
@@ -265,6 +271,53 @@ func TestCorruptTail(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "after", m.Subject)
 		require.NoError(t, s.Close())
+	}
+}
+
+// TestDamagedLastRecord: the very last record of the stream is bad, with
+// nothing after it. A record that is all there (its length plausible and
+// within the file) and fails its checksum is damage, not a torn write: its
+// sequence stays used. Only a record whose length runs past the end of the
+// file, as a write cut short leaves it, is cut off and its sequence given
+// again (it was never acknowledged).
+func TestDamagedLastRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte, off int) []byte
+		reused bool
+	}{
+		{"payload flipped", func(b []byte, off int) []byte { b[len(b)-5] ^= 0x10; return b }, false},
+		{"checksum flipped", func(b []byte, off int) []byte { b[off+5] ^= 0x01; return b }, false},
+		{"sequence flipped", func(b []byte, off int) []byte { b[off+9] ^= 0x01; return b }, false},
+		{"length shorter", func(b []byte, off int) []byte { b[off] -= 7; return b }, false},
+		{"length past the end", func(b []byte, off int) []byte { b[off+2] = 0x10; return b }, true},
+		{"cut short", func(b []byte, off int) []byte { return b[:len(b)-3] }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 30, 80, 1<<20)
+			segs := f.segments(nil)
+			lastSeg := path.Join(memDir, segs[len(segs)-1])
+			full := f.fs.bytes(lastSeg)
+			off := lastRecordStart(t, full)
+			f.fs.setBytes(lastSeg, tc.damage(append([]byte(nil), full...), off))
+			s := f.open(t, nil)
+			delete(f.want, f.last)
+			f.check(t, s, f.last)
+			seq, _, err := s.Append("after", nil, nil)
+			require.NoError(t, err)
+			if tc.reused {
+				require.Equal(t, f.last, seq, "a torn write's sequence was never acknowledged")
+				require.Zero(t, s.Recovery().LostRecords())
+				return
+			}
+			require.Equal(t, f.last+1, seq, "the damaged record's sequence stays used")
+			require.Equal(t, uint64(1), s.Recovery().LostRecords())
+			require.NoError(t, s.Close())
+			s = f.open(t, nil)
+			_, err = s.Get(f.last)
+			require.ErrorIs(t, err, ErrNotFound)
+			require.Equal(t, "after", mustGet(t, s, f.last+1).Subject)
+		})
 	}
 }
 
@@ -297,42 +350,91 @@ func TestTornTailAfterDamage(t *testing.T) {
 	require.Equal(t, f.last, seq, "a torn record's sequence was never acknowledged")
 }
 
-// TestCorruptOlderSegment damages a record in the middle of a sealed
-// segment whose index is gone: the records before it are served, the rest
-// of that segment is not, later segments are unaffected, and the damage is
-// reported on every Open.
+// TestCorruptOlderSegment damages a record of a sealed segment whose index
+// is gone, so that Open scans it, in the middle or as the segment's last
+// record (whole, its checksum wrong): the damaged record is lost (deleted,
+// its sequence never reused), the records after it in the same segment
+// are served, later segments are unaffected, the index rebuilt remembers
+// the damage (and is trusted at the next Open), and every Open reports it.
 func TestCorruptOlderSegment(t *testing.T) {
+	for _, where := range []string{"middle", "last"} {
+		t.Run(where, func(t *testing.T) {
+			f := newFixture(t, 120, 60, 2048)
+			segs := f.segments(nil)
+			require.GreaterOrEqual(t, len(segs), 3)
+			victim := path.Join(memDir, segs[1])
+			log := f.fs.bytes(victim)
+			first := firstSeqOf(log)
+			ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, first, int64(len(log)))
+			require.NoError(t, err)
+			k := len(ents) / 2
+			if where == "last" {
+				k = len(ents) - 1
+			}
+			log[int(ents[k].off)+recHeaderSize+2] ^= 0xff
+			f.fs.setBytes(victim, log)
+			require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
+
+			lost := first + uint64(k)
+			delete(f.want, lost)
+			for round := 0; round < 2; round++ {
+				s := f.open(t, nil)
+				f.check(t, s, f.last)
+				rep := s.Recovery()
+				require.Empty(t, rep.Corrupt, "round %d: nothing cut off", round)
+				require.Empty(t, rep.Missing, "round %d", round)
+				require.Len(t, rep.Damaged, 1, "round %d", round)
+				require.Equal(t, lost, rep.Damaged[0].FirstLost)
+				require.Equal(t, uint64(1), rep.Damaged[0].Lost)
+				require.Equal(t, uint64(1), rep.LostRecords())
+				require.Equal(t, 1, s.State().NumDeleted)
+				if round == 0 {
+					require.Equal(t, 1, rep.IndexesRebuilt)
+					require.Equal(t, int64(ents[k].off), rep.Damaged[0].Offset)
+					require.ErrorIs(t, rep.Damaged[0].Err, ErrCorrupt)
+				} else {
+					require.Zero(t, rep.IndexesRebuilt, "the rebuilt index remembers the damage")
+					require.Equal(t, 1, rep.SegmentsScanned, "only the last segment")
+				}
+				seq, _, err := s.Append("after", nil, nil)
+				require.NoError(t, err)
+				require.Equal(t, f.last+1, seq, "no sequence used again")
+				f.want[seq] = Msg{Seq: seq, Timestamp: mustGet(t, s, seq).Timestamp, Subject: "after"}
+				f.last = seq
+				require.NoError(t, s.Close())
+			}
+		})
+	}
+}
+
+// TestCorruptOlderSegmentTail damages the last record of a sealed segment
+// whose index is gone, its length field so that nothing after it can be
+// trusted: the records before it are served, the rest of that segment is
+// not (reported once, as Corrupt, not also as a missing segment), and
+// later segments are unaffected.
+func TestCorruptOlderSegmentTail(t *testing.T) {
 	f := newFixture(t, 120, 60, 2048)
 	segs := f.segments(nil)
-	require.GreaterOrEqual(t, len(segs), 3)
 	victim := path.Join(memDir, segs[1])
 	log := f.fs.bytes(victim)
 	first := firstSeqOf(log)
 	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, first, int64(len(log)))
 	require.NoError(t, err)
-	k := len(ents) / 2
-	log[int(ents[k].off)+recHeaderSize+2] ^= 0xff
+	k := len(ents) - 1
+	log[int(ents[k].off)+3] = 0x7f // a length far past the end of the file
 	f.fs.setBytes(victim, log)
 	require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
-
-	lastLost := first + uint64(len(ents)) - 1
-	for q := first + uint64(k); q <= lastLost; q++ {
-		delete(f.want, q)
-	}
+	lost := first + uint64(k)
+	delete(f.want, lost)
 	for round := 0; round < 2; round++ {
 		s := f.open(t, nil)
 		f.check(t, s, f.last)
 		rep := s.Recovery()
 		require.Len(t, rep.Corrupt, 1, "round %d", round)
-		require.Equal(t, first+uint64(k), rep.Corrupt[0].FirstLost)
-		require.Equal(t, int64(ents[k].off), rep.Corrupt[0].Offset)
-		require.ErrorIs(t, rep.Corrupt[0].Err, ErrCorrupt)
-		require.Equal(t, int(lastLost-first-uint64(k)+1), s.State().NumDeleted)
-		if round == 0 {
-			require.Equal(t, 1, rep.IndexesRebuilt)
-		} else {
-			require.Zero(t, rep.IndexesRebuilt, "the rebuilt index remembers the corrupt tail")
-		}
+		require.Equal(t, lost, rep.Corrupt[0].FirstLost)
+		require.Equal(t, uint64(1), rep.Corrupt[0].Lost)
+		require.Empty(t, rep.Missing, "reported once")
+		require.Equal(t, uint64(1), rep.LostRecords())
 		require.NoError(t, s.Close())
 	}
 }
@@ -663,14 +765,19 @@ func checkNoReuse(t *testing.T, o Options, last uint64) {
 	s, err := Open(o)
 	require.NoError(t, err)
 	require.Equal(t, last, s.State().LastSeq)
+	live := liveSeqs(t, s)
 	seq, _, err := s.Append("x", nil, []byte("next"))
 	require.NoError(t, err)
 	require.Equal(t, last+1, seq)
+	m, err := s.Get(seq)
+	require.NoError(t, err, "readable at once, not only after a reopen")
+	require.Equal(t, "next", string(m.Data))
+	require.Equal(t, append(live, seq), liveSeqs(t, s))
 	require.NoError(t, s.Close())
 	s, err = Open(o)
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
-	m, err := s.Get(seq)
+	m, err = s.Get(seq)
 	require.NoError(t, err)
 	require.Equal(t, "next", string(m.Data))
 	require.Empty(t, s.Recovery().Corrupt)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/logthrottle"
 	"github.com/skiffmq/skiff/subject"
 )
 
@@ -26,6 +27,9 @@ type Stream struct {
 	log    *slog.Logger
 	report RecoveryReport
 	damage damage // records reads found corrupt (damage.go)
+	// syncWarn throttles the error of background sync rounds, which a
+	// full disk repeats every SyncInterval.
+	syncWarn logthrottle.Throttle
 
 	// nextExpiry is when the first message expires, in Unix nanoseconds,
 	// or math.MaxInt64 when nothing can. Readers load it without the lock
@@ -422,6 +426,6 @@ func (s *Stream) backgroundSync() {
 	err := s.gc.runLocked(func() (uint64, error) { return s.syncRound(false) })
 	s.gc.mu.Unlock()
 	if err != nil && !errors.Is(err, ErrClosed) {
-		s.log.Error("store: background sync", "err", err)
+		s.syncWarn.Log(s.log, slog.LevelError, "store: background sync", "err", err)
 	}
 }

@@ -16,11 +16,15 @@ import (
 // free buffers that were not needed during the last period: the fewest
 // free buffers it held at any moment of the period, which no Get took.
 //
+// With a Releaser (WithReleaser), the buffers it drops are given back to
+// the operating system too, not only to the garbage collector.
+//
 // Safe for concurrent use. The zero value is not usable; call NewFixed.
 type Fixed struct {
 	size        int
 	maxRetained int // in buffers
 	idle        time.Duration
+	rel         *Releaser // nil: none
 
 	mu struct {
 		sync.Mutex
@@ -35,6 +39,14 @@ type Fixed struct {
 // maxRetained bytes of free buffers, and drops unused ones after idle.
 func NewFixed(size, maxRetained int, idle time.Duration) *Fixed {
 	return &Fixed{size: size, maxRetained: max(maxRetained/size, 1), idle: idle}
+}
+
+// WithReleaser makes the pool report the buffers it drops to r, and ask
+// r to release memory after each trim; call it before the pool is used.
+// It returns p.
+func (p *Fixed) WithReleaser(r *Releaser) *Fixed {
+	p.rel = r
+	return p
 }
 
 // Get returns an empty buffer with capacity Size.
@@ -63,6 +75,9 @@ func (p *Fixed) Put(b []byte) {
 	p.mu.Lock()
 	if len(p.mu.free) >= p.maxRetained {
 		p.mu.Unlock()
+		if p.rel != nil {
+			p.rel.Dropped(int64(p.size))
+		}
 		return
 	}
 	b = b[:0]
@@ -96,6 +111,10 @@ func (p *Fixed) trim() {
 	}
 	p.mu.Unlock()
 	p.retained.Add(-int64(drop * p.size))
+	if p.rel != nil {
+		p.rel.Trimmed(int64(drop * p.size))
+		p.rel.Release()
+	}
 }
 
 // Retained returns the bytes of free buffers the pool holds.

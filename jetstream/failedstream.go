@@ -1,0 +1,85 @@
+package jetstream
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// A stream that cannot be opened at start (its meta.json does not parse,
+// its store refuses to open) must not keep the whole broker down, as a
+// failed consumer does not (failed.go): the stream is marked failed and
+// left on disk as it is, for an operator to look at, and every other
+// stream serves. STREAM.INFO (and every other request naming it) answers
+// 404 10059 with the reason; creating one of the same name is refused
+// until STREAM.DELETE removes its directory; /jsz lists it
+// (skiff_failed_streams) and /metrics counts it
+// (skiff_jetstream_streams_failed). Its subjects are not captured.
+
+// failStream records a stream that could not be recovered. js.mu need not
+// be held: recover runs before anything else can see js.
+func (js *JetStream) failStream(name string, err error) {
+	js.log.Error("stream not recovered: it is left on disk and not served", "stream", name,
+		"dir", filepath.Join(js.opts.StoreDir, "streams", name), "err", err)
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if js.mu.failed == nil {
+		js.mu.failed = map[string]error{}
+	}
+	js.mu.failed[name] = err
+}
+
+// streamFailure returns why a stream failed at start, or nil.
+func (js *JetStream) streamFailure(name string) error {
+	js.mu.RLock()
+	defer js.mu.RUnlock()
+	return js.mu.failed[name]
+}
+
+// failedStreams returns the failed streams' reasons by name.
+func (js *JetStream) failedStreams() map[string]string {
+	js.mu.RLock()
+	defer js.mu.RUnlock()
+	if len(js.mu.failed) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(js.mu.failed))
+	for n, err := range js.mu.failed {
+		out[n] = err.Error()
+	}
+	return out
+}
+
+// deleteFailedStream removes a failed stream's directory and its record,
+// and reports whether there was one.
+func (js *JetStream) deleteFailedStream(name string) (bool, error) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if _, ok := js.mu.failed[name]; !ok {
+		return false, nil
+	}
+	if err := os.RemoveAll(filepath.Join(js.opts.StoreDir, "streams", name)); err != nil {
+		return true, err
+	}
+	delete(js.mu.failed, name)
+	return true, nil
+}
+
+// errNoStream is the error for a request naming a stream that is not
+// served: failed at start (with the reason), or not there.
+func (js *JetStream) errNoStream(name string) *APIError {
+	if err := js.streamFailure(name); err != nil {
+		return errStreamFailed(err)
+	}
+	return errStreamNotFound()
+}
+
+func errStreamFailed(err error) *APIError {
+	return apiErr(404, 10059, fmt.Sprintf("stream not found: its files could not be recovered (%v); delete it to start over", err))
+}
+
+// errStreamFailedExists refuses to create a stream over a failed one's
+// files.
+func errStreamFailedExists(err error) *APIError {
+	return apiErr(400, 10058, fmt.Sprintf("stream name already in use: its files could not be recovered (%v); delete it to start over", err))
+}
