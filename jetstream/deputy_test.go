@@ -204,11 +204,17 @@ func TestDeputyPullReplyCannotWriteToAnotherStream(t *testing.T) {
 	pullTo(t, nc, "victim.injected")
 	waitDelivered(t, mallory)
 
+	require.Equal(t, uint64(1), victimMsgs(t, admin), "a message was stored in the victim's stream through the server")
+}
+
+// victimMsgs returns how many messages the victim's stream holds.
+func victimMsgs(t *testing.T, admin njs.JetStream) uint64 {
+	t.Helper()
 	s, err := admin.Stream(ctx(t), "VICTIM")
-	require.NoError(t, err)
+	require.NoError(t, err, "the victim's stream is gone")
 	info, err := s.Info(ctx(t))
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), info.State.Msgs, "a message was stored in the victim's stream through the server")
+	return info.State.Msgs
 }
 
 // A push consumer into another stream is fine for a user who may publish

@@ -279,9 +279,10 @@ func TestRouteAuthorization(t *testing.T) {
 
 // TestRouteSlowPeer: a peer that stops reading is cut off once its
 // pending bytes pass MaxPending, like a slow client: the server's memory
-// stays bounded and its clients are not held up.
+// stays bounded and its clients are not held up. It counts in /varz
+// slow_consumer_stats.routes, not in clients.
 func TestRouteSlowPeer(t *testing.T) {
-	s := RunServer(t, server.Options{MaxPayload: 64 << 10, MaxPending: 256 << 10,
+	s := RunServer(t, server.Options{MaxPayload: 64 << 10, MaxPending: 256 << 10, HTTPPort: server.RandomPort,
 		Cluster: server.ClusterOptions{Name: "slow", Port: server.RandomPort}})
 	r := dialRoute(t, s)
 	r.register("slow", "NSLOWPEER")
@@ -290,14 +291,26 @@ func TestRouteSlowPeer(t *testing.T) {
 	// The peer never reads again.
 	pub := Connect(t, s)
 	payload := make([]byte, 32<<10)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for s.NumRoutes() == 1 && time.Now().Before(deadline) {
 		require.NoError(t, pub.Publish("big", payload))
-		require.NoError(t, pub.Flush())
 	}
 	require.Zero(t, s.NumRoutes(), "the slow route was cut off")
 	require.False(t, s.HasInterest("big"), "its interest went with it")
 	require.NoError(t, pub.Flush(), "the publisher carries on")
+
+	require.Equal(t, int64(1), s.RouteSlowConsumers())
+	var vz struct {
+		Slow  int64 `json:"slow_consumers"`
+		Stats struct {
+			Clients int64 `json:"clients"`
+			Routes  int64 `json:"routes"`
+		} `json:"slow_consumer_stats"`
+	}
+	getJSON(t, "http://"+s.MonitorAddr().String()+"/varz", &vz)
+	require.Equal(t, int64(1), vz.Slow, "slow_consumers counts every kind, as nats-server's")
+	require.Equal(t, int64(1), vz.Stats.Routes)
+	require.Zero(t, vz.Stats.Clients)
 }
 
 // TestClusterLameDuck: a server entering lame duck mode tells its peers,

@@ -82,36 +82,6 @@ func readSlowly(conn net.Conn, prefix string, want int, pause time.Duration) int
 	return n + bytes.Count(tail, p)
 }
 
-// TestRouteSlowPeerCounted: a route cut off as a slow consumer counts in
-// /varz slow_consumer_stats.routes, not in clients.
-func TestRouteSlowPeerCounted(t *testing.T) {
-	s := RunServer(t, server.Options{MaxPayload: 64 << 10, MaxPending: 256 << 10, HTTPPort: server.RandomPort,
-		Cluster: server.ClusterOptions{Name: "slow", Port: server.RandomPort}})
-	r := dialRoute(t, s)
-	r.register("slow", "NSLOWCOUNTED")
-	r.send("RS+ $G big\r\n")
-	require.Eventually(t, func() bool { return s.HasInterest("big") }, 5*time.Second, 5*time.Millisecond)
-	pub := Connect(t, s)
-	payload := make([]byte, 32<<10)
-	deadline := time.Now().Add(20 * time.Second)
-	for s.NumRoutes() == 1 && time.Now().Before(deadline) {
-		require.NoError(t, pub.Publish("big", payload))
-	}
-	require.Zero(t, s.NumRoutes(), "the route that does not read is cut off")
-	require.Equal(t, int64(1), s.RouteSlowConsumers())
-	var vz struct {
-		Slow  int64 `json:"slow_consumers"`
-		Stats struct {
-			Clients int64 `json:"clients"`
-			Routes  int64 `json:"routes"`
-		} `json:"slow_consumer_stats"`
-	}
-	getJSON(t, "http://"+s.MonitorAddr().String()+"/varz", &vz)
-	require.Equal(t, int64(1), vz.Slow, "slow_consumers counts every kind, as nats-server's")
-	require.Equal(t, int64(1), vz.Stats.Routes)
-	require.Zero(t, vz.Stats.Clients)
-}
-
 // TestClusterRouteNotLimitedBySubscriptions: max_subscriptions bounds a
 // client, not a route (nats-server does not limit routes this way): a
 // peer's clients may together have more subscriptions than one client
