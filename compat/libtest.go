@@ -60,6 +60,10 @@ func parseOutcome(out, name string) (Status, string) {
 	for _, line := range strings.Split(out, "\n") {
 		rest, found := strings.CutPrefix(line, "test "+name+" ... ")
 		if !found {
+			// A #[should_panic] test: "test NAME - should panic ... ok".
+			rest, found = strings.CutPrefix(line, "test "+name+" - should panic ... ")
+		}
+		if !found {
 			continue
 		}
 		switch {

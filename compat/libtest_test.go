@@ -71,6 +71,8 @@ func TestParseOutcome(t *testing.T) {
 		message         string
 	}{
 		{"ok", "client::basic_pub_sub", okOutput, Passed, ""},
+		{"should panic, and did", "header::tests::rejects_cr",
+			"running 1 test\ntest header::tests::rejects_cr - should panic ... ok\n\ntest result: ok.", Passed, ""},
 		{"panic with thread ID", "client::multiple_auth_methods", panicOutput, Failed,
 			`nats-server exited (exit status: 1) before listening: config "tests/configs/jwt.conf"; output: skiff serve: config: jwt.conf:2: operator: not supported by Skiff: no JWT config: jwt.conf:6: resolver: not supported by Skiff: no JWT (at /work/compat/nats-server/src/lib.rs:224:17)`},
 		{"panic without thread ID", "kv::get", oldPanicOutput, Failed,
