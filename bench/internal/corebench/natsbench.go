@@ -41,9 +41,14 @@ func parseRate(re *regexp.Regexp, out []byte) (float64, error) {
 // `nats bench pub` on pubSubject, and returns the subscribers' aggregate
 // delivered msgs/sec as nats bench reports it.
 func (o *Options) pubSub(ctx context.Context, url, subSubject, pubSubject string, subs, size int) (float64, error) {
+	return o.pubSubN(ctx, url, subSubject, pubSubject, subs, size, o.Msgs)
+}
+
+// pubSubN is pubSub with n messages instead of Options.Msgs.
+func (o *Options) pubSubN(ctx context.Context, url, subSubject, pubSubject string, subs, size, n int) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	msgs := strconv.Itoa(o.Msgs)
+	msgs := strconv.Itoa(n)
 	sizeArg := strconv.Itoa(size)
 	sub := o.natsBench(ctx, url, "sub", subSubject, "--msgs", msgs, "--size", sizeArg, "--clients", strconv.Itoa(subs), "--no-progress")
 	var subOut lockedBuffer

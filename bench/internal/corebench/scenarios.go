@@ -59,9 +59,17 @@ func Scenarios() []Scenario {
 			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
 				return o.service(ctx, p.URL, 4, 128)
 			}},
+		{Name: "pubsub-16-defaults", Title: "1 publisher -> 1 subscriber, 16 B, both servers on default limits (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return o.pubSub(ctx, p.URL, "bench.a", "bench.a", 1, 16)
+			}},
 		{Name: "pubsub-1k-defaults", Title: "1 publisher -> 1 subscriber, 1 KiB, both servers on default limits (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
 			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
 				return o.pubSub(ctx, p.URL, "bench.a", "bench.a", 1, 1024)
+			}},
+		{Name: "pubsub-64k-defaults", Title: "1 publisher -> 1 subscriber, 64 KiB, both servers on default limits, a sixteenth of the messages (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return o.pubSubN(ctx, p.URL, "bench.a", "bench.a", 1, 64<<10, max(o.Msgs/16, 1))
 			}},
 		{Name: "churn", Title: "10,000 wildcard subscriptions, 1,000 subscribes and 1,000 unsubscribes/s, publishing 128 B (delivered msgs/s)", Unit: "msgs/s", Goal: 1.5,
 			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
