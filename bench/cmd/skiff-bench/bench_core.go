@@ -116,10 +116,11 @@ const coreNotes = `
   passes 75% of max_pending (Skiff with nats-server's bounds, see
   docs/config.md "Backpressure"). With a limit larger than a run's backlog
   that never happens, so these rows compare delivery itself.
-- **Default limits.** The "default limits" row runs both servers as
-  shipped (max_pending 64 MiB): the publisher is held back whenever the
-  subscriber's queue passes 48 MiB, on both servers, so the row compares
-  delivery under backpressure.
+- **Default limits.** The "default limits" rows (16 B, 1 KiB, 64 KiB) run
+  both servers as shipped (max_pending 64 MiB): the publisher is held back
+  whenever the subscriber's queue passes 48 MiB, on both servers, so the
+  rows compare delivery under backpressure. The 64 KiB row sends a
+  sixteenth of the messages of the others.
 - **Churn.** The churn scenario uses minimal raw-protocol clients (the same
   for both servers) instead of nats.go, so that the clients, which share
   the cores with the server, take as little CPU as possible and the servers'
