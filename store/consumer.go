@@ -61,7 +61,7 @@ func (st *ConsumerSnapshot) clone() ConsumerSnapshot {
 // callers share).
 //
 // The file variant appends each change to consumer.log and, once the log
-// outgrows the state, compacts it into consumer.snap; see doc.go. Under
+// outgrows the state, compacts it into consumer.snap; see consumerfmt.go. Under
 // SyncAlways, Ack, AckAll and Update return once their change is on stable
 // storage, so an acknowledgement floor they report never moves back after
 // a crash; Delivered does not wait (a delivery lost in a crash only means

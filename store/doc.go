@@ -78,80 +78,21 @@
 // front of the stream by raising the floor. Recovery re-applies the limits,
 // so a removal by limits lost in a crash is redone.
 //
-// # Record
+// # Formats
 //
-// A log file is a sequence of records; integers are little-endian.
+// Each file format is drawn next to the code that reads and writes it:
 //
-//	0        4        8                16               24     26       30
-//	+--------+--------+----------------+----------------+------+--------+---------+---------+------+
-//	| length | crc32c | sequence       | timestamp (ns) | subj | header | subject | headers | data |
-//	| uint32 | uint32 | uint64         | int64          | len  | len    |         |         |      |
-//	|        |        |                |                | u16  | u32    |         |         |      |
-//	+--------+--------+----------------+----------------+------+--------+---------+---------+------+
-//	|<------------------------------------ length ------------------------------------------------>|
+//	record.go       a segment's records (the .log files)
+//	index.go        a sealed segment's index (.idx, SKIFFIX1)
+//	delfile.go      the sequences deleted from a segment's middle (.del)
+//	meta.go         the floor's two slots in the meta file (SKMT)
+//	hwm.go          the high water mark's two slots after them (SKHW)
+//	gone.go         the marker a removed segment leaves (.gone)
+//	consumerfmt.go  a consumer's log (consumer.log) and snapshot
+//	                (consumer.snap, SKIFFCS2)
 //
-// length counts the whole record. The CRC32C (Castagnoli) covers the length
-// field and everything after the checksum field. Before allocating, a
-// reader checks that length is at least the 30-byte framing plus a
-// one-byte subject, at most MaxRecordSize (64 MiB) and within the file.
-// Records of a segment hold consecutive sequences from the segment's first.
-// A record's size is what a message counts against MaxBytes.
-//
-// # Index
-//
-// A sealed segment's index lets Open rebuild the in-memory index of the
-// segment (sequence to offset, timestamp, size and subject, which the
-// per-subject index and the limits need) without reading the log. It is
-// dense, one entry per record, because Open needs every record's subject
-// and timestamp anyway: a sparse index would force a scan of the log.
-//
-//	+----------+-------+-------+-------+---------+------------+------------------+-----------------+--------+
-//	| SKIFFIX1 | first | count | nsubj | logSize | validSize  | subject table    | entries         | crc32c |
-//	| 8 bytes  | u64   | u32   | u32   | u64     | u64        | nsubj x          | count x         | u32    |
-//	|          |       |       |       |         |            | (u16 len, bytes) | (u32 offset,    |        |
-//	|          |       |       |       |         |            |                  |  u32 size,      |        |
-//	|          |       |       |       |         |            |                  |  i64 timestamp, |        |
-//	|          |       |       |       |         |            |                  |  u32 subject)   |        |
-//	+----------+-------+-------+-------+---------+------------+------------------+-----------------+--------+
-//
-// Entry i is sequence first+i. logSize is the log file's size when the
-// index was written; an index whose logSize differs from the log's is
-// stale. validSize is the bytes of good records (less than logSize only for
-// a segment with a corrupt record, so that it is not rescanned at every
-// Open). An index is trusted only if its checksum matches, it is not stale,
-// its entries tile [0, validSize) with plausible sizes and non-decreasing
-// timestamps, its subjects are valid, and the last record it points at
-// decodes with the right sequence; otherwise the segment is scanned and the
-// index rewritten. A segment's index is written by the first sync round
-// after it is sealed, once the segment is fsynced (under SyncNever, without
-// waiting for one), and is not fsynced itself: a torn or lost index is
-// simply rebuilt. Under SyncNever an operating system crash can leave an
-// index on disk for a log whose data was not; recovery's checks then catch
-// it, or Get reports the damaged records as ErrCorrupt.
-//
-// # Delete file and meta file
-//
-//	.del: batches   +-------+--------+---------------------+
-//	                | count | crc32c | count x u64 sequence |
-//	                | u32   | u32    |                      |
-//	                +-------+--------+---------------------+
-//
-//	meta: two slots +------+---------+-----+------------+-------+--------+-----+
-//	 at 0 and 32    | SKMT | version | pad | generation | floor | crc32c | pad |
-//	                | 4    | u8      | 3   | u64        | u64   | u32    | 4   |
-//	                +------+---------+-----+------------+-------+--------+-----+
-//	then two slots  +------+--------+------------+------+--------------+
-//	 at 64 and 96   | SKHW | crc32c | generation | high | active first |
-//	                | 4    | u32    | u64        | u64  | u64          |
-//	                +------+--------+------------+------+--------------+
-//
-// A .del batch's CRC32C covers its count and sequences; a torn last batch is
-// truncated on Open. The meta file's slots are written alternately in
-// place, so a torn write damages only the slot being written; Open uses the
-// good slot with the highest generation. The floor also carries the last
-// sequence across a purge of everything. The high water slots (hwm.go)
-// hold the last sequence written and the first sequence of the segment
-// taking appends; a meta file without them (64 bytes) is read as before.
+// Integers are little-endian, and every checksum is a CRC32C
+// (Castagnoli).
 //
 // # Recovery
 //
@@ -182,32 +123,12 @@
 //
 // # Consumer state
 //
-// OpenConsumerState keeps two files in its directory. consumer.log is an
-// append-only log of changes, each a record framed like a stream record:
-//
-//	+--------+--------+-----------+----+-----------------------------------------+
-//	| length | crc32c | lsn       | op | operands                                |
-//	| u32    | u32    | u64       | u8 | Delivered: dseq, sseq, dc u64, ts i64   |
-//	|        |        |           |    | Ack, AckAll: dseq, sseq u64             |
-//	|        |        |           |    | Start: ack floor dseq, sseq u64         |
-//	+--------+--------+-----------+----+-----------------------------------------+
-//
-// consumer.snap is the whole state as of an LSN, written to a temporary
-// file, fsynced and renamed into place when the consumer is created and
-// when the log grows past 1 MiB and four times the last snapshot; then the
-// log starts over with one Start record, whose LSN is the snapshot's. Open
-// loads the snapshot and replays the log records with a higher LSN,
-// truncating a torn tail, stepping over damage (consumerresync.go) and
-// reporting a log emptied or cut at its start (consumerlost.go).
-//
-//	+------------------------+-----------------------------------------+
-//	| SKIFFCS2               | magic, 8 bytes (SKIFFCS1: an older      |
-//	|                        | version's, whose log has no Start)      |
-//	| lsn                    | u64: the last change it includes        |
-//	| delivered              | u64 consumer seq, u64 stream seq        |
-//	| ack floor              | u64 consumer seq, u64 stream seq        |
-//	| npending, pending      | u32, then (sseq, cseq u64, ts i64) each |
-//	| nredelivered, entries  | u32, then (sseq, count u64) each        |
-//	| crc32c                 | u32 over everything before              |
-//	+------------------------+-----------------------------------------+
+// OpenConsumerState keeps a consumer's state in two files: consumer.log,
+// an append-only log of changes (deliveries, acknowledgements), and
+// consumer.snap, the whole state as of a point in the log, written when
+// the consumer is created and when the log grows past 1 MiB and four
+// times the last snapshot, after which the log starts over. Open loads
+// the snapshot and replays the log after it, truncating a torn tail,
+// stepping over damage (consumerresync.go) and reporting a log emptied or
+// cut at its start (consumerlost.go). The formats are in consumerfmt.go.
 package store
