@@ -17,7 +17,7 @@ func BenchmarkAppend(b *testing.B) {
 	for _, sync := range []SyncPolicy{SyncAlways, SyncInterval, SyncNever} {
 		for _, size := range []int{256, 1024, 5120} {
 			b.Run(fmt.Sprintf("sync=%s/size=%d", sync, size), func(b *testing.B) {
-				s := mustOpen(b, Options{Dir: b.TempDir(), Sync: sync})
+				s := mustOpen(b, Options{Dir: b.TempDir(), Durability: Durability{Sync: sync}})
 				data := payload(1, size)
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
@@ -56,7 +56,7 @@ func fillBench(b *testing.B, s *Stream, n, subjects int) {
 func BenchmarkGet(b *testing.B) {
 	for _, st := range []Storage{FileStorage, MemoryStorage} {
 		b.Run("storage="+st.String(), func(b *testing.B) {
-			s := mustOpen(b, Options{Storage: st, Dir: b.TempDir(), Sync: SyncNever})
+			s := mustOpen(b, Options{Storage: st, Dir: b.TempDir(), Durability: Durability{Sync: SyncNever}})
 			const n = 50000
 			fillBench(b, s, n, 100)
 			rng := rand.New(rand.NewPCG(1, 1))
@@ -75,7 +75,7 @@ func BenchmarkGet(b *testing.B) {
 // a consumer's filter: one subject (0.1% of the messages), a narrow
 // wildcard (10 subjects, 1%), a broad one (100 subjects, 10%) and none.
 func BenchmarkNext(b *testing.B) {
-	s := mustOpen(b, Options{Dir: b.TempDir(), Sync: SyncNever})
+	s := mustOpen(b, Options{Dir: b.TempDir(), Durability: Durability{Sync: SyncNever}})
 	fillBench(b, s, 100000, 1000)
 	for _, c := range []struct{ name, filter string }{
 		{"literal", "bench.1.2.3"},

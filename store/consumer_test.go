@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,7 +17,7 @@ import (
 )
 
 func openTestConsumer(dir string, fs FS, sync SyncPolicy) (*ConsumerState, error) {
-	return OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fs, Sync: sync, Logger: quiet})
+	return OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fs, Durability: Durability{Sync: sync}, Logger: quiet})
 }
 
 // consumerStep is one operation and the state it should leave.
@@ -291,7 +292,7 @@ func TestConsumerStateFaults(t *testing.T) {
 }
 
 func TestConsumerStateConcurrent(t *testing.T) {
-	c, err := OpenConsumerState(t.TempDir(), nil, SyncAlways)
+	c, err := OpenConsumerState(t.TempDir(), nil, Durability{Sync: SyncAlways})
 	require.NoError(t, err)
 	defer func() { _ = c.Close() }()
 	const n = 8
@@ -398,7 +399,7 @@ func TestConsumerStateMissingLogIsReported(t *testing.T) {
 	require.NoError(t, fsys.Remove("/c/"+consumerLogName))
 
 	var logged bytes.Buffer
-	c, err = OpenConsumerStateOptions(ConsumerOptions{Dir: "/c", FS: fsys, Sync: SyncAlways,
+	c, err = OpenConsumerStateOptions(ConsumerOptions{Dir: "/c", FS: fsys, Durability: Durability{Sync: SyncAlways},
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	require.NoError(t, err)
 	defer func() { _ = c.Close() }()
@@ -407,4 +408,27 @@ func TestConsumerStateMissingLogIsReported(t *testing.T) {
 	require.Equal(t, uint64(100), st.AckFloor.Stream, "what the snapshot holds")
 	require.Contains(t, logged.String(), "consumer log missing")
 	require.Contains(t, logged.String(), "ack_floor=100")
+}
+
+// TestConsumerStateIntervalSync: under SyncInterval the state's own
+// background goroutine fsyncs what was written within an interval, and
+// nothing while nothing is written; WaitDurable does not wait for it.
+func TestConsumerStateIntervalSync(t *testing.T) {
+	mem := storetest.NewMemFS()
+	fsys := storetest.NewFaultFS(mem)
+	c, err := OpenConsumerStateOptions(ConsumerOptions{Dir: "/c", FS: fsys, Logger: quiet,
+		Durability: Durability{Sync: SyncInterval, Interval: 5 * time.Millisecond}})
+	require.NoError(t, err)
+	logName := "/c/" + consumerLogName
+	require.NoError(t, c.Delivered(1, 1, 1, 1))
+	require.NoError(t, c.AckNoWait(1, 1))
+	require.NoError(t, c.WaitDurable())
+	require.Eventually(t, func() bool {
+		return len(mem.CrashClone().Contents(logName)) == len(mem.Contents(logName))
+	}, 5*time.Second, time.Millisecond, "fsynced in the background")
+	syncs := fsys.Syncs()
+	time.Sleep(30 * time.Millisecond)
+	require.Equal(t, syncs, fsys.Syncs(), "no fsync while idle")
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close())
 }

@@ -120,7 +120,7 @@ func TestConsumerLogLostStart(t *testing.T) {
 			fsys := fill(t, tc.compact)
 			tc.damage(t, fsys)
 			var logged bytes.Buffer
-			c, err := OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fsys, Sync: SyncAlways,
+			c, err := OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fsys, Durability: Durability{Sync: SyncAlways},
 				Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 			require.NoError(t, err)
 			defer func() { _ = c.Close() }()

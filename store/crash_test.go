@@ -149,7 +149,7 @@ func TestCrashStream(t *testing.T) {
 // with SyncAlways, printing the ack floor each Ack returned. It runs until
 // killed.
 func crashChildConsumer(dir string) {
-	c, err := OpenConsumerState(dir, nil, SyncAlways)
+	c, err := OpenConsumerState(dir, nil, Durability{Sync: SyncAlways})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(2)
@@ -196,7 +196,7 @@ func TestCrashConsumerState(t *testing.T) {
 			require.NoError(t, err)
 			floor = max(floor, v)
 		}
-		c, err := OpenConsumerState(dir, nil, SyncAlways)
+		c, err := OpenConsumerState(dir, nil, Durability{Sync: SyncAlways})
 		require.NoError(t, err)
 		st, err := c.Load()
 		require.NoError(t, err)

@@ -152,7 +152,7 @@ func TestSyncEIO(t *testing.T) {
 // wait, but reports a failed background fsync for the messages it covered.
 func TestSyncIntervalReportsFailure(t *testing.T) {
 	ffs := storetest.NewFaultFS(storetest.NewMemFS())
-	s, err := Open(Options{Dir: memDir, FS: ffs, Sync: SyncInterval, SyncInterval: 5 * time.Millisecond, Logger: quiet})
+	s, err := Open(Options{Dir: memDir, FS: ffs, Durability: Durability{Sync: SyncInterval, Interval: 5 * time.Millisecond}, Logger: quiet})
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
 	mustAppend(t, s, "x", "1")

@@ -61,7 +61,7 @@ func TestMissingMiddleSegmentIsReported(t *testing.T) {
 		// to say the segment went on purpose. Once the floor is on disk,
 		// the marker goes.
 		mem := storetest.NewMemFS()
-		o := Options{Dir: memDir, FS: mem, SegmentBytes: 4096, MaxMsgs: 50, SyncInterval: time.Hour, Logger: quiet}
+		o := Options{Dir: memDir, FS: mem, SegmentBytes: 4096, MaxMsgs: 50, Durability: Durability{Interval: time.Hour}, Logger: quiet}
 		s, err := Open(o)
 		require.NoError(t, err)
 		for i := 0; i < 200; i++ {

@@ -39,7 +39,7 @@ const (
 	// on stable storage before the layer above acknowledges it. Concurrent
 	// waiters share one fsync (group commit). It is the zero value.
 	SyncAlways SyncPolicy = iota
-	// SyncInterval fsyncs in the background every Options.SyncInterval. An
+	// SyncInterval fsyncs in the background every Durability.Interval. An
 	// operating system crash loses at most the messages appended in the
 	// last interval (plus the time one fsync takes), even though they were
 	// acknowledged.
@@ -61,6 +61,37 @@ func (p SyncPolicy) String() string {
 		return "never"
 	}
 	return fmt.Sprintf("SyncPolicy(%d)", uint8(p))
+}
+
+// Durability says when file storage calls fsync: one policy for a
+// Stream's messages and for a ConsumerState alike, and the store runs
+// every fsync it implies, background ones included. The zero value is
+// SyncAlways with the default interval.
+type Durability struct {
+	// Sync is the fsync policy (default SyncAlways).
+	Sync SyncPolicy
+	// Interval is the period of background fsyncs under SyncInterval
+	// (default DefaultSyncInterval). A Stream also flushes its delete
+	// records and indexes at this period, under every policy.
+	Interval time.Duration
+}
+
+// fill replaces a zero Interval with the default.
+func (d *Durability) fill() {
+	if d.Interval == 0 {
+		d.Interval = DefaultSyncInterval
+	}
+}
+
+// validate reports an invalid policy or interval.
+func (d *Durability) validate() error {
+	switch {
+	case d.Sync > SyncNever:
+		return fmt.Errorf("%w: unknown sync policy %d", ErrInvalidConfig, d.Sync)
+	case d.Interval < 0:
+		return fmt.Errorf("%w: negative sync interval %v", ErrInvalidConfig, d.Interval)
+	}
+	return nil
 }
 
 // Discard says what Append does when a new message would break a limit.
@@ -132,12 +163,9 @@ type Options struct {
 	Discard              Discard
 	DiscardNewPerSubject bool
 
-	// Sync is the fsync policy of file storage (default SyncAlways).
-	Sync SyncPolicy
-	// SyncInterval is the period of background fsyncs under SyncInterval,
-	// and of background flushes of delete records and indexes under every
-	// policy (default 100ms).
-	SyncInterval time.Duration
+	// Durability is when file storage fsyncs (default SyncAlways, every
+	// 100ms in the background under SyncInterval).
+	Durability Durability
 	// SegmentBytes rolls to a new segment file once the current one would
 	// grow past it (default 64 MiB, at most MaxSegmentBytes). A larger
 	// message gets a segment of its own.
@@ -168,9 +196,7 @@ func DefaultOptions(dir string) Options {
 
 // fill replaces zero fields with their defaults.
 func (o *Options) fill() {
-	if o.SyncInterval == 0 {
-		o.SyncInterval = DefaultSyncInterval
-	}
+	o.Durability.fill()
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = DefaultSegmentBytes
 	}
@@ -207,16 +233,12 @@ func (o *Options) validate() error {
 		return bad("MaxMsgSize %d outside [0, %d]", o.MaxMsgSize, maxMsgSize)
 	case o.Discard > DiscardNew:
 		return bad("unknown discard policy %d", o.Discard)
-	case o.Sync > SyncNever:
-		return bad("unknown sync policy %d", o.Sync)
-	case o.SyncInterval < 0:
-		return bad("negative SyncInterval %v", o.SyncInterval)
 	case o.SegmentBytes < 0 || o.SegmentBytes > MaxSegmentBytes:
 		return bad("SegmentBytes %d outside [0, %d]", o.SegmentBytes, MaxSegmentBytes)
 	case o.SegmentAge < 0:
 		return bad("negative SegmentAge %v", o.SegmentAge)
 	}
-	return nil
+	return o.Durability.validate()
 }
 
 // msgSizeLimit is the effective bound on subject+headers+data.

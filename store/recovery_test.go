@@ -706,15 +706,15 @@ func TestDefaultOptions(t *testing.T) {
 	o := DefaultOptions("/x")
 	require.Equal(t, "/x", o.Dir)
 	require.Equal(t, FileStorage, o.Storage)
-	require.Equal(t, SyncAlways, o.Sync)
-	require.Equal(t, DefaultSyncInterval, o.SyncInterval)
+	require.Equal(t, SyncAlways, o.Durability.Sync)
+	require.Equal(t, DefaultSyncInterval, o.Durability.Interval)
 	require.Equal(t, int64(DefaultSegmentBytes), o.SegmentBytes)
 	require.Equal(t, DefaultSegmentAge, o.SegmentAge)
 	require.NoError(t, o.validate())
 	for _, bad := range []Options{
 		{Dir: "/x", SegmentBytes: MaxSegmentBytes + 1},
 		{Dir: "/x", MaxMsgSize: MaxRecordSize},
-		{Dir: "/x", Sync: 9},
+		{Dir: "/x", Durability: Durability{Sync: 9}},
 		{Dir: "/x", Discard: 9},
 		{Storage: 7},
 		{Dir: "/x", MaxAge: -1},
@@ -789,7 +789,7 @@ func checkNoReuse(t *testing.T, o Options, last uint64) {
 // expires messages on the real clock and retires their segments.
 func TestBackgroundExpiry(t *testing.T) {
 	mem := storetest.NewMemFS()
-	s, err := Open(Options{Dir: memDir, FS: mem, MaxAge: 30 * time.Millisecond, SyncInterval: 5 * time.Millisecond,
+	s, err := Open(Options{Dir: memDir, FS: mem, MaxAge: 30 * time.Millisecond, Durability: Durability{Interval: 5 * time.Millisecond},
 		SegmentBytes: 300, Logger: quiet})
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
@@ -809,7 +809,7 @@ func TestRemoveSurvivesClose(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncAlways, SyncInterval, SyncNever} {
 		t.Run(policy.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := Open(Options{Dir: dir, Sync: policy, Logger: quiet})
+			s, err := Open(Options{Dir: dir, Durability: Durability{Sync: policy}, Logger: quiet})
 			require.NoError(t, err)
 			for i := range 5 {
 				mustAppend(t, s, "r", fmt.Sprint(i))
@@ -817,7 +817,7 @@ func TestRemoveSurvivesClose(t *testing.T) {
 			require.NoError(t, s.Remove(3))
 			require.NoError(t, s.Remove(1))
 			require.NoError(t, s.Close())
-			s = mustOpen(t, Options{Dir: dir, Sync: policy})
+			s = mustOpen(t, Options{Dir: dir, Durability: Durability{Sync: policy}})
 			require.Equal(t, []uint64{2, 4, 5}, liveSeqs(t, s))
 		})
 	}

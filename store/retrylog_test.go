@@ -76,7 +76,7 @@ func TestSyncRetriesLogOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs lockedBuffer
 			fsys := storetest.NewFaultFS(storetest.NewMemFS())
-			s := mustOpen(t, Options{Dir: memDir, FS: fsys, Sync: SyncInterval, SyncInterval: time.Millisecond,
+			s := mustOpen(t, Options{Dir: memDir, FS: fsys, Durability: Durability{Sync: SyncInterval, Interval: time.Millisecond},
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			for range 5 {
 				mustAppend(t, s, "a", "x")

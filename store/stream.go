@@ -28,14 +28,14 @@ type Stream struct {
 	report RecoveryReport
 	damage damage // records reads found corrupt (damage.go)
 	// syncWarn throttles the error of background sync rounds, which a
-	// full disk repeats every SyncInterval.
+	// full disk repeats every Durability.Interval.
 	syncWarn logthrottle.Throttle
 
 	// nextExpiry is when the first message expires, in Unix nanoseconds,
 	// or math.MaxInt64 when nothing can. Readers load it without the lock
 	// to decide whether to remove expired messages before reading.
 	nextExpiry atomic.Int64
-	// syncAlways mirrors mu.opts.Sync == SyncAlways for file storage, so
+	// syncAlways mirrors mu.opts.Durability.Sync == SyncAlways for file storage, so
 	// that Durable, asked once per message a consumer reads, takes no
 	// lock.
 	syncAlways atomic.Bool
@@ -82,7 +82,7 @@ func Open(opts Options) (*Stream, error) {
 		done:  make(chan struct{}),
 	}
 	s.mu.opts = opts
-	s.syncAlways.Store(opts.Storage == FileStorage && opts.Sync == SyncAlways)
+	s.syncAlways.Store(opts.Storage == FileStorage && opts.Durability.Sync == SyncAlways)
 	s.mu.first = 1
 	s.mu.subjects = make(map[string]*subjectState)
 	if opts.Storage == MemoryStorage {
@@ -242,7 +242,7 @@ func (s *Stream) Sync(seq uint64) error { return s.syncTo(seq, true) }
 // it only reports a failed fsync that covered seq.
 func (s *Stream) syncTo(seq uint64, interval bool) error {
 	s.mu.RLock()
-	closed, policy := s.mu.closed, s.mu.opts.Sync
+	closed, policy := s.mu.closed, s.mu.opts.Durability.Sync
 	s.mu.RUnlock()
 	switch {
 	case closed:
@@ -264,7 +264,7 @@ func (s *Stream) syncRound(final bool) (uint64, error) {
 		return 0, ErrClosed
 	}
 	target := s.mu.last
-	plan := s.be.prepareSync(s.mu.opts.Sync != SyncNever)
+	plan := s.be.prepareSync(s.mu.opts.Durability.Sync != SyncNever)
 	s.mu.Unlock()
 	err := plan.run()
 	s.mu.Lock()
@@ -294,7 +294,7 @@ func (s *Stream) UpdateConfig(opts Options) error {
 		return err
 	}
 	*cur = opts
-	s.syncAlways.Store(opts.Storage == FileStorage && opts.Sync == SyncAlways)
+	s.syncAlways.Store(opts.Storage == FileStorage && opts.Durability.Sync == SyncAlways)
 	s.enforceAllLocked(s.clock().UnixNano())
 	s.updateExpiryLocked()
 	s.wake()
@@ -381,7 +381,7 @@ func (s *Stream) expireIfDue() int64 {
 }
 
 // loop is the background goroutine: it runs a sync round every
-// SyncInterval (file storage) and removes messages as they expire.
+// Durability.Interval (file storage) and removes messages as they expire.
 func (s *Stream) loop() {
 	defer close(s.done)
 	var tick <-chan time.Time
@@ -391,7 +391,7 @@ func (s *Stream) loop() {
 	defer timer.Stop()
 	for {
 		s.mu.RLock()
-		iv := s.mu.opts.SyncInterval
+		iv := s.mu.opts.Durability.Interval
 		s.mu.RUnlock()
 		if s.fb != nil && iv != interval {
 			if ticker != nil {
