@@ -154,9 +154,7 @@ func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 		o.Storage = store.FileStorage
 	}
 	o.DiscardNewPerSubject = cfg.DiscardNewPer
-	if cfg.SubjectDeleteMarkerTTL > 0 {
-		o.MaxAge = 0 // the stream applies max_age itself, leaving markers (ttl.go)
-	}
+	o.AllowMsgTTL, o.SubjectDeleteMarkerTTL = cfg.AllowMsgTTL, cfg.SubjectDeleteMarkerTTL
 	if cfg.Discard == DiscardNew {
 		o.Discard = store.DiscardNew
 	} else {

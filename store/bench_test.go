@@ -25,7 +25,7 @@ func BenchmarkAppend(b *testing.B) {
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						seq, _, err := s.Append("bench.append", nil, data)
+						seq, _, err := s.Append("bench.append", nil, data, 0)
 						if err == nil {
 							err = s.WaitDurable(seq)
 						}
@@ -46,7 +46,7 @@ func fillBench(b *testing.B, s *Stream, n, subjects int) {
 	data := payload(1, 256)
 	for i := 0; i < n; i++ {
 		k := i % subjects
-		if _, _, err := s.Append(fmt.Sprintf("bench.%d.%d.%d", k/100, k/10%10, k%10), nil, data); err != nil {
+		if _, _, err := s.Append(fmt.Sprintf("bench.%d.%d.%d", k/100, k/10%10, k%10), nil, data, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -88,7 +88,7 @@ func (r *race) report(err error) {
 func (r *race) append(s *Stream, g int) {
 	var last uint64
 	for i := 0; i < racePerAppender; i++ {
-		seq, _, err := s.Append(fmt.Sprintf("c.%d.%d", g, i%10), nil, payload(uint64(i), 40))
+		seq, _, err := s.Append(fmt.Sprintf("c.%d.%d", g, i%10), nil, payload(uint64(i), 40), 0)
 		if err != nil {
 			r.report(err)
 			return
@@ -174,7 +174,7 @@ func TestConcurrentWaitDurable(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
-				seq, _, err := s.Append("w", nil, []byte("x"))
+				seq, _, err := s.Append("w", nil, []byte("x"), 0)
 				if err == nil {
 					err = s.WaitDurable(seq)
 				}

@@ -55,7 +55,7 @@ func crashChildStream(dir string) {
 	for g := 0; g < 4; g++ {
 		go func(g int) {
 			for n := start; ; n++ {
-				seq, _, err := s.Append(fmt.Sprintf("crash.%d", g), nil, crashData(g, n))
+				seq, _, err := s.Append(fmt.Sprintf("crash.%d", g), nil, crashData(g, n), 0)
 				if err == nil {
 					err = s.WaitDurable(seq)
 				}

@@ -3,12 +3,14 @@
 // messages, bytes, age, messages per subject, message size; discard old or
 // new), a per-subject index for filtered reads, purge and delete, and crash
 // recovery; plus ConsumerState, which persists a consumer's delivery and
-// acknowledgement state. It can be used on its own:
+// acknowledgement state. It owns expiry (MaxAge, per-message TTLs,
+// subject delete markers) and every fsync, so that a stream expires and
+// persists alike wherever it is kept. It can be used on its own:
 //
 //	s, err := store.Open(store.Options{Dir: dir, MaxAge: time.Hour})
 //	if err != nil { ... }
 //	defer s.Close()
-//	seq, _, err := s.Append("orders.eu.created", nil, payload)
+//	seq, _, err := s.Append("orders.eu.created", nil, payload, 0) // 0: no TTL
 //	if err == nil {
 //		err = s.WaitDurable(seq) // before acknowledging the publisher
 //	}
@@ -27,8 +29,10 @@
 // LastBySubject, SeqAtOrAfterTime, Subjects and State share a read lock;
 // WaitDurable runs an fsync while holding neither, and concurrent callers
 // share it (group commit). Each Stream runs one background goroutine for
-// periodic syncs and MaxAge expiry; Close stops it. Messages returned are
-// copies the caller owns.
+// periodic syncs, MaxAge expiry and expiry rounds (see Expiry), which
+// calls Options.OnExpire; a file-backed ConsumerState under SyncInterval
+// runs one for its fsyncs. Close stops them. Messages returned are copies
+// the caller owns.
 //
 // # Memory
 //
@@ -41,14 +45,53 @@
 // current as subjects come and go). Payloads of file storage are not kept in
 // memory: reads go to the operating system's page cache.
 //
+// # Expiry
+//
+// Three things remove messages by time, all applied here:
+//
+//   - MaxAge removes the messages older than it, but those appended with
+//     TTLNever. On a stream without delete markers, Append and the reads
+//     apply it as they go: the expired messages are a prefix of the
+//     stream (timestamps never decrease), removed once the first is due,
+//     and no read returns one. Like removals by the other limits, these
+//     are not reported.
+//   - A TTL, given to Append (Options.AllowMsgTTL), removes its message
+//     that long after its timestamp, whatever the limits say. Expiry
+//     rounds apply TTLs: the background goroutine keeps a heap of them and
+//     wakes for the earliest.
+//   - With Options.SubjectDeleteMarkerTTL, when MaxAge or a TTL removes
+//     the only message of a subject (not itself a delete marker or a
+//     key-value purge), an empty message takes its place, with the
+//     headers Nats-Marker-Reason: MaxAge, Nats-TTL (the marker TTL) and
+//     Nats-Rollup: sub, so that watchers see the subject go. On such a
+//     stream the rounds apply MaxAge too (a marker is an append, which
+//     reads must not make), and a TTL shorter than the marker TTL is
+//     raised to it unless MaxMsgsPerSubject is 1. A marker is made durable
+//     before the message it replaces is deleted.
+//
+// A round reports what it removed and appended to Options.OnExpire, and
+// holds Options.AppendLock while it runs, so that a caller that checks
+// the stream (its last sequence, say) and then appends under that lock
+// never sees a marker come in between. Options.HoldExpiry defers the
+// rounds until StartExpiry.
+//
+// TTLs are stored nowhere but in the messages' headers: Open reads every
+// stored message's TTLHeader back, when TTLs are allowed, to rebuild the
+// heap and the exemptions from MaxAge. That keeps the log the one record
+// of a TTL, with no second file to keep consistent with it through
+// crashes, torn writes and damage, and the files as they were; the price
+// is a read of every message at Open, for streams with TTLs only.
+//
 // # Durability
 //
+// One policy, Durability, says when a Stream and a ConsumerState fsync,
+// and the store runs every fsync it implies, background ones included.
 // File storage writes every Append to the operating system before it
 // returns, so a process crash loses nothing Append returned. What an
 // operating system crash or power loss may take depends on the SyncPolicy:
 // with SyncAlways nothing that WaitDurable confirmed; with SyncInterval up
-// to one SyncInterval of messages (acknowledged or not); with SyncNever
-// whatever the operating system had not flushed. When a write fails (a full
+// to one Durability.Interval of messages (acknowledged or not); with
+// SyncNever whatever the operating system had not flushed. When a write fails (a full
 // disk), Append returns ErrWrite, nothing partial remains, the sequence is
 // not consumed, and the stream keeps working once writes succeed again.
 // When an fsync fails, WaitDurable returns ErrSync for every sequence it

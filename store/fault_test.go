@@ -58,7 +58,7 @@ func TestENOSPC(t *testing.T) {
 					data = payload(uint64(i), inlineDataMax+1+rng.IntN(60_000))
 				}
 				subj := fmt.Sprintf("e.%d", rng.IntN(7))
-				seq, _, err := s.Append(subj, nil, data)
+				seq, _, err := s.Append(subj, nil, data, 0)
 				if err != nil {
 					require.ErrorIs(t, err, ErrWrite)
 					require.ErrorIs(t, err, syscall.ENOSPC)
@@ -176,7 +176,7 @@ func TestOSCrashSyncAlways(t *testing.T) {
 	durable := map[uint64][]byte{}
 	for i := 0; i < 400; i++ {
 		data := payload(uint64(i), rng.IntN(200))
-		seq, _, err := s.Append(fmt.Sprintf("o.%d", i%3), nil, data)
+		seq, _, err := s.Append(fmt.Sprintf("o.%d", i%3), nil, data, 0)
 		require.NoError(t, err)
 		if rng.IntN(3) == 0 {
 			require.NoError(t, s.WaitDurable(seq))

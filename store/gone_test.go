@@ -24,7 +24,7 @@ func TestMissingMiddleSegmentIsReported(t *testing.T) {
 		dir := t.TempDir()
 		s := open(dir)
 		for i := 0; i < 200; i++ {
-			_, _, err := s.Append("a", nil, make([]byte, 200))
+			_, _, err := s.Append("a", nil, make([]byte, 200), 0)
 			require.NoError(t, err)
 		}
 		require.NoError(t, s.Close())
@@ -65,7 +65,7 @@ func TestMissingMiddleSegmentIsReported(t *testing.T) {
 		s, err := Open(o)
 		require.NoError(t, err)
 		for i := 0; i < 200; i++ {
-			_, _, err := s.Append("a", nil, make([]byte, 200))
+			_, _, err := s.Append("a", nil, make([]byte, 200), 0)
 			require.NoError(t, err)
 		}
 		require.NotEmpty(t, mem.Names(memDir, goneExt), "the segments removed from the front are marked")

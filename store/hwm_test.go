@@ -80,7 +80,7 @@ func TestLostLastSegment(t *testing.T) {
 			require.Equal(t, MissingRange{First: last - lost + 1, Last: last}, *rep.LostTail)
 			require.Equal(t, lost, rep.LostRecords())
 			require.Equal(t, last, s.State().LastSeq)
-			seq, _, err := s.Append("after", nil, []byte("x"))
+			seq, _, err := s.Append("after", nil, []byte("x"), 0)
 			require.NoError(t, err)
 			require.Equal(t, last+1, seq, "no sequence used again")
 			require.Equal(t, "x", string(mustGet(t, s, seq).Data))

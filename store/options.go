@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -151,7 +152,9 @@ type Options struct {
 	MaxBytes int64
 	// MaxMsgsPerSubject bounds the messages on each subject; 0 is unlimited.
 	MaxMsgsPerSubject int64
-	// MaxAge removes messages older than this; 0 keeps them forever.
+	// MaxAge removes messages older than this, but those appended with
+	// TTLNever; 0 keeps them forever. See "Expiry" in the package
+	// documentation.
 	MaxAge time.Duration
 	// MaxMsgSize bounds len(subject)+len(headers)+len(data) of one message;
 	// 0 means the hard cap (MaxRecordSize less framing).
@@ -166,6 +169,36 @@ type Options struct {
 	// Durability is when file storage fsyncs (default SyncAlways, every
 	// 100ms in the background under SyncInterval).
 	Durability Durability
+
+	// AllowMsgTTL lets Append give a message a TTL, after which the
+	// store removes it whatever the limits say, and makes Open rebuild
+	// the TTLs of the stored messages from their TTLHeader headers.
+	AllowMsgTTL bool
+	// SubjectDeleteMarkerTTL, if not 0 (then at least a second), leaves a
+	// delete marker, with this TTL, where MaxAge or a TTL removes the last
+	// message of a subject; see "Expiry" in the package documentation. It
+	// allows TTLs as AllowMsgTTL does.
+	SubjectDeleteMarkerTTL time.Duration
+
+	// OnExpire, if set, hears what each expiry round removed and which
+	// markers it appended. It is called from the stream's background
+	// goroutine, one round at a time, after the round, with no lock of
+	// the store held and with AppendLock held (if set). It may call any
+	// method of the Stream but Close and Destroy (which wait for that
+	// goroutine), and must not take AppendLock.
+	OnExpire func(Expired)
+	// AppendLock, if set, is a lock the caller holds around its reads of
+	// the stream and the Append that depends on them (an expected last
+	// sequence, a rollup's purge after its Append): an expiry round holds
+	// it while it runs and while OnExpire runs, so that a delete marker
+	// never comes in between. A round takes it before any lock of the
+	// store, so the caller may call the Stream's methods while holding
+	// it, but not Close or Destroy.
+	AppendLock sync.Locker
+	// HoldExpiry makes Open leave expiry rounds (TTLs, and MaxAge on a
+	// stream with markers) to StartExpiry, for a caller that must get
+	// ready for OnExpire first. MaxAge without markers applies at once.
+	HoldExpiry bool
 	// SegmentBytes rolls to a new segment file once the current one would
 	// grow past it (default 64 MiB, at most MaxSegmentBytes). A larger
 	// message gets a segment of its own.
@@ -237,8 +270,22 @@ func (o *Options) validate() error {
 		return bad("SegmentBytes %d outside [0, %d]", o.SegmentBytes, MaxSegmentBytes)
 	case o.SegmentAge < 0:
 		return bad("negative SegmentAge %v", o.SegmentAge)
+	case o.SubjectDeleteMarkerTTL < 0 || (o.SubjectDeleteMarkerTTL > 0 && o.SubjectDeleteMarkerTTL < time.Second):
+		return bad("SubjectDeleteMarkerTTL %v is neither 0 nor at least a second", o.SubjectDeleteMarkerTTL)
 	}
 	return o.Durability.validate()
+}
+
+// ttls reports whether messages may have TTLs.
+func (o *Options) ttls() bool { return o.AllowMsgTTL || o.SubjectDeleteMarkerTTL > 0 }
+
+// inlineAge is the MaxAge that Append and the reads apply as they go:
+// MaxAge, unless markers make it the expiry rounds' (which may append).
+func (o *Options) inlineAge() int64 {
+	if o.SubjectDeleteMarkerTTL > 0 {
+		return 0
+	}
+	return int64(o.MaxAge)
 }
 
 // msgSizeLimit is the effective bound on subject+headers+data.

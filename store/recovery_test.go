@@ -46,7 +46,7 @@ func (f *fixture) append(t testing.TB, s *Stream, subj string, withHdr bool, siz
 		hdr = []byte("NATS/1.0\r\nX: 1\r\n\r\n")
 	}
 	data := payload(f.last+1, size)
-	seq, ts, err := s.Append(subj, hdr, data)
+	seq, ts, err := s.Append(subj, hdr, data, 0)
 	require.NoError(t, err)
 	require.Equal(t, f.last+1, seq)
 	f.last = seq
@@ -185,7 +185,7 @@ func TestTornWrite(t *testing.T) {
 		s := f.open(t, fsys)
 		f.check(t, s, f.last-1)
 		require.Equal(t, int64(cut-start), s.Recovery().TruncatedBytes)
-		seq, ts, err := s.Append("after", nil, []byte("x"))
+		seq, ts, err := s.Append("after", nil, []byte("x"), 0)
 		require.NoError(t, err)
 		require.Equal(t, f.last, seq, "cut at %d", cut)
 		require.NoError(t, s.Close())
@@ -252,7 +252,7 @@ func TestCorruptTail(t *testing.T) {
 			require.NoError(t, err, "trial %d: seq %d", trial, seq)
 			require.Equal(t, f.want[seq], *got, "trial %d: seq %d", trial, seq)
 		}
-		seq, _, err := s.Append("after", nil, nil)
+		seq, _, err := s.Append("after", nil, nil, 0)
 		require.NoError(t, err)
 		if lost == f.last && tornLooking {
 			// Nothing follows the damage and its length runs past the end
@@ -305,7 +305,7 @@ func TestDamagedLastRecord(t *testing.T) {
 			s := f.open(t, nil)
 			delete(f.want, f.last)
 			f.check(t, s, f.last)
-			seq, _, err := s.Append("after", nil, nil)
+			seq, _, err := s.Append("after", nil, nil, 0)
 			require.NoError(t, err)
 			if tc.reused {
 				require.Equal(t, f.last, seq, "a torn write's sequence was never acknowledged")
@@ -347,7 +347,7 @@ func TestTornTailAfterDamage(t *testing.T) {
 	m, err := s.Get(f.last - 1)
 	require.NoError(t, err)
 	require.Equal(t, f.want[f.last-1], *m)
-	seq, _, err := s.Append("after", nil, nil)
+	seq, _, err := s.Append("after", nil, nil, 0)
 	require.NoError(t, err)
 	require.Equal(t, f.last, seq, "a torn record's sequence was never acknowledged")
 }
@@ -398,7 +398,7 @@ func TestCorruptOlderSegment(t *testing.T) {
 					require.Zero(t, rep.IndexesRebuilt, "the rebuilt index remembers the damage")
 					require.Equal(t, 1, rep.SegmentsScanned, "only the last segment")
 				}
-				seq, _, err := s.Append("after", nil, nil)
+				seq, _, err := s.Append("after", nil, nil, 0)
 				require.NoError(t, err)
 				require.Equal(t, f.last+1, seq, "no sequence used again")
 				f.want[seq] = Msg{Seq: seq, Timestamp: mustGet(t, s, seq).Timestamp, Subject: "after"}
@@ -694,7 +694,7 @@ func TestDestroy(t *testing.T) {
 	require.NoError(t, s.Destroy())
 	_, err = OSFS.Stat(dir)
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	_, _, err = s.Append("d", nil, nil)
+	_, _, err = s.Append("d", nil, nil, 0)
 	require.ErrorIs(t, err, ErrClosed)
 
 	m, err := Open(Options{Storage: MemoryStorage})
@@ -768,7 +768,7 @@ func checkNoReuse(t *testing.T, o Options, last uint64) {
 	require.NoError(t, err)
 	require.Equal(t, last, s.State().LastSeq)
 	live := liveSeqs(t, s)
-	seq, _, err := s.Append("x", nil, []byte("next"))
+	seq, _, err := s.Append("x", nil, []byte("next"), 0)
 	require.NoError(t, err)
 	require.Equal(t, last+1, seq)
 	m, err := s.Get(seq)

@@ -179,7 +179,7 @@ func TestStoreOnMemFS(t *testing.T) {
 	m := storetest.NewMemFS()
 	s, err := store.Open(store.Options{Dir: "/s", FS: m})
 	require.NoError(t, err)
-	seq, _, err := s.Append("a", nil, []byte("durable"))
+	seq, _, err := s.Append("a", nil, []byte("durable"), 0)
 	require.NoError(t, err)
 	require.NoError(t, s.WaitDurable(seq))
 	crashed := m.CrashClone()
