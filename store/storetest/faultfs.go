@@ -70,47 +70,34 @@ func IsSegment(name string) bool {
 // of space; errors.Is(err, syscall.ENOSPC) holds.
 var ErrNoSpace error = &os.PathError{Op: "write", Path: "storetest", Err: syscall.ENOSPC}
 
+// set changes what is injected, under the lock.
+func (f *FaultFS) set(change func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change()
+}
+
 // SetBudget lets n more bytes be written to matching files (n < 0: no
 // limit). A write past it writes what fits and fails with ENOSPC; once it
 // is 0, Create of a matching file fails too.
-func (f *FaultFS) SetBudget(n int64) {
-	f.mu.Lock()
-	f.budget = n
-	f.mu.Unlock()
-}
+func (f *FaultFS) SetBudget(n int64) { f.set(func() { f.budget = n }) }
 
 // SetFull switches a full disk on or off: while on, every write to a
 // matching file fails with ENOSPC after writing nothing, and Create and
 // MkdirAll of matching names fail with ENOSPC.
-func (f *FaultFS) SetFull(full bool) {
-	f.mu.Lock()
-	f.full = full
-	f.mu.Unlock()
-}
+func (f *FaultFS) SetFull(full bool) { f.set(func() { f.full = full }) }
 
 // FailSync makes every Sync of a matching file return err, without
 // syncing (nil to stop).
-func (f *FaultFS) FailSync(err error) {
-	f.mu.Lock()
-	f.syncErr = err
-	f.mu.Unlock()
-}
+func (f *FaultFS) FailSync(err error) { f.set(func() { f.syncErr = err }) }
 
 // OnFailedSync sets a hook that the next failing Sync runs, once, before
 // it returns: to act while an fsync is in flight.
-func (f *FaultFS) OnFailedSync(hook func()) {
-	f.mu.Lock()
-	f.onSync = hook
-	f.mu.Unlock()
-}
+func (f *FaultFS) OnFailedSync(hook func()) { f.set(func() { f.onSync = hook }) }
 
 // FailReads makes every Read and ReadAt of a matching file return err
 // (nil to stop).
-func (f *FaultFS) FailReads(err error) {
-	f.mu.Lock()
-	f.readErr = err
-	f.mu.Unlock()
-}
+func (f *FaultFS) FailReads(err error) { f.set(func() { f.readErr = err }) }
 
 // StallMkdir makes every MkdirAll of a path containing substr wait until
 // release is called (release may be called more than once). entered is
