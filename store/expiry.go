@@ -60,18 +60,19 @@ type ttlEntry struct {
 // ttlHeap orders expiries by time, then sequence.
 type ttlHeap []ttlEntry
 
-func (h ttlHeap) Len() int { return len(h) }
-func (h ttlHeap) Less(i, j int) bool {
-	return cmp.Or(cmp.Compare(h[i].at, h[j].at), cmp.Compare(h[i].seq, h[j].seq)) < 0
-}
-func (h ttlHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *ttlHeap) Push(x any)   { *h = append(*h, x.(ttlEntry)) }
+func (h ttlHeap) Len() int           { return len(h) }
+func (h ttlHeap) Less(i, j int) bool { return compareTTL(h[i], h[j]) < 0 }
+func (h ttlHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *ttlHeap) Push(x any)        { *h = append(*h, x.(ttlEntry)) }
 func (h *ttlHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
 }
+
+// compareTTL orders expiries by time, then sequence.
+func compareTTL(a, b ttlEntry) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq)) }
 
 // ttlCompactMin is the heap size below which it is never compacted.
 const ttlCompactMin = 4096
@@ -127,7 +128,7 @@ func (s *Stream) scheduleLocked(seq uint64, ts int64, ttl time.Duration) {
 		heap.Init(&t.heap)
 		t.compactAt = 2 * len(t.heap)
 	}
-	if at < s.roundAt.Load() {
+	if t.started && at < s.roundAt.Load() {
 		s.wake() // earlier than the background goroutine waits for
 	}
 }
@@ -236,7 +237,7 @@ func (s *Stream) dueLocked(now int64) []uint64 {
 			due = append(due, ttlEntry{at: s.mu.ents[seq-s.mu.first].ts + int64(age), seq: seq})
 		})
 		if n > 0 && n < len(due) {
-			slices.SortFunc(due, func(a, b ttlEntry) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq)) })
+			slices.SortFunc(due, compareTTL)
 		}
 	}
 	seqs := make([]uint64, len(due))
@@ -254,8 +255,9 @@ func (s *Stream) dueLocked(now int64) []uint64 {
 // ends by telling OnExpire.
 //
 // A marker is made durable before what it replaces is deleted, as a
-// rollup's purge waits for its rollup: a crash in between leaves both,
-// and the next round replaces the message again; never neither.
+// rollup's purge waits for its rollup: a crash in between leaves both
+// (the message goes again after the restart, without a second marker),
+// never neither.
 func (s *Stream) expireRound() {
 	if l := s.appendLock; l != nil {
 		l.Lock()

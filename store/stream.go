@@ -41,9 +41,9 @@ type Stream struct {
 	// Stored under mu (read lock at least), so that an Append, under the
 	// write lock, sees the time that its entry was not counted in.
 	roundAt atomic.Int64
-	// syncAlways mirrors mu.opts.Durability.Sync == SyncAlways for file storage, so
-	// that Durable, asked once per message a consumer reads, takes no
-	// lock.
+	// syncAlways mirrors mu.opts.Durability.Sync == SyncAlways for file
+	// storage, so that Durable, asked once per message a consumer reads,
+	// takes no lock.
 	syncAlways atomic.Bool
 
 	mu struct {
