@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -236,4 +237,47 @@ func TestTTLHeapBounded(t *testing.T) {
 	n := len(s.mu.ttl.heap)
 	s.mu.RUnlock()
 	require.LessOrEqual(t, n, 2*4096+2, "expiries kept for %d messages of a 10-message stream", n)
+}
+
+// TestAppendLockKeepsMarkersOut: a caller that reads the last sequence
+// and appends under AppendLock never finds a marker in between, while
+// rounds append markers all along.
+func TestAppendLockKeepsMarkersOut(t *testing.T) {
+	clock := newFakeClock()
+	var x expiries
+	s := mustOpen(t, x.options(Options{Storage: MemoryStorage, MaxAge: time.Second, SubjectDeleteMarkerTTL: time.Second,
+		Now: clock.Now}))
+	stop, done := make(chan struct{}), make(chan error)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			x.lock.Lock()
+			last := s.State().LastSeq
+			seq, _, err := s.Append(fmt.Sprint("k.", i), nil, nil, 0)
+			x.lock.Unlock()
+			if err == nil && seq != last+1 {
+				err = fmt.Errorf("appended %d after last sequence %d", seq, last)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for markers := 0; markers < 100; markers += len(x.take().Markers) {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		default:
+		}
+		clock.Advance(100 * time.Millisecond)
+		s.expireRound()
+	}
+	close(stop)
+	require.NoError(t, <-done)
 }
