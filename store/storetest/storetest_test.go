@@ -163,8 +163,8 @@ func TestFaultFS(t *testing.T) {
 		<-entered
 		require.NoError(t, f.MkdirAll("/s/fast/msgs", 0o755), "other paths do not wait")
 		select {
-		case <-done:
-			t.Fatal("returned before the release")
+		case err := <-done:
+			t.Fatalf("returned before the release: %v", err)
 		case <-time.After(20 * time.Millisecond):
 		}
 		release()
