@@ -199,6 +199,7 @@ type Options struct {
 	// stream with markers) to StartExpiry, for a caller that must get
 	// ready for OnExpire first. MaxAge without markers applies at once.
 	HoldExpiry bool
+
 	// SegmentBytes rolls to a new segment file once the current one would
 	// grow past it (default 64 MiB, at most MaxSegmentBytes). A larger
 	// message gets a segment of its own.
@@ -211,8 +212,8 @@ type Options struct {
 	// FS is the file system for FileStorage (default the operating
 	// system's, OSFS). Tests inject faults through it.
 	FS FS
-	// Now is the clock that timestamps messages and drives MaxAge and
-	// SegmentAge (default time.Now). Tests inject a fake clock.
+	// Now is the clock that timestamps messages and drives MaxAge, TTLs
+	// and SegmentAge (default time.Now). Tests inject a fake clock.
 	Now func() time.Time
 	// Logger receives recovery reports and background errors (default
 	// slog.Default()).
