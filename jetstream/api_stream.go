@@ -308,13 +308,6 @@ func (st *stream) update(cfg StreamConfig) error {
 	st.ingestMu.Lock()
 	st.ingestMu.dedup.window = cfg.Duplicates
 	st.ingestMu.Unlock()
-	if sdm := cfg.SubjectDeleteMarkerTTL; sdm != old.SubjectDeleteMarkerTTL || (sdm > 0 && cfg.MaxAge != old.MaxAge) {
-		// Who applies max_age (the stream with markers, the store without)
-		// or the max_age the stream applies changed: the expiries follow,
-		// rebuilt without the locks this update holds (it reads the
-		// whole stream).
-		go st.rebuildTTLs()
-	}
 	for _, c := range st.mu.consumers {
 		c.changed() // limits may have removed messages
 	}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store"
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // One corrupt record in a sealed segment (bytes flipped on disk) must not
@@ -283,47 +283,15 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// eioDisk is the operating system's file system with a switch: while
-// failing is set, every read of a stream's message segments fails with
-// EIO, as a failing device's would.
-type eioDisk struct {
-	store.FS
-	failing atomic.Bool
-	reads   atomic.Int64 // reads failed so far
-}
-
-func (d *eioDisk) OpenFile(name string, flag int, perm os.FileMode) (store.File, error) {
-	f, err := d.FS.OpenFile(name, flag, perm)
-	if err != nil || filepath.Base(filepath.Dir(name)) != "msgs" || filepath.Ext(name) != ".log" {
-		return f, err
-	}
-	return &eioFile{File: f, d: d}, nil
-}
-
-func (d *eioDisk) Create(name string) (store.File, error) {
-	return d.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-}
-
-type eioFile struct {
-	store.File
-	d *eioDisk
-}
-
-func (f *eioFile) ReadAt(b []byte, off int64) (int, error) {
-	if f.d.failing.Load() {
-		f.d.reads.Add(1)
-		return 0, &os.PathError{Op: "read", Path: "segment", Err: syscall.EIO}
-	}
-	return f.File.ReadAt(b, off)
-}
-
 // TestReadErrorDoesNotStallConsumer: a read of the stream that fails with
 // an I/O error (not damage) is logged, once for the run, and retried: once
 // reads work again a push consumer delivers what it could not, without a
 // new message to wake it (it used to wait for one, or for its
 // housekeeping: up to a minute).
 func TestReadErrorDoesNotStallConsumer(t *testing.T) {
-	disk := &eioDisk{FS: store.OSFS}
+	// Reads of the message segments fail while FailReads is on.
+	disk := storetest.NewFaultFS(store.OSFS)
+	disk.Match = storetest.IsSegment
 	var logs syncBuffer
 	b := startBrokerWith(t, jetstream.Options{FS: disk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	nc, js := connect(t, b.srv.ClientURL())
@@ -338,13 +306,13 @@ func TestReadErrorDoesNotStallConsumer(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
 
-	disk.failing.Store(true)
+	disk.FailReads(&os.PathError{Op: "read", Path: "segment", Err: syscall.EIO})
 	_, err = js.CreateOrUpdateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "C", AckPolicy: njs.AckNonePolicy,
 		DeliverSubject: "deliver.here"})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return disk.reads.Load() >= 3 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return disk.Injected() >= 3 }, 10*time.Second, 5*time.Millisecond,
 		"the consumer retries the read")
-	disk.failing.Store(false)
+	disk.FailReads(nil)
 	for i := range 3 {
 		_, err := sub.NextMsg(5 * time.Second)
 		require.NoError(t, err, "message %d delivered once reads work again", i+1)

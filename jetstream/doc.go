@@ -44,7 +44,16 @@
 // carried and every concurrent publisher (group commit), and lets
 // consumers see only fsynced messages; SyncNever leaves fsyncs to the
 // operating system. A durable consumer's progress is fsynced on the same
-// terms as its stream's messages.
+// terms as its stream's messages. The store runs every fsync, under the
+// one store.Durability that StreamConfig's policy maps to.
+//
+// # Expiry
+//
+// The store applies max_age, per-message TTLs and subject delete markers
+// (ttl.go checks the Nats-TTL header; store/expiry.go does the rest). Its
+// expiry rounds run on the store's goroutine holding the stream's ingest
+// lock, and report what they removed and appended to the stream, which
+// tells its consumers.
 //
 // # Concurrency
 //
@@ -59,6 +68,5 @@
 // when it is not the receiver's mu; it may also be called on an object no
 // other goroutine can reach yet (being built or recovered). The fields a
 // lock guards are grouped with it as mu struct { sync.Mutex; ... }, except
-// in a type whose every field it guards (ttls) and in consumer, whose
-// comment says why.
+// in consumer, whose comment says why.
 package jetstream

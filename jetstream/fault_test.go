@@ -3,10 +3,6 @@ package jetstream_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sync/atomic"
-	"syscall"
 	"testing"
 
 	njs "github.com/nats-io/nats.go/jetstream"
@@ -14,44 +10,8 @@ import (
 
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/store"
+	"github.com/skiffmq/skiff/store/storetest"
 )
-
-// fullDisk is the operating system's file system with a switch: while
-// full is set, every write to a stream's message segments fails with
-// ENOSPC, as on a full disk, after writing nothing.
-type fullDisk struct {
-	store.FS
-	full atomic.Bool
-}
-
-func (d *fullDisk) wrap(name string, f store.File, err error) (store.File, error) {
-	if err != nil || filepath.Base(filepath.Dir(name)) != "msgs" || filepath.Ext(name) != ".log" {
-		return f, err
-	}
-	return &fullFile{File: f, d: d}, nil
-}
-
-func (d *fullDisk) OpenFile(name string, flag int, perm os.FileMode) (store.File, error) {
-	f, err := d.FS.OpenFile(name, flag, perm)
-	return d.wrap(name, f, err)
-}
-
-func (d *fullDisk) Create(name string) (store.File, error) {
-	f, err := d.FS.Create(name)
-	return d.wrap(name, f, err)
-}
-
-type fullFile struct {
-	store.File
-	d *fullDisk
-}
-
-func (f *fullFile) Write(b []byte) (int, error) {
-	if f.d.full.Load() {
-		return 0, &os.PathError{Op: "write", Path: "segment", Err: syscall.ENOSPC}
-	}
-	return f.File.Write(b)
-}
 
 // TestFullDisk: while the disk is full a publish gets an error
 // acknowledgement (503, 10077, naming the cause) and nothing is stored;
@@ -59,7 +19,10 @@ func (f *fullFile) Write(b []byte) (int, error) {
 // goes on with the next sequence, and a restart finds every acknowledged
 // message.
 func TestFullDisk(t *testing.T) {
-	disk := &fullDisk{FS: store.OSFS}
+	// Only the message segments fill up: the rest (meta files, consumers)
+	// writes on.
+	disk := storetest.NewFaultFS(store.OSFS)
+	disk.Match = storetest.IsSegment
 	dir := t.TempDir()
 	b := startBrokerWith(t, jetstream.Options{StoreDir: dir, FS: disk})
 	_, js := connect(t, b.srv.ClientURL())
@@ -68,7 +31,7 @@ func TestFullDisk(t *testing.T) {
 	require.NoError(t, err)
 	publishN(t, js, 0, 3)
 
-	disk.full.Store(true)
+	disk.SetFull(true)
 	for range 2 {
 		_, err = js.Publish(c, "s.x", []byte("lost"))
 		var apiErr *njs.APIError
@@ -77,7 +40,7 @@ func TestFullDisk(t *testing.T) {
 		require.Equal(t, 503, apiErr.Code)
 		require.Contains(t, apiErr.Description, "no space left on device")
 	}
-	disk.full.Store(false)
+	disk.SetFull(false)
 
 	ack, err := js.Publish(c, "s.3", []byte("3"))
 	require.NoError(t, err)

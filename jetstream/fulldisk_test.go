@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,55 +15,8 @@ import (
 
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/store"
+	"github.com/skiffmq/skiff/store/storetest"
 )
-
-// noSpaceFS is the operating system's file system with a switch: while
-// full is set, every write, truncation and new directory fails with
-// ENOSPC, for messages and consumers' state alike.
-type noSpaceFS struct {
-	store.FS
-	full atomic.Bool
-}
-
-var errNoSpace = &os.PathError{Op: "write", Path: "file", Err: syscall.ENOSPC}
-
-func (d *noSpaceFS) OpenFile(name string, flag int, perm os.FileMode) (store.File, error) {
-	f, err := d.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &noSpaceFile{File: f, d: d}, nil
-}
-
-func (d *noSpaceFS) Create(name string) (store.File, error) {
-	if d.full.Load() {
-		return nil, errNoSpace
-	}
-	f, err := d.FS.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return &noSpaceFile{File: f, d: d}, nil
-}
-
-func (d *noSpaceFS) MkdirAll(path string, perm os.FileMode) error {
-	if d.full.Load() {
-		return errNoSpace
-	}
-	return d.FS.MkdirAll(path, perm)
-}
-
-type noSpaceFile struct {
-	store.File
-	d *noSpaceFS
-}
-
-func (f *noSpaceFile) Write(b []byte) (int, error) {
-	if f.d.full.Load() {
-		return 0, errNoSpace
-	}
-	return f.File.Write(b)
-}
 
 // logBuffer collects a broker's log lines.
 type logBuffer struct {
@@ -92,7 +43,7 @@ func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 // cause, at once, instead of no answer; once space returns, the retried
 // ack is confirmed.
 func TestFullDiskAckRequest(t *testing.T) {
-	disk := &noSpaceFS{FS: store.OSFS}
+	disk := storetest.NewFaultFS(store.OSFS)
 	b := startBrokerWith(t, jetstream.Options{FS: disk})
 	nc, js := connect(t, b.srv.ClientURL())
 	c := ctx(t)
@@ -105,13 +56,13 @@ func TestFullDiskAckRequest(t *testing.T) {
 	require.Len(t, msgs, 1)
 	reply := msgs[0].Reply()
 
-	disk.full.Store(true)
+	disk.SetFull(true)
 	m, err := nc.Request(reply, []byte("+ACK"), 5*time.Second)
 	require.NoError(t, err, "an ack request on a full disk is answered")
 	require.Contains(t, string(m.Data), `"err_code":10077`)
 	require.Contains(t, string(m.Data), "no space left on device")
 
-	disk.full.Store(false)
+	disk.SetFull(false)
 	m, err = nc.Request(reply, []byte("+ACK"), 5*time.Second)
 	require.NoError(t, err)
 	require.Empty(t, m.Data, "confirmed")
@@ -120,14 +71,14 @@ func TestFullDiskAckRequest(t *testing.T) {
 // TestFullDiskWarnsOnce: a full disk refusing publish after publish logs
 // one warning for the run, not one per publish.
 func TestFullDiskWarnsOnce(t *testing.T) {
-	disk := &noSpaceFS{FS: store.OSFS}
+	disk := storetest.NewFaultFS(store.OSFS)
 	var logs logBuffer
 	b := startBrokerWith(t, jetstream.Options{FS: disk, Logger: logs.logger()})
 	_, js := connect(t, b.srv.ClientURL())
 	c := ctx(t)
 	_, err := js.CreateStream(c, njs.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
 	require.NoError(t, err)
-	disk.full.Store(true)
+	disk.SetFull(true)
 	for range 50 {
 		_, err := js.Publish(c, "s.x", []byte("refused"))
 		require.Equal(t, njs.ErrorCode(10077), apiCode(err))
@@ -142,14 +93,14 @@ func TestFullDiskWarnsOnce(t *testing.T) {
 // is kept.
 func TestFailedStreamCreateLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
-	disk := &noSpaceFS{FS: store.OSFS}
+	disk := storetest.NewFaultFS(store.OSFS)
 	b := startBrokerWith(t, jetstream.Options{StoreDir: dir, FS: disk})
 	_, js := connect(t, b.srv.ClientURL())
-	disk.full.Store(true)
+	disk.SetFull(true)
 	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "F", Subjects: []string{"f"}})
 	require.Error(t, err)
 	require.NoDirExists(t, filepath.Join(dir, "streams", "F"))
-	disk.full.Store(false)
+	disk.SetFull(false)
 	b.stop()
 
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "streams", "OLD", "consumers"), 0o755))
@@ -175,17 +126,17 @@ func TestFailedStreamCreateLeavesNothing(t *testing.T) {
 // created again.
 func TestFailedConsumerCreateLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
-	disk := &noSpaceFS{FS: store.OSFS}
+	disk := storetest.NewFaultFS(store.OSFS)
 	var logs logBuffer
 	b := startBrokerWith(t, jetstream.Options{StoreDir: dir, FS: disk, Logger: logs.logger()})
 	_, js := connect(t, b.srv.ClientURL())
 	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
 	require.NoError(t, err)
-	disk.full.Store(true)
+	disk.SetFull(true)
 	_, err = js.CreateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "D", AckPolicy: njs.AckExplicitPolicy})
 	require.Equal(t, njs.ErrorCode(10104), apiCode(err), "%v", err)
 	require.NoDirExists(t, filepath.Join(dir, "streams", "S", "consumers", "D"))
-	disk.full.Store(false)
+	disk.SetFull(false)
 	b.stop()
 
 	b = startBrokerWith(t, jetstream.Options{StoreDir: dir, Logger: logs.logger()})

@@ -68,7 +68,7 @@ func (st *stream) ingest(m *server.Msg) {
 		return
 	}
 	roll, aerr := rollupOf(hdr, &cfg)
-	var ttl int64
+	var ttl time.Duration
 	if aerr == nil {
 		ttl, aerr = ttlOf(hdr, &cfg)
 	}
@@ -77,17 +77,13 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, aerr)
 		return
 	}
-	seq, ts, err := st.store.Append(m.Subject, m.Header, m.Data)
+	seq, _, err := st.store.Append(m.Subject, m.Header, m.Data, ttl)
 	if err != nil {
 		st.ingestMu.Unlock()
 		st.nack(m, reply, st.appendError(err))
 		return
 	}
 	st.js.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
-	// The config as now, under ingestMu: the one rebuildTTLs follows.
-	if scfg := st.cfg.Load(); ttl > 0 || scfg.SubjectDeleteMarkerTTL > 0 {
-		st.schedule(seq, ts, ttl, scfg)
-	}
 	st.ingestMu.lastMsgID = "" // the ID of the last message, if it had one
 	if hasID {
 		st.ingestMu.dedup.add(strings.Clone(msgID), seq, now)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/store"
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // TestSyncIntervalMinimum: a sync interval below MinSyncInterval is refused
@@ -144,36 +144,15 @@ func TestConsumerFiltersLimit(t *testing.T) {
 	require.Equal(t, "s.9999", m.Subject())
 }
 
-// stallingFS is the operating system's file system, except that creating
-// the directory of the stream named stall waits until release is closed.
-type stallingFS struct {
-	store.FS
-	stall   string
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (f *stallingFS) MkdirAll(path string, perm os.FileMode) error {
-	if strings.Contains(path, string(filepath.Separator)+f.stall+string(filepath.Separator)) {
-		close(f.entered)
-		<-f.release
-	}
-	return f.FS.MkdirAll(path, perm)
-}
-
 // TestSlowStreamCreateDoesNotBlockAPI: while one stream create is stuck
 // in its file system, other clients' API requests are still answered,
 // and the stuck create completes once the file system moves.
 func TestSlowStreamCreateDoesNotBlockAPI(t *testing.T) {
-	fs := &stallingFS{FS: store.OSFS, stall: "SLOW", entered: make(chan struct{}), release: make(chan struct{})}
+	// Creating the directory of the stream named SLOW waits for release.
+	fs := storetest.NewFaultFS(store.OSFS)
+	entered, release := fs.StallMkdir(string(filepath.Separator) + "SLOW" + string(filepath.Separator))
 	b := startBrokerWith(t, jetstream.Options{FS: fs})
-	defer func() {
-		select {
-		case <-fs.release:
-		default:
-			close(fs.release) // lets Close finish if the test failed early
-		}
-	}()
+	defer release() // lets Close finish if the test failed early
 	_, js := connect(t, b.srv.ClientURL())
 	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "FAST", Subjects: []string{"fast"}})
 	require.NoError(t, err)
@@ -188,7 +167,7 @@ func TestSlowStreamCreateDoesNotBlockAPI(t *testing.T) {
 		_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "SLOW", Subjects: []string{"slow"}})
 		slow <- err
 	}()
-	<-fs.entered
+	<-entered
 
 	_, other := connect(t, b.srv.ClientURL())
 	c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -202,7 +181,7 @@ func TestSlowStreamCreateDoesNotBlockAPI(t *testing.T) {
 	_, err = other.CreateStream(c, njs.StreamConfig{Name: "OTHER", Subjects: []string{"slow"}})
 	require.Equal(t, njs.ErrorCode(10065), apiCode(err), "the stuck create holds its subjects")
 
-	close(fs.release)
+	release()
 	require.NoError(t, <-slow)
 	_, err = other.Stream(c, "SLOW")
 	require.NoError(t, err)

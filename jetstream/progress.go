@@ -3,10 +3,7 @@ package jetstream
 import (
 	"errors"
 	"log/slog"
-	"sync/atomic"
-	"time"
 
-	"github.com/skiffmq/skiff/internal/logthrottle"
 	"github.com/skiffmq/skiff/store"
 )
 
@@ -47,19 +44,14 @@ func (memProgress) Reset(uint64, uint64) error              { return nil }
 func (memProgress) Close() error                            { return nil }
 
 // fileProgress keeps a durable consumer's progress in a store.ConsumerState:
-// a log of deliveries and acks, compacted into snapshots.
-//
-// Under the "always" policy Flush fsyncs, so that a synchronous ack is
-// confirmed, and an ack floor reported, only once durable. Under
-// "interval" a background goroutine fsyncs every interval when something
-// was written, off the consumer's delivery path.
+// a log of deliveries and acks, compacted into snapshots. The store
+// fsyncs it as the stream's sync policy says: Flush waits for an fsync
+// under "always", so that a synchronous ack is confirmed, and an ack floor
+// reported, only once durable; under "interval" the store's background
+// fsync covers it, off the consumer's delivery path.
 type fileProgress struct {
-	cs     *store.ConsumerState
-	policy SyncPolicy
-	err    error // the first failed write since the last Flush
-	dirty  atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
+	cs  *store.ConsumerState
+	err error // the first failed write since the last Flush
 	// The floor is written once per round, when it moved.
 	floor      store.SeqPair
 	floorDirty bool
@@ -68,15 +60,9 @@ type fileProgress struct {
 // openProgress opens a consumer's progress in dir and returns what it
 // recovered.
 func openProgress(dir string, fs store.FS, cfg *StreamConfig, log *slog.Logger) (*fileProgress, *store.ConsumerSnapshot, error) {
-	policy := store.SyncInterval
-	switch cfg.Sync {
-	case SyncAlways:
-		policy = store.SyncAlways
-	case SyncNever:
-		policy = store.SyncNever
-	}
-	// The store reports damage it finds in the log to this logger.
-	cs, err := store.OpenConsumerStateOptions(store.ConsumerOptions{Dir: dir, FS: fs, Sync: policy, Logger: log})
+	// The store reports damage it finds in the log, and failed background
+	// fsyncs, to this logger.
+	cs, err := store.OpenConsumerStateOptions(store.ConsumerOptions{Dir: dir, FS: fs, Durability: cfg.durability(), Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,33 +71,7 @@ func openProgress(dir string, fs store.FS, cfg *StreamConfig, log *slog.Logger) 
 		_ = cs.Close()
 		return nil, nil, err
 	}
-	p := &fileProgress{cs: cs, policy: cfg.Sync, floor: snap.AckFloor, stop: make(chan struct{}), done: make(chan struct{})}
-	if cfg.Sync == SyncInterval {
-		go p.syncLoop(cfg.SyncInterval, log)
-	} else {
-		close(p.done)
-	}
-	return p, &snap, nil
-}
-
-// syncLoop fsyncs what was written, every interval.
-func (p *fileProgress) syncLoop(interval time.Duration, log *slog.Logger) {
-	defer close(p.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var warn logthrottle.Throttle // a full disk fails every round
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-			if p.dirty.Swap(false) {
-				if err := p.cs.Sync(); err != nil {
-					warn.Log(log, slog.LevelError, "consumer state sync failed", "err", err)
-				}
-			}
-		}
-	}
+	return &fileProgress{cs: cs, floor: snap.AckFloor}, &snap, nil
 }
 
 func (p *fileProgress) keep(err error) {
@@ -143,16 +103,9 @@ func (p *fileProgress) Flush() error {
 	if err != nil {
 		return err
 	}
-	if p.policy == SyncAlways {
-		return p.cs.Sync()
-	}
-	p.dirty.Store(true)
-	return nil
+	return p.cs.WaitDurable()
 }
 
 func (p *fileProgress) Close() error {
-	err := p.Flush()
-	close(p.stop)
-	<-p.done
-	return errors.Join(err, p.cs.Close())
+	return errors.Join(p.Flush(), p.cs.Close())
 }

@@ -47,7 +47,9 @@ type stream struct {
 		dedup     dedupWindow
 		lastMsgID string
 	}
-	ttl ttls // per-message TTLs waiting to run out
+	// closing is set once close has begun: what the store's expiry does
+	// then is not told to consumers on their way out (expired).
+	closing atomic.Bool
 	// Warnings repeated per publish (a full disk refuses them all).
 	appendWarn, syncWarn logthrottle.Throttle
 }
@@ -70,6 +72,11 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 	so := cfg.storeOptions(filepath.Join(dir, "msgs"))
 	so.Logger = js.log.With("stream", cfg.Name) // recovery and corruption reports
 	so.FS = js.opts.FS
+	// The store applies max_age, TTLs and delete markers, and tells
+	// expired what it did; not before the consumers are loaded
+	// (StartExpiry below), and never between ingest's checks and its
+	// append (AppendLock).
+	so.OnExpire, so.AppendLock, so.HoldExpiry = st.expired, &st.ingestMu, true
 	s, err := store.Open(so)
 	if err != nil {
 		return nil, err
@@ -90,12 +97,9 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 		_ = st.close(false)
 		return nil, err
 	}
-	if !create && (cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL > 0) {
-		// After the consumers: what came due while the server was down
-		// goes at once, and an interest stream must see who wants its
-		// markers.
-		st.rebuildTTLs()
-	}
+	// After the consumers: what came due while the server was down goes
+	// at once, and an interest stream must see who wants its markers.
+	s.StartExpiry()
 	if err := st.subscribeLocked(cfg.Subjects); err != nil {
 		_ = st.close(false)
 		return nil, err
@@ -133,8 +137,8 @@ func (st *stream) close(destroy bool) error {
 		return nil
 	}
 	st.mu.closed = true
+	st.closing.Store(true)
 	st.unsubscribeLocked()
-	st.stopTTLs()
 	consumers := st.mu.consumers
 	st.mu.consumers = map[string]*consumer{}
 	st.clist.Store(&[]*consumer{})
@@ -197,6 +201,25 @@ func (st *stream) info() *StreamInfo {
 		si.State.LastTime = s.LastTime.UTC()
 	}
 	return si
+}
+
+// expired hears from the store what an expiry round did
+// (store.Options.OnExpire). It runs on the store's goroutine with ingestMu
+// held (the store's AppendLock), so that a marker becomes the last
+// message for the expectations of publishers at once. The markers are
+// durable by now, under every sync policy that makes them so.
+func (st *stream) expired(e store.Expired) {
+	if len(e.Markers) > 0 {
+		st.ingestMu.lastMsgID = ""
+	}
+	if st.closing.Load() {
+		return
+	}
+	cfg := st.config()
+	for _, m := range e.Markers {
+		st.arrived(m.Subject, m.Seq, cfg)
+	}
+	st.changed()
 }
 
 // changed tells every consumer that messages were removed.

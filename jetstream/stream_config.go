@@ -145,8 +145,8 @@ func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 		MaxAge:            cfg.MaxAge,
 		// ingest checks max_msg_size (headers and data); the store's own
 		// bound counts the subject too, so it keeps only its hard cap.
-		MaxMsgSize:   0,
-		SyncInterval: cfg.SyncInterval,
+		MaxMsgSize: 0,
+		Durability: cfg.durability(),
 	}
 	if cfg.Storage == MemoryStorage {
 		o.Storage = store.MemoryStorage
@@ -154,23 +154,27 @@ func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 		o.Storage = store.FileStorage
 	}
 	o.DiscardNewPerSubject = cfg.DiscardNewPer
-	if cfg.SubjectDeleteMarkerTTL > 0 {
-		o.MaxAge = 0 // the stream applies max_age itself, leaving markers (ttl.go)
-	}
+	o.AllowMsgTTL, o.SubjectDeleteMarkerTTL = cfg.AllowMsgTTL, cfg.SubjectDeleteMarkerTTL
 	if cfg.Discard == DiscardNew {
 		o.Discard = store.DiscardNew
 	} else {
 		o.Discard = store.DiscardOld
 	}
+	return o
+}
+
+// durability maps the stream's sync policy onto the store's, for its
+// messages (storeOptions) and its durable consumers' state (openProgress)
+// alike.
+func (cfg *StreamConfig) durability() store.Durability {
+	d := store.Durability{Sync: store.SyncInterval, Interval: cfg.SyncInterval}
 	switch cfg.Sync {
 	case SyncAlways:
-		o.Sync = store.SyncAlways
+		d.Sync = store.SyncAlways
 	case SyncNever:
-		o.Sync = store.SyncNever
-	default:
-		o.Sync = store.SyncInterval
+		d.Sync = store.SyncNever
 	}
-	return o
+	return d
 }
 
 // sameConfig reports whether two normalized configurations are equal, for

@@ -63,26 +63,3 @@ func TestMessageTTLNeverWithMaxAge(t *testing.T) {
 	require.Contains(t, err.Error(), "not supported by Skiff")
 	require.EqualValues(t, 10165, apiCode(err))
 }
-
-// TestMessageTTLHeapBounded publishes many long-TTL messages into a stream
-// whose limits keep only a few: the expiries of messages the limits
-// removed are dropped, so the heap follows the stream, not the publishes.
-func TestMessageTTLHeapBounded(t *testing.T) {
-	b := startBroker(t, "")
-	nc, js := connect(t, b.srv.ClientURL())
-	c := ctx(t)
-	_, err := js.CreateStream(c, njs.StreamConfig{Name: "T", Subjects: []string{"t"}, AllowMsgTTL: true, MaxMsgs: 10})
-	require.NoError(t, err)
-	for range 20_000 {
-		m := nats.NewMsg("t")
-		m.Header.Set("Nats-TTL", "1h")
-		require.NoError(t, nc.PublishMsg(m))
-	}
-	require.NoError(t, nc.Flush())
-	require.Eventually(t, func() bool {
-		s, err := js.Stream(c, "T")
-		return err == nil && s.CachedInfo().State.LastSeq == 20_000
-	}, 10*time.Second, 20*time.Millisecond)
-	n := b.js.TTLHeapLen("T")
-	require.LessOrEqual(t, n, 2*4096+2, "expiries kept for %d messages of a 10-message stream", n)
-}

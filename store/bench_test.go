@@ -17,7 +17,7 @@ func BenchmarkAppend(b *testing.B) {
 	for _, sync := range []SyncPolicy{SyncAlways, SyncInterval, SyncNever} {
 		for _, size := range []int{256, 1024, 5120} {
 			b.Run(fmt.Sprintf("sync=%s/size=%d", sync, size), func(b *testing.B) {
-				s := mustOpen(b, Options{Dir: b.TempDir(), Sync: sync})
+				s := mustOpen(b, Options{Dir: b.TempDir(), Durability: Durability{Sync: sync}})
 				data := payload(1, size)
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
@@ -25,7 +25,7 @@ func BenchmarkAppend(b *testing.B) {
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						seq, _, err := s.Append("bench.append", nil, data)
+						seq, _, err := s.Append("bench.append", nil, data, 0)
 						if err == nil {
 							err = s.WaitDurable(seq)
 						}
@@ -46,7 +46,7 @@ func fillBench(b *testing.B, s *Stream, n, subjects int) {
 	data := payload(1, 256)
 	for i := 0; i < n; i++ {
 		k := i % subjects
-		if _, _, err := s.Append(fmt.Sprintf("bench.%d.%d.%d", k/100, k/10%10, k%10), nil, data); err != nil {
+		if _, _, err := s.Append(fmt.Sprintf("bench.%d.%d.%d", k/100, k/10%10, k%10), nil, data, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -56,7 +56,7 @@ func fillBench(b *testing.B, s *Stream, n, subjects int) {
 func BenchmarkGet(b *testing.B) {
 	for _, st := range []Storage{FileStorage, MemoryStorage} {
 		b.Run("storage="+st.String(), func(b *testing.B) {
-			s := mustOpen(b, Options{Storage: st, Dir: b.TempDir(), Sync: SyncNever})
+			s := mustOpen(b, Options{Storage: st, Dir: b.TempDir(), Durability: Durability{Sync: SyncNever}})
 			const n = 50000
 			fillBench(b, s, n, 100)
 			rng := rand.New(rand.NewPCG(1, 1))
@@ -75,7 +75,7 @@ func BenchmarkGet(b *testing.B) {
 // a consumer's filter: one subject (0.1% of the messages), a narrow
 // wildcard (10 subjects, 1%), a broad one (100 subjects, 10%) and none.
 func BenchmarkNext(b *testing.B) {
-	s := mustOpen(b, Options{Dir: b.TempDir(), Sync: SyncNever})
+	s := mustOpen(b, Options{Dir: b.TempDir(), Durability: Durability{Sync: SyncNever}})
 	fillBench(b, s, 100000, 1000)
 	for _, c := range []struct{ name, filter string }{
 		{"literal", "bench.1.2.3"},

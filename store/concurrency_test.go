@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/subject"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // TestConcurrentAppendAndRead runs appenders, filtered readers, Get,
@@ -22,7 +24,7 @@ func TestConcurrentAppendAndRead(t *testing.T) {
 	for _, st := range []Storage{FileStorage, MemoryStorage} {
 		t.Run(st.String(), func(t *testing.T) {
 			r := &race{clock: newFakeClock(), errs: make(chan error, 64)}
-			s, err := Open(Options{Storage: st, Dir: memDir, FS: newMemFS(), SegmentBytes: 16 << 10,
+			s, err := Open(Options{Storage: st, Dir: memDir, FS: storetest.NewMemFS(), SegmentBytes: 16 << 10,
 				MaxAge: raceMaxAge, MaxMsgsPerSubject: 50, Now: r.clock.Now, Logger: quiet})
 			require.NoError(t, err)
 			defer func() { _ = s.Close() }()
@@ -86,7 +88,7 @@ func (r *race) report(err error) {
 func (r *race) append(s *Stream, g int) {
 	var last uint64
 	for i := 0; i < racePerAppender; i++ {
-		seq, _, err := s.Append(fmt.Sprintf("c.%d.%d", g, i%10), nil, payload(uint64(i), 40))
+		seq, _, err := s.Append(fmt.Sprintf("c.%d.%d", g, i%10), nil, payload(uint64(i), 40), 0)
 		if err != nil {
 			r.report(err)
 			return
@@ -162,7 +164,7 @@ func (r *race) poke(s *Stream) {
 // TestConcurrentWaitDurable checks group commit: many goroutines append
 // and wait, and every wait returns only when its sequence is covered.
 func TestConcurrentWaitDurable(t *testing.T) {
-	mem := newMemFS()
+	mem := storetest.NewMemFS()
 	s, err := Open(Options{Dir: memDir, FS: mem, Logger: quiet})
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
@@ -172,7 +174,7 @@ func TestConcurrentWaitDurable(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
-				seq, _, err := s.Append("w", nil, []byte("x"))
+				seq, _, err := s.Append("w", nil, []byte("x"), 0)
 				if err == nil {
 					err = s.WaitDurable(seq)
 				}
@@ -184,7 +186,7 @@ func TestConcurrentWaitDurable(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	crashed, err := Open(Options{Dir: memDir, FS: mem.crashClone(), Logger: quiet})
+	crashed, err := Open(Options{Dir: memDir, FS: mem.CrashClone(), Logger: quiet})
 	require.NoError(t, err)
 	defer func() { _ = crashed.Close() }()
 	require.Equal(t, uint64(1600), crashed.State().Msgs)

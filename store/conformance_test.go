@@ -99,7 +99,7 @@ func testAppendGet(t *testing.T, open opener) {
 		} else {
 			clock.Advance(time.Millisecond)
 		}
-		seq, ts, err := s.Append(m.subj, m.hdr, m.data)
+		seq, ts, err := s.Append(m.subj, m.hdr, m.data, 0)
 		require.NoError(t, err)
 		require.Equal(t, uint64(i+1), seq)
 		require.GreaterOrEqual(t, ts, lastTS)
@@ -141,7 +141,7 @@ func testAppendGet(t *testing.T, open opener) {
 func testWildcardTokensAreLiteral(t *testing.T, open opener) {
 	s := open(t, Options{})
 	for _, subj := range []string{"w.*", "w.>", "w.#"} {
-		_, _, err := s.Append(subj, nil, nil)
+		_, _, err := s.Append(subj, nil, nil, 0)
 		require.NoError(t, err, "subject %q", subj)
 	}
 	m, err := s.Next(1, "w.*")
@@ -159,14 +159,14 @@ func testWildcardTokensAreLiteral(t *testing.T, open opener) {
 func testInvalidInput(t *testing.T, open opener) {
 	s := open(t, Options{MaxMsgSize: 100})
 	for _, subj := range []string{"", "a..b", "a b", string(make([]byte, 70000))} {
-		_, _, err := s.Append(subj, nil, nil)
+		_, _, err := s.Append(subj, nil, nil, 0)
 		require.ErrorIs(t, err, ErrInvalidSubject, "subject %q", subj)
 	}
-	_, _, err := s.Append("a", nil, make([]byte, 100))
+	_, _, err := s.Append("a", nil, make([]byte, 100), 0)
 	require.ErrorIs(t, err, ErrMaxMsgSize)
-	_, _, err = s.Append("a", make([]byte, 50), make([]byte, 50))
+	_, _, err = s.Append("a", make([]byte, 50), make([]byte, 50), 0)
 	require.ErrorIs(t, err, ErrMaxMsgSize) // 1 + 50 + 50 = 101 bytes
-	_, _, err = s.Append("a", make([]byte, 50), make([]byte, 49))
+	_, _, err = s.Append("a", make([]byte, 50), make([]byte, 49), 0)
 	require.NoError(t, err) // exactly 100
 	_, err = s.Next(1, "a.>.b")
 	require.ErrorIs(t, err, ErrInvalidFilter)
@@ -221,7 +221,7 @@ func testLimits(t *testing.T, open opener) {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t, c.opts)
 			for i, subj := range c.appends {
-				_, _, err := s.Append(subj, nil, []byte("0123456789"))
+				_, _, err := s.Append(subj, nil, []byte("0123456789"), 0)
 				if want := c.wantErr[i]; want != nil {
 					require.ErrorIs(t, err, want, "append %d", i)
 				} else {
@@ -639,7 +639,7 @@ func testUpdateConfig(t *testing.T, open opener) {
 	o := base
 	o.MaxMsgs, o.Discard = 2, DiscardNew
 	require.NoError(t, s.UpdateConfig(o))
-	_, _, err := s.Append("u.0", nil, nil)
+	_, _, err := s.Append("u.0", nil, nil, 0)
 	require.ErrorIs(t, err, ErrMaxMsgs)
 }
 
@@ -648,7 +648,7 @@ func testClosed(t *testing.T, open opener) {
 	seq := mustAppend(t, s, "a", "x")
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close())
-	_, _, err := s.Append("a", nil, nil)
+	_, _, err := s.Append("a", nil, nil, 0)
 	require.ErrorIs(t, err, ErrClosed)
 	_, err = s.Get(seq)
 	require.ErrorIs(t, err, ErrClosed)

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
+
+	"github.com/skiffmq/skiff/internal/logthrottle"
 )
 
 // SeqPair is a position in a consumer's delivery order and in its stream.
@@ -61,17 +64,27 @@ func (st *ConsumerSnapshot) clone() ConsumerSnapshot {
 // callers share).
 //
 // The file variant appends each change to consumer.log and, once the log
-// outgrows the state, compacts it into consumer.snap; see doc.go. Under
-// SyncAlways, Ack, AckAll and Update return once their change is on stable
+// outgrows the state, compacts it into consumer.snap; see consumerfmt.go.
+// When it fsyncs follows its Durability: under SyncAlways, Ack, AckAll,
+// Update and WaitDurable return once the changes so far are on stable
 // storage, so an acknowledgement floor they report never moves back after
-// a crash; Delivered does not wait (a delivery lost in a crash only means
-// a redelivery), but any later fsync covers it.
+// a crash; Delivered and the NoWait variants do not wait (a delivery lost
+// in a crash only means a redelivery), but any later fsync covers them.
+// Under SyncInterval a background goroutine, started by
+// OpenConsumerStateOptions and stopped by Close, fsyncs every interval
+// whatever was written since the last fsync, and logs a failure (once in
+// a while: a full disk fails every round); under SyncNever nothing is
+// fsynced but snapshots.
 type ConsumerState struct {
 	fs      FS
 	dir     string
-	policy  SyncPolicy
+	dur     Durability
 	log     *slog.Logger
 	existed bool // its directory had files when opened: not a new consumer
+	// syncWarn throttles the errors of background fsyncs.
+	syncWarn logthrottle.Throttle
+	stop     chan struct{} // closed by Close to stop the background fsyncs
+	done     chan struct{} // closed when they have stopped
 
 	mu struct {
 		sync.Mutex
@@ -84,7 +97,8 @@ type ConsumerState struct {
 		snapSize    int  // size of the last snapshot
 		needCompact bool // an fsync of the log failed: rewrite the state whole
 	}
-	gc groupCommit
+	gc        groupCommit
+	closeOnce sync.Once
 }
 
 // compactMinBytes is the log size below which the consumer log is never
@@ -105,17 +119,18 @@ type ConsumerOptions struct {
 	Dir string
 	// FS is the file system (default OSFS).
 	FS FS
-	// Sync is the fsync policy (default SyncAlways); see ConsumerState.
-	Sync SyncPolicy
+	// Durability is when its changes are fsynced (default SyncAlways);
+	// see ConsumerState.
+	Durability Durability
 	// Logger receives recovery reports (default slog.Default()).
 	Logger *slog.Logger
 }
 
 // OpenConsumerState opens or creates the file-backed state of a consumer in
-// dir with fs (nil for OSFS) and the sync policy; see
+// dir with fs (nil for OSFS) and durability d; see
 // OpenConsumerStateOptions.
-func OpenConsumerState(dir string, fs FS, sync SyncPolicy) (*ConsumerState, error) {
-	return OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fs, Sync: sync})
+func OpenConsumerState(dir string, fs FS, d Durability) (*ConsumerState, error) {
+	return OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fs, Durability: d})
 }
 
 // OpenConsumerStateOptions opens or creates the file-backed state of a
@@ -129,14 +144,15 @@ func OpenConsumerStateOptions(o ConsumerOptions) (*ConsumerState, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	switch {
-	case o.Sync > SyncNever:
-		return nil, fmt.Errorf("%w: unknown sync policy %d", ErrInvalidConfig, o.Sync)
-	case o.Dir == "":
+	o.Durability.fill()
+	if err := o.Durability.validate(); err != nil {
+		return nil, err
+	}
+	if o.Dir == "" {
 		return nil, fmt.Errorf("%w: consumer state needs a Dir", ErrInvalidConfig)
 	}
 	c := NewMemoryConsumerState()
-	c.fs, c.dir, c.policy, c.log = o.FS, o.Dir, o.Sync, o.Logger
+	c.fs, c.dir, c.dur, c.log = o.FS, o.Dir, o.Durability, o.Logger
 	fs, dir := o.FS, o.Dir
 	// A directory with files in it is an existing consumer's (a new one's
 	// may have been made empty by its caller).
@@ -153,6 +169,10 @@ func OpenConsumerStateOptions(o ConsumerOptions) (*ConsumerState, error) {
 		return nil, err
 	}
 	c.gc.durable.Store(c.mu.lsn)
+	if c.dur.Sync == SyncInterval {
+		c.stop, c.done = make(chan struct{}), make(chan struct{})
+		go c.syncLoop()
+	}
 	return c, nil
 }
 
@@ -253,7 +273,7 @@ func (c *ConsumerState) replayLog(snapLSN uint64, current bool) error {
 		_ = f.Close()
 		return fmt.Errorf("store: truncate %s: %w", name, err)
 	}
-	if c.policy != SyncNever && len(b) == 0 {
+	if c.dur.Sync != SyncNever && len(b) == 0 {
 		_ = syncDir(c.fs, c.dir) // the new log's directory entry; a failure only costs an empty log
 	}
 	return nil
@@ -287,7 +307,7 @@ func (c *ConsumerState) AckAll(dseq, sseq uint64) error {
 
 func (c *ConsumerState) writeAndWait(o consumerOp) error {
 	lsn, err := c.write(o)
-	if err != nil || c.mu.file == nil || c.policy != SyncAlways {
+	if err != nil || c.mu.file == nil || c.dur.Sync != SyncAlways {
 		return err
 	}
 	return c.gc.wait(lsn, c.syncRound)
@@ -432,7 +452,7 @@ func (c *ConsumerState) compactLocked(st *ConsumerSnapshot, lsn uint64) error {
 		return fmt.Errorf("%w: %s: %w", ErrWrite, tmp, err)
 	}
 	_, err = f.Write(b)
-	if err == nil && c.policy != SyncNever {
+	if err == nil && c.dur.Sync != SyncNever {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -441,7 +461,7 @@ func (c *ConsumerState) compactLocked(st *ConsumerSnapshot, lsn uint64) error {
 	if err == nil {
 		err = c.fs.Rename(tmp, filepath.Join(c.dir, consumerSnapName))
 	}
-	if err == nil && c.policy != SyncNever {
+	if err == nil && c.dur.Sync != SyncNever {
 		err = syncDir(c.fs, c.dir)
 	}
 	if err != nil {
@@ -489,8 +509,45 @@ func (c *ConsumerState) syncRound() (uint64, error) {
 	return target, nil
 }
 
-// Sync makes every change so far durable (unless SyncNever), for callers
-// that batch Delivered calls or use SyncInterval and want a checkpoint.
+// WaitDurable makes the changes so far as durable as the policy promises,
+// for a caller that recorded them without waiting (Delivered, AckNoWait,
+// AckAllNoWait): under SyncAlways it returns once they are fsynced
+// (concurrent callers share one fsync); under SyncInterval and SyncNever it
+// returns nil at once, the background fsync (SyncInterval) logging its own
+// failures.
+func (c *ConsumerState) WaitDurable() error {
+	if c.dur.Sync != SyncAlways {
+		return nil
+	}
+	return c.Sync()
+}
+
+// syncLoop is the background goroutine of SyncInterval: every interval
+// it fsyncs what was written since the last fsync.
+func (c *ConsumerState) syncLoop() {
+	defer close(c.done)
+	t := time.NewTicker(c.dur.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			c.mu.Lock()
+			dirty := c.mu.lsn > c.gc.durable.Load()
+			c.mu.Unlock()
+			if !dirty {
+				continue
+			}
+			if err := c.Sync(); err != nil && !errors.Is(err, ErrClosed) {
+				c.syncWarn.Log(c.log, slog.LevelError, "consumer state sync failed", "dir", c.dir, "err", err)
+			}
+		}
+	}
+}
+
+// Sync makes every change so far durable now (unless SyncNever), whatever
+// the policy: a checkpoint.
 func (c *ConsumerState) Sync() error {
 	c.mu.Lock()
 	lsn, closed := c.mu.lsn, c.mu.closed
@@ -498,7 +555,7 @@ func (c *ConsumerState) Sync() error {
 	switch {
 	case closed:
 		return ErrClosed
-	case c.mu.file == nil || c.policy == SyncNever:
+	case c.mu.file == nil || c.dur.Sync == SyncNever:
 		return nil
 	}
 	return c.gc.wait(lsn, c.syncRound)
@@ -514,8 +571,15 @@ func (c *ConsumerState) Load() (ConsumerSnapshot, error) {
 	return c.mu.st.clone(), nil
 }
 
-// Close syncs (unless SyncNever) and closes the state's files.
+// Close stops the background fsyncs, syncs (unless SyncNever) and closes
+// the state's files.
 func (c *ConsumerState) Close() error {
+	c.closeOnce.Do(func() {
+		if c.stop != nil {
+			close(c.stop)
+			<-c.done
+		}
+	})
 	err := c.Sync()
 	if errors.Is(err, ErrClosed) {
 		return nil

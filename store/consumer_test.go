@@ -9,12 +9,15 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 func openTestConsumer(dir string, fs FS, sync SyncPolicy) (*ConsumerState, error) {
-	return OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fs, Sync: sync, Logger: quiet})
+	return OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fs, Durability: Durability{Sync: sync}, Logger: quiet})
 }
 
 // consumerStep is one operation and the state it should leave.
@@ -59,7 +62,7 @@ func TestConsumerStateSteps(t *testing.T) {
 	}
 	for _, kind := range []string{"memory", "file"} {
 		t.Run(kind, func(t *testing.T) {
-			fsys := newMemFS()
+			fsys := storetest.NewMemFS()
 			open := func() *ConsumerState {
 				if kind == "memory" {
 					return NewMemoryConsumerState()
@@ -104,7 +107,7 @@ func TestConsumerStateSteps(t *testing.T) {
 // (clean, after a process crash, and after a crash between writing the
 // snapshot and emptying the log) restores exactly the same state.
 func TestConsumerStateCompaction(t *testing.T) {
-	fsys := newMemFS()
+	fsys := storetest.NewMemFS()
 	c, err := openTestConsumer("/c", fsys, SyncNever)
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(3, 3))
@@ -127,19 +130,19 @@ func TestConsumerStateCompaction(t *testing.T) {
 		pending = append(pending[:j], pending[j+1:]...)
 		if i%500 == 0 {
 			if st, _ := fsys.Stat("/c/" + consumerLogName); st.Size() > int64(len(oldLog)) {
-				oldLog = fsys.bytes("/c/" + consumerLogName)
+				oldLog = fsys.Contents("/c/" + consumerLogName)
 			}
 		}
 	}
-	require.NotEmpty(t, fsys.bytes("/c/"+consumerSnapName), "the log was compacted")
-	require.Less(t, len(fsys.bytes("/c/"+consumerLogName)), 2*compactMinBytes)
+	require.NotEmpty(t, fsys.Contents("/c/"+consumerSnapName), "the log was compacted")
+	require.Less(t, len(fsys.Contents("/c/"+consumerLogName)), 2*compactMinBytes)
 	want, err := c.Load()
 	require.NoError(t, err)
 	require.Equal(t, pending[0]-1, want.AckFloor.Stream)
 
-	crashed := fsys.clone()
+	crashed := fsys.Clone()
 	require.NoError(t, c.Close())
-	for name, fs := range map[string]*memFS{"clean": fsys, "crashed": crashed} {
+	for name, fs := range map[string]*storetest.MemFS{"clean": fsys, "crashed": crashed} {
 		c2, err := openTestConsumer("/c", fs, SyncNever)
 		require.NoError(t, err, name)
 		got, err := c2.Load()
@@ -149,8 +152,8 @@ func TestConsumerStateCompaction(t *testing.T) {
 	}
 	// A crash after the snapshot's rename but before the log was emptied:
 	// the log's records are older than the snapshot and are skipped.
-	stale := fsys.clone()
-	stale.setBytes("/c/"+consumerLogName, append(oldLog, fsys.bytes("/c/"+consumerLogName)...))
+	stale := fsys.Clone()
+	stale.SetContents("/c/"+consumerLogName, append(oldLog, fsys.Contents("/c/"+consumerLogName)...))
 	c3, err := openTestConsumer("/c", stale, SyncNever)
 	require.NoError(t, err)
 	got, err := c3.Load()
@@ -160,7 +163,7 @@ func TestConsumerStateCompaction(t *testing.T) {
 }
 
 func TestConsumerStateTornAndCorrupt(t *testing.T) {
-	fsys := newMemFS()
+	fsys := storetest.NewMemFS()
 	c, err := openTestConsumer("/c", fsys, SyncAlways)
 	require.NoError(t, err)
 	for q := uint64(1); q <= 5; q++ {
@@ -169,17 +172,17 @@ func TestConsumerStateTornAndCorrupt(t *testing.T) {
 	require.NoError(t, c.Ack(1, 1))
 	require.NoError(t, c.Ack(2, 2))
 	require.NoError(t, c.Close())
-	log := fsys.bytes("/c/" + consumerLogName)
+	log := fsys.Contents("/c/" + consumerLogName)
 	ackSize := opSize(opAck)
 	for cut := len(log) - ackSize + 1; cut < len(log); cut++ {
-		torn := fsys.clone()
-		torn.setBytes("/c/"+consumerLogName, log[:cut])
+		torn := fsys.Clone()
+		torn.SetContents("/c/"+consumerLogName, log[:cut])
 		c, err := openTestConsumer("/c", torn, SyncAlways)
 		require.NoError(t, err)
 		st, err := c.Load()
 		require.NoError(t, err)
 		require.Equal(t, SeqPair{1, 1}, st.AckFloor, "the torn ack is gone, cut %d", cut)
-		require.Len(t, torn.bytes("/c/"+consumerLogName), len(log)-ackSize)
+		require.Len(t, torn.Contents("/c/"+consumerLogName), len(log)-ackSize)
 		require.NoError(t, c.Ack(2, 2), "and the stream of changes continues")
 		require.NoError(t, c.Close())
 	}
@@ -190,15 +193,15 @@ func TestConsumerStateTornAndCorrupt(t *testing.T) {
 		defer func() { _ = c.Close() }()
 		return c.Update(func(st *ConsumerSnapshot) { st.Delivered.Consumer = 99 })
 	}())
-	snap := fsys.bytes("/c/" + consumerSnapName)
+	snap := fsys.Contents("/c/" + consumerSnapName)
 	snap[10] ^= 1
-	fsys.setBytes("/c/"+consumerSnapName, snap)
+	fsys.SetContents("/c/"+consumerSnapName, snap)
 	_, err = openTestConsumer("/c", fsys, SyncAlways)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
 func TestConsumerStateUpdateAndDestroy(t *testing.T) {
-	fsys := newMemFS()
+	fsys := storetest.NewMemFS()
 	c, err := openTestConsumer("/c", fsys, SyncAlways)
 	require.NoError(t, err)
 	require.NoError(t, c.Delivered(1, 1, 1, 0))
@@ -240,7 +243,7 @@ func TestConsumerStateFloorNeverBack(t *testing.T) {
 // TestConsumerStateNoWait: AckNoWait and AckAllNoWait change the state
 // like Ack and AckAll; Sync then makes them durable.
 func TestConsumerStateNoWait(t *testing.T) {
-	mem := newMemFS()
+	mem := storetest.NewMemFS()
 	c, err := openTestConsumer("/c", mem, SyncAlways)
 	require.NoError(t, err)
 	defer func() { _ = c.Close() }()
@@ -254,7 +257,7 @@ func TestConsumerStateNoWait(t *testing.T) {
 	require.Equal(t, SeqPair{3, 3}, st.AckFloor)
 	require.Equal(t, []uint64{4}, sortedKeys(st.Pending))
 	require.NoError(t, c.Sync())
-	c2, err := openTestConsumer("/c", mem.crashClone(), SyncAlways)
+	c2, err := openTestConsumer("/c", mem.CrashClone(), SyncAlways)
 	require.NoError(t, err)
 	defer func() { _ = c2.Close() }()
 	got, _ := c2.Load()
@@ -264,24 +267,24 @@ func TestConsumerStateNoWait(t *testing.T) {
 // TestConsumerStateFaults: a failed write changes nothing; a failed fsync
 // fails the Ack and makes the next change rewrite the state whole.
 func TestConsumerStateFaults(t *testing.T) {
-	mem := newMemFS()
-	ffs := newFaultFS(mem)
+	mem := storetest.NewMemFS()
+	ffs := storetest.NewFaultFS(mem)
 	c, err := openTestConsumer("/c", ffs, SyncAlways)
 	require.NoError(t, err)
 	defer func() { _ = c.Close() }()
 	require.NoError(t, c.Delivered(1, 1, 1, 0))
 	require.NoError(t, c.Delivered(2, 2, 1, 0))
-	ffs.setBudget(10)
+	ffs.SetBudget(10)
 	require.ErrorIs(t, c.Ack(1, 1), syscall.ENOSPC)
 	st, _ := c.Load()
 	require.Len(t, st.Pending, 2, "nothing applied")
-	ffs.setBudget(-1)
-	ffs.failSync(syscall.EIO)
+	ffs.SetBudget(-1)
+	ffs.FailSync(syscall.EIO)
 	require.ErrorIs(t, c.Ack(1, 1), ErrSync)
-	ffs.failSync(nil)
+	ffs.FailSync(nil)
 	require.NoError(t, c.Ack(2, 2))
-	require.NotEmpty(t, mem.bytes(path.Join("/c", consumerSnapName)), "rewritten whole after the failed fsync")
-	c2, err := openTestConsumer("/c", mem.crashClone(), SyncAlways)
+	require.NotEmpty(t, mem.Contents(path.Join("/c", consumerSnapName)), "rewritten whole after the failed fsync")
+	c2, err := openTestConsumer("/c", mem.CrashClone(), SyncAlways)
 	require.NoError(t, err)
 	defer func() { _ = c2.Close() }()
 	st, _ = c2.Load()
@@ -289,7 +292,7 @@ func TestConsumerStateFaults(t *testing.T) {
 }
 
 func TestConsumerStateConcurrent(t *testing.T) {
-	c, err := OpenConsumerState(t.TempDir(), nil, SyncAlways)
+	c, err := OpenConsumerState(t.TempDir(), nil, Durability{Sync: SyncAlways})
 	require.NoError(t, err)
 	defer func() { _ = c.Close() }()
 	const n = 8
@@ -329,7 +332,7 @@ func TestConsumerStateConcurrent(t *testing.T) {
 // the one written, not the one before the damage (issue: floor from 600
 // to 300), and the damaged log is kept aside.
 func TestConsumerStateDamagedLogMiddle(t *testing.T) {
-	fsys := newMemFS()
+	fsys := storetest.NewMemFS()
 	c, err := openTestConsumer("/c", fsys, SyncAlways)
 	require.NoError(t, err)
 	for seq := uint64(1); seq <= 600; seq++ {
@@ -341,7 +344,7 @@ func TestConsumerStateDamagedLogMiddle(t *testing.T) {
 	require.Equal(t, SeqPair{600, 600}, want.AckFloor)
 	require.NoError(t, c.Close())
 
-	log := fsys.bytes("/c/" + consumerLogName)
+	log := fsys.Contents("/c/" + consumerLogName)
 	if len(log) == 0 {
 		t.Skip("compacted into the snapshot: nothing in the log to damage")
 	}
@@ -359,14 +362,14 @@ func TestConsumerStateDamagedLogMiddle(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, at)
 	log[at+opHeaderSize+3] ^= 0x40
-	fsys.setBytes("/c/"+consumerLogName, log)
+	fsys.SetContents("/c/"+consumerLogName, log)
 
 	c, err = openTestConsumer("/c", fsys, SyncAlways)
 	require.NoError(t, err)
 	got, err := c.Load()
 	require.NoError(t, err)
 	require.Equal(t, SeqPair{600, 600}, got.AckFloor, "the records after the damage are replayed")
-	require.NotEmpty(t, fsys.bytes("/c/"+consumerLogName+".damaged"), "the damaged log is kept")
+	require.NotEmpty(t, fsys.Contents("/c/"+consumerLogName+".damaged"), "the damaged log is kept")
 	require.NoError(t, c.Delivered(601, 601, 1, 601), "and the stream of changes continues")
 	require.NoError(t, c.Close())
 
@@ -382,7 +385,7 @@ func TestConsumerStateDamagedLogMiddle(t *testing.T) {
 // logged with what the snapshot still says: the log is created with the
 // state and only ever emptied, never removed.
 func TestConsumerStateMissingLogIsReported(t *testing.T) {
-	fsys := newMemFS()
+	fsys := storetest.NewMemFS()
 	c, err := openTestConsumer("/c", fsys, SyncAlways)
 	require.NoError(t, err)
 	require.NoError(t, c.Update(func(st *ConsumerSnapshot) {
@@ -396,7 +399,7 @@ func TestConsumerStateMissingLogIsReported(t *testing.T) {
 	require.NoError(t, fsys.Remove("/c/"+consumerLogName))
 
 	var logged bytes.Buffer
-	c, err = OpenConsumerStateOptions(ConsumerOptions{Dir: "/c", FS: fsys, Sync: SyncAlways,
+	c, err = OpenConsumerStateOptions(ConsumerOptions{Dir: "/c", FS: fsys, Durability: Durability{Sync: SyncAlways},
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	require.NoError(t, err)
 	defer func() { _ = c.Close() }()
@@ -405,4 +408,27 @@ func TestConsumerStateMissingLogIsReported(t *testing.T) {
 	require.Equal(t, uint64(100), st.AckFloor.Stream, "what the snapshot holds")
 	require.Contains(t, logged.String(), "consumer log missing")
 	require.Contains(t, logged.String(), "ack_floor=100")
+}
+
+// TestConsumerStateIntervalSync: under SyncInterval the state's own
+// background goroutine fsyncs what was written within an interval, and
+// nothing while nothing is written; WaitDurable does not wait for it.
+func TestConsumerStateIntervalSync(t *testing.T) {
+	mem := storetest.NewMemFS()
+	fsys := storetest.NewFaultFS(mem)
+	c, err := OpenConsumerStateOptions(ConsumerOptions{Dir: "/c", FS: fsys, Logger: quiet,
+		Durability: Durability{Sync: SyncInterval, Interval: 5 * time.Millisecond}})
+	require.NoError(t, err)
+	logName := "/c/" + consumerLogName
+	require.NoError(t, c.Delivered(1, 1, 1, 1))
+	require.NoError(t, c.AckNoWait(1, 1))
+	require.NoError(t, c.WaitDurable())
+	require.Eventually(t, func() bool {
+		return len(mem.CrashClone().Contents(logName)) == len(mem.Contents(logName))
+	}, 5*time.Second, time.Millisecond, "fsynced in the background")
+	syncs := fsys.Syncs()
+	time.Sleep(30 * time.Millisecond)
+	require.Equal(t, syncs, fsys.Syncs(), "no fsync while idle")
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close())
 }

@@ -7,7 +7,35 @@ import (
 	"sort"
 )
 
-// The consumer state's files; see doc.go for the diagrams.
+// A file-backed ConsumerState keeps two files in its directory; integers
+// are little-endian. consumer.log is an append-only log of changes, each a
+// record framed like a stream's (record.go):
+//
+//	+--------+--------+-----------+----+-----------------------------------------+
+//	| length | crc32c | lsn       | op | operands                                |
+//	| u32    | u32    | u64       | u8 | Delivered: dseq, sseq, dc u64, ts i64   |
+//	|        |        |           |    | Ack, AckAll: dseq, sseq u64             |
+//	|        |        |           |    | Start: ack floor dseq, sseq u64         |
+//	+--------+--------+-----------+----+-----------------------------------------+
+//
+// consumer.snap is the whole state as of an LSN, written to a temporary
+// file, fsynced and renamed into place when the consumer is created and
+// when the log grows past 1 MiB and four times the last snapshot; then the
+// log starts over with one Start record, whose LSN is the snapshot's. Open
+// loads the snapshot and replays the log records with a higher LSN,
+// truncating a torn tail, stepping over damage (consumerresync.go) and
+// reporting a log emptied or cut at its start (consumerlost.go).
+//
+//	+------------------------+-----------------------------------------+
+//	| SKIFFCS2               | magic, 8 bytes (SKIFFCS1: an older      |
+//	|                        | version's, whose log has no Start)      |
+//	| lsn                    | u64: the last change it includes        |
+//	| delivered              | u64 consumer seq, u64 stream seq        |
+//	| ack floor              | u64 consumer seq, u64 stream seq        |
+//	| npending, pending      | u32, then (sseq, cseq u64, ts i64) each |
+//	| nredelivered, entries  | u32, then (sseq, count u64) each        |
+//	| crc32c                 | u32 over everything before              |
+//	+------------------------+-----------------------------------------+
 const (
 	consumerSnapName = "consumer.snap"
 	consumerLogName  = "consumer.log"

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // snapshotV1 re-encodes a snapshot as an older version wrote it: its log
@@ -42,8 +44,8 @@ func TestConsumerLogLostStart(t *testing.T) {
 	logName, snapName := dir+"/"+consumerLogName, dir+"/"+consumerSnapName
 	// fill makes a consumer with 50 messages acknowledged, then, with
 	// compact, a snapshot at floor 50 and 10 more.
-	fill := func(t *testing.T, compact bool) *memFS {
-		fsys := newMemFS()
+	fill := func(t *testing.T, compact bool) *storetest.MemFS {
+		fsys := storetest.NewMemFS()
 		c, err := openTestConsumer(dir, fsys, SyncAlways)
 		require.NoError(t, err)
 		n := uint64(50)
@@ -64,52 +66,52 @@ func TestConsumerLogLostStart(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		compact   bool
-		damage    func(t *testing.T, fsys *memFS)
+		damage    func(t *testing.T, fsys *storetest.MemFS)
 		wantLine  string // "" for no error
 		wantFloor uint64
 		wantArgs  []string
 	}{
-		{name: "whole", wantFloor: 50, damage: func(*testing.T, *memFS) {}},
-		{name: "whole after a compaction", compact: true, wantFloor: 60, damage: func(*testing.T, *memFS) {}},
+		{name: "whole", wantFloor: 50, damage: func(*testing.T, *storetest.MemFS) {}},
+		{name: "whole after a compaction", compact: true, wantFloor: 60, damage: func(*testing.T, *storetest.MemFS) {}},
 		{
 			name: "emptied", wantLine: "consumer log is empty", wantFloor: 0,
-			damage:   func(t *testing.T, fsys *memFS) { fsys.setBytes(logName, nil) },
+			damage:   func(t *testing.T, fsys *storetest.MemFS) { fsys.SetContents(logName, nil) },
 			wantArgs: []string{"ack_floor_before=0", "ack_floor_after=0", "snapshot_lsn=0"},
 		},
 		{
 			name: "emptied after a compaction", compact: true, wantLine: "consumer log is empty", wantFloor: 50,
-			damage:   func(t *testing.T, fsys *memFS) { fsys.setBytes(logName, nil) },
+			damage:   func(t *testing.T, fsys *storetest.MemFS) { fsys.SetContents(logName, nil) },
 			wantArgs: []string{"ack_floor_before=50", "ack_floor_after=50"},
 		},
 		{
 			name: "start cut off", wantLine: "consumer log lost its start", wantFloor: 50, // the later acks replayed
-			damage: func(t *testing.T, fsys *memFS) {
-				log := fsys.bytes(logName)
-				fsys.setBytes(logName, log[opsOf(t, log)[41]:]) // 20 deliveries and acks gone, and the start
+			damage: func(t *testing.T, fsys *storetest.MemFS) {
+				log := fsys.Contents(logName)
+				fsys.SetContents(logName, log[opsOf(t, log)[41]:]) // 20 deliveries and acks gone, and the start
 			},
 			wantArgs: []string{"ack_floor_before=0", "ack_floor_after=50", "first_lsn=41"},
 		},
 		{
 			name: "snapshot older than the log", compact: true, wantLine: "consumer snapshot is older than its log", wantFloor: 60,
-			damage: func(t *testing.T, fsys *memFS) {
+			damage: func(t *testing.T, fsys *storetest.MemFS) {
 				// A snapshot put back from before the compaction: empty.
-				fsys.setBytes(snapName, encodeSnapshot(0, &ConsumerSnapshot{}))
+				fsys.SetContents(snapName, encodeSnapshot(0, &ConsumerSnapshot{}))
 			},
 			wantArgs: []string{"snapshot_lsn=0", "log_starts_after_lsn=101", "ack_floor_before=0"},
 		},
 		{
 			name: "older version, compacted, empty log", compact: true, wantFloor: 50,
-			damage: func(t *testing.T, fsys *memFS) {
-				fsys.setBytes(snapName, snapshotV1(fsys.bytes(snapName)))
-				fsys.setBytes(logName, nil)
+			damage: func(t *testing.T, fsys *storetest.MemFS) {
+				fsys.SetContents(snapName, snapshotV1(fsys.Contents(snapName)))
+				fsys.SetContents(logName, nil)
 			},
 		},
 		{
 			name: "older version, start cut off", compact: true, wantLine: "consumer log lost its start", wantFloor: 60,
-			damage: func(t *testing.T, fsys *memFS) {
-				fsys.setBytes(snapName, snapshotV1(fsys.bytes(snapName)))
-				log := fsys.bytes(logName)
-				fsys.setBytes(logName, log[opsOf(t, log)[5]:]) // the start and two deliveries and acks
+			damage: func(t *testing.T, fsys *storetest.MemFS) {
+				fsys.SetContents(snapName, snapshotV1(fsys.Contents(snapName)))
+				log := fsys.Contents(logName)
+				fsys.SetContents(logName, log[opsOf(t, log)[5]:]) // the start and two deliveries and acks
 			},
 			wantArgs: []string{"lost_lsns=4"},
 		},
@@ -118,7 +120,7 @@ func TestConsumerLogLostStart(t *testing.T) {
 			fsys := fill(t, tc.compact)
 			tc.damage(t, fsys)
 			var logged bytes.Buffer
-			c, err := OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fsys, Sync: SyncAlways,
+			c, err := OpenConsumerStateOptions(ConsumerOptions{Dir: dir, FS: fsys, Durability: Durability{Sync: SyncAlways},
 				Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 			require.NoError(t, err)
 			defer func() { _ = c.Close() }()

@@ -55,7 +55,7 @@ func crashChildStream(dir string) {
 	for g := 0; g < 4; g++ {
 		go func(g int) {
 			for n := start; ; n++ {
-				seq, _, err := s.Append(fmt.Sprintf("crash.%d", g), nil, crashData(g, n))
+				seq, _, err := s.Append(fmt.Sprintf("crash.%d", g), nil, crashData(g, n), 0)
 				if err == nil {
 					err = s.WaitDurable(seq)
 				}
@@ -149,7 +149,7 @@ func TestCrashStream(t *testing.T) {
 // with SyncAlways, printing the ack floor each Ack returned. It runs until
 // killed.
 func crashChildConsumer(dir string) {
-	c, err := OpenConsumerState(dir, nil, SyncAlways)
+	c, err := OpenConsumerState(dir, nil, Durability{Sync: SyncAlways})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(2)
@@ -196,7 +196,7 @@ func TestCrashConsumerState(t *testing.T) {
 			require.NoError(t, err)
 			floor = max(floor, v)
 		}
-		c, err := OpenConsumerState(dir, nil, SyncAlways)
+		c, err := OpenConsumerState(dir, nil, Durability{Sync: SyncAlways})
 		require.NoError(t, err)
 		st, err := c.Load()
 		require.NoError(t, err)

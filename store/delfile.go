@@ -7,7 +7,15 @@ import (
 )
 
 // A .del file lists the sequences deleted from the middle of its segment,
-// as a series of batches, one per write; see doc.go.
+// as a series of batches, one per write; integers are little-endian:
+//
+//	+-------+--------+----------------------+
+//	| count | crc32c | count x u64 sequence |
+//	| u32   | u32    |                      |
+//	+-------+--------+----------------------+
+//
+// A batch's CRC32C covers its count and sequences; a torn last batch is
+// truncated on Open.
 const delBatchHeader = 8 // count, crc
 
 // appendDelBatch appends one batch recording seqs as deleted.

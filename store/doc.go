@@ -3,12 +3,14 @@
 // messages, bytes, age, messages per subject, message size; discard old or
 // new), a per-subject index for filtered reads, purge and delete, and crash
 // recovery; plus ConsumerState, which persists a consumer's delivery and
-// acknowledgement state. It can be used on its own:
+// acknowledgement state. It owns expiry (MaxAge, per-message TTLs,
+// subject delete markers) and every fsync, so that a stream expires and
+// persists alike wherever it is kept. It can be used on its own:
 //
 //	s, err := store.Open(store.Options{Dir: dir, MaxAge: time.Hour})
 //	if err != nil { ... }
 //	defer s.Close()
-//	seq, _, err := s.Append("orders.eu.created", nil, payload)
+//	seq, _, err := s.Append("orders.eu.created", nil, payload, 0) // 0: no TTL
 //	if err == nil {
 //		err = s.WaitDurable(seq) // before acknowledging the publisher
 //	}
@@ -27,8 +29,10 @@
 // LastBySubject, SeqAtOrAfterTime, Subjects and State share a read lock;
 // WaitDurable runs an fsync while holding neither, and concurrent callers
 // share it (group commit). Each Stream runs one background goroutine for
-// periodic syncs and MaxAge expiry; Close stops it. Messages returned are
-// copies the caller owns.
+// periodic syncs, MaxAge expiry and expiry rounds (see Expiry), which
+// calls Options.OnExpire; a file-backed ConsumerState under SyncInterval
+// runs one for its fsyncs. Close stops them. Messages returned are copies
+// the caller owns.
 //
 // # Memory
 //
@@ -41,14 +45,53 @@
 // current as subjects come and go). Payloads of file storage are not kept in
 // memory: reads go to the operating system's page cache.
 //
+// # Expiry
+//
+// Three things remove messages by time, all applied here:
+//
+//   - MaxAge removes the messages older than it, but those appended with
+//     TTLNever. On a stream without delete markers, Append and the reads
+//     apply it as they go: the expired messages are a prefix of the
+//     stream (timestamps never decrease), removed once the first is due,
+//     and no read returns one. Like removals by the other limits, these
+//     are not reported.
+//   - A TTL, given to Append (Options.AllowMsgTTL), removes its message
+//     that long after its timestamp, whatever the limits say. Expiry
+//     rounds apply TTLs: the background goroutine keeps a heap of them and
+//     wakes for the earliest.
+//   - With Options.SubjectDeleteMarkerTTL, when MaxAge or a TTL removes
+//     the only message of a subject (not itself a delete marker or a
+//     key-value purge), an empty message takes its place, with the
+//     headers Nats-Marker-Reason: MaxAge, Nats-TTL (the marker TTL) and
+//     Nats-Rollup: sub, so that watchers see the subject go. On such a
+//     stream the rounds apply MaxAge too (a marker is an append, which
+//     reads must not make), and a TTL shorter than the marker TTL is
+//     raised to it unless MaxMsgsPerSubject is 1. A marker is made durable
+//     before the message it replaces is deleted.
+//
+// A round reports what it removed and appended to Options.OnExpire, and
+// holds Options.AppendLock while it runs, so that a caller that checks
+// the stream (its last sequence, say) and then appends under that lock
+// never sees a marker come in between. Options.HoldExpiry defers the
+// rounds until StartExpiry.
+//
+// TTLs are stored nowhere but in the messages' headers: Open reads every
+// stored message's TTLHeader back, when TTLs are allowed, to rebuild the
+// heap and the exemptions from MaxAge. That keeps the log the one record
+// of a TTL, with no second file to keep consistent with it through
+// crashes, torn writes and damage, and the files as they were; the price
+// is a read of every message at Open, for streams with TTLs only.
+//
 // # Durability
 //
+// One policy, Durability, says when a Stream and a ConsumerState fsync,
+// and the store runs every fsync it implies, background ones included.
 // File storage writes every Append to the operating system before it
 // returns, so a process crash loses nothing Append returned. What an
 // operating system crash or power loss may take depends on the SyncPolicy:
 // with SyncAlways nothing that WaitDurable confirmed; with SyncInterval up
-// to one SyncInterval of messages (acknowledged or not); with SyncNever
-// whatever the operating system had not flushed. When a write fails (a full
+// to one Durability.Interval of messages (acknowledged or not); with
+// SyncNever whatever the operating system had not flushed. When a write fails (a full
 // disk), Append returns ErrWrite, nothing partial remains, the sequence is
 // not consumed, and the stream keeps working once writes succeed again.
 // When an fsync fails, WaitDurable returns ErrSync for every sequence it
@@ -78,80 +121,21 @@
 // front of the stream by raising the floor. Recovery re-applies the limits,
 // so a removal by limits lost in a crash is redone.
 //
-// # Record
+// # Formats
 //
-// A log file is a sequence of records; integers are little-endian.
+// Each file format is drawn next to the code that reads and writes it:
 //
-//	0        4        8                16               24     26       30
-//	+--------+--------+----------------+----------------+------+--------+---------+---------+------+
-//	| length | crc32c | sequence       | timestamp (ns) | subj | header | subject | headers | data |
-//	| uint32 | uint32 | uint64         | int64          | len  | len    |         |         |      |
-//	|        |        |                |                | u16  | u32    |         |         |      |
-//	+--------+--------+----------------+----------------+------+--------+---------+---------+------+
-//	|<------------------------------------ length ------------------------------------------------>|
+//	record.go       a segment's records (the .log files)
+//	index.go        a sealed segment's index (.idx, SKIFFIX1)
+//	delfile.go      the sequences deleted from a segment's middle (.del)
+//	meta.go         the floor's two slots in the meta file (SKMT)
+//	hwm.go          the high water mark's two slots after them (SKHW)
+//	gone.go         the marker a removed segment leaves (.gone)
+//	consumerfmt.go  a consumer's log (consumer.log) and snapshot
+//	                (consumer.snap, SKIFFCS2)
 //
-// length counts the whole record. The CRC32C (Castagnoli) covers the length
-// field and everything after the checksum field. Before allocating, a
-// reader checks that length is at least the 30-byte framing plus a
-// one-byte subject, at most MaxRecordSize (64 MiB) and within the file.
-// Records of a segment hold consecutive sequences from the segment's first.
-// A record's size is what a message counts against MaxBytes.
-//
-// # Index
-//
-// A sealed segment's index lets Open rebuild the in-memory index of the
-// segment (sequence to offset, timestamp, size and subject, which the
-// per-subject index and the limits need) without reading the log. It is
-// dense, one entry per record, because Open needs every record's subject
-// and timestamp anyway: a sparse index would force a scan of the log.
-//
-//	+----------+-------+-------+-------+---------+------------+------------------+-----------------+--------+
-//	| SKIFFIX1 | first | count | nsubj | logSize | validSize  | subject table    | entries         | crc32c |
-//	| 8 bytes  | u64   | u32   | u32   | u64     | u64        | nsubj x          | count x         | u32    |
-//	|          |       |       |       |         |            | (u16 len, bytes) | (u32 offset,    |        |
-//	|          |       |       |       |         |            |                  |  u32 size,      |        |
-//	|          |       |       |       |         |            |                  |  i64 timestamp, |        |
-//	|          |       |       |       |         |            |                  |  u32 subject)   |        |
-//	+----------+-------+-------+-------+---------+------------+------------------+-----------------+--------+
-//
-// Entry i is sequence first+i. logSize is the log file's size when the
-// index was written; an index whose logSize differs from the log's is
-// stale. validSize is the bytes of good records (less than logSize only for
-// a segment with a corrupt record, so that it is not rescanned at every
-// Open). An index is trusted only if its checksum matches, it is not stale,
-// its entries tile [0, validSize) with plausible sizes and non-decreasing
-// timestamps, its subjects are valid, and the last record it points at
-// decodes with the right sequence; otherwise the segment is scanned and the
-// index rewritten. A segment's index is written by the first sync round
-// after it is sealed, once the segment is fsynced (under SyncNever, without
-// waiting for one), and is not fsynced itself: a torn or lost index is
-// simply rebuilt. Under SyncNever an operating system crash can leave an
-// index on disk for a log whose data was not; recovery's checks then catch
-// it, or Get reports the damaged records as ErrCorrupt.
-//
-// # Delete file and meta file
-//
-//	.del: batches   +-------+--------+---------------------+
-//	                | count | crc32c | count x u64 sequence |
-//	                | u32   | u32    |                      |
-//	                +-------+--------+---------------------+
-//
-//	meta: two slots +------+---------+-----+------------+-------+--------+-----+
-//	 at 0 and 32    | SKMT | version | pad | generation | floor | crc32c | pad |
-//	                | 4    | u8      | 3   | u64        | u64   | u32    | 4   |
-//	                +------+---------+-----+------------+-------+--------+-----+
-//	then two slots  +------+--------+------------+------+--------------+
-//	 at 64 and 96   | SKHW | crc32c | generation | high | active first |
-//	                | 4    | u32    | u64        | u64  | u64          |
-//	                +------+--------+------------+------+--------------+
-//
-// A .del batch's CRC32C covers its count and sequences; a torn last batch is
-// truncated on Open. The meta file's slots are written alternately in
-// place, so a torn write damages only the slot being written; Open uses the
-// good slot with the highest generation. The floor also carries the last
-// sequence across a purge of everything. The high water slots (hwm.go)
-// hold the last sequence written and the first sequence of the segment
-// taking appends; a meta file without them (64 bytes) is read as before.
+// Integers are little-endian, and every checksum is a CRC32C
+// (Castagnoli).
 //
 // # Recovery
 //
@@ -182,32 +166,12 @@
 //
 // # Consumer state
 //
-// OpenConsumerState keeps two files in its directory. consumer.log is an
-// append-only log of changes, each a record framed like a stream record:
-//
-//	+--------+--------+-----------+----+-----------------------------------------+
-//	| length | crc32c | lsn       | op | operands                                |
-//	| u32    | u32    | u64       | u8 | Delivered: dseq, sseq, dc u64, ts i64   |
-//	|        |        |           |    | Ack, AckAll: dseq, sseq u64             |
-//	|        |        |           |    | Start: ack floor dseq, sseq u64         |
-//	+--------+--------+-----------+----+-----------------------------------------+
-//
-// consumer.snap is the whole state as of an LSN, written to a temporary
-// file, fsynced and renamed into place when the consumer is created and
-// when the log grows past 1 MiB and four times the last snapshot; then the
-// log starts over with one Start record, whose LSN is the snapshot's. Open
-// loads the snapshot and replays the log records with a higher LSN,
-// truncating a torn tail, stepping over damage (consumerresync.go) and
-// reporting a log emptied or cut at its start (consumerlost.go).
-//
-//	+------------------------+-----------------------------------------+
-//	| SKIFFCS2               | magic, 8 bytes (SKIFFCS1: an older      |
-//	|                        | version's, whose log has no Start)      |
-//	| lsn                    | u64: the last change it includes        |
-//	| delivered              | u64 consumer seq, u64 stream seq        |
-//	| ack floor              | u64 consumer seq, u64 stream seq        |
-//	| npending, pending      | u32, then (sseq, cseq u64, ts i64) each |
-//	| nredelivered, entries  | u32, then (sseq, count u64) each        |
-//	| crc32c                 | u32 over everything before              |
-//	+------------------------+-----------------------------------------+
+// OpenConsumerState keeps a consumer's state in two files: consumer.log,
+// an append-only log of changes (deliveries, acknowledgements), and
+// consumer.snap, the whole state as of a point in the log, written when
+// the consumer is created and when the log grows past 1 MiB and four
+// times the last snapshot, after which the log starts over. Open loads
+// the snapshot and replays the log after it, truncating a torn tail,
+// stepping over damage (consumerresync.go) and reporting a log emptied or
+// cut at its start (consumerlost.go). The formats are in consumerfmt.go.
 package store

@@ -17,7 +17,7 @@ func ExampleOpen() {
 	}
 	defer func() { _ = s.Close() }()
 	for _, subj := range []string{"orders.eu", "orders.us", "orders.eu", "orders.eu"} {
-		seq, _, err := s.Append(subj, nil, []byte("payload"))
+		seq, _, err := s.Append(subj, nil, []byte("payload"), 0)
 		if err != nil {
 			panic(err)
 		}
@@ -39,7 +39,7 @@ func ExampleStream_Next() {
 	s, _ := store.Open(store.Options{Storage: store.MemoryStorage})
 	defer func() { _ = s.Close() }()
 	for _, subj := range []string{"orders.eu.created", "stock.eu", "orders.us.created", "orders.eu.paid"} {
-		if _, _, err := s.Append(subj, nil, nil); err != nil {
+		if _, _, err := s.Append(subj, nil, nil, 0); err != nil {
 			fmt.Println(err)
 		}
 	}
@@ -61,7 +61,7 @@ func ExampleStream_Purge() {
 	s, _ := store.Open(store.Options{Storage: store.MemoryStorage})
 	defer func() { _ = s.Close() }()
 	for _, subj := range []string{"a.1", "b.1", "a.2", "a.1", "b.2"} {
-		if _, _, err := s.Append(subj, nil, nil); err != nil {
+		if _, _, err := s.Append(subj, nil, nil, 0); err != nil {
 			fmt.Println(err)
 		}
 	}
@@ -104,7 +104,7 @@ func ExampleOpen_reopen() {
 		panic(err)
 	}
 	for _, subj := range []string{"orders.eu", "orders.us", "orders.eu"} {
-		seq, _, err := s.Append(subj, nil, []byte("payload"))
+		seq, _, err := s.Append(subj, nil, []byte("payload"), 0)
 		if err != nil {
 			panic(err)
 		}
@@ -126,7 +126,7 @@ func ExampleOpen_reopen() {
 	defer func() { _ = s.Close() }()
 	st := s.State()
 	fmt.Println(st.Msgs, st.FirstSeq, st.LastSeq, st.NumDeleted)
-	seq, _, _ := s.Append("orders.us", nil, nil)
+	seq, _, _ := s.Append("orders.us", nil, nil, 0)
 	fmt.Println(seq) // sequences go on where they stopped
 	// Output:
 	// 2 1 3 1

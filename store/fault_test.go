@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // TestENOSPC fills the disk at random points. A failed Append returns
@@ -20,8 +22,8 @@ func TestENOSPC(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, seed))
-			mem := newMemFS()
-			ffs := newFaultFS(mem)
+			mem := storetest.NewMemFS()
+			ffs := storetest.NewFaultFS(mem)
 			o := Options{Dir: memDir, FS: ffs, SegmentBytes: 2048, MaxMsgsPerSubject: 20, Logger: quiet}
 			s, err := Open(o)
 			require.NoError(t, err)
@@ -30,12 +32,12 @@ func TestENOSPC(t *testing.T) {
 			failures := 0
 			for i := 0; i < 600; i++ {
 				if rng.IntN(10) == 0 {
-					ffs.setBudget(int64(rng.IntN(400))) // the disk fills up
+					ffs.SetBudget(int64(rng.IntN(400))) // the disk fills up
 					if rng.IntN(3) == 0 {
-						ffs.setBudget(int64(rng.IntN(200_000))) // ... inside a large record, perhaps
+						ffs.SetBudget(int64(rng.IntN(200_000))) // ... inside a large record, perhaps
 					}
 				} else if rng.IntN(8) == 0 {
-					ffs.setBudget(-1) // space is freed
+					ffs.SetBudget(-1) // space is freed
 				}
 				if rng.IntN(20) == 0 && len(want) > 0 {
 					q := last - uint64(rng.IntN(10))
@@ -56,7 +58,7 @@ func TestENOSPC(t *testing.T) {
 					data = payload(uint64(i), inlineDataMax+1+rng.IntN(60_000))
 				}
 				subj := fmt.Sprintf("e.%d", rng.IntN(7))
-				seq, _, err := s.Append(subj, nil, data)
+				seq, _, err := s.Append(subj, nil, data, 0)
 				if err != nil {
 					require.ErrorIs(t, err, ErrWrite)
 					require.ErrorIs(t, err, syscall.ENOSPC)
@@ -68,7 +70,7 @@ func TestENOSPC(t *testing.T) {
 				want[seq] = data
 			}
 			require.Greater(t, failures, 20)
-			ffs.setBudget(-1)
+			ffs.SetBudget(-1)
 			// Per-subject limits removed some; compare against the stream.
 			live := liveSeqs(t, s)
 			for _, q := range live {
@@ -100,8 +102,8 @@ func TestENOSPC(t *testing.T) {
 // segment and become durable once fsync works again, and an operating
 // system crash loses nothing that WaitDurable confirmed.
 func TestSyncEIO(t *testing.T) {
-	mem := newMemFS()
-	ffs := newFaultFS(mem)
+	mem := storetest.NewMemFS()
+	ffs := storetest.NewFaultFS(mem)
 	s, err := Open(Options{Dir: memDir, FS: ffs, Logger: quiet})
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
@@ -109,31 +111,31 @@ func TestSyncEIO(t *testing.T) {
 		mustAppend(t, s, "x", fmt.Sprint(i))
 	}
 	require.NoError(t, s.WaitDurable(5))
-	ffs.failSync(syscall.EIO)
+	ffs.FailSync(syscall.EIO)
 	for i := 6; i <= 7; i++ {
 		mustAppend(t, s, "x", fmt.Sprint(i))
 	}
 	// 8 is appended while the failing fsync runs, into the same file.
-	ffs.onSync = func() { mustAppend(t, s, "x", "8") }
+	ffs.OnFailedSync(func() { mustAppend(t, s, "x", "8") })
 	err = s.WaitDurable(7)
 	require.ErrorIs(t, err, ErrSync)
 	require.ErrorIs(t, err, syscall.EIO)
-	ffs.failSync(nil)
+	ffs.FailSync(nil)
 	require.ErrorIs(t, s.WaitDurable(8), ErrSync, "written after the failure, into the failed file")
 	require.ErrorIs(t, s.WaitDurable(6), ErrSync)
 	require.NoError(t, s.WaitDurable(5))
-	ffs.failSync(nil)
+	ffs.FailSync(nil)
 	seq := mustAppend(t, s, "x", "9")
 	require.NoError(t, s.WaitDurable(seq))
 	require.ErrorIs(t, s.WaitDurable(7), ErrSync, "a later success does not clear a failure")
-	require.Len(t, mem.names(memDir, logExt), 2, "the failed segment was sealed")
+	require.Len(t, mem.Names(memDir, logExt), 2, "the failed segment was sealed")
 	for q := uint64(1); q <= 9; q++ {
 		_, err := s.Get(q)
 		require.NoError(t, err, "reads still see %d", q)
 	}
 
 	// An OS crash now: 1-5 and 9 were confirmed durable.
-	crashed := mem.crashClone()
+	crashed := mem.CrashClone()
 	s2, err := Open(Options{Dir: memDir, FS: crashed, Logger: quiet})
 	require.NoError(t, err)
 	defer func() { _ = s2.Close() }()
@@ -149,13 +151,13 @@ func TestSyncEIO(t *testing.T) {
 // TestSyncIntervalReportsFailure: under SyncInterval, WaitDurable does not
 // wait, but reports a failed background fsync for the messages it covered.
 func TestSyncIntervalReportsFailure(t *testing.T) {
-	ffs := newFaultFS(newMemFS())
-	s, err := Open(Options{Dir: memDir, FS: ffs, Sync: SyncInterval, SyncInterval: 5 * time.Millisecond, Logger: quiet})
+	ffs := storetest.NewFaultFS(storetest.NewMemFS())
+	s, err := Open(Options{Dir: memDir, FS: ffs, Durability: Durability{Sync: SyncInterval, Interval: 5 * time.Millisecond}, Logger: quiet})
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
 	mustAppend(t, s, "x", "1")
 	require.Eventually(t, func() bool { return s.gc.durable.Load() >= 1 }, 5*time.Second, time.Millisecond)
-	ffs.failSync(syscall.EIO)
+	ffs.FailSync(syscall.EIO)
 	seq := mustAppend(t, s, "x", "2")
 	require.Eventually(t, func() bool { return errors.Is(s.WaitDurable(seq), ErrSync) }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, s.WaitDurable(1))
@@ -165,7 +167,7 @@ func TestSyncIntervalReportsFailure(t *testing.T) {
 // system crashes (only fsynced bytes survive) at many points: every
 // sequence WaitDurable confirmed is there.
 func TestOSCrashSyncAlways(t *testing.T) {
-	mem := newMemFS()
+	mem := storetest.NewMemFS()
 	o := Options{Dir: memDir, FS: mem, SegmentBytes: 1500, MaxMsgs: 200, Logger: quiet}
 	s, err := Open(o)
 	require.NoError(t, err)
@@ -174,7 +176,7 @@ func TestOSCrashSyncAlways(t *testing.T) {
 	durable := map[uint64][]byte{}
 	for i := 0; i < 400; i++ {
 		data := payload(uint64(i), rng.IntN(200))
-		seq, _, err := s.Append(fmt.Sprintf("o.%d", i%3), nil, data)
+		seq, _, err := s.Append(fmt.Sprintf("o.%d", i%3), nil, data, 0)
 		require.NoError(t, err)
 		if rng.IntN(3) == 0 {
 			require.NoError(t, s.WaitDurable(seq))
@@ -187,7 +189,7 @@ func TestOSCrashSyncAlways(t *testing.T) {
 		}
 		if rng.IntN(25) == 0 {
 			o2 := o
-			o2.FS = mem.crashClone()
+			o2.FS = mem.CrashClone()
 			c, err := Open(o2)
 			require.NoError(t, err)
 			for q, d := range durable {

@@ -161,7 +161,7 @@ func (fb *fileBackend) persistFloor(floor uint64) error {
 	if err := fb.writeMeta(floor); err != nil {
 		return err
 	}
-	if fb.opts.Sync != SyncNever {
+	if fb.opts.Durability.Sync != SyncNever {
 		if err := fb.meta.Sync(); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrSync, metaName, err)
 		}
@@ -186,7 +186,7 @@ func (fb *fileBackend) persistDeletes(seqs []uint64) (int, error) {
 			return done, err
 		}
 		done = j
-		if fb.opts.Sync == SyncAlways {
+		if fb.opts.Durability.Sync == SyncAlways {
 			if err := s.del.f.Sync(); err != nil {
 				// Written but maybe not durable: the delete stands, the error says so.
 				return done, fmt.Errorf("%w: %s: %w", ErrSync, segmentBase(s.first)+delExt, err)

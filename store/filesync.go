@@ -7,7 +7,7 @@ import (
 )
 
 // A sync round of file storage, run by WaitDurable (SyncAlways), by the
-// background goroutine every SyncInterval, and by Close:
+// background goroutine every Durability.Interval, and by Close:
 //
 //  1. under the stream's lock, prepareSync writes buffered delete records
 //     and the floor, and collects the files written since their last fsync;
@@ -153,7 +153,7 @@ func (fb *fileBackend) finishSync(sp syncPlan, err error) {
 	if p.dir && !p.dirOK {
 		fb.dirDirty = true
 	}
-	if len(fb.gone) > 0 && ((p.fsync && !fb.metaDirty) || fb.opts.Sync == SyncNever) {
+	if len(fb.gone) > 0 && ((p.fsync && !fb.metaDirty) || fb.opts.Durability.Sync == SyncNever) {
 		fb.dropStaleMarkers()
 	}
 	for _, j := range p.index {
@@ -183,7 +183,7 @@ func (fb *fileBackend) retireLast(fsynced bool) {
 	if s.live > 0 || fb.savedFloor <= s.last {
 		return
 	}
-	if fb.opts.Sync != SyncNever && (!fsynced || fb.metaDirty) {
+	if fb.opts.Durability.Sync != SyncNever && (!fsynced || fb.metaDirty) {
 		return
 	}
 	fb.dropSegment(s)

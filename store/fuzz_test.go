@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // FuzzRecordDecode feeds arbitrary bytes to the record decoder and to a
@@ -41,7 +43,7 @@ func FuzzRecordDecode(f *testing.F) {
 				}
 			}
 		}
-		file := &memFile{fs: newMemFS(), n: &memNode{data: b}}
+		file := storetest.FileOf(b)
 		ents, valid, err := scanLog(file, first, int64(len(b)))
 		if err == nil && valid != int64(len(b)) {
 			t.Fatalf("clean scan covered %d of %d bytes", valid, len(b))
@@ -78,7 +80,7 @@ func FuzzIndexLoad(f *testing.F) {
 	indexFixtureOnce.Do(func() {
 		indexFixture = newFixture(f, 40, 20, 700)
 		idx := path.Join(memDir, indexFixture.segments(nil)[1][:20]+idxExt)
-		indexFixtureIdx = indexFixture.fs.bytes(idx)
+		indexFixtureIdx = indexFixture.fs.Contents(idx)
 	})
 	fx := indexFixture
 	good := indexFixtureIdx
@@ -90,14 +92,14 @@ func FuzzIndexLoad(f *testing.F) {
 	segs := fx.segments(nil)
 	idxName := path.Join(memDir, segs[1][:20]+idxExt)
 	first, _ := parseSegmentName(segs[1], logExt)
-	logSize := int64(len(fx.fs.bytes(path.Join(memDir, segs[1]))))
+	logSize := int64(len(fx.fs.Contents(path.Join(memDir, segs[1]))))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ents, valid, err := decodeIndex(b, first, logSize)
 		if err == nil && (valid > logSize || len(ents) > len(b)/idxEntrySize) {
 			t.Fatalf("implausible index accepted: %d entries, valid %d", len(ents), valid)
 		}
-		fsys := fx.fs.clone()
-		fsys.setBytes(idxName, b)
+		fsys := fx.fs.Clone()
+		fsys.SetContents(idxName, b)
 		s, err := Open(Options{Dir: memDir, FS: fsys, SegmentBytes: 700, Logger: quiet})
 		require.NoError(t, err)
 		defer func() { _ = s.Close() }()
@@ -110,7 +112,7 @@ func FuzzIndexLoad(f *testing.F) {
 			require.Equal(t, w, *m)
 		}
 		require.Equal(t, uint64(len(fx.want)), s.State().Msgs)
-		require.Equal(t, good, fsys.bytes(idxName))
+		require.Equal(t, good, fsys.Contents(idxName))
 	})
 }
 

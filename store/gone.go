@@ -20,7 +20,12 @@ import (
 // covers is reported as lost (logged as an error, and in
 // RecoveryReport.Missing). A marker below the floor on disk says nothing
 // the floor does not: it is removed, at start and once a sync round has
-// made the floor above it durable.
+// made the floor above it durable. A marker is 8 bytes:
+//
+//	+---------------------------+
+//	| last sequence, u64 little |
+//	| endian                    |
+//	+---------------------------+
 const goneExt = ".gone"
 
 // MissingRange is a run of sequences between two segments that no segment

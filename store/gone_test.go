@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // A segment file lost from the middle or the front of a stream is reported
@@ -22,7 +24,7 @@ func TestMissingMiddleSegmentIsReported(t *testing.T) {
 		dir := t.TempDir()
 		s := open(dir)
 		for i := 0; i < 200; i++ {
-			_, _, err := s.Append("a", nil, make([]byte, 200))
+			_, _, err := s.Append("a", nil, make([]byte, 200), 0)
 			require.NoError(t, err)
 		}
 		require.NoError(t, s.Close())
@@ -58,23 +60,23 @@ func TestMissingMiddleSegmentIsReported(t *testing.T) {
 		// the next sync round: a crash before it leaves only the marker
 		// to say the segment went on purpose. Once the floor is on disk,
 		// the marker goes.
-		mem := newMemFS()
-		o := Options{Dir: memDir, FS: mem, SegmentBytes: 4096, MaxMsgs: 50, SyncInterval: time.Hour, Logger: quiet}
+		mem := storetest.NewMemFS()
+		o := Options{Dir: memDir, FS: mem, SegmentBytes: 4096, MaxMsgs: 50, Durability: Durability{Interval: time.Hour}, Logger: quiet}
 		s, err := Open(o)
 		require.NoError(t, err)
 		for i := 0; i < 200; i++ {
-			_, _, err := s.Append("a", nil, make([]byte, 200))
+			_, _, err := s.Append("a", nil, make([]byte, 200), 0)
 			require.NoError(t, err)
 		}
-		require.NotEmpty(t, mem.names(memDir, goneExt), "the segments removed from the front are marked")
-		o.FS = mem.clone() // a crash now: the floor on disk is still 0
+		require.NotEmpty(t, mem.Names(memDir, goneExt), "the segments removed from the front are marked")
+		o.FS = mem.Clone() // a crash now: the floor on disk is still 0
 		crashed, err := Open(o)
 		require.NoError(t, err)
 		require.Empty(t, crashed.Recovery().Missing)
 		require.NoError(t, crashed.Close())
 
 		require.NoError(t, s.Close()) // a sync round: the floor is on disk
-		require.Empty(t, mem.names(memDir, goneExt), "markers below the floor are removed")
+		require.Empty(t, mem.Names(memDir, goneExt), "markers below the floor are removed")
 		o.FS = mem
 		s, err = Open(o)
 		require.NoError(t, err)

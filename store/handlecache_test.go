@@ -7,10 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // tinyHandleCache is a cache that keeps one descriptor open, below the
@@ -104,50 +105,14 @@ func TestHandleCacheRenameRemove(t *testing.T) {
 	require.NoError(t, b.Close())
 }
 
-// syncCountFS counts fsyncs and fails them while fail is set.
-type syncCountFS struct {
-	FS
-	syncs atomic.Int64
-	fail  atomic.Bool
-}
-
-func (s *syncCountFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
-	f, err := s.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return &syncCountFile{File: f, fs: s}, nil
-}
-
-func (s *syncCountFS) Create(name string) (File, error) {
-	f, err := s.FS.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return &syncCountFile{File: f, fs: s}, nil
-}
-
-type syncCountFile struct {
-	File
-	fs *syncCountFS
-}
-
 var errInjectedSync = errors.New("injected fsync error")
-
-func (f *syncCountFile) Sync() error {
-	f.fs.syncs.Add(1)
-	if f.fs.fail.Load() {
-		return errInjectedSync
-	}
-	return f.File.Sync()
-}
 
 // TestHandleCacheEvictSyncs: a file written since its last Sync is fsynced
 // before its descriptor is closed, a clean one is not, and a failed
 // eviction fsync is reported by the file's next Sync.
 func TestHandleCacheEvictSyncs(t *testing.T) {
 	dir := t.TempDir()
-	inner := &syncCountFS{FS: OSFS}
+	inner := storetest.NewFaultFS(OSFS)
 	c := tinyHandleCache(inner)
 	a, err := c.Create(filepath.Join(dir, "a"))
 	require.NoError(t, err)
@@ -155,20 +120,20 @@ func TestHandleCacheEvictSyncs(t *testing.T) {
 	require.NoError(t, err)
 	b, err := c.Create(filepath.Join(dir, "b"))
 	require.NoError(t, err)
-	require.Equal(t, int64(1), inner.syncs.Load(), "a was dirty")
+	require.Equal(t, int64(1), inner.Syncs(), "a was dirty")
 	require.NoError(t, a.Sync(), "nothing to do: fsynced when evicted")
-	require.Equal(t, int64(1), inner.syncs.Load())
+	require.Equal(t, int64(1), inner.Syncs())
 
 	_, err = a.ReadAt(make([]byte, 1), 0) // closes b, which is clean
 	require.NoError(t, err)
-	require.Equal(t, int64(1), inner.syncs.Load())
+	require.Equal(t, int64(1), inner.Syncs())
 
 	_, err = a.Write([]byte("more"))
 	require.NoError(t, err)
-	inner.fail.Store(true)
+	inner.FailSync(errInjectedSync)
 	_, err = b.ReadAt(make([]byte, 1), 0) // closes a, dirty: the fsync fails
 	require.ErrorIs(t, err, io.EOF)
-	inner.fail.Store(false)
+	inner.FailSync(nil)
 	require.ErrorIs(t, a.Sync(), errInjectedSync)
 	require.NoError(t, a.Sync(), "reported once")
 	require.NoError(t, a.Close())

@@ -51,7 +51,7 @@ func mustOpen(t testing.TB, o Options) *Stream {
 // mustAppend appends and returns the sequence.
 func mustAppend(t testing.TB, s *Stream, subj, data string) uint64 {
 	t.Helper()
-	seq, _, err := s.Append(subj, nil, []byte(data))
+	seq, _, err := s.Append(subj, nil, []byte(data), 0)
 	require.NoError(t, err)
 	return seq
 }

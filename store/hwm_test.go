@@ -56,8 +56,8 @@ func TestLostLastSegment(t *testing.T) {
 		{"last segment shorter", 2048, func(t *testing.T, f *fixture) uint64 {
 			segs := f.segments(nil)
 			name := path.Join(memDir, segs[len(segs)-1])
-			b := f.fs.bytes(name)
-			f.fs.setBytes(name, b[:lastRecordStart(t, b)])
+			b := f.fs.Contents(name)
+			f.fs.SetContents(name, b[:lastRecordStart(t, b)])
 			delete(f.want, f.last)
 			f.last--
 			return 0
@@ -80,7 +80,7 @@ func TestLostLastSegment(t *testing.T) {
 			require.Equal(t, MissingRange{First: last - lost + 1, Last: last}, *rep.LostTail)
 			require.Equal(t, lost, rep.LostRecords())
 			require.Equal(t, last, s.State().LastSeq)
-			seq, _, err := s.Append("after", nil, []byte("x"))
+			seq, _, err := s.Append("after", nil, []byte("x"), 0)
 			require.NoError(t, err)
 			require.Equal(t, last+1, seq, "no sequence used again")
 			require.Equal(t, "x", string(mustGet(t, s, seq).Data))
@@ -103,9 +103,9 @@ func TestMetaWithoutHighWater(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	name := path.Join(memDir, metaName)
-	b := f.fs.bytes(name)
+	b := f.fs.Contents(name)
 	require.Len(t, b, hwOffset+2*hwSlotSize)
-	f.fs.setBytes(name, b[:hwOffset])
+	f.fs.SetContents(name, b[:hwOffset])
 	for q := uint64(1); q < 5; q++ {
 		delete(f.want, q)
 	}
@@ -114,5 +114,5 @@ func TestMetaWithoutHighWater(t *testing.T) {
 	require.Nil(t, s.Recovery().LostTail)
 	mustAppend(t, s, "a", "b")
 	require.NoError(t, s.Close())
-	require.Len(t, f.fs.bytes(name), hwOffset+2*hwSlotSize)
+	require.Len(t, f.fs.Contents(name), hwOffset+2*hwSlotSize)
 }

@@ -8,7 +8,36 @@ import (
 	"github.com/skiffmq/skiff/subject"
 )
 
-// Index file layout; see the diagram in doc.go.
+// A sealed segment's index lets Open rebuild the in-memory index of the
+// segment (sequence to offset, timestamp, size and subject, which the
+// per-subject index and the limits need) without reading the log. It is
+// dense, one entry per record, because Open needs every record's subject
+// and timestamp anyway: a sparse index would force a scan of the log.
+// Integers are little-endian:
+//
+//	+----------+-------+-------+-------+---------+------------+------------------+-----------------+--------+
+//	| SKIFFIX1 | first | count | nsubj | logSize | validSize  | subject table    | entries         | crc32c |
+//	| 8 bytes  | u64   | u32   | u32   | u64     | u64        | nsubj x          | count x         | u32    |
+//	|          |       |       |       |         |            | (u16 len, bytes) | (u32 offset,    |        |
+//	|          |       |       |       |         |            |                  |  u32 size,      |        |
+//	|          |       |       |       |         |            |                  |  i64 timestamp, |        |
+//	|          |       |       |       |         |            |                  |  u32 subject)   |        |
+//	+----------+-------+-------+-------+---------+------------+------------------+-----------------+--------+
+//
+// Entry i is sequence first+i. logSize is the log file's size when the
+// index was written; an index whose logSize differs from the log's is
+// stale. validSize is the bytes of good records (less than logSize only for
+// a segment with a corrupt record, so that it is not rescanned at every
+// Open). An index is trusted only if its checksum matches, it is not stale,
+// its entries tile [0, validSize) with plausible sizes and non-decreasing
+// timestamps, its subjects are valid, and the last record it points at
+// decodes with the right sequence; otherwise the segment is scanned and the
+// index rewritten. A segment's index is written by the first sync round
+// after it is sealed, once the segment is fsynced (under SyncNever, without
+// waiting for one), and is not fsynced itself: a torn or lost index is
+// simply rebuilt. Under SyncNever an operating system crash can leave an
+// index on disk for a log whose data was not; recovery's checks then catch
+// it, or Get reports the damaged records as ErrCorrupt.
 const (
 	idxMagic      = "SKIFFIX1"
 	idxHeaderSize = 40

@@ -9,7 +9,18 @@ import (
 // (purged or removed by limits), and the next sequence is at least the
 // floor. It has two fixed slots written alternately in place, so a torn
 // write can damage only the slot being written and the other still holds
-// the previous floor; see doc.go.
+// the previous floor. Open uses the good slot with the highest
+// generation. Integers are little-endian:
+//
+//	meta: two slots +------+---------+-----+------------+-------+--------+-----+
+//	 at 0 and 32    | SKMT | version | pad | generation | floor | crc32c | pad |
+//	                | 4    | u8      | 3   | u64        | u64   | u32    | 4   |
+//	                +------+---------+-----+------------+-------+--------+-----+
+//
+// The CRC32C covers the 24 bytes before it. The floor also carries the last
+// sequence across a purge of everything. Two more slots follow, for the
+// high water mark (hwm.go); a meta file without them (64 bytes) is read as
+// before.
 const (
 	metaName     = "meta"
 	metaMagic    = "SKMT"

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -39,7 +40,7 @@ const (
 	// on stable storage before the layer above acknowledges it. Concurrent
 	// waiters share one fsync (group commit). It is the zero value.
 	SyncAlways SyncPolicy = iota
-	// SyncInterval fsyncs in the background every Options.SyncInterval. An
+	// SyncInterval fsyncs in the background every Durability.Interval. An
 	// operating system crash loses at most the messages appended in the
 	// last interval (plus the time one fsync takes), even though they were
 	// acknowledged.
@@ -61,6 +62,37 @@ func (p SyncPolicy) String() string {
 		return "never"
 	}
 	return fmt.Sprintf("SyncPolicy(%d)", uint8(p))
+}
+
+// Durability says when file storage calls fsync: one policy for a
+// Stream's messages and for a ConsumerState alike, and the store runs
+// every fsync it implies, background ones included. The zero value is
+// SyncAlways with the default interval.
+type Durability struct {
+	// Sync is the fsync policy (default SyncAlways).
+	Sync SyncPolicy
+	// Interval is the period of background fsyncs under SyncInterval
+	// (default DefaultSyncInterval). A Stream also flushes its delete
+	// records and indexes at this period, under every policy.
+	Interval time.Duration
+}
+
+// fill replaces a zero Interval with the default.
+func (d *Durability) fill() {
+	if d.Interval == 0 {
+		d.Interval = DefaultSyncInterval
+	}
+}
+
+// validate reports an invalid policy or interval.
+func (d *Durability) validate() error {
+	switch {
+	case d.Sync > SyncNever:
+		return fmt.Errorf("%w: unknown sync policy %d", ErrInvalidConfig, d.Sync)
+	case d.Interval < 0:
+		return fmt.Errorf("%w: negative sync interval %v", ErrInvalidConfig, d.Interval)
+	}
+	return nil
 }
 
 // Discard says what Append does when a new message would break a limit.
@@ -120,7 +152,9 @@ type Options struct {
 	MaxBytes int64
 	// MaxMsgsPerSubject bounds the messages on each subject; 0 is unlimited.
 	MaxMsgsPerSubject int64
-	// MaxAge removes messages older than this; 0 keeps them forever.
+	// MaxAge removes messages older than this, but those appended with
+	// TTLNever; 0 keeps them forever. See "Expiry" in the package
+	// documentation.
 	MaxAge time.Duration
 	// MaxMsgSize bounds len(subject)+len(headers)+len(data) of one message;
 	// 0 means the hard cap (MaxRecordSize less framing).
@@ -132,12 +166,40 @@ type Options struct {
 	Discard              Discard
 	DiscardNewPerSubject bool
 
-	// Sync is the fsync policy of file storage (default SyncAlways).
-	Sync SyncPolicy
-	// SyncInterval is the period of background fsyncs under SyncInterval,
-	// and of background flushes of delete records and indexes under every
-	// policy (default 100ms).
-	SyncInterval time.Duration
+	// Durability is when file storage fsyncs (default SyncAlways, every
+	// 100ms in the background under SyncInterval).
+	Durability Durability
+
+	// AllowMsgTTL lets Append give a message a TTL, after which the
+	// store removes it whatever the limits say, and makes Open rebuild
+	// the TTLs of the stored messages from their TTLHeader headers.
+	AllowMsgTTL bool
+	// SubjectDeleteMarkerTTL, if not 0 (then at least a second), leaves a
+	// delete marker, with this TTL, where MaxAge or a TTL removes the last
+	// message of a subject; see "Expiry" in the package documentation. It
+	// allows TTLs as AllowMsgTTL does.
+	SubjectDeleteMarkerTTL time.Duration
+
+	// OnExpire, if set, hears what each expiry round removed and which
+	// markers it appended. It is called from the stream's background
+	// goroutine, one round at a time, after the round, with no lock of
+	// the store held and with AppendLock held (if set). It may call any
+	// method of the Stream but Close and Destroy (which wait for that
+	// goroutine), and must not take AppendLock.
+	OnExpire func(Expired)
+	// AppendLock, if set, is a lock the caller holds around its reads of
+	// the stream and the Append that depends on them (an expected last
+	// sequence, a rollup's purge after its Append): an expiry round holds
+	// it while it runs and while OnExpire runs, so that a delete marker
+	// never comes in between. A round takes it before any lock of the
+	// store, so the caller may call the Stream's methods while holding
+	// it, but not Close or Destroy.
+	AppendLock sync.Locker
+	// HoldExpiry makes Open leave expiry rounds (TTLs, and MaxAge on a
+	// stream with markers) to StartExpiry, for a caller that must get
+	// ready for OnExpire first. MaxAge without markers applies at once.
+	HoldExpiry bool
+
 	// SegmentBytes rolls to a new segment file once the current one would
 	// grow past it (default 64 MiB, at most MaxSegmentBytes). A larger
 	// message gets a segment of its own.
@@ -150,8 +212,8 @@ type Options struct {
 	// FS is the file system for FileStorage (default the operating
 	// system's, OSFS). Tests inject faults through it.
 	FS FS
-	// Now is the clock that timestamps messages and drives MaxAge and
-	// SegmentAge (default time.Now). Tests inject a fake clock.
+	// Now is the clock that timestamps messages and drives MaxAge, TTLs
+	// and SegmentAge (default time.Now). Tests inject a fake clock.
 	Now func() time.Time
 	// Logger receives recovery reports and background errors (default
 	// slog.Default()).
@@ -168,9 +230,7 @@ func DefaultOptions(dir string) Options {
 
 // fill replaces zero fields with their defaults.
 func (o *Options) fill() {
-	if o.SyncInterval == 0 {
-		o.SyncInterval = DefaultSyncInterval
-	}
+	o.Durability.fill()
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = DefaultSegmentBytes
 	}
@@ -207,16 +267,26 @@ func (o *Options) validate() error {
 		return bad("MaxMsgSize %d outside [0, %d]", o.MaxMsgSize, maxMsgSize)
 	case o.Discard > DiscardNew:
 		return bad("unknown discard policy %d", o.Discard)
-	case o.Sync > SyncNever:
-		return bad("unknown sync policy %d", o.Sync)
-	case o.SyncInterval < 0:
-		return bad("negative SyncInterval %v", o.SyncInterval)
 	case o.SegmentBytes < 0 || o.SegmentBytes > MaxSegmentBytes:
 		return bad("SegmentBytes %d outside [0, %d]", o.SegmentBytes, MaxSegmentBytes)
 	case o.SegmentAge < 0:
 		return bad("negative SegmentAge %v", o.SegmentAge)
+	case o.SubjectDeleteMarkerTTL < 0 || (o.SubjectDeleteMarkerTTL > 0 && o.SubjectDeleteMarkerTTL < time.Second):
+		return bad("SubjectDeleteMarkerTTL %v is neither 0 nor at least a second", o.SubjectDeleteMarkerTTL)
 	}
-	return nil
+	return o.Durability.validate()
+}
+
+// ttls reports whether messages may have TTLs.
+func (o *Options) ttls() bool { return o.AllowMsgTTL || o.SubjectDeleteMarkerTTL > 0 }
+
+// inlineAge is the MaxAge that Append and the reads apply as they go:
+// MaxAge, unless markers make it the expiry rounds' (which may append).
+func (o *Options) inlineAge() int64 {
+	if o.SubjectDeleteMarkerTTL > 0 {
+		return 0
+	}
+	return int64(o.MaxAge)
 }
 
 // msgSizeLimit is the effective bound on subject+headers+data.

@@ -14,12 +14,16 @@ import (
 // removes messages whose MaxAge has passed (taking the write lock briefly,
 // only when the first message is due), and under the read lock treats any
 // message that expired since as absent, so no read returns an expired
-// message.
+// message. That is MaxAge on a stream without markers; TTLs, and MaxAge
+// with markers, are the expiry rounds' (expiry.go), and a message is
+// there until its round removes it.
 
 // cutoffLocked returns the newest expired timestamp at time now (0: no
-// clock reading, so nothing expired), or math.MinInt64.
+// clock reading, so nothing expired), or math.MinInt64. A stream holding
+// messages exempt from MaxAge has none: the exempt ones may sit among the
+// expired, and the expiry at the start of the read took those.
 func (s *Stream) cutoffLocked(now int64) int64 {
-	if age := int64(s.mu.opts.MaxAge); age > 0 && now != 0 {
+	if age := s.mu.opts.inlineAge(); age > 0 && now != 0 && len(s.mu.ttl.never) == 0 {
 		return now - age
 	}
 	return math.MinInt64

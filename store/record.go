@@ -6,7 +6,23 @@ import (
 	"hash/crc32"
 )
 
-// Record framing; see the diagram in doc.go. Integers are little-endian.
+// A segment's log file is a sequence of records, one per message;
+// integers are little-endian:
+//
+//	0        4        8                16               24     26       30
+//	+--------+--------+----------------+----------------+------+--------+---------+---------+------+
+//	| length | crc32c | sequence       | timestamp (ns) | subj | header | subject | headers | data |
+//	| uint32 | uint32 | uint64         | int64          | len  | len    |         |         |      |
+//	|        |        |                |                | u16  | u32    |         |         |      |
+//	+--------+--------+----------------+----------------+------+--------+---------+---------+------+
+//	|<------------------------------------ length ------------------------------------------------>|
+//
+// length counts the whole record. The CRC32C (Castagnoli) covers the length
+// field and everything after the checksum field. Before allocating, a
+// reader checks that length is at least the 30-byte framing plus a
+// one-byte subject, at most MaxRecordSize (64 MiB) and within the file.
+// Records of a segment hold consecutive sequences from the segment's first.
+// A record's size is what a message counts against MaxBytes.
 const (
 	recHeaderSize = 30 // length, crc, seq, ts, subject length, header length
 	maxSubjectLen = 1<<16 - 1

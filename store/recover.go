@@ -33,7 +33,7 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 	if err := fb.fs.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("store: create %s: %w", o.Dir, err)
 	}
-	if errors.Is(statErr, os.ErrNotExist) && o.Sync != SyncNever {
+	if errors.Is(statErr, os.ErrNotExist) && o.Durability.Sync != SyncNever {
 		// The new directory's own entry must survive a crash too.
 		if err := syncDir(fb.fs, filepath.Dir(filepath.Clean(o.Dir))); err != nil {
 			return nil, nil, fmt.Errorf("store: sync the parent of %s: %w", o.Dir, err)

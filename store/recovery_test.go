@@ -9,14 +9,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 const memDir = "/s"
 
-// fixture is a file stream on a memFS whose messages are known, so that
+// fixture is a file stream on a storetest.MemFS whose messages are known, so that
 // a reopened stream can be checked message by message.
 type fixture struct {
-	fs   *memFS
+	fs   *storetest.MemFS
 	opts Options
 	want map[uint64]Msg // live messages
 	last uint64
@@ -25,7 +27,7 @@ type fixture struct {
 // newFixture appends n messages of dataSize bytes on subjects f.<i%5>,
 // with a header on every third, in segments of segBytes.
 func newFixture(t testing.TB, n int, dataSize int, segBytes int64) *fixture {
-	f := &fixture{fs: newMemFS(), want: map[uint64]Msg{}}
+	f := &fixture{fs: storetest.NewMemFS(), want: map[uint64]Msg{}}
 	clock := newFakeClock() // deterministic files, for fuzzing across processes
 	now := func() time.Time { clock.Advance(time.Millisecond); return clock.Now() }
 	f.opts = Options{Dir: memDir, FS: f.fs, SegmentBytes: segBytes, Logger: quiet, Now: now}
@@ -44,7 +46,7 @@ func (f *fixture) append(t testing.TB, s *Stream, subj string, withHdr bool, siz
 		hdr = []byte("NATS/1.0\r\nX: 1\r\n\r\n")
 	}
 	data := payload(f.last+1, size)
-	seq, ts, err := s.Append(subj, hdr, data)
+	seq, ts, err := s.Append(subj, hdr, data, 0)
 	require.NoError(t, err)
 	require.Equal(t, f.last+1, seq)
 	f.last = seq
@@ -56,7 +58,7 @@ func (f *fixture) append(t testing.TB, s *Stream, subj string, withHdr bool, siz
 }
 
 // open opens the fixture's stream on fsys (the fixture's own if nil).
-func (f *fixture) open(t *testing.T, fsys *memFS) *Stream {
+func (f *fixture) open(t *testing.T, fsys *storetest.MemFS) *Stream {
 	o := f.opts
 	if fsys != nil {
 		o.FS = fsys
@@ -88,11 +90,11 @@ func (f *fixture) check(t *testing.T, s *Stream, upto uint64) {
 }
 
 // segments lists the fixture's log files in order.
-func (f *fixture) segments(fsys *memFS) []string {
+func (f *fixture) segments(fsys *storetest.MemFS) []string {
 	if fsys == nil {
 		fsys = f.fs
 	}
-	return fsys.names(memDir, logExt)
+	return fsys.Names(memDir, logExt)
 }
 
 func TestReopenKeepsEverything(t *testing.T) {
@@ -140,7 +142,7 @@ func TestReopenWithoutClose(t *testing.T) {
 	require.NoError(t, s.Delete(3))
 	delete(f.want, 3)
 	// A process crash: everything written to the OS survives, no Close ran.
-	crashed := f.fs.clone()
+	crashed := f.fs.Clone()
 	s2 := f.open(t, crashed)
 	f.check(t, s2, f.last)
 	next := f.last + 1
@@ -174,16 +176,16 @@ func TestTornWrite(t *testing.T) {
 	f := newFixture(t, 40, 100, 2048)
 	segs := f.segments(nil)
 	lastSeg := path.Join(memDir, segs[len(segs)-1])
-	full := f.fs.bytes(lastSeg)
+	full := f.fs.Contents(lastSeg)
 	recSize := len(full) - lastRecordStart(t, full)
 	start := len(full) - recSize
 	for cut := start; cut < len(full); cut++ {
-		fsys := f.fs.clone()
-		fsys.setBytes(lastSeg, full[:cut])
+		fsys := f.fs.Clone()
+		fsys.SetContents(lastSeg, full[:cut])
 		s := f.open(t, fsys)
 		f.check(t, s, f.last-1)
 		require.Equal(t, int64(cut-start), s.Recovery().TruncatedBytes)
-		seq, ts, err := s.Append("after", nil, []byte("x"))
+		seq, ts, err := s.Append("after", nil, []byte("x"), 0)
 		require.NoError(t, err)
 		require.Equal(t, f.last, seq, "cut at %d", cut)
 		require.NoError(t, s.Close())
@@ -199,7 +201,7 @@ func TestTornWrite(t *testing.T) {
 
 // lastRecordStart returns the offset of the last record in a log.
 func lastRecordStart(t *testing.T, log []byte) int {
-	ents, valid, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, firstSeqOf(log), int64(len(log)))
+	ents, valid, err := scanLog(storetest.FileOf(log), firstSeqOf(log), int64(len(log)))
 	require.NoError(t, err)
 	require.Equal(t, int64(len(log)), valid)
 	return int(ents[len(ents)-1].off)
@@ -219,8 +221,8 @@ func TestCorruptTail(t *testing.T) {
 	f := newFixture(t, 60, 80, 4096)
 	segs := f.segments(nil)
 	lastSeg := path.Join(memDir, segs[len(segs)-1])
-	full := f.fs.bytes(lastSeg)
-	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: full}}, firstSeqOf(full), int64(len(full)))
+	full := f.fs.Contents(lastSeg)
+	ents, _, err := scanLog(storetest.FileOf(full), firstSeqOf(full), int64(len(full)))
 	require.NoError(t, err)
 	first := firstSeqOf(full)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -234,8 +236,8 @@ func TestCorruptTail(t *testing.T) {
 		}
 		recLen := int64(uint32(b[e.off]) | uint32(b[e.off+1])<<8 | uint32(b[e.off+2])<<16 | uint32(b[e.off+3])<<24)
 		tornLooking := recLen > int64(len(b))-int64(e.off)
-		fsys := f.fs.clone()
-		fsys.setBytes(lastSeg, b)
+		fsys := f.fs.Clone()
+		fsys.SetContents(lastSeg, b)
 		s := f.open(t, fsys)
 		// Damage with good records after it is not a torn tail: only the
 		// damaged record is lost (deleted), the later ones are kept, and
@@ -250,7 +252,7 @@ func TestCorruptTail(t *testing.T) {
 			require.NoError(t, err, "trial %d: seq %d", trial, seq)
 			require.Equal(t, f.want[seq], *got, "trial %d: seq %d", trial, seq)
 		}
-		seq, _, err := s.Append("after", nil, nil)
+		seq, _, err := s.Append("after", nil, nil, 0)
 		require.NoError(t, err)
 		if lost == f.last && tornLooking {
 			// Nothing follows the damage and its length runs past the end
@@ -297,13 +299,13 @@ func TestDamagedLastRecord(t *testing.T) {
 			f := newFixture(t, 30, 80, 1<<20)
 			segs := f.segments(nil)
 			lastSeg := path.Join(memDir, segs[len(segs)-1])
-			full := f.fs.bytes(lastSeg)
+			full := f.fs.Contents(lastSeg)
 			off := lastRecordStart(t, full)
-			f.fs.setBytes(lastSeg, tc.damage(append([]byte(nil), full...), off))
+			f.fs.SetContents(lastSeg, tc.damage(append([]byte(nil), full...), off))
 			s := f.open(t, nil)
 			delete(f.want, f.last)
 			f.check(t, s, f.last)
-			seq, _, err := s.Append("after", nil, nil)
+			seq, _, err := s.Append("after", nil, nil, 0)
 			require.NoError(t, err)
 			if tc.reused {
 				require.Equal(t, f.last, seq, "a torn write's sequence was never acknowledged")
@@ -327,16 +329,16 @@ func TestTornTailAfterDamage(t *testing.T) {
 	f := newFixture(t, 60, 80, 4096)
 	segs := f.segments(nil)
 	lastSeg := path.Join(memDir, segs[len(segs)-1])
-	full := f.fs.bytes(lastSeg)
+	full := f.fs.Contents(lastSeg)
 	first := firstSeqOf(full)
-	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: full}}, first, int64(len(full)))
+	ents, _, err := scanLog(storetest.FileOf(full), first, int64(len(full)))
 	require.NoError(t, err)
 	k := len(ents) / 2
 	b := append([]byte(nil), full...)
 	b[int(ents[k].off)+recHeaderSize] ^= 0x55
 	b = b[:len(b)-3] // tear the last record
-	fsys := f.fs.clone()
-	fsys.setBytes(lastSeg, b)
+	fsys := f.fs.Clone()
+	fsys.SetContents(lastSeg, b)
 	s := f.open(t, fsys)
 	_, err = s.Get(first + uint64(k))
 	require.ErrorIs(t, err, ErrNotFound)
@@ -345,7 +347,7 @@ func TestTornTailAfterDamage(t *testing.T) {
 	m, err := s.Get(f.last - 1)
 	require.NoError(t, err)
 	require.Equal(t, f.want[f.last-1], *m)
-	seq, _, err := s.Append("after", nil, nil)
+	seq, _, err := s.Append("after", nil, nil, 0)
 	require.NoError(t, err)
 	require.Equal(t, f.last, seq, "a torn record's sequence was never acknowledged")
 }
@@ -363,16 +365,16 @@ func TestCorruptOlderSegment(t *testing.T) {
 			segs := f.segments(nil)
 			require.GreaterOrEqual(t, len(segs), 3)
 			victim := path.Join(memDir, segs[1])
-			log := f.fs.bytes(victim)
+			log := f.fs.Contents(victim)
 			first := firstSeqOf(log)
-			ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, first, int64(len(log)))
+			ents, _, err := scanLog(storetest.FileOf(log), first, int64(len(log)))
 			require.NoError(t, err)
 			k := len(ents) / 2
 			if where == "last" {
 				k = len(ents) - 1
 			}
 			log[int(ents[k].off)+recHeaderSize+2] ^= 0xff
-			f.fs.setBytes(victim, log)
+			f.fs.SetContents(victim, log)
 			require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
 
 			lost := first + uint64(k)
@@ -396,7 +398,7 @@ func TestCorruptOlderSegment(t *testing.T) {
 					require.Zero(t, rep.IndexesRebuilt, "the rebuilt index remembers the damage")
 					require.Equal(t, 1, rep.SegmentsScanned, "only the last segment")
 				}
-				seq, _, err := s.Append("after", nil, nil)
+				seq, _, err := s.Append("after", nil, nil, 0)
 				require.NoError(t, err)
 				require.Equal(t, f.last+1, seq, "no sequence used again")
 				f.want[seq] = Msg{Seq: seq, Timestamp: mustGet(t, s, seq).Timestamp, Subject: "after"}
@@ -416,13 +418,13 @@ func TestCorruptOlderSegmentTail(t *testing.T) {
 	f := newFixture(t, 120, 60, 2048)
 	segs := f.segments(nil)
 	victim := path.Join(memDir, segs[1])
-	log := f.fs.bytes(victim)
+	log := f.fs.Contents(victim)
 	first := firstSeqOf(log)
-	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, first, int64(len(log)))
+	ents, _, err := scanLog(storetest.FileOf(log), first, int64(len(log)))
 	require.NoError(t, err)
 	k := len(ents) - 1
 	log[int(ents[k].off)+3] = 0x7f // a length far past the end of the file
-	f.fs.setBytes(victim, log)
+	f.fs.SetContents(victim, log)
 	require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
 	lost := first + uint64(k)
 	delete(f.want, lost)
@@ -450,11 +452,11 @@ func TestCorruptRecordBehindIndex(t *testing.T) {
 			f := newFixture(t, 60, 60, 2048)
 			segs := f.segments(nil)
 			victim := path.Join(memDir, segs[0])
-			log := f.fs.bytes(victim)
-			ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, 1, int64(len(log)))
+			log := f.fs.Contents(victim)
+			ents, _, err := scanLog(storetest.FileOf(log), 1, int64(len(log)))
 			require.NoError(t, err)
 			log[int(ents[2].off)+recHeaderSize] ^= 1
-			f.fs.setBytes(victim, log)
+			f.fs.SetContents(victim, log)
 			s := f.open(t, nil)
 			before := s.State().Msgs
 			switch first {
@@ -502,22 +504,22 @@ func TestIndexRebuild(t *testing.T) {
 			f := newFixture(t, 100, 40, 1024)
 			segs := f.segments(nil)
 			idx := path.Join(memDir, segs[1][:20]+idxExt)
-			orig := f.fs.bytes(idx)
+			orig := f.fs.Contents(idx)
 			require.NotEmpty(t, orig)
 			switch {
 			case c.damage == nil:
-				f.fs.setBytes(idx, f.fs.bytes(path.Join(memDir, segs[2][:20]+idxExt)))
+				f.fs.SetContents(idx, f.fs.Contents(path.Join(memDir, segs[2][:20]+idxExt)))
 			case c.name == "missing":
 				require.NoError(t, f.fs.Remove(idx))
 			default:
-				f.fs.setBytes(idx, c.damage(append([]byte(nil), orig...)))
+				f.fs.SetContents(idx, c.damage(append([]byte(nil), orig...)))
 			}
 			s := f.open(t, nil)
 			f.check(t, s, f.last)
 			rep := s.Recovery()
 			require.Equal(t, 1, rep.IndexesRebuilt)
 			require.Equal(t, 2, rep.SegmentsScanned)
-			require.Equal(t, orig, f.fs.bytes(idx), "the rebuilt index equals the original")
+			require.Equal(t, orig, f.fs.Contents(idx), "the rebuilt index equals the original")
 			require.NoError(t, s.Close())
 			s = f.open(t, nil)
 			require.Zero(t, s.Recovery().IndexesRebuilt)
@@ -530,15 +532,15 @@ func TestIndexRebuild(t *testing.T) {
 func TestIndexEveryByte(t *testing.T) {
 	f := newFixture(t, 60, 20, 900)
 	idx := path.Join(memDir, f.segments(nil)[1][:20]+idxExt)
-	orig := f.fs.bytes(idx)
+	orig := f.fs.Contents(idx)
 	for i := range orig {
-		fsys := f.fs.clone()
+		fsys := f.fs.Clone()
 		b := append([]byte(nil), orig...)
 		b[i] ^= 0x04
-		fsys.setBytes(idx, b)
+		fsys.SetContents(idx, b)
 		s := f.open(t, fsys)
 		require.Equal(t, 1, s.Recovery().IndexesRebuilt, "flip at %d", i)
-		require.Equal(t, orig, fsys.bytes(idx))
+		require.Equal(t, orig, fsys.Contents(idx))
 		require.NoError(t, s.Close())
 	}
 	f.check(t, f.open(t, nil), f.last)
@@ -550,9 +552,9 @@ func TestIndexOfShorterLog(t *testing.T) {
 	f := newFixture(t, 60, 20, 900)
 	segs := f.segments(nil)
 	logName := path.Join(memDir, segs[0])
-	log := f.fs.bytes(logName)
+	log := f.fs.Contents(logName)
 	next, _ := parseSegmentName(segs[1], logExt)
-	f.fs.setBytes(logName, appendRecord(log, next, 0, "extra", nil, nil))
+	f.fs.SetContents(logName, appendRecord(log, next, 0, "extra", nil, nil))
 	s := f.open(t, nil)
 	require.Equal(t, 1, s.Recovery().IndexesRebuilt)
 	f.check(t, s, f.last)
@@ -564,12 +566,12 @@ func TestStaleIndex(t *testing.T) {
 	f := newFixture(t, 100, 40, 1024)
 	segs := f.segments(nil)
 	logName := path.Join(memDir, segs[0])
-	log := f.fs.bytes(logName)
+	log := f.fs.Contents(logName)
 	start := lastRecordStart(t, log)
-	f.fs.setBytes(logName, log[:start])
+	f.fs.SetContents(logName, log[:start])
 	s := f.open(t, nil)
 	require.Equal(t, 1, s.Recovery().IndexesRebuilt)
-	ents, _, err := scanLog(&memFile{fs: newMemFS(), n: &memNode{data: log}}, 1, int64(len(log)))
+	ents, _, err := scanLog(storetest.FileOf(log), 1, int64(len(log)))
 	require.NoError(t, err)
 	delete(f.want, uint64(len(ents)))
 	f.check(t, s, f.last)
@@ -584,13 +586,13 @@ func TestDeleteFileTornBatch(t *testing.T) {
 	require.NoError(t, s.Delete(9))
 	require.NoError(t, s.Close())
 	del := path.Join(memDir, f.segments(nil)[0][:20]+delExt)
-	b := f.fs.bytes(del)
+	b := f.fs.Contents(del)
 	require.Len(t, b, 2*(delBatchHeader+8))
-	f.fs.setBytes(del, b[:len(b)-3])
+	f.fs.SetContents(del, b[:len(b)-3])
 	delete(f.want, 5)
 	s = f.open(t, nil)
 	f.check(t, s, f.last)
-	require.Len(t, f.fs.bytes(del), delBatchHeader+8, "torn batch truncated")
+	require.Len(t, f.fs.Contents(del), delBatchHeader+8, "torn batch truncated")
 	require.NoError(t, s.Delete(9))
 	require.NoError(t, s.Close())
 	delete(f.want, 9)
@@ -601,7 +603,7 @@ func TestDeleteFileTornBatch(t *testing.T) {
 // TestLimitsReappliedOnRecovery: removals by limits are recorded lazily;
 // after a crash that lost them, Open applies the limits again.
 func TestLimitsReappliedOnRecovery(t *testing.T) {
-	fsys := newMemFS()
+	fsys := storetest.NewMemFS()
 	o := Options{Dir: memDir, FS: fsys, MaxMsgsPerSubject: 1, MaxMsgs: 50, Logger: quiet}
 	s, err := Open(o)
 	require.NoError(t, err)
@@ -611,7 +613,7 @@ func TestLimitsReappliedOnRecovery(t *testing.T) {
 	}
 	want := liveSeqs(t, s)
 	require.Len(t, want, 50)
-	s2, err := Open(Options{Dir: memDir, FS: fsys.clone(), MaxMsgsPerSubject: 1, MaxMsgs: 50, Logger: quiet})
+	s2, err := Open(Options{Dir: memDir, FS: fsys.Clone(), MaxMsgsPerSubject: 1, MaxMsgs: 50, Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s2.Close() })
 	require.Equal(t, want, liveSeqs(t, s2))
@@ -621,7 +623,7 @@ func TestLimitsReappliedOnRecovery(t *testing.T) {
 // removed when the stream is reopened with the limit raised, so the removal
 // itself was persisted, not just re-derived from the limit.
 func TestRemovalsSurviveRaisedLimits(t *testing.T) {
-	fsys := newMemFS()
+	fsys := storetest.NewMemFS()
 	o := Options{Dir: memDir, FS: fsys, MaxMsgsPerSubject: 1, SegmentBytes: 600, Logger: quiet}
 	s, err := Open(o)
 	require.NoError(t, err)
@@ -644,7 +646,7 @@ func TestRemovalsSurviveRaisedLimits(t *testing.T) {
 // the last segment once its removal is covered by the floor.
 func TestSegmentsRollAndRetire(t *testing.T) {
 	clock := newFakeClock()
-	fsys := newMemFS()
+	fsys := storetest.NewMemFS()
 	o := Options{Dir: memDir, FS: fsys, SegmentBytes: 1000, SegmentAge: 60e9, MaxMsgs: 30, Now: clock.Now, Logger: quiet}
 	s, err := Open(o)
 	require.NoError(t, err)
@@ -654,25 +656,25 @@ func TestSegmentsRollAndRetire(t *testing.T) {
 	for i := 0; i < 27; i++ {
 		mustAppend(t, s, "r", string(make([]byte, 70)))
 	}
-	require.Equal(t, []string{"00000000000000000001.log", "00000000000000000010.log", "00000000000000000019.log"}, fsys.names(memDir, logExt))
+	require.Equal(t, []string{"00000000000000000001.log", "00000000000000000010.log", "00000000000000000019.log"}, fsys.Names(memDir, logExt))
 	clock.Advance(61e9)
 	mustAppend(t, s, "r", string(make([]byte, 70))) // 28: a new segment by age
-	require.Len(t, fsys.names(memDir, logExt), 4)
+	require.Len(t, fsys.Names(memDir, logExt), 4)
 	for i := 0; i < 12; i++ { // 29..40: MaxMsgs 30 keeps 11..40
 		mustAppend(t, s, "r", string(make([]byte, 70)))
 	}
 	require.Equal(t, []string{"00000000000000000010.log", "00000000000000000019.log", "00000000000000000028.log", "00000000000000000037.log"},
-		fsys.names(memDir, logExt))
+		fsys.Names(memDir, logExt))
 	require.NoError(t, s.WaitDurable(40))
-	require.Len(t, fsys.names(memDir, idxExt), 3, "sealed segments get an index")
+	require.Len(t, fsys.Names(memDir, idxExt), 3, "sealed segments get an index")
 
 	_, err = s.Purge(PurgeRequest{Seq: 40})
 	require.NoError(t, err)
-	require.Equal(t, []string{"00000000000000000037.log"}, fsys.names(memDir, logExt))
+	require.Equal(t, []string{"00000000000000000037.log"}, fsys.Names(memDir, logExt))
 	require.NoError(t, s.Delete(40))
 	require.NoError(t, s.WaitDurable(40))
 	s.backgroundSync() // the round after the floor is durable retires the empty last segment
-	require.Empty(t, fsys.names(memDir, logExt))
+	require.Empty(t, fsys.Names(memDir, logExt))
 	require.NoError(t, s.Close())
 	s2, err := Open(o)
 	require.NoError(t, err)
@@ -692,7 +694,7 @@ func TestDestroy(t *testing.T) {
 	require.NoError(t, s.Destroy())
 	_, err = OSFS.Stat(dir)
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	_, _, err = s.Append("d", nil, nil)
+	_, _, err = s.Append("d", nil, nil, 0)
 	require.ErrorIs(t, err, ErrClosed)
 
 	m, err := Open(Options{Storage: MemoryStorage})
@@ -704,15 +706,15 @@ func TestDefaultOptions(t *testing.T) {
 	o := DefaultOptions("/x")
 	require.Equal(t, "/x", o.Dir)
 	require.Equal(t, FileStorage, o.Storage)
-	require.Equal(t, SyncAlways, o.Sync)
-	require.Equal(t, DefaultSyncInterval, o.SyncInterval)
+	require.Equal(t, SyncAlways, o.Durability.Sync)
+	require.Equal(t, DefaultSyncInterval, o.Durability.Interval)
 	require.Equal(t, int64(DefaultSegmentBytes), o.SegmentBytes)
 	require.Equal(t, DefaultSegmentAge, o.SegmentAge)
 	require.NoError(t, o.validate())
 	for _, bad := range []Options{
 		{Dir: "/x", SegmentBytes: MaxSegmentBytes + 1},
 		{Dir: "/x", MaxMsgSize: MaxRecordSize},
-		{Dir: "/x", Sync: 9},
+		{Dir: "/x", Durability: Durability{Sync: 9}},
 		{Dir: "/x", Discard: 9},
 		{Storage: 7},
 		{Dir: "/x", MaxAge: -1},
@@ -727,7 +729,7 @@ func TestDefaultOptions(t *testing.T) {
 // and the next message lands in a new segment, readable after a reopen.
 func TestSidecarOutlivesLog(t *testing.T) {
 	t.Run("delete", func(t *testing.T) {
-		mem := newMemFS()
+		mem := storetest.NewMemFS()
 		o := Options{Dir: memDir, FS: mem, Logger: quiet}
 		s, err := Open(o)
 		require.NoError(t, err)
@@ -737,12 +739,12 @@ func TestSidecarOutlivesLog(t *testing.T) {
 		require.NoError(t, s.WaitDurable(5))
 		mustAppend(t, s, "x", "6") // not fsynced
 		require.NoError(t, s.Delete(6))
-		o.FS = mem.crashClone()
+		o.FS = mem.CrashClone()
 		require.NoError(t, s.Close())
 		checkNoReuse(t, o, 6)
 	})
 	t.Run("floor", func(t *testing.T) {
-		mem := newMemFS()
+		mem := storetest.NewMemFS()
 		o := Options{Dir: memDir, FS: mem, Logger: quiet}
 		s, err := Open(o)
 		require.NoError(t, err)
@@ -750,11 +752,11 @@ func TestSidecarOutlivesLog(t *testing.T) {
 			mustAppend(t, s, "x", fmt.Sprint(i))
 		}
 		require.NoError(t, s.WaitDurable(5))
-		before := mem.clone()
+		before := mem.Clone()
 		_, err = s.Purge(PurgeRequest{Seq: 100})
 		require.NoError(t, err)
 		// The segment's removal did not reach the disk; the floor did.
-		before.setBytes(path.Join(memDir, metaName), mem.bytes(path.Join(memDir, metaName)))
+		before.SetContents(path.Join(memDir, metaName), mem.Contents(path.Join(memDir, metaName)))
 		require.NoError(t, s.Close())
 		o.FS = before
 		checkNoReuse(t, o, 99)
@@ -766,7 +768,7 @@ func checkNoReuse(t *testing.T, o Options, last uint64) {
 	require.NoError(t, err)
 	require.Equal(t, last, s.State().LastSeq)
 	live := liveSeqs(t, s)
-	seq, _, err := s.Append("x", nil, []byte("next"))
+	seq, _, err := s.Append("x", nil, []byte("next"), 0)
 	require.NoError(t, err)
 	require.Equal(t, last+1, seq)
 	m, err := s.Get(seq)
@@ -786,16 +788,16 @@ func checkNoReuse(t *testing.T, o Options, last uint64) {
 // TestBackgroundExpiry: with nobody reading, the background goroutine
 // expires messages on the real clock and retires their segments.
 func TestBackgroundExpiry(t *testing.T) {
-	mem := newMemFS()
-	s, err := Open(Options{Dir: memDir, FS: mem, MaxAge: 30 * time.Millisecond, SyncInterval: 5 * time.Millisecond,
+	mem := storetest.NewMemFS()
+	s, err := Open(Options{Dir: memDir, FS: mem, MaxAge: 30 * time.Millisecond, Durability: Durability{Interval: 5 * time.Millisecond},
 		SegmentBytes: 300, Logger: quiet})
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
 	for i := 0; i < 20; i++ {
 		mustAppend(t, s, "exp", "0123456789")
 	}
-	require.Greater(t, len(mem.names(memDir, logExt)), 2)
-	require.Eventually(t, func() bool { return len(mem.names(memDir, logExt)) == 0 }, 10*time.Second, 5*time.Millisecond)
+	require.Greater(t, len(mem.Names(memDir, logExt)), 2)
+	require.Eventually(t, func() bool { return len(mem.Names(memDir, logExt)) == 0 }, 10*time.Second, 5*time.Millisecond)
 	st := s.State()
 	require.Equal(t, uint64(0), st.Msgs)
 	require.Equal(t, uint64(21), st.FirstSeq)
@@ -807,7 +809,7 @@ func TestRemoveSurvivesClose(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncAlways, SyncInterval, SyncNever} {
 		t.Run(policy.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := Open(Options{Dir: dir, Sync: policy, Logger: quiet})
+			s, err := Open(Options{Dir: dir, Durability: Durability{Sync: policy}, Logger: quiet})
 			require.NoError(t, err)
 			for i := range 5 {
 				mustAppend(t, s, "r", fmt.Sprint(i))
@@ -815,7 +817,7 @@ func TestRemoveSurvivesClose(t *testing.T) {
 			require.NoError(t, s.Remove(3))
 			require.NoError(t, s.Remove(1))
 			require.NoError(t, s.Close())
-			s = mustOpen(t, Options{Dir: dir, Sync: policy})
+			s = mustOpen(t, Options{Dir: dir, Durability: Durability{Sync: policy}})
 			require.Equal(t, []uint64{2, 4, 5}, liveSeqs(t, s))
 		})
 	}

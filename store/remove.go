@@ -20,6 +20,9 @@ func (s *Stream) removeLocked(seq uint64, lazy bool) {
 	e := &s.mu.ents[seq-s.mu.first]
 	ss := e.subj
 	e.subj = nil
+	if len(s.mu.ttl.never) > 0 {
+		delete(s.mu.ttl.never, seq)
+	}
 	s.mu.msgs--
 	s.mu.bytes -= uint64(e.size)
 	ss.n--
@@ -99,16 +102,20 @@ func (s *Stream) enforceAllLocked(now int64) {
 	s.enforceTotalsLocked()
 }
 
-// expireLocked removes the messages older than MaxAge at time now.
-// Timestamps never decrease, so they are a prefix of the stream.
+// expireLocked removes the messages older than MaxAge at time now, but
+// those exempt (TTLNever), on a stream without markers (where the expiry
+// rounds apply MaxAge). Timestamps never decrease, so the expired
+// messages are a prefix of the stream, with the exempt ones left in it.
 func (s *Stream) expireLocked(now int64) {
-	age := int64(s.mu.opts.MaxAge)
+	age := s.mu.opts.inlineAge()
 	if age <= 0 {
 		return
 	}
-	for s.mu.msgs > 0 && s.mu.ents[0].ts <= now-age {
-		s.removeLocked(s.mu.first, true)
+	if seq := s.ageStartLocked(); seq > s.mu.last || s.mu.ents[seq-s.mu.first].ts > now-age {
+		return
 	}
+	s.walkAgeLocked(now-age, func(seq uint64) { s.removeLocked(seq, true) })
+	s.updateExpiryLocked()
 }
 
 // Delete removes one message; ErrNotFound if it is not stored. File storage
@@ -258,6 +265,7 @@ func (s *Stream) purgePrefixLocked(newFirst uint64) (uint64, error) {
 		purged = s.mu.msgs
 		s.mu.ents, s.mu.msgs, s.mu.bytes = nil, 0, 0
 		s.mu.subjects = make(map[string]*subjectState)
+		s.mu.ttl.never = nil
 		s.fc.reset()
 		s.be.dropAll()
 		s.mu.first, s.mu.last = newFirst, newFirst-1

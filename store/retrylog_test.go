@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // lockedBuffer collects log lines written from several goroutines.
@@ -38,31 +40,31 @@ func TestSyncRetriesLogOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		line  string
-		fault func(fsys *faultFS)
+		fault func(fsys *storetest.FaultFS)
 		act   func(t *testing.T, s *Stream)
 	}{
 		{
 			name:  "delete records",
 			line:  "store: write delete records; will retry",
-			fault: func(fsys *faultFS) { fsys.setBudget(0) },
+			fault: func(fsys *storetest.FaultFS) { fsys.SetBudget(0) },
 			act:   func(t *testing.T, s *Stream) { require.NoError(t, s.Remove(3)) },
 		},
 		{
 			name:  "floor",
 			line:  "store: write floor; will retry",
-			fault: func(fsys *faultFS) { fsys.setBudget(0) },
+			fault: func(fsys *storetest.FaultFS) { fsys.SetBudget(0) },
 			act:   func(t *testing.T, s *Stream) { require.NoError(t, s.Remove(1)) },
 		},
 		{
 			name:  "fsync of a delete file",
 			line:  "store: fsync failed; will retry",
-			fault: func(fsys *faultFS) { fsys.failSync(syscall.EIO) },
+			fault: func(fsys *storetest.FaultFS) { fsys.FailSync(syscall.EIO) },
 			act:   func(t *testing.T, s *Stream) { require.NoError(t, s.Delete(3)) },
 		},
 		{
 			name:  "background sync",
 			line:  "store: background sync",
-			fault: func(fsys *faultFS) { fsys.failSync(syscall.EIO) },
+			fault: func(fsys *storetest.FaultFS) { fsys.FailSync(syscall.EIO) },
 			act: func(t *testing.T, s *Stream) {
 				for range 20 { // each into a new segment, each fsync failing
 					mustAppend(t, s, "a", "more")
@@ -73,8 +75,8 @@ func TestSyncRetriesLogOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs lockedBuffer
-			fsys := newFaultFS(newMemFS())
-			s := mustOpen(t, Options{Dir: memDir, FS: fsys, Sync: SyncInterval, SyncInterval: time.Millisecond,
+			fsys := storetest.NewFaultFS(storetest.NewMemFS())
+			s := mustOpen(t, Options{Dir: memDir, FS: fsys, Durability: Durability{Sync: SyncInterval, Interval: time.Millisecond},
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			for range 5 {
 				mustAppend(t, s, "a", "x")
@@ -83,10 +85,10 @@ func TestSyncRetriesLogOnce(t *testing.T) {
 			tc.fault(fsys)
 			tc.act(t, s)
 			// Many rounds fail: at least 30 failures injected.
-			require.Eventually(t, func() bool { return fsys.injected() >= 30 }, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return fsys.Injected() >= 30 }, 10*time.Second, time.Millisecond)
 			require.Equal(t, 1, logs.count(tc.line), "one line for the run of failures")
-			fsys.setBudget(-1)
-			fsys.failSync(nil)
+			fsys.SetBudget(-1)
+			fsys.FailSync(nil)
 		})
 	}
 }

@@ -28,16 +28,22 @@ type Stream struct {
 	report RecoveryReport
 	damage damage // records reads found corrupt (damage.go)
 	// syncWarn throttles the error of background sync rounds, which a
-	// full disk repeats every SyncInterval.
+	// full disk repeats every Durability.Interval.
 	syncWarn logthrottle.Throttle
 
-	// nextExpiry is when the first message expires, in Unix nanoseconds,
-	// or math.MaxInt64 when nothing can. Readers load it without the lock
-	// to decide whether to remove expired messages before reading.
+	// nextExpiry is when the first message expires by MaxAge as Append
+	// and the reads apply it (Options.inlineAge), in Unix nanoseconds, or
+	// math.MaxInt64 when nothing can. Readers load it without the lock to
+	// decide whether to remove expired messages before reading.
 	nextExpiry atomic.Int64
-	// syncAlways mirrors mu.opts.Sync == SyncAlways for file storage, so
-	// that Durable, asked once per message a consumer reads, takes no
-	// lock.
+	// roundAt is when the background goroutine runs the next expiry
+	// round, or math.MaxInt64; an Append with an earlier TTL wakes it.
+	// Stored under mu (read lock at least), so that an Append, under the
+	// write lock, sees the time that its entry was not counted in.
+	roundAt atomic.Int64
+	// syncAlways mirrors mu.opts.Durability.Sync == SyncAlways for file
+	// storage, so that Durable, asked once per message a consumer reads,
+	// takes no lock.
 	syncAlways atomic.Bool
 
 	mu struct {
@@ -53,10 +59,15 @@ type Stream struct {
 		msgs     uint64
 		bytes    uint64
 		subjects map[string]*subjectState
-		wbuf     []byte // encoding buffer of Append
+		wbuf     []byte   // encoding buffer of Append
+		ttl      ttlState // TTLs and exemptions from MaxAge (expiry.go)
 	}
 	fc filterCache
 	gc groupCommit
+
+	// Fixed at Open (Options).
+	onExpire   func(Expired)
+	appendLock sync.Locker
 
 	closeOnce sync.Once
 	closeErr  error
@@ -82,7 +93,10 @@ func Open(opts Options) (*Stream, error) {
 		done:  make(chan struct{}),
 	}
 	s.mu.opts = opts
-	s.syncAlways.Store(opts.Storage == FileStorage && opts.Sync == SyncAlways)
+	s.mu.ttl.started = !opts.HoldExpiry
+	s.onExpire, s.appendLock = opts.OnExpire, opts.AppendLock
+	s.roundAt.Store(math.MaxInt64)
+	s.syncAlways.Store(opts.Storage == FileStorage && opts.Durability.Sync == SyncAlways)
 	s.mu.first = 1
 	s.mu.subjects = make(map[string]*subjectState)
 	if opts.Storage == MemoryStorage {
@@ -95,11 +109,16 @@ func Open(opts Options) (*Stream, error) {
 		s.fb, s.be = fb, fb
 		s.load(fb, rec)
 	}
+	var bad []uint64
 	s.mu.Lock()
+	if opts.ttls() {
+		s.rebuildTTLsLocked(&bad) // before MaxAge: it spares TTLNever
+	}
 	s.enforceAllLocked(s.clock().UnixNano())
 	s.updateExpiryLocked()
 	s.gc.durable.Store(s.mu.last)
 	s.mu.Unlock()
+	s.removeCorrupt(bad)
 	go s.loop()
 	return s, nil
 }
@@ -111,6 +130,13 @@ func (s *Stream) Recovery() RecoveryReport { return s.report }
 // subject must be a valid literal subject. The timestamp is the clock's
 // time, raised if need be to the previous message's so that timestamps
 // never decrease (SeqAtOrAfterTime relies on it).
+//
+// ttl, if not 0, is the message's time to live (AllowMsgTTL or markers,
+// else ErrInvalidConfig): an expiry round removes it that long after its
+// timestamp, whatever the limits say, unless MaxAge removes it first;
+// TTLNever exempts it from MaxAge. The TTL must be what the message's
+// TTLHeader header says: Append takes it as given, and Open reads it back
+// from the header (see "Expiry" in the package documentation).
 //
 // Limits are enforced first: a message larger than MaxMsgSize, or alone
 // larger than MaxBytes, is refused; under DiscardNew a message that breaks
@@ -124,7 +150,7 @@ func (s *Stream) Recovery() RecoveryReport { return s.report }
 // write fails (ErrWrite, wrapping the OS error, such as ENOSPC), nothing of
 // the message remains, its sequence is not used, and the next Append tries
 // again.
-func (s *Stream) Append(subj string, hdr, data []byte) (seq uint64, ts int64, err error) {
+func (s *Stream) Append(subj string, hdr, data []byte, ttl time.Duration) (seq uint64, ts int64, err error) {
 	if len(subj) > maxSubjectLen {
 		return 0, 0, fmt.Errorf("%w: %d bytes", ErrInvalidSubject, len(subj))
 	}
@@ -138,6 +164,14 @@ func (s *Stream) Append(subj string, hdr, data []byte) (seq uint64, ts int64, er
 	if s.mu.closed {
 		return 0, 0, ErrClosed
 	}
+	if ttl != 0 && (!s.mu.opts.ttls() || (ttl < 0 && ttl != TTLNever)) {
+		return 0, 0, fmt.Errorf("%w: TTL %v (AllowMsgTTL %v)", ErrInvalidConfig, ttl, s.mu.opts.AllowMsgTTL)
+	}
+	return s.appendLocked(subj, hdr, data, ttl)
+}
+
+// appendLocked is Append's work once the subject and TTL are checked.
+func (s *Stream) appendLocked(subj string, hdr, data []byte, ttl time.Duration) (seq uint64, ts int64, err error) {
 	if n := len(subj) + len(hdr) + len(data); n > s.mu.opts.msgSizeLimit() {
 		return 0, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrMaxMsgSize, n, s.mu.opts.msgSizeLimit())
 	}
@@ -180,8 +214,11 @@ func (s *Stream) Append(subj string, hdr, data []byte) (seq uint64, ts int64, er
 	s.mu.msgs++
 	s.mu.bytes += uint64(size)
 	s.mu.last, s.mu.lastTS = seq, ts
-	if s.mu.msgs == 1 {
-		s.updateExpiryLocked()
+	if ttl != 0 {
+		s.scheduleLocked(seq, ts, ttl)
+	}
+	if s.nextExpiry.Load() == math.MaxInt64 && s.mu.opts.inlineAge() > 0 {
+		s.updateExpiryLocked() // the first message MaxAge may expire
 	}
 	s.enforceSubjectLocked(ss)
 	s.enforceTotalsLocked()
@@ -242,7 +279,7 @@ func (s *Stream) Sync(seq uint64) error { return s.syncTo(seq, true) }
 // it only reports a failed fsync that covered seq.
 func (s *Stream) syncTo(seq uint64, interval bool) error {
 	s.mu.RLock()
-	closed, policy := s.mu.closed, s.mu.opts.Sync
+	closed, policy := s.mu.closed, s.mu.opts.Durability.Sync
 	s.mu.RUnlock()
 	switch {
 	case closed:
@@ -264,7 +301,7 @@ func (s *Stream) syncRound(final bool) (uint64, error) {
 		return 0, ErrClosed
 	}
 	target := s.mu.last
-	plan := s.be.prepareSync(s.mu.opts.Sync != SyncNever)
+	plan := s.be.prepareSync(s.mu.opts.Durability.Sync != SyncNever)
 	s.mu.Unlock()
 	err := plan.run()
 	s.mu.Lock()
@@ -273,11 +310,12 @@ func (s *Stream) syncRound(final bool) (uint64, error) {
 	return target, err
 }
 
-// UpdateConfig changes the limits, discard policy, sync policy and segment
-// settings of a live stream and enforces the new limits at once, removing
-// the oldest messages as needed whatever the discard policy (which governs
-// only new messages). Storage and Dir cannot change (ErrInvalidConfig); FS,
-// Now and Logger are fixed at Open and ignored here.
+// UpdateConfig changes the limits, discard policy, sync policy, TTL and
+// marker settings and segment settings of a live stream and enforces the
+// new limits at once, removing the oldest messages as needed whatever the
+// discard policy (which governs only new messages). Storage and Dir cannot
+// change (ErrInvalidConfig); FS, Now, Logger, OnExpire, AppendLock and
+// HoldExpiry are fixed at Open and ignored here.
 func (s *Stream) UpdateConfig(opts Options) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -289,12 +327,17 @@ func (s *Stream) UpdateConfig(opts Options) error {
 		return fmt.Errorf("%w: Storage and Dir cannot change", ErrInvalidConfig)
 	}
 	opts.FS, opts.Now, opts.Logger = cur.FS, cur.Now, cur.Logger
+	opts.OnExpire, opts.AppendLock, opts.HoldExpiry = cur.OnExpire, cur.AppendLock, cur.HoldExpiry
 	opts.fill()
 	if err := opts.validate(); err != nil {
 		return err
 	}
+	retime := opts.ttlFloor() != cur.ttlFloor()
 	*cur = opts
-	s.syncAlways.Store(opts.Storage == FileStorage && opts.Sync == SyncAlways)
+	if retime {
+		s.retimeLocked()
+	}
+	s.syncAlways.Store(opts.Storage == FileStorage && opts.Durability.Sync == SyncAlways)
 	s.enforceAllLocked(s.clock().UnixNano())
 	s.updateExpiryLocked()
 	s.wake()
@@ -349,12 +392,14 @@ func (s *Stream) wake() {
 	}
 }
 
-// updateExpiryLocked recomputes nextExpiry after the first message or
-// MaxAge changed.
+// updateExpiryLocked recomputes nextExpiry after the first message, the
+// MaxAge walk's position or MaxAge changed.
 func (s *Stream) updateExpiryLocked() {
 	next := int64(math.MaxInt64)
-	if age := s.mu.opts.MaxAge; age > 0 && s.mu.msgs > 0 {
-		next = s.mu.ents[0].ts + int64(age)
+	if age := s.mu.opts.inlineAge(); age > 0 {
+		if seq := s.ageStartLocked(); seq <= s.mu.last {
+			next = s.mu.ents[seq-s.mu.first].ts + age
+		}
 	}
 	if old := s.nextExpiry.Swap(next); next < old {
 		s.wake()
@@ -381,7 +426,8 @@ func (s *Stream) expireIfDue() int64 {
 }
 
 // loop is the background goroutine: it runs a sync round every
-// SyncInterval (file storage) and removes messages as they expire.
+// Durability.Interval (file storage), removes messages as MaxAge expires
+// them, and runs the expiry rounds of TTLs and markers (expiry.go).
 func (s *Stream) loop() {
 	defer close(s.done)
 	var tick <-chan time.Time
@@ -391,7 +437,9 @@ func (s *Stream) loop() {
 	defer timer.Stop()
 	for {
 		s.mu.RLock()
-		iv := s.mu.opts.SyncInterval
+		iv := s.mu.opts.Durability.Interval
+		round := s.nextRoundLocked()
+		s.roundAt.Store(round)
 		s.mu.RUnlock()
 		if s.fb != nil && iv != interval {
 			if ticker != nil {
@@ -401,7 +449,7 @@ func (s *Stream) loop() {
 			tick = ticker.C
 		}
 		wait := time.Hour
-		if next := s.nextExpiry.Load(); next != math.MaxInt64 {
+		if next := min(s.nextExpiry.Load(), round); next != math.MaxInt64 {
 			wait = min(max(time.Duration(next-s.clock().UnixNano()), time.Millisecond), time.Hour)
 		}
 		timer.Reset(wait)
@@ -415,6 +463,9 @@ func (s *Stream) loop() {
 			s.backgroundSync()
 		case <-timer.C:
 			s.expireIfDue()
+			if round != math.MaxInt64 && s.clock().UnixNano() >= round {
+				s.expireRound()
+			}
 		case <-s.kick:
 		}
 	}

@@ -1,4 +1,4 @@
-package store
+package storetest
 
 import (
 	"errors"
@@ -10,14 +10,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/skiffmq/skiff/store/vfs"
 )
 
-// memFS is an in-memory FS for tests. It remembers what each file held at
-// its last Sync, so crashClone can model an operating system crash: every
-// file keeps only what was synced. (Directory entries are treated as
-// durable at once; the store's directory fsyncs are exercised against the
-// real file system.)
-type memFS struct {
+// MemFS is an in-memory file system. It remembers what each file held at
+// its last Sync, so that CrashClone can model an operating system crash:
+// every file keeps only what was synced. Directory entries are durable at
+// once (the store's directory fsyncs are exercised against the real file
+// system). Paths are cleaned with path.Clean; "/" and "." exist from the
+// start.
+type MemFS struct {
 	mu    sync.Mutex
 	files map[string]*memNode
 	dirs  map[string]bool
@@ -28,27 +31,25 @@ type memNode struct {
 	synced []byte
 }
 
-func newMemFS() *memFS {
-	return &memFS{files: map[string]*memNode{}, dirs: map[string]bool{"/": true, ".": true}}
+// NewMemFS returns an empty in-memory file system.
+func NewMemFS() *MemFS {
+	return &MemFS{files: map[string]*memNode{}, dirs: map[string]bool{"/": true, ".": true}}
 }
 
-var _ FS = (*memFS)(nil)
+var _ vfs.FS = (*MemFS)(nil)
 
-func clean(name string) string { return path.Clean(name) }
-
-func (m *memFS) OpenFile(name string, flag int, _ os.FileMode) (File, error) {
+// OpenFile opens a file or a directory; O_CREATE creates a file in an
+// existing directory and O_TRUNC empties it. Other flags are ignored.
+func (m *MemFS) OpenFile(name string, flag int, _ os.FileMode) (vfs.File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	name = clean(name)
+	name = path.Clean(name)
 	if m.dirs[name] {
 		return &memFile{fs: m, name: name, dir: true}, nil
 	}
 	n, ok := m.files[name]
 	if !ok {
-		if flag&os.O_CREATE == 0 {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-		}
-		if !m.dirs[path.Dir(name)] {
+		if flag&os.O_CREATE == 0 || !m.dirs[path.Dir(name)] {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 		}
 		n = &memNode{}
@@ -60,14 +61,16 @@ func (m *memFS) OpenFile(name string, flag int, _ os.FileMode) (File, error) {
 	return &memFile{fs: m, name: name, n: n}, nil
 }
 
-func (m *memFS) Create(name string) (File, error) {
+// Create creates or truncates a file.
+func (m *MemFS) Create(name string) (vfs.File, error) {
 	return m.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 }
 
-func (m *memFS) Remove(name string) error {
+// Remove removes a file or an empty directory.
+func (m *MemFS) Remove(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	name = clean(name)
+	name = path.Clean(name)
 	if _, ok := m.files[name]; ok {
 		delete(m.files, name)
 		return nil
@@ -84,22 +87,25 @@ func (m *memFS) Remove(name string) error {
 	return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
 }
 
-func (m *memFS) Rename(oldname, newname string) error {
+// Rename replaces newname with the file oldname.
+func (m *MemFS) Rename(oldname, newname string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n, ok := m.files[clean(oldname)]
+	n, ok := m.files[path.Clean(oldname)]
 	if !ok {
 		return &fs.PathError{Op: "rename", Path: oldname, Err: fs.ErrNotExist}
 	}
-	delete(m.files, clean(oldname))
-	m.files[clean(newname)] = n
+	delete(m.files, path.Clean(oldname))
+	m.files[path.Clean(newname)] = n
 	return nil
 }
 
-func (m *memFS) ReadDir(name string) ([]string, error) {
+// ReadDir returns the names of a directory's files and subdirectories,
+// sorted.
+func (m *MemFS) ReadDir(name string) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	name = clean(name)
+	name = path.Clean(name)
 	if !m.dirs[name] {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
 	}
@@ -118,19 +124,22 @@ func (m *memFS) ReadDir(name string) ([]string, error) {
 	return out, nil
 }
 
-func (m *memFS) MkdirAll(p string, _ os.FileMode) error {
+// MkdirAll creates a directory and its missing parents.
+func (m *MemFS) MkdirAll(p string, _ os.FileMode) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for p = clean(p); !m.dirs[p]; p = path.Dir(p) {
+	for p = path.Clean(p); !m.dirs[p]; p = path.Dir(p) {
 		m.dirs[p] = true
 	}
 	return nil
 }
 
-func (m *memFS) Stat(name string) (os.FileInfo, error) {
+// Stat describes a file or directory: its name, size and whether it is a
+// directory.
+func (m *MemFS) Stat(name string) (os.FileInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	name = clean(name)
+	name = path.Clean(name)
 	if m.dirs[name] {
 		return memInfo{name: path.Base(name), dir: true}, nil
 	}
@@ -141,56 +150,54 @@ func (m *memFS) Stat(name string) (os.FileInfo, error) {
 	return memInfo{name: path.Base(name), size: int64(len(n.data))}, nil
 }
 
-// crashClone returns the file system as an operating system crash would
+// CrashClone returns the file system as an operating system crash would
 // leave it: each file holds what its last Sync saw.
-func (m *memFS) crashClone() *memFS {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := newMemFS()
-	for d := range m.dirs {
-		c.dirs[d] = true
-	}
-	for name, n := range m.files {
-		s := append([]byte(nil), n.synced...)
-		c.files[name] = &memNode{data: s, synced: append([]byte(nil), s...)}
-	}
-	return c
+func (m *MemFS) CrashClone() *MemFS {
+	return m.cloneWith(func(n *memNode) []byte { return n.synced })
 }
 
-// clone returns a copy of the file system as it is, as a process crash
+// Clone returns a copy of the file system as it is, as a process crash
 // (kill -9) leaves it: everything written survives.
-func (m *memFS) clone() *memFS {
+func (m *MemFS) Clone() *MemFS {
+	return m.cloneWith(func(n *memNode) []byte { return n.data })
+}
+
+// cloneWith copies the file system, each file holding (as written and as
+// synced) what keep returns of it.
+func (m *MemFS) cloneWith(keep func(*memNode) []byte) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := newMemFS()
+	c := NewMemFS()
 	for d := range m.dirs {
 		c.dirs[d] = true
 	}
 	for name, n := range m.files {
-		c.files[name] = &memNode{data: append([]byte(nil), n.data...), synced: append([]byte(nil), n.data...)}
+		b := keep(n)
+		c.files[name] = &memNode{data: append([]byte(nil), b...), synced: append([]byte(nil), b...)}
 	}
 	return c
 }
 
-// bytes returns a copy of a file's contents ("" if missing).
-func (m *memFS) bytes(name string) []byte {
+// Contents returns a copy of a file's contents (nil if it is missing).
+func (m *MemFS) Contents(name string) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n, ok := m.files[clean(name)]; ok {
+	if n, ok := m.files[path.Clean(name)]; ok {
 		return append([]byte(nil), n.data...)
 	}
 	return nil
 }
 
-// setBytes replaces a file's contents, as if synced.
-func (m *memFS) setBytes(name string, b []byte) {
+// SetContents replaces a file's contents, or creates it, as if synced:
+// for tests that damage or plant files.
+func (m *MemFS) SetContents(name string, b []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.files[clean(name)] = &memNode{data: append([]byte(nil), b...), synced: append([]byte(nil), b...)}
+	m.files[path.Clean(name)] = &memNode{data: append([]byte(nil), b...), synced: append([]byte(nil), b...)}
 }
 
-// names lists the files under dir whose name contains substr.
-func (m *memFS) names(dir, substr string) []string {
+// Names lists, sorted, the entries of dir whose name contains substr.
+func (m *MemFS) Names(dir, substr string) []string {
 	all, _ := m.ReadDir(dir)
 	var out []string
 	for _, n := range all {
@@ -199,6 +206,12 @@ func (m *memFS) names(dir, substr string) []string {
 		}
 	}
 	return out
+}
+
+// FileOf returns an open file holding b, in a file system of its own: for
+// tests of code that reads a File.
+func FileOf(b []byte) vfs.File {
+	return &memFile{fs: NewMemFS(), name: "/file", n: &memNode{data: b}}
 }
 
 type memInfo struct {
@@ -220,7 +233,7 @@ func (i memInfo) IsDir() bool        { return i.dir }
 func (i memInfo) Sys() any           { return nil }
 
 type memFile struct {
-	fs     *memFS
+	fs     *MemFS
 	name   string
 	n      *memNode
 	dir    bool
@@ -228,6 +241,7 @@ type memFile struct {
 	closed bool
 }
 
+// lock takes the file system's lock, unless the file is closed.
 func (f *memFile) lock() error {
 	f.fs.mu.Lock()
 	if f.closed {

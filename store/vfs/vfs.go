@@ -1,0 +1,94 @@
+// Package vfs is the file system interface of Skiff's store, in the style
+// of pebble's vfs: small enough that a test can wrap it to inject faults
+// (a full disk, an I/O error on fsync) or replace it with an in-memory
+// file system. The store re-exports its types (store.FS, store.File,
+// store.OSFS); they live here, below the store, so that the test file
+// systems of package store/storetest implement them without importing the
+// store, and the store's own tests can use them.
+//
+// The store calls an FS from the goroutines of its callers and from its
+// own background goroutines; an implementation must be safe for
+// concurrent use on different files. The store never uses one File from
+// two goroutines at once except for ReadAt and Sync, which must be safe
+// alongside each other and alongside Write.
+package vfs
+
+import (
+	"io"
+	"os"
+	"sort"
+)
+
+// FS is a file system.
+type FS interface {
+	// OpenFile opens a file (or, read-only, a directory, so that its Sync
+	// persists the directory's entries) with os.OpenFile flags.
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Create creates or truncates a file for reading and writing.
+	Create(name string) (File, error)
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// Rename atomically replaces newname with oldname.
+	Rename(oldname, newname string) error
+	// ReadDir returns the names of the entries of a directory, sorted.
+	ReadDir(name string) ([]string, error)
+	// MkdirAll creates a directory and its missing parents.
+	MkdirAll(path string, perm os.FileMode) error
+	// Stat describes a file.
+	Stat(name string) (os.FileInfo, error)
+}
+
+// File is an open file of an FS. An *os.File satisfies it.
+type File interface {
+	io.Reader
+	io.Writer
+	io.ReaderAt
+	io.Seeker
+	io.Closer
+	// Sync commits the file's contents (for a directory, its entries) to
+	// stable storage.
+	Sync() error
+	// Truncate changes the size of the file; it does not move the offset.
+	Truncate(size int64) error
+}
+
+// OS is the operating system's file system.
+var OS FS = osFS{}
+
+type osFS struct{}
+
+var _ File = (*os.File)(nil)
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Create(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) Rename(oldname, newname string) error         { return os.Rename(oldname, newname) }
+func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
+func (osFS) Stat(name string) (os.FileInfo, error)        { return os.Stat(name) }
+
+func (osFS) ReadDir(name string) ([]string, error) {
+	ents, err := os.ReadDir(name)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	sort.Strings(names)
+	return names, nil
+}
