@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -46,14 +45,6 @@ func wrap(raw any, path string, parent value) value {
 		}
 	}
 	return v
-}
-
-// where renders the position for errors: "skiff.conf:12" or "line 12".
-func (v value) where() string {
-	if v.file == "" {
-		return fmt.Sprintf("line %d", v.line)
-	}
-	return fmt.Sprintf("%s:%d", filepath.Base(v.file), v.line)
 }
 
 // errorf reports a problem with this value, wrapping sentinel.

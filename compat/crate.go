@@ -133,7 +133,7 @@ func untarGz(archive, dir, prefix string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
 		return err
@@ -180,7 +180,7 @@ func writeFile(path string, r io.Reader, mode os.FileMode) error {
 		return err
 	}
 	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	return f.Close()

@@ -29,7 +29,7 @@ func loadReasons(path string) (Reasons, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	rs := Reasons{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {

@@ -74,11 +74,11 @@ func TestRouteAPIUnshadowed(t *testing.T) {
 		subj := strings.NewReplacer("*", "x", ">", "y.z").Replace(pattern)
 		got, _ := routeAPI(subj)
 		require.Same(t, want, got, pattern)
-		switch {
-		case pattern == "CONSUMER.MSG.NEXT.>":
+		switch pattern {
+		case "CONSUMER.MSG.NEXT.>":
 			require.Equal(t, onRequester, want.worker, pattern)
 			require.NotNil(t, want.direct, pattern)
-		case pattern == "INFO", pattern == "STREAM.NAMES", pattern == "STREAM.LIST":
+		case "INFO", "STREAM.NAMES", "STREAM.LIST":
 			require.Equal(t, onAPIWorker, want.worker, pattern)
 			require.NotNil(t, want.answer, pattern)
 		default:

@@ -133,7 +133,7 @@ func httpGet(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return strings.TrimSpace(string(b))
@@ -260,7 +260,7 @@ func TestMissingConsumerLogIsLogged(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(dir, "streams", "S", "consumers", "C", "state", "consumer.log")))
 
 	var logged syncBuffer
-	b = startBrokerWith(t, jetstream.Options{StoreDir: dir, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	startBrokerWith(t, jetstream.Options{StoreDir: dir, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	require.Contains(t, logged.String(), "consumer state missing")
 	require.Contains(t, logged.String(), "consumer.log")
 }

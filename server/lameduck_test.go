@@ -83,7 +83,8 @@ func TestLameDuckCutShort(t *testing.T) {
 	require.Eventually(t, s.InLameDuckMode, 5*time.Second, 10*time.Millisecond)
 	require.NoError(t, s.Shutdown(context.Background()))
 	select {
-	case <-done:
+	case err := <-done:
+		t.Logf("LameDuck cut short by Shutdown: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("LameDuck did not end with Shutdown")
 	}

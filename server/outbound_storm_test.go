@@ -87,7 +87,7 @@ func TestConnectionStormGivesMemoryToOS(t *testing.T) {
 		expectPong(c, r)
 	}
 	pub, pr := dial()
-	defer pub.Close()
+	defer func() { _ = pub.Close() }()
 	payload := strings.Repeat("x", 60<<10)
 	for range 4 { // about 240 KiB for each client, most of it queued
 		_, err := fmt.Fprintf(pub, "CONNECT {\"verbose\":false}\r\nPUB storm %d\r\n%s\r\n", len(payload), payload)

@@ -133,7 +133,7 @@ func (n *node) routez() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var rz struct {
 		Routes []struct {
 			RemoteName string `json:"remote_name"`
