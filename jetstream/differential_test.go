@@ -740,3 +740,31 @@ func TestDifferentialStrict(t *testing.T) {
 		{name: "purge", do: api("STREAM.PURGE.S", `{"no_such":1}`)},
 	})
 }
+
+// A stream without max_consumers takes at most the server's default
+// (nats-server 2.15's default_max_consumers, 1,000 unless configured; 5
+// here, on both servers); its own max_consumers may raise that.
+func TestDifferentialDefaultMaxConsumers(t *testing.T) {
+	fill := func(stream string, n int) func(*target) any {
+		return func(tg *target) any {
+			for i := range n {
+				r := tg.api(fmt.Sprintf("CONSUMER.CREATE.%s.C%d", stream, i),
+					fmt.Sprintf(`{"stream_name":%q,"config":{"name":"C%d","durable_name":"C%d"}}`, stream, i, i))
+				if strings.Contains(r, "error") {
+					return fmt.Sprintf("consumer %d: %s", i, r)
+				}
+			}
+			return fmt.Sprintf("%d consumers", n)
+		}
+	}
+	runScriptWith(t, func(o *natsserver.Options) { o.JetStreamLimits.DefaultMaxConsumers = 5 },
+		jetstream.Options{MaxConsumersPerStream: 5}, []step{
+			{name: "create", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s"]}`)},
+			{name: "fill", do: fill("S", 5)},
+			{name: "one more", do: api("CONSUMER.CREATE.S.X", `{"stream_name":"S","config":{"name":"X","durable_name":"X"}}`)},
+			{name: "raised", do: api("STREAM.CREATE.R", `{"name":"R","subjects":["r"],"max_consumers":6}`)},
+			{name: "fill raised", do: fill("R", 6)},
+			{name: "past the raised", do: api("CONSUMER.CREATE.R.X", `{"stream_name":"R","config":{"name":"X","durable_name":"X"}}`)},
+		})
+	require.Equal(t, 1_000, jetstream.DefaultMaxConsumersPerStream, "nats-server's JSDefaultMaxConsumersPerStream")
+}

@@ -18,18 +18,21 @@ import (
 
 // Defaults of the Options.
 const (
-	DefaultStoreDir      = "./skiff-data"
-	DefaultMaxStreams    = 10_000
-	DefaultMaxConsumers  = 100_000 // over all streams
-	DefaultMaxAckPending = 1_000   // per consumer, when its config says 0
-	MaxAckPendingLimit   = 100_000 // the most a consumer may ask for
-	DefaultMaxWaiting    = 512     // pull requests waiting per consumer
-	DefaultAPIQueue      = 4_096
-	DefaultDupWindow     = 2 * time.Minute
-	DefaultAckWait       = 30 * time.Second
-	DefaultSyncInterval  = 100 * time.Millisecond
-	DefaultMaxStore      = 1 << 40 // 1 TiB of file streams, as nats-server
-	DefaultMaxMemory     = 4 << 30 // of memory streams, when the machine's memory is unknown
+	DefaultStoreDir     = "./skiff-data"
+	DefaultMaxStreams   = 10_000
+	DefaultMaxConsumers = 100_000 // over all streams
+	// DefaultMaxConsumersPerStream bounds the consumers of a stream whose
+	// max_consumers is unset, as nats-server 2.15's default.
+	DefaultMaxConsumersPerStream = 1_000
+	DefaultMaxAckPending         = 1_000   // per consumer, when its config says 0
+	MaxAckPendingLimit           = 100_000 // the most a consumer may ask for
+	DefaultMaxWaiting            = 512     // pull requests waiting per consumer
+	DefaultAPIQueue              = 4_096
+	DefaultDupWindow             = 2 * time.Minute
+	DefaultAckWait               = 30 * time.Second
+	DefaultSyncInterval          = 100 * time.Millisecond
+	DefaultMaxStore              = 1 << 40 // 1 TiB of file streams, as nats-server
+	DefaultMaxMemory             = 4 << 30 // of memory streams, when the machine's memory is unknown
 	// MinSyncInterval is the shortest sync interval a stream or the
 	// server may set: every file stream (and every consumer of one) runs
 	// a timer at its interval even when idle, so a shorter one spins a
@@ -55,6 +58,10 @@ type Options struct {
 	// streams and 100,000 consumers).
 	MaxStreams   int
 	MaxConsumers int
+	// MaxConsumersPerStream bounds the consumers of a stream whose
+	// max_consumers is unset (default 1,000, nats-server's
+	// default_max_consumers); a stream's own max_consumers overrides it.
+	MaxConsumersPerStream int
 	// APIQueue bounds the API requests waiting for the API worker
 	// (default 4,096), and a quarter of it those waiting for each of the
 	// four stream workers (stream create, update and delete); past it
@@ -102,6 +109,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxConsumers <= 0 {
 		o.MaxConsumers = DefaultMaxConsumers
+	}
+	if o.MaxConsumersPerStream <= 0 {
+		o.MaxConsumersPerStream = DefaultMaxConsumersPerStream
 	}
 	if o.APIQueue <= 0 {
 		o.APIQueue = DefaultAPIQueue

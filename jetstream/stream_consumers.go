@@ -73,7 +73,11 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 	if err := st.mu.failed[name]; name != "" && err != nil {
 		return nil, errConsumerFailed(err)
 	}
-	if scfg.MaxConsumers > 0 && len(st.mu.consumers) >= scfg.MaxConsumers {
+	limit := scfg.MaxConsumers
+	if limit <= 0 {
+		limit = st.js.opts.MaxConsumersPerStream
+	}
+	if len(st.mu.consumers) >= limit {
 		return nil, errMaxConsumers()
 	}
 	if st.js.consumers.Load() >= int64(st.js.opts.MaxConsumers) {
