@@ -114,5 +114,13 @@ COMPAT_FLAGS ?= -features slow_tests
 compat: build tools
 	$(GO) run ./compat $(COMPAT_FLAGS)
 
+## compat-py: the official Python client (nats-py, pinned, from PyPI into a virtualenv under
+## compat/build) discovers a three-server Skiff cluster from one URL and fails over on kill -9
+NATS_PY ?= nats-py==2.16.0
+compat-py: build
+	@test -x compat/build/py/bin/python || python3 -m venv compat/build/py
+	compat/build/py/bin/pip install --quiet '$(NATS_PY)'
+	compat/build/py/bin/python compat/python/failover.py bin/skiff
+
 clean:
 	rm -rf bin tools/bin tools/kafka compat/build
