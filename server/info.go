@@ -76,13 +76,15 @@ func (s *Server) appendInfo(dst []byte, c *client) []byte {
 	return appendInfoJSON(dst, &in)
 }
 
-// appendConnectInfo appends the INFO a server sends once CONNECT is done.
-// Skiff has one account, named "$G" as the reference server's default.
+// appendConnectInfo appends the INFO a server sends once CONNECT is done:
+// the account the client is bound to and the payload bound in force for it
+// (its account's, if lower than the server's), as nats-server's does.
 func (s *Server) appendConnectInfo(dst []byte, c *client) []byte {
 	in := s.info
 	in.ClientID, in.ClientIP = c.cid, c.ip
 	in.ConnectURLs = s.connectURLs()
-	in.ConnectInfo, in.RemoteAccount = true, "$G"
+	in.ConnectInfo, in.RemoteAccount = true, c.acc.name
+	in.MaxPayload = c.maxPay
 	return appendInfoJSON(dst, &in)
 }
 
@@ -109,7 +111,9 @@ func (s *Server) buildInfo(port int) info {
 		Port:         port,
 		Headers:      true,
 		MaxPayload:   s.opts.MaxPayload,
-		AuthRequired: s.auth.required(),
+		// With a no_auth_user a client need not authenticate, and INFO
+		// says so, as nats-server's; CONNECT is still required.
+		AuthRequired: s.auth.required() && s.opts.NoAuthUser == "",
 		TLSRequired:  tlsRequired,
 		TLSVerify:    s.opts.TLS != nil && s.opts.TLS.ClientAuth >= tls.VerifyClientCertIfGiven,
 		// As nats-server: available means optional, not also required.
