@@ -6,9 +6,9 @@ import (
 	"github.com/skiffmq/skiff/match/cstrie"
 )
 
-// globalAccount names the account of everything configured outside an
+// GlobalAccountName names the account of everything configured outside an
 // account, as the reference server names it.
-const globalAccount = "$G"
+const GlobalAccountName = "$G"
 
 // Account is a subject namespace: its own subscription index, the users
 // that connect into it, and its limits. A message published in an account
@@ -81,7 +81,7 @@ func (s *Server) Accounts() []*Account { return s.accounts.all() }
 
 // newAccounts makes the global account and the configured ones.
 func (s *Server) newAccounts() {
-	s.gacc = newAccount(s, globalAccount, unlimited)
+	s.gacc = newAccount(s, GlobalAccountName, unlimited)
 	s.accounts.add(s.gacc)
 	for _, ac := range s.opts.Accounts {
 		s.accounts.add(newAccount(s, ac.Name, ac.Limits.compile())) // names validated unique

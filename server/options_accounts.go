@@ -158,7 +158,7 @@ func validAccountName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("an account without a name")
-	case name == globalAccount:
+	case name == GlobalAccountName:
 		return fmt.Errorf("%q is a Reserved Account", name)
 	case name == "." || name == "..":
 		return fmt.Errorf("account name %q is not allowed", name)
