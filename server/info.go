@@ -69,6 +69,12 @@ func (s *Server) appendInfo(dst []byte, c *client) []byte {
 	in := s.info
 	in.ClientID, in.ClientIP, in.Nonce = c.cid, c.ip, string(c.nonce)
 	in.ConnectURLs = s.connectURLs()
+	if s.opts.NoAuthUser != "" {
+		// A client need not authenticate, and this INFO says so, as
+		// nats-server's (the one after CONNECT does not); CONNECT is
+		// still required.
+		in.AuthRequired = false
+	}
 	if c.ws {
 		// A WebSocket's TLS is its listener's: no upgrade in the protocol.
 		in.TLSRequired, in.TLSAvailable, in.TLSVerify = false, false, false
@@ -111,9 +117,7 @@ func (s *Server) buildInfo(port int) info {
 		Port:         port,
 		Headers:      true,
 		MaxPayload:   s.opts.MaxPayload,
-		// With a no_auth_user a client need not authenticate, and INFO
-		// says so, as nats-server's; CONNECT is still required.
-		AuthRequired: s.auth.required() && s.opts.NoAuthUser == "",
+		AuthRequired: s.auth.required(),
 		TLSRequired:  tlsRequired,
 		TLSVerify:    s.opts.TLS != nil && s.opts.TLS.ClientAuth >= tls.VerifyClientCertIfGiven,
 		// As nats-server: available means optional, not also required.

@@ -92,7 +92,7 @@ func (m *monitor) varz(now time.Time) *Varz {
 		GoVersion:          runtime.Version(),
 		Host:               o.Host,
 		Port:               s.info.Port,
-		AuthRequired:       s.auth.required(),
+		AuthRequired:       s.info.AuthRequired,
 		TLSRequired:        s.info.TLSRequired,
 		MaxConn:            o.MaxConnections,
 		MaxSubs:            o.MaxSubscriptions,
