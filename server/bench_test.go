@@ -79,6 +79,13 @@ const benchConnect = `{"verbose":false,"pedantic":false}`
 
 var benchAccountModes = []benchAccountMode{
 	{name: "off", opts: func() Options { return Options{} }, connect: benchConnect},
+	{name: "on", opts: func() Options {
+		return Options{Accounts: []AccountConfig{
+			{Name: "A", Users: []User{{Name: "a", Password: "a"}}},
+			{Name: "B", Users: []User{{Name: "b", Password: "b"}}},
+		}}
+	}, connect: `{"verbose":false,"pedantic":false,"user":"a","pass":"a"}`,
+		others: []string{`{"verbose":false,"pedantic":false,"user":"b","pass":"b"}`}},
 }
 
 // benchClient returns a client, without a connection, that has sent
