@@ -237,8 +237,8 @@ func (a *Account) PeerHasInterest(peerID, subject string) bool {
 }
 
 // PeerQueueWeight returns the weight the peer with server ID peerID told
-// for queue group queue on a subscription matching subject (its members
-// there), or 0 if it has none. Tests wait on it.
+// for queue group queue on a subscription of the global account matching
+// subject (its members there), or 0 if it has none. Tests wait on it.
 func (s *Server) PeerQueueWeight(peerID, subject, queue string) int {
 	w := 0
 	s.gacc.anySubscription(subject, func(sub *subscription) bool {
@@ -252,9 +252,9 @@ func (s *Server) PeerQueueWeight(peerID, subject, queue string) int {
 	return w
 }
 
-// NumInterest returns the subscriptions matching subject: local ones, and
-// one for each subject (and queue group) a peer told, as nats-server's
-// Account.Interest counts them. Tests wait on it.
+// NumInterest returns the subscriptions of the global account matching
+// subject: local ones, and one for each subject (and queue group) a peer
+// told, as nats-server's Account.Interest counts them. Tests wait on it.
 func (s *Server) NumInterest(subject string) int {
 	n := 0
 	s.gacc.anySubscription(subject, func(sub *subscription) bool {
