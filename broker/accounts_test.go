@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -42,44 +41,6 @@ no_auth_user: b
 	cfg, err = ParseConfig("accounts: [A, B]\n")
 	require.NoError(t, err)
 	require.Equal(t, []server.AccountConfig{{Name: "A"}, {Name: "B"}}, cfg.Server.Accounts)
-}
-
-// TestConfigAccountsRefused: what the file asks of accounts that Skiff
-// cannot do (yet) is refused with its line, never dropped.
-func TestConfigAccountsRefused(t *testing.T) {
-	for _, tc := range []struct {
-		name, text, key string
-		sentinel        error
-	}{
-		{"reserved", "accounts {\n  $G: {}\n}", "accounts.$G", ErrInvalidValue},
-		{"reserved in a list", "accounts: [A,\n  \"$G\"]", "accounts[1]", ErrInvalidValue},
-		{"twice in a list", "accounts: [A,\n A]", "accounts[1]", ErrInvalidValue},
-		{"not a block", "accounts {\n  A: 1\n}", "accounts.A", ErrInvalidValue},
-		{"exports", "accounts {\n  A: {\n    exports: [ {stream: x} ]\n  }\n}", "accounts.A.exports", ErrUnsupported},
-		{"jetstream", "accounts {\n  A: {\n    jetstream: enabled\n  }\n}", "accounts.A.jetstream", ErrUnsupported},
-		{"zero connections", "accounts {\n  A: {\n    limits: {\n      max_connections: 0\n    }\n  }\n}",
-			"accounts.A.limits.max_connections", ErrUnsupported},
-		{"negative payload", "accounts {\n  A: {\n    limits: {\n      max_payload: -2\n    }\n  }\n}",
-			"accounts.A.limits.max_payload", ErrUnsupported},
-		{"huge subscriptions", "accounts {\n  A: {\n    limits: {\n      max_subs: 3000000000\n    }\n  }\n}",
-			"accounts.A.limits.max_subs", ErrInvalidValue},
-		{"unknown limit", "accounts {\n  A: {\n    limits: {\n      max_bananas: 1\n    }\n  }\n}",
-			"accounts.A.limits.max_bananas", ErrUnknownKey},
-		{"system account", "accounts: [A]\nsystem_account: A", "system_account", ErrUnsupported},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig(tc.text)
-			require.ErrorIs(t, err, tc.sentinel)
-			var ce *ConfigError
-			require.ErrorAs(t, err, &ce)
-			require.Equal(t, tc.key, ce.Key)
-			if strings.HasPrefix(tc.key, "accounts[") {
-				require.Equal(t, 2, ce.Line) // the item's
-			} else {
-				require.Equal(t, keyLine(t, tc.text, tc.key), ce.Line)
-			}
-		})
-	}
 }
 
 // TestDifferentialAccountRefusals: a file nats-server refuses (reading it,

@@ -70,6 +70,18 @@ func TestConfigErrors(t *testing.T) {
 		{"server name with a space", "server_name: \"a b\"", "server_name", 1, ErrInvalidValue},
 		{"unknown top-level key", "colour: red", "colour", 1, ErrUnknownKey},
 		{"cluster tls", "port: 4222\ncluster { port: 6222\n  tls: { cert_file: a } }", "cluster.tls", 3, ErrUnsupported},
+		{"reserved account", "accounts {\n  $G: {}\n}", "accounts.$G", 2, ErrInvalidValue},
+		{"reserved account in a list", "accounts: [A,\n  \"$G\"]", "accounts[1]", 2, ErrInvalidValue},
+		{"account twice in a list", "accounts: [A,\n A]", "accounts[1]", 2, ErrInvalidValue},
+		{"account not a block", "accounts {\n  A: 1\n}", "accounts.A", 2, ErrInvalidValue},
+		{"account exports", "accounts {\n  A: {\n    exports: [ {stream: x} ]\n  }\n}", "accounts.A.exports", 3, ErrUnsupported},
+		{"account jetstream", "accounts {\n  A: {\n    jetstream: enabled\n  }\n}", "accounts.A.jetstream", 3, ErrUnsupported},
+		{"zero account connections", "accounts {\n  A: {\n    limits: {\n      max_connections: 0\n    }\n  }\n}",
+			"accounts.A.limits.max_connections", 4, ErrUnsupported},
+		{"negative account payload", "accounts { A: { limits: { max_payload: -2 } } }", "accounts.A.limits.max_payload", 1, ErrUnsupported},
+		{"huge account subscriptions", "accounts { A: { limits: { max_subs: 3000000000 } } }", "accounts.A.limits.max_subs", 1, ErrInvalidValue},
+		{"unknown account limit", "accounts { A: { limits: { max_bananas: 1 } } }", "accounts.A.limits.max_bananas", 1, ErrUnknownKey},
+		{"system account", "accounts: [A]\nsystem_account: A", "system_account", 2, ErrUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,6 +52,16 @@ func requireNothing(t testing.TB, sub *nats.Subscription, conns ...*nats.Conn) {
 	require.Zero(t, n, "%s received a message of another account", sub.Subject)
 }
 
+// unsubscribe removes every subscription of the lists.
+func unsubscribe(t testing.TB, lists ...[]*nats.Subscription) {
+	t.Helper()
+	for _, list := range lists {
+		for _, sub := range list {
+			require.NoError(t, sub.Unsubscribe())
+		}
+	}
+}
+
 // TestAccountIsolation: no subscription, queue group, request or reply
 // crosses from one account to another, or to the global account.
 func TestAccountIsolation(t *testing.T) {
@@ -78,9 +88,8 @@ func TestAccountIsolation(t *testing.T) {
 		require.Equal(t, "A", string(m.Data))
 		for _, sub := range others {
 			requireNothing(t, sub, a2, b, g)
-			require.NoError(t, sub.Unsubscribe())
 		}
-		require.NoError(t, aSub.Unsubscribe())
+		unsubscribe(t, others, []*nats.Subscription{aSub})
 	})
 
 	t.Run("queue groups", func(t *testing.T) {
@@ -107,11 +116,7 @@ func TestAccountIsolation(t *testing.T) {
 		for _, sub := range subs[1] {
 			requireNothing(t, sub, b)
 		}
-		for _, list := range subs {
-			for _, sub := range list {
-				require.NoError(t, sub.Unsubscribe())
-			}
-		}
+		unsubscribe(t, subs[0], subs[1])
 	})
 
 	t.Run("request reply and no responders", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -38,31 +39,18 @@ type user struct {
 // default ones.
 func newAuthenticator(o *Options, s *Server) *authenticator {
 	a := &authenticator{token: o.Token}
+	a.users, a.nkeys = map[string]*user{}, map[string]*user{}
 	addUser := func(u User, acc *Account, def *Permissions) {
-		if a.users == nil {
-			a.users = map[string]*user{}
-		}
-		perms := u.Permissions
-		if perms == nil {
-			perms = def
-		}
 		a.users[u.Name] = &user{
 			name:     u.Name,
 			password: u.Password,
 			bcrypt:   strings.HasPrefix(u.Password, "$2"),
-			perms:    perms,
+			perms:    cmp.Or(u.Permissions, def),
 			acc:      acc,
 		}
 	}
 	addNkey := func(u NkeyUser, acc *Account, def *Permissions) {
-		if a.nkeys == nil {
-			a.nkeys = map[string]*user{}
-		}
-		perms := u.Permissions
-		if perms == nil {
-			perms = def
-		}
-		a.nkeys[u.PublicKey] = &user{name: u.PublicKey, perms: perms, acc: acc}
+		a.nkeys[u.PublicKey] = &user{name: u.PublicKey, perms: cmp.Or(u.Permissions, def), acc: acc}
 	}
 	if o.Username != "" {
 		addUser(User{Name: o.Username, Password: o.Password}, s.gacc, nil)

@@ -56,9 +56,7 @@ func TestClusterAccountsIsolation(t *testing.T) {
 			requireNothing(t, sub, a3, b1, g1)
 		}
 		requireNothing(t, aSub, b3, a1)
-		for _, sub := range append(others, aSub) {
-			require.NoError(t, sub.Unsubscribe())
-		}
+		unsubscribe(t, others, []*nats.Subscription{aSub})
 	})
 
 	t.Run("queue groups", func(t *testing.T) {
@@ -97,11 +95,7 @@ func TestClusterAccountsIsolation(t *testing.T) {
 		}
 		require.Equal(t, 30, count(members[0], "a"), "each of A's messages to one of A's members")
 		require.Equal(t, 20, count(members[1], "b"))
-		for _, list := range members {
-			for _, sub := range list {
-				require.NoError(t, sub.Unsubscribe())
-			}
-		}
+		unsubscribe(t, members[0], members[1])
 	})
 
 	t.Run("request reply", func(t *testing.T) {
