@@ -62,7 +62,7 @@ var clusterKeys = func() keys[*server.ClusterOptions] {
 	k.refuse(whyTLS+" (TLS on routes is not implemented)", "tls")
 	k.refuse(whyRouteOption, "cluster_advertise", "advertise", "connect_backoff", "pool_size", "compression",
 		"write_deadline", "write_timeout")
-	k.refuse(whyAccounts, "accounts")
+	k.refuse("dedicated routes per account are not implemented: every account shares the routes, which carry the account of each message", "accounts")
 	k.refuse("route import/export permissions are not implemented; Skiff refuses to start rather than share every subject", "permissions")
 	return k
 }()

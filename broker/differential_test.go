@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
 )
 
 // meaning is what a configuration file says, in terms both servers have,
@@ -40,12 +42,56 @@ type meaning struct {
 	LogFile, PIDFile              string
 	ProfPort                      int
 	LameDuck, LameDuckGrace       time.Duration
+	Accounts                      []meaningAccount // by name
+	NoAuthUser                    string
 }
 
 type meaningUser struct {
 	Name, Password                       string
 	PubAllow, PubDeny, SubAllow, SubDeny []string
 	HasPermissions                       bool
+	Account                              string // "" for the global account
+}
+
+// meaningAccount is an account and its limits, -1 for none.
+type meaningAccount struct {
+	Name                         string
+	MaxConn, MaxSubs, MaxPayload int
+}
+
+// skiffUser is one user's meaning: perms are its own or its account's
+// default ones, as nats-server applies them while reading.
+func skiffUser(name, password string, perms *server.Permissions, account string) meaningUser {
+	mu := meaningUser{Name: name, Password: password, HasPermissions: perms != nil, Account: account}
+	if p := perms; p != nil {
+		mu.PubAllow, mu.PubDeny, mu.SubAllow, mu.SubDeny = p.Publish.Allow, p.Publish.Deny, p.Subscribe.Allow, p.Subscribe.Deny
+	}
+	return mu
+}
+
+// natsUser is skiffUser for nats-server's users.
+func natsUser(name, password string, p *natsserver.Permissions, acc *natsserver.Account) meaningUser {
+	mu := meaningUser{Name: name, Password: password, HasPermissions: p != nil}
+	if acc != nil && acc.Name != server.GlobalAccountName {
+		mu.Account = acc.Name
+	}
+	if p != nil {
+		if p.Publish != nil {
+			mu.PubAllow, mu.PubDeny = p.Publish.Allow, p.Publish.Deny
+		}
+		if p.Subscribe != nil {
+			mu.SubAllow, mu.SubDeny = p.Subscribe.Allow, p.Subscribe.Deny
+		}
+	}
+	return mu
+}
+
+// skiffLimit renders an AccountLimits field as nats-server holds it.
+func skiffLimit(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 func skiffMeaning(c Config) meaning {
@@ -69,20 +115,37 @@ func skiffMeaning(c Config) meaning {
 		m.TLSMinVersion = o.TLS.MinVersion
 	}
 	for _, u := range o.Users {
-		mu := meaningUser{Name: u.Name, Password: u.Password, HasPermissions: u.Permissions != nil}
-		if p := u.Permissions; p != nil {
-			mu.PubAllow, mu.PubDeny, mu.SubAllow, mu.SubDeny = p.Publish.Allow, p.Publish.Deny, p.Subscribe.Allow, p.Subscribe.Deny
-		}
-		m.Users = append(m.Users, mu)
+		m.Users = append(m.Users, skiffUser(u.Name, u.Password, u.Permissions, ""))
 	}
 	for _, u := range o.Nkeys {
-		mu := meaningUser{Name: u.PublicKey, HasPermissions: u.Permissions != nil}
-		if p := u.Permissions; p != nil {
-			mu.PubAllow, mu.PubDeny, mu.SubAllow, mu.SubDeny = p.Publish.Allow, p.Publish.Deny, p.Subscribe.Allow, p.Subscribe.Deny
-		}
-		m.Nkeys = append(m.Nkeys, mu)
+		m.Nkeys = append(m.Nkeys, skiffUser(u.PublicKey, "", u.Permissions, ""))
 	}
+	m.NoAuthUser = o.NoAuthUser
+	for _, a := range o.Accounts {
+		m.Accounts = append(m.Accounts, meaningAccount{Name: a.Name, MaxConn: skiffLimit(a.Limits.MaxConnections),
+			MaxSubs: skiffLimit(a.Limits.MaxSubscriptions), MaxPayload: skiffLimit(a.Limits.MaxPayload)})
+		perms := func(p *server.Permissions) *server.Permissions {
+			if p == nil {
+				return a.DefaultPermissions
+			}
+			return p
+		}
+		for _, u := range a.Users {
+			m.Users = append(m.Users, skiffUser(u.Name, u.Password, perms(u.Permissions), a.Name))
+		}
+		for _, u := range a.Nkeys {
+			m.Nkeys = append(m.Nkeys, skiffUser(u.PublicKey, "", perms(u.Permissions), a.Name))
+		}
+	}
+	sortMeaning(&m)
 	return m
+}
+
+// sortMeaning orders what neither reader keeps in file order.
+func sortMeaning(m *meaning) {
+	sort.Slice(m.Users, func(i, j int) bool { return m.Users[i].Name < m.Users[j].Name })
+	sort.Slice(m.Nkeys, func(i, j int) bool { return m.Nkeys[i].Name < m.Nkeys[j].Name })
+	sort.Slice(m.Accounts, func(i, j int) bool { return m.Accounts[i].Name < m.Accounts[j].Name })
 }
 
 func natsMeaning(o *natsserver.Options) meaning {
@@ -106,30 +169,19 @@ func natsMeaning(o *natsserver.Options) meaning {
 		m.TLSVerify = o.TLSConfig.ClientAuth == tls.RequireAndVerifyClientCert
 	}
 	for _, u := range o.Users {
-		mu := meaningUser{Name: u.Username, Password: u.Password, HasPermissions: u.Permissions != nil}
-		if p := u.Permissions; p != nil {
-			if p.Publish != nil {
-				mu.PubAllow, mu.PubDeny = p.Publish.Allow, p.Publish.Deny
-			}
-			if p.Subscribe != nil {
-				mu.SubAllow, mu.SubDeny = p.Subscribe.Allow, p.Subscribe.Deny
-			}
-		}
-		m.Users = append(m.Users, mu)
+		m.Users = append(m.Users, natsUser(u.Username, u.Password, u.Permissions, u.Account))
 	}
-	sort.Slice(m.Users, func(i, j int) bool { return m.Users[i].Name < m.Users[j].Name })
 	for _, u := range o.Nkeys {
-		mu := meaningUser{Name: u.Nkey, HasPermissions: u.Permissions != nil}
-		if p := u.Permissions; p != nil {
-			if p.Publish != nil {
-				mu.PubAllow, mu.PubDeny = p.Publish.Allow, p.Publish.Deny
-			}
-			if p.Subscribe != nil {
-				mu.SubAllow, mu.SubDeny = p.Subscribe.Allow, p.Subscribe.Deny
-			}
-		}
-		m.Nkeys = append(m.Nkeys, mu)
+		m.Nkeys = append(m.Nkeys, natsUser(u.Nkey, "", u.Permissions, u.Account))
 	}
+	m.NoAuthUser = o.NoAuthUser
+	for _, a := range o.Accounts {
+		// The limits are unexported fields of nats-server's Account.
+		l := reflect.ValueOf(a).Elem()
+		m.Accounts = append(m.Accounts, meaningAccount{Name: a.Name, MaxConn: int(l.FieldByName("mconns").Int()),
+			MaxSubs: int(l.FieldByName("msubs").Int()), MaxPayload: int(l.FieldByName("mpay").Int())})
+	}
+	sortMeaning(&m)
 	return m
 }
 
@@ -219,6 +271,31 @@ tls {
 }
 allow_non_tls: true
 `,
+		"accounts": `
+accounts {
+  A: {
+    users: [
+      {user: alice, password: "$2a$04$uUSy2a6aGqrCbiRBKObVA.2/GLBT/rXvI/XkcXpXQM8yZg3P11gMq"}
+      {user: al, password: alpw, permissions: { publish: "al.>" }}
+      {nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4}
+    ]
+    default_permissions: { publish: { allow: ["a.>"], deny: "a.secret" }, subscribe: ["_INBOX.>", "a.>"] }
+    limits: { max_connections: 10, max_subscriptions: 100, max_payload: 64KB }
+  }
+  B: {
+    users: [ {username: bob, pass: bobpw} ]
+    limits: { max_conn: 2, max_subs: 3, max_pay: 1024 }
+  }
+  C: { limits: { max_connections: -1 } }
+}
+authorization {
+  users: [ {user: global, password: g} ]
+}
+no_auth_user: bob
+`,
+		"accounts as a list": `
+accounts: [A, B, "C.x"]
+`,
 		"tls first": `
 tls {
   cert_file: "` + cert + `"
@@ -246,7 +323,6 @@ tls {
 			cfg, err := LoadConfig(path)
 			require.NoError(t, err)
 			want, got := natsMeaning(nopts), skiffMeaning(cfg)
-			sort.Slice(got.Users, func(i, j int) bool { return got.Users[i].Name < got.Users[j].Name })
 			// Settings the file leaves out fall to each server's defaults,
 			// which only New applies in nats-server: compare what is set.
 			zeroUnset(&want, &got, text)

@@ -11,11 +11,11 @@ import (
 
 // A key Skiff does not implement is refused with its line, never ignored.
 func ExampleParseConfig() {
-	_, err := broker.ParseConfig("port: 4222\nno_auth_user: guest\n")
+	_, err := broker.ParseConfig("port: 4222\nsystem_account: SYS\n")
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, broker.ErrUnsupported))
 	// Output:
-	// config: line 2: no_auth_user: not supported by Skiff: accounts, operators and JWT authentication are not implemented; Skiff refuses to start rather than run without them
+	// config: line 2: system_account: not supported by Skiff: the system account and $SYS are not implemented yet
 	// true
 }
 

@@ -68,6 +68,7 @@ func referenceKeys() []refKey {
 		{"logfile", "/tmp/skiff.log"}, {"log_file", "/tmp/skiff.log"},
 		{"pidfile", "/tmp/skiff.pid"}, {"pid_file", "/tmp/skiff.pid"}, {"prof_port", "6060"},
 		{"lame_duck_duration", `"30s"`}, {"lame_duck_grace_period", `"5s"`},
+		{"accounts", "{ A: { users: [ {user: a, password: b} ] } }"}, {"no_auth_user", "a"},
 	} {
 		rows = append(rows, top(kv[0], kv[1]))
 	}
@@ -77,11 +78,11 @@ func referenceKeys() []refKey {
 	)
 	// Top level, refused.
 	for _, kv := range [][2]string{
-		{"accounts", "{ A: { users: [ {user: a, password: b} ] } }"}, {"operator", `"./op.jwt"`},
+		{"operator", `"./op.jwt"`},
 		{"operators", `["./op.jwt"]`}, {"roots", `["./op.jwt"]`}, {"root", `"./op.jwt"`},
 		{"root_operators", `["./op.jwt"]`}, {"root_operator", `"./op.jwt"`}, {"resolver", "MEMORY"},
 		{"account_resolver", "MEMORY"}, {"accounts_resolver", "MEMORY"}, {"resolver_tls", "{ verify: true }"},
-		{"resolver_preload", "{ A: jwt }"}, {"resolver_pinned_accounts", "[A]"}, {"no_auth_user", "a"},
+		{"resolver_preload", "{ A: jwt }"}, {"resolver_pinned_accounts", "[A]"},
 		{"system_account", "SYS"}, {"system", "SYS"}, {"no_system_account", "true"}, {"no_system", "true"},
 		{"no_sys_acc", "true"}, {"trusted", "[KEY]"}, {"trusted_keys", "[KEY]"}, {"default_sentinel", "jwt"},
 		{"gateway", "{ name: g }"}, {"leaf", "{ port: 7422 }"},
@@ -145,6 +146,35 @@ func referenceKeys() []refKey {
 	for _, k := range []string{"allow", "deny"} {
 		rows = append(rows, in(permBase+"       publish: {\n", "       }\n     }\n    }\n  ]\n}",
 			"authorization.users[0].permissions.publish."+k, "         "+k+": [x]", ""))
+	}
+
+	// accounts: users, their default permissions and limits are applied;
+	// what later phases bring is refused by name.
+	rows = append(rows, refKey{path: "accounts[0]", with: "accounts: [A, B]"})
+	const accBase, accEnd = "accounts {\n  A {\n", "  }\n}"
+	rows = append(rows,
+		in(accBase, accEnd, "accounts.A.users", "    users: [ {user: a, password: b} ]", ""),
+		in(accBase+"    users: [ {user: a, password: p} ]\n", accEnd, "accounts.A.default_permissions",
+			"    default_permissions: { publish: x }", ""),
+		in(accBase, accEnd, "accounts.A.limits", "    limits: { max_connections: 5 }", ""),
+		in(accBase+"    users: [\n      {user: a, password: p}\n", "    ]\n"+accEnd, "accounts.A.users[1].nkey",
+			"      {nkey: "+testNkey+"}", ""),
+	)
+	for _, kv := range [][2]string{
+		{"nkey", "ABQA6QHS32OGY6I53KK5PWU3FWUYBTJYLRLCVPNP2JDKFYNA3V2XPAKA"}, {"exports", "[ {stream: x} ]"},
+		{"imports", "[ {stream: {account: B, subject: x}} ]"}, {"jetstream", "enabled"}, {"mappings", "{ a: b }"},
+		{"maps", "{ a: b }"}, {"msg_trace", "{ dest: t }"}, {"trace_dest", "t"},
+	} {
+		p := "accounts.A." + kv[0]
+		rows = append(rows, in(accBase, accEnd, p, "    "+kv[0]+": "+kv[1], p))
+	}
+	const limBase, limEnd = accBase + "    limits {\n", "    }\n" + accEnd
+	for _, k := range []string{"max_connections", "max_conn", "max_subscriptions", "max_subs", "max_payload", "max_pay"} {
+		rows = append(rows, in(limBase, limEnd, "accounts.A.limits."+k, "      "+k+": 5", ""))
+	}
+	for _, k := range []string{"max_leafnodes", "max_leafs"} {
+		p := "accounts.A.limits." + k
+		rows = append(rows, in(limBase, limEnd, p, "      "+k+": 5", p))
 	}
 
 	// tls
@@ -293,12 +323,15 @@ func tlsSummary(c *tls.Config) string {
 
 // TestRefusedConfigLeavesNothingOpen: the hole this guards against was a
 // server started without the accounts, JWT or cluster settings its file
-// asked for, open to any client. Such a file now fails to load.
+// asked for, open to any client. Such a file fails to load: an account
+// with exports Skiff cannot honour, a limit it would read otherwise, an
+// operator, the system account.
 func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
 	for _, text := range []string{
-		"accounts { A: { users: [ {user: a, password: b} ] } }",
+		"accounts { A: { users: [ {user: a, password: b} ], exports: [ {stream: x} ] } }",
+		"accounts { A: { users: [ {user: a, password: b} ], limits: { max_connections: 0 } } }",
 		"operator: \"./op.jwt\"\nresolver: MEMORY\nresolver_preload { A: jwt }",
-		"no_auth_user: a",
+		"system_account: SYS",
 		"cluster { listen: 127.0.0.1:6222, pool_size: 3 }",
 		"cluster { listen: 127.0.0.1:6222, tls: { cert_file: a, key_file: b } }",
 		"authorization { users: [ {user: a, password: b, allowed_connection_types: [\"STANDARD\"]} ] }",

@@ -62,11 +62,10 @@ func fromMap(m map[string]any, file string) (Config, error) {
 
 // Reasons given for refused keys.
 const (
-	whyAccounts = "accounts, operators and JWT authentication are not implemented; Skiff refuses to start rather than run without them"
-	whyCluster  = "this clustering feature (gateways, leaf nodes, advertised addresses, clustered JetStream) is not implemented, only routes (the cluster block); Skiff refuses to start rather than run without it"
-	whyLogging  = "this logging option is not implemented"
-	whyTLS      = "this TLS option is not implemented; Skiff refuses to start rather than weaken the TLS setup the file asks for"
-	whyOther    = "this nats-server setting is not implemented"
+	whyCluster = "this clustering feature (gateways, leaf nodes, advertised addresses, clustered JetStream) is not implemented, only routes (the cluster block); Skiff refuses to start rather than run without it"
+	whyLogging = "this logging option is not implemented"
+	whyTLS     = "this TLS option is not implemented; Skiff refuses to start rather than weaken the TLS setup the file asks for"
+	whyOther   = "this nats-server setting is not implemented"
 )
 
 // topKeys is the table of the file's top level.
@@ -132,10 +131,12 @@ var topKeys = func() keys[*loader] {
 	k.on(func(l *loader, v value) (err error) { l.cfg.PIDFile, err = v.str(); return }, "pidfile", "pid_file")
 	k.on(func(l *loader, v value) (err error) { l.cfg.ProfPort, err = v.intIn(0, 65535); return }, "prof_port")
 
-	k.refuse(whyAccounts, "accounts", "operator", "operators", "roots", "root", "root_operators", "root_operator",
+	k.on(srv(applyAccounts), "accounts")
+	k.on(srv(func(o *server.Options, v value) (err error) { o.NoAuthUser, err = v.str(); return }), "no_auth_user")
+	k.refuse(whyOperator, "operator", "operators", "roots", "root", "root_operators", "root_operator",
 		"resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
-		"resolver_pinned_accounts", "no_auth_user", "system_account", "system", "no_system_account",
-		"no_system", "no_sys_acc", "trusted", "trusted_keys", "default_sentinel")
+		"resolver_pinned_accounts", "trusted", "trusted_keys", "default_sentinel")
+	k.refuse(whySystemAccount, "system_account", "system", "no_system_account", "no_system", "no_sys_acc")
 	k.on(srv(applyCluster), "cluster")
 	k.refuse(whyCluster, "gateway", "leaf", "leafnodes", "client_advertise",
 		"connect_error_reports", "reconnect_error_reports", "server_tags", "default_js_domain")

@@ -70,6 +70,18 @@ func TestConfigErrors(t *testing.T) {
 		{"server name with a space", "server_name: \"a b\"", "server_name", 1, ErrInvalidValue},
 		{"unknown top-level key", "colour: red", "colour", 1, ErrUnknownKey},
 		{"cluster tls", "port: 4222\ncluster { port: 6222\n  tls: { cert_file: a } }", "cluster.tls", 3, ErrUnsupported},
+		{"reserved account", "accounts {\n  $G: {}\n}", "accounts.$G", 2, ErrInvalidValue},
+		{"reserved account in a list", "accounts: [A,\n  \"$G\"]", "accounts[1]", 2, ErrInvalidValue},
+		{"account twice in a list", "accounts: [A,\n A]", "accounts[1]", 2, ErrInvalidValue},
+		{"account not a block", "accounts {\n  A: 1\n}", "accounts.A", 2, ErrInvalidValue},
+		{"account exports", "accounts {\n  A: {\n    exports: [ {stream: x} ]\n  }\n}", "accounts.A.exports", 3, ErrUnsupported},
+		{"account jetstream", "accounts {\n  A: {\n    jetstream: enabled\n  }\n}", "accounts.A.jetstream", 3, ErrUnsupported},
+		{"zero account connections", "accounts {\n  A: {\n    limits: {\n      max_connections: 0\n    }\n  }\n}",
+			"accounts.A.limits.max_connections", 4, ErrUnsupported},
+		{"negative account payload", "accounts { A: { limits: { max_payload: -2 } } }", "accounts.A.limits.max_payload", 1, ErrUnsupported},
+		{"huge account subscriptions", "accounts { A: { limits: { max_subs: 3000000000 } } }", "accounts.A.limits.max_subs", 1, ErrInvalidValue},
+		{"unknown account limit", "accounts { A: { limits: { max_bananas: 1 } } }", "accounts.A.limits.max_bananas", 1, ErrUnknownKey},
+		{"system account", "accounts: [A]\nsystem_account: A", "system_account", 2, ErrUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,7 +97,7 @@ func TestConfigErrors(t *testing.T) {
 
 // TestConfigReportsEveryProblem: one run lists all of a file's refusals.
 func TestConfigReportsEveryProblem(t *testing.T) {
-	_, err := ParseConfig("accounts { A {} }\nport: 4222\ngateway { port: 7222 }\nno_auth_user: a\n")
+	_, err := ParseConfig("accounts { A { exports: [] } }\nport: 4222\ngateway { port: 7222 }\nsystem_account: a\n")
 	var keys []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var ce *ConfigError
@@ -93,7 +105,7 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 		require.ErrorIs(t, ce, ErrUnsupported)
 		keys = append(keys, ce.Key)
 	}
-	require.Equal(t, []string{"accounts", "gateway", "no_auth_user"}, keys)
+	require.Equal(t, []string{"accounts.A.exports", "gateway", "system_account"}, keys)
 }
 
 func TestConfigVariables(t *testing.T) {
@@ -128,7 +140,7 @@ func TestConfigVariables(t *testing.T) {
 	require.Equal(t, []string{"pub.>"}, cfg.Server.Users[0].Permissions.Publish.Allow)
 
 	// A refused key is refused whether or not it is reused.
-	_, err = ParseConfig("no_auth_user: a\nx { y: $no_auth_user }\n")
+	_, err = ParseConfig("system_account: a\nx { y: $system_account }\n")
 	require.ErrorIs(t, err, ErrUnsupported)
 }
 
@@ -143,14 +155,14 @@ func TestConfigInclude(t *testing.T) {
 	require.Equal(t, "tok", cfg.Server.Token)
 
 	// A refused key in an included file names that file.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "auth.conf"), []byte("\nno_auth_user: a\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "auth.conf"), []byte("\nsystem_account: a\n"), 0o600))
 	_, err = LoadConfig(main)
 	var ce *ConfigError
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, "no_auth_user", ce.Key)
+	require.Equal(t, "system_account", ce.Key)
 	require.Equal(t, filepath.Join(dir, "auth.conf"), ce.File)
 	require.Equal(t, 2, ce.Line)
-	require.Contains(t, err.Error(), "auth.conf:2: no_auth_user: not supported by Skiff")
+	require.Contains(t, err.Error(), "auth.conf:2: system_account: not supported by Skiff")
 }
 
 func TestConfigDefaultPermissions(t *testing.T) {

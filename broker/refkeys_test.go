@@ -17,8 +17,9 @@ import (
 // referenceBlocks maps the functions of nats-server's opts.go that read a
 // block's keys to the key path TestEveryReferenceKey's rows use for that
 // block ("" is the top level). Blocks Skiff refuses whole (gateway,
-// leafnodes, accounts, mqtt, websocket authorization, auth callout, ...)
-// are absent: no key inside them can be read.
+// leafnodes, an account's exports, imports and jetstream, mqtt, websocket
+// authorization, auth callout, ...) are absent: no key inside them can be
+// read.
 var referenceBlocks = map[string]string{
 	"processConfigFileLine":  "",
 	"parseAuthorization":     "authorization.",
@@ -29,6 +30,8 @@ var referenceBlocks = map[string]string{
 	"parseJetStream":         "jetstream.",
 	"parseCluster":           "cluster.",
 	"parseWebsocket":         "websocket.",
+	"parseAccounts":          "accounts.A.",
+	"parseAccountLimits":     "accounts.A.limits.",
 }
 
 // inBase are keys a block's rows all carry in their base configuration

@@ -202,6 +202,12 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		// client's permissions here.
 		return nil, ErrClustered
 	}
+	if len(s.Accounts()) > 1 {
+		// Every stream, consumer and API subject would live in $G alone,
+		// out of reach of the other accounts' clients, and the API would
+		// act for no account's limits (docs/accounts.md).
+		return nil, ErrAccounts
+	}
 	if opts.SyncInterval < MinSyncInterval {
 		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -14,45 +15,66 @@ import (
 )
 
 // authenticator checks the credentials of a CONNECT against the configured
-// token, users or nkeys. It is built once in New and only read afterwards.
+// token, users or nkeys, in every account. It is built once in New and only
+// read afterwards.
 type authenticator struct {
-	token string
-	users map[string]*account
-	nkeys map[string]*account // by public key
+	token  string
+	users  map[string]*user
+	nkeys  map[string]*user // by public key
+	noAuth *user            // Options.NoAuthUser: whom a CONNECT without credentials is
 }
 
-// account is a configured user, with its permissions compiled.
-type account struct {
-	name     string
+// user is a configured user, with its permissions compiled and the
+// account it connects into.
+type user struct {
+	name     string // the user name, or the nkey
 	password string
 	bcrypt   bool
 	perms    *Permissions // nil: may do anything
+	acc      *Account
 }
 
-func newAuthenticator(o *Options) *authenticator {
+// newAuthenticator indexes the users of opts, with their accounts (made
+// already by newAccounts). Permissions a user lacks are its account's
+// default ones.
+func newAuthenticator(o *Options, s *Server) *authenticator {
 	a := &authenticator{token: o.Token}
-	add := func(u User) {
-		if a.users == nil {
-			a.users = map[string]*account{}
-		}
-		a.users[u.Name] = &account{
+	a.users, a.nkeys = map[string]*user{}, map[string]*user{}
+	addUser := func(u User, acc *Account, def *Permissions) {
+		a.users[u.Name] = &user{
 			name:     u.Name,
 			password: u.Password,
 			bcrypt:   strings.HasPrefix(u.Password, "$2"),
-			perms:    u.Permissions,
+			perms:    cmp.Or(u.Permissions, def),
+			acc:      acc,
 		}
+	}
+	addNkey := func(u NkeyUser, acc *Account, def *Permissions) {
+		a.nkeys[u.PublicKey] = &user{name: u.PublicKey, perms: cmp.Or(u.Permissions, def), acc: acc}
 	}
 	if o.Username != "" {
-		add(User{Name: o.Username, Password: o.Password})
+		addUser(User{Name: o.Username, Password: o.Password}, s.gacc, nil)
 	}
 	for _, u := range o.Users {
-		add(u)
+		addUser(u, s.gacc, nil)
 	}
 	for _, u := range o.Nkeys {
-		if a.nkeys == nil {
-			a.nkeys = map[string]*account{}
+		addNkey(u, s.gacc, nil)
+	}
+	for _, ac := range o.Accounts {
+		acc := s.accounts.lookup(ac.Name)
+		for _, u := range ac.Users {
+			addUser(u, acc, ac.DefaultPermissions)
 		}
-		a.nkeys[u.PublicKey] = &account{name: u.PublicKey, perms: u.Permissions}
+		for _, u := range ac.Nkeys {
+			addNkey(u, acc, ac.DefaultPermissions)
+		}
+	}
+	if o.NoAuthUser != "" {
+		a.noAuth = a.users[o.NoAuthUser]
+		if a.noAuth == nil {
+			a.noAuth = a.nkeys[o.NoAuthUser]
+		}
 	}
 	return a
 }
@@ -79,10 +101,13 @@ func newNonce() []byte {
 	return n
 }
 
-// check returns the account a CONNECT authenticates as (nil when no users
-// are configured), or ok = false. nonce is the one the client's INFO
-// carried.
-func (a *authenticator) check(c *connectOpts, nonce []byte) (acct *account, ok bool) {
+// check returns the user a CONNECT authenticates as (nil, in the global
+// account, when no users are configured or for the token), or ok = false.
+// nonce is the one the client's INFO carried.
+func (a *authenticator) check(c *connectOpts, nonce []byte) (u *user, ok bool) {
+	if a.noAuth != nil && c.User == "" && c.Pass == "" && c.AuthToken == "" && (c.Nkey == "" || len(a.nkeys) == 0) {
+		return a.checkNoAuth()
+	}
 	switch {
 	case c.Nkey != "" && len(a.nkeys) > 0:
 		u := a.nkeys[c.Nkey]
@@ -103,6 +128,18 @@ func (a *authenticator) check(c *connectOpts, nonce []byte) (acct *account, ok b
 		return u, subtle.ConstantTimeCompare([]byte(u.password), []byte(c.Pass)) == 1
 	}
 	return nil, true
+}
+
+// checkNoAuth admits a CONNECT without credentials as the no_auth_user.
+// As in nats-server, which fills in the user's configured password as the
+// client's and compares them, a no_auth_user whose password is a bcrypt
+// hash admits nobody: the hash is not its own password.
+func (a *authenticator) checkNoAuth() (*user, bool) {
+	u := a.noAuth
+	if u.bcrypt {
+		return nil, false
+	}
+	return u, true
 }
 
 // verifyNonce checks that sig (base64, URL-safe or standard) is the

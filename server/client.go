@@ -30,7 +30,10 @@ type client struct {
 
 	// read loop
 	parser    *proto.Parser
-	connected bool // CONNECT received
+	acc       *Account // where it publishes and subscribes: $G until CONNECT binds it
+	maxSubs   int      // its subscriptions' bound: the server's, or its account's if lower
+	maxPay    int      // its payload bound, likewise
+	connected bool     // CONNECT received
 	verbose   bool
 	pedantic  bool
 	echo      bool
@@ -40,7 +43,7 @@ type client struct {
 	result    match.Result[*subscription] // lookup scratch, reused
 	noRespRes match.Result[*subscription]
 	flushes   []*client // clients queued to this read, to wake at its end
-	afterRead []func(*Publisher)
+	afterRead []afterRead
 	imsg      Msg             // the Msg handed to internal subscriptions, reused
 	internal  bool            // a connectionless publisher (see internal.go)
 	serverPub bool            // routing a Publisher's message (see principal.go)
@@ -53,10 +56,10 @@ type client struct {
 	// route is set for a route to another server of the cluster (route.go).
 	route *route
 
-	// headers and acct are set by the read loop at CONNECT and read by
+	// headers and usr are set by the read loop at CONNECT and read by
 	// publishers delivering to this client's subscriptions.
 	headers atomic.Bool
-	acct    atomic.Pointer[account] // nil: no permission limits
+	usr     atomic.Pointer[user] // nil: no permission limits
 	// asyncInfo is set at CONNECT for a client that understands
 	// asynchronous INFO (protocol 1), which lame duck mode tells.
 	asyncInfo atomic.Bool
@@ -68,7 +71,8 @@ type client struct {
 		lang    string
 		version string
 		user    string
-		reason  string // why it closed
+		reason  string   // why it closed
+		acc     *Account // bound at CONNECT (nil before), for close and monitoring
 	}
 
 	out       outbound
@@ -93,7 +97,8 @@ type client struct {
 type subscription struct {
 	internalFields
 	client  *client
-	subject string // as subscribed
+	acc     *Account // whose index holds it
+	subject string   // as subscribed
 	queue   string
 	sid     []byte
 	max     atomic.Int64 // deliveries before auto-unsubscribe; 0 = none
@@ -120,6 +125,7 @@ const (
 	reasonStale          = "Stale Connection"
 	reasonMaxPayload     = "Maximum Payload Exceeded"
 	reasonMaxConns       = "Maximum Connections Exceeded"
+	reasonMaxAccConns    = "Maximum Account Connections Exceeded"
 	reasonTLS            = "TLS Handshake Error"
 )
 
@@ -142,6 +148,7 @@ func (s *Server) newClient(conn net.Conn, cid uint64) *client {
 		cid:   cid,
 		conn:  conn,
 		start: time.Now(),
+		acc:   s.gacc,
 		echo:  true,
 		// Until CONNECT says otherwise, a client is verbose and pedantic,
 		// as in the reference server (a telnet session sees +OK).
@@ -159,6 +166,7 @@ func (s *Server) newClient(conn net.Conn, cid uint64) *client {
 	}
 	c.mu.subs = map[string]*subscription{}
 	c.out.init(s.opts.MaxPending)
+	c.maxSubs, c.maxPay = s.opts.MaxSubscriptions, s.opts.MaxPayload
 	c.parser = proto.NewParser(c, proto.Limits{MaxControlLine: s.opts.MaxControlLine, MaxPayload: s.opts.MaxPayload})
 	c.lastIn.Store(time.Now().UnixNano())
 	return c
@@ -299,6 +307,8 @@ func (c *client) protocolError(err error) {
 		reason = reasonMaxPayload
 	case proto.ErrAuthorization.Text:
 		reason = reasonAuth
+	case proto.ErrMaxAccountConnections.Text:
+		reason = reasonMaxAccConns
 	}
 	c.close(reason, true)
 }
@@ -347,9 +357,13 @@ func (c *client) close(reason string, flush bool) {
 	c.mu.reason = reason
 	subs := c.mu.subs
 	c.mu.subs = map[string]*subscription{}
+	acc := c.mu.acc
 	c.mu.Unlock()
 	for _, sub := range subs {
 		c.srv.unindex(sub)
+	}
+	if acc != nil {
+		acc.removeClient(c)
 	}
 
 	c.out.startClosing(flush)

@@ -19,10 +19,6 @@ type ClientInfo struct {
 	ClientType string    `json:"client_type,omitempty"`
 }
 
-// globalAccount names Skiff's one account, as the reference server names
-// the account of a server without accounts.
-const globalAccount = "$G"
-
 // Client describes who published m: nil for a message of an internal
 // Publisher. Call it only while handling m.
 func (m *Msg) Client() *ClientInfo {
@@ -31,7 +27,7 @@ func (m *Msg) Client() *ClientInfo {
 		return nil
 	}
 	ci := &ClientInfo{
-		Start: c.start.UTC(), Host: c.ip, ID: c.cid, Account: globalAccount,
+		Start: c.start.UTC(), Host: c.ip, ID: c.cid, Account: m.acc.name,
 		Server: c.srv.name, Kind: "Client", ClientType: "nats",
 	}
 	c.mu.Lock()

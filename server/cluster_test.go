@@ -291,7 +291,7 @@ func TestClusterMonitoring(t *testing.T) {
 		if r.RemoteName == "s2" {
 			require.Equal(t, c.Servers[1].ID(), r.RemoteID)
 			require.Equal(t, uint32(1), r.NumSubs)
-			require.Equal(t, []string{"mon.>"}, r.Subs)
+			require.Equal(t, []string{"$G mon.>"}, r.Subs) // account, subject
 		}
 	}
 	var vz struct {

@@ -4,14 +4,14 @@ import (
 	"math/rand/v2"
 )
 
-// route delivers one published message: to every matching plain
-// subscription, and to one member of every matching queue group. It runs
-// on the publisher's read loop and only queues bytes: the subscribers'
-// writers send them. subj is the subject as a string view for the lookup,
-// subjBytes the same bytes for encoding.
-func (s *Server) route(c *client, subj string, subjBytes, reply []byte, hdr int, msg []byte) {
+// route delivers one message published in acc: to every matching plain
+// subscription of the account, and to one member of every matching queue
+// group. It runs on the publisher's read loop and only queues bytes: the
+// subscribers' writers send them. subj is the subject as a string view for
+// the lookup, subjBytes the same bytes for encoding.
+func (s *Server) route(c *client, acc *Account, subj string, subjBytes, reply []byte, hdr int, msg []byte) {
 	r := &c.result
-	if s.subs.Lookup(subj, r) != nil {
+	if acc.subs.Lookup(subj, r) != nil {
 		return // malformed: it matches nothing, as in the reference server
 	}
 	delivered := false
@@ -36,11 +36,11 @@ func (s *Server) route(c *client, subj string, subjBytes, reply []byte, hdr int,
 			delivered = true
 		}
 	}
-	if len(c.fwd.targets) > 0 && c.forward(subj, reply, hdr, msg) {
+	if len(c.fwd.targets) > 0 && c.forward(acc, subj, reply, hdr, msg) {
 		delivered = true
 	}
 	if !delivered && len(reply) > 0 && c.noResp {
-		c.noResponders(subjBytes, reply)
+		c.noResponders(acc, subjBytes, reply)
 	}
 }
 
@@ -76,7 +76,7 @@ func (c *client) deliver(sub *subscription, subj string, subjBytes, reply []byte
 	if (t == c && !c.echo) || t.closed.Load() {
 		return false
 	}
-	if a := t.acct.Load(); a != nil && a.perms != nil && !a.perms.canReceive(subj) {
+	if u := t.usr.Load(); u != nil && u.perms != nil && !u.perms.canReceive(subj) {
 		return false
 	}
 	if hdr >= 0 && !t.headers.Load() {
@@ -97,12 +97,12 @@ func (c *client) deliver(sub *subscription, subj string, subjBytes, reply []byte
 }
 
 // noResponders tells a requester that nobody received its request: a 503
-// status message, naming the subject, on its own plain subscription that
-// matches the reply subject (the reference server ignores queue
+// status message, naming the subject, on its own plain subscription in acc
+// that matches the reply subject (the reference server ignores queue
 // subscriptions here).
-func (c *client) noResponders(subj, reply []byte) {
+func (c *client) noResponders(acc *Account, subj, reply []byte) {
 	r := &c.noRespRes
-	if c.srv.subs.Lookup(string(reply), r) != nil {
+	if acc.subs.Lookup(string(reply), r) != nil {
 		return
 	}
 	var mine *subscription

@@ -15,14 +15,21 @@ package server_test
 //	c2 send PUB foo 2\r\nhi\r\n
 //	c1 sync                        PING, then read until its PONG (or close)
 //	c1 expect-close                read until the server closes
+//	conf accounts                  instead of options: both servers load
+//	                               testdata/diff/conf/accounts.conf
 //
 // Options: max_payload, max_control_line, max_subs, max_connections,
 // auth_timeout (a duration), token, username and password (one user),
 // user NAME PASSWORD (one of a list), and pub_allow, pub_deny, sub_allow,
-// sub_deny NAME SUBJECT... for a listed user's permissions.
+// sub_deny NAME SUBJECT... for a listed user's permissions. A conf file is
+// what the options cannot say (accounts): Skiff reads it with
+// broker.LoadConfig, nats-server with its ProcessConfigFile; the listen
+// address and keep-alive of both are the harness's.
 //
-// Send text is taken literally after template expansion ({{repeat "a" 100}})
-// and with the escapes \r \n \t \s (space) \\ and \xHH. A sync also waits
+// Send text is taken literally after template expansion ({{repeat "a" 100}},
+// and {{sign "SEED"}}: the signature of the nonce of the connection's INFO
+// by that nkey seed, for an nkey user's CONNECT) and with the escapes \r
+// \n \t \s (space) \\ and \xHH. A sync also waits
 // for the PONGs owed to PINGs the script sent itself. Everything each
 // connection receives is recorded; at each sync and expect-close the
 // connection's new output is rendered into a transcript, and the two
@@ -45,6 +52,7 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,8 +68,10 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/broker"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -83,6 +93,7 @@ type diffConfig struct {
 	authTimeout                                   time.Duration
 	token, username, password                     string
 	users                                         []*diffUser
+	conf                                          string // a configuration file instead of the above
 }
 
 func (c *diffConfig) user(name string) (*diffUser, error) {
@@ -160,7 +171,15 @@ func (c *diffConfig) referenceOptions() *natsserver.Options {
 // down when the test ends. It returns the client address.
 func diffStartReference(t testing.TB, cfg diffConfig) string {
 	t.Helper()
-	ns, err := natsserver.NewServer(cfg.referenceOptions())
+	o := cfg.referenceOptions()
+	if cfg.conf != "" {
+		var err error
+		o, err = natsserver.ProcessConfigFile(cfg.conf)
+		require.NoError(t, err)
+		o.Host, o.Port, o.NoLog, o.NoSigs, o.NoSystemAccount = "127.0.0.1", -1, true, true, true
+		o.DisableShortFirstPing, o.PingInterval = true, time.Hour
+	}
+	ns, err := natsserver.NewServer(o)
 	require.NoError(t, err)
 	ns.Start()
 	t.Cleanup(func() {
@@ -174,7 +193,14 @@ func diffStartReference(t testing.TB, cfg diffConfig) string {
 // diffStartSkiff starts Skiff with the same configuration.
 func diffStartSkiff(t testing.TB, cfg diffConfig) string {
 	t.Helper()
-	return RunServer(t, cfg.skiffOptions()).Addr().String()
+	o := cfg.skiffOptions()
+	if cfg.conf != "" {
+		bc, err := broker.LoadConfig(cfg.conf)
+		require.NoError(t, err)
+		o = bc.Server
+		o.Port, o.HTTPPort, o.PingInterval = server.RandomPort, 0, time.Hour
+	}
+	return RunServer(t, o).Addr().String()
 }
 
 // diffScript is one case of a script file.
@@ -194,7 +220,40 @@ type diffStep struct {
 	src  string // the step as written, for the transcript
 }
 
-var diffTemplateFuncs = template.FuncMap{"repeat": strings.Repeat}
+var diffTemplateFuncs = template.FuncMap{
+	"repeat": strings.Repeat,
+	// sign leaves a mark that the session replaces, when it sends, with
+	// the signature of the connection's nonce.
+	"sign": func(seed string) string { return diffSignMark + seed + diffSignMark },
+}
+
+const diffSignMark = "\x00sign\x00"
+
+// signNonces replaces every sign mark in data with the signature of
+// nonce by the mark's seed, in the URL-safe base64 clients send.
+func signNonces(data []byte, nonce string) ([]byte, error) {
+	for {
+		i := bytes.Index(data, []byte(diffSignMark))
+		if i < 0 {
+			return data, nil
+		}
+		rest := data[i+len(diffSignMark):]
+		j := bytes.Index(rest, []byte(diffSignMark))
+		if j < 0 {
+			return nil, errors.New("an unterminated sign mark")
+		}
+		kp, err := nkeys.FromSeed(rest[:j])
+		if err != nil {
+			return nil, err
+		}
+		sig, err := kp.Sign([]byte(nonce))
+		if err != nil {
+			return nil, err
+		}
+		enc := base64.RawURLEncoding.EncodeToString(sig)
+		data = slices.Concat(data[:i], []byte(enc), rest[j+len(diffSignMark):])
+	}
+}
 
 // parseDiffFile reads a script file.
 func parseDiffFile(path string) ([]*diffScript, error) {
@@ -240,6 +299,13 @@ func parseDiffFile(path string) ([]*diffScript, error) {
 		}
 		if word == "option" {
 			if err := parseDiffOption(&cur.cfg, strings.Fields(rest)); err != nil {
+				return nil, fmt.Errorf("%s: %w", pos, err)
+			}
+			continue
+		}
+		if word == "conf" {
+			cur.cfg.conf = filepath.Join(filepath.Dir(path), "conf", rest+".conf")
+			if _, err := os.Stat(cur.cfg.conf); err != nil {
 				return nil, fmt.Errorf("%s: %w", pos, err)
 			}
 			continue
@@ -390,6 +456,7 @@ type diffConn struct {
 	sent   diffPings     // what the script sent: its PINGs are owed a PONG
 
 	mu       sync.Mutex
+	nonce    string   // of the first INFO, for {{sign}}
 	raw      []byte   // every byte received
 	off      int      // raw[:off] is rendered
 	lines    []string // rendered, not yet reported
@@ -473,6 +540,13 @@ func (c *diffConn) render() {
 			c.lines = append(c.lines, line)
 		case "INFO":
 			c.lines = append(c.lines, diffRenderInfo(args))
+			if c.nonce == "" {
+				var in struct {
+					Nonce string `json:"nonce"`
+				}
+				_ = json.Unmarshal([]byte(args), &in)
+				c.nonce = in.Nonce
+			}
 		default:
 			c.lines = append(c.lines, diffPrintable(line))
 		}
@@ -501,8 +575,9 @@ func diffMsgSize(op, args string) (int, bool) {
 // INFO keys both servers must agree on, and keys whose values differ by
 // nature (so only their JSON type is compared).
 var (
-	diffInfoValueKeys = []string{"proto", "headers", "max_payload", "auth_required", "tls_required", "host", "client_ip", "connect_info"}
-	diffInfoTypeKeys  = []string{"server_id", "server_name", "version", "go", "port", "client_id"}
+	diffInfoValueKeys = []string{"proto", "headers", "max_payload", "auth_required", "tls_required", "host", "client_ip",
+		"connect_info", "remote_account"}
+	diffInfoTypeKeys = []string{"server_id", "server_name", "version", "go", "port", "client_id", "nonce"}
 )
 
 func diffRenderInfo(args string) string {
@@ -553,8 +628,13 @@ func runDiffScript(t *testing.T, sc *diffScript, addr string) diffResult {
 		fmt.Fprintln(&s.out, st.src)
 		switch st.op {
 		case "send":
-			c.sent.feed(st.data)
-			_, _ = c.nc.Write(st.data) // a write to a closed connection shows in what follows
+			c.mu.Lock()
+			nonce := c.nonce
+			c.mu.Unlock()
+			data, err := signNonces(st.data, nonce)
+			require.NoError(t, err)
+			c.sent.feed(data)
+			_, _ = c.nc.Write(data) // a write to a closed connection shows in what follows
 		case "sync":
 			s.sync(c)
 		case "expect-close":

@@ -19,11 +19,27 @@
 // waits for a slow receiver: a queue that would pass MaxPending cuts that
 // connection off as a slow consumer.
 //
+// # Accounts
+//
+// Every subscription lives in the index of one account (Options.Accounts;
+// without any, everything is in the global account, "$G"). A client is
+// bound at CONNECT to its user's account and publishes and subscribes
+// there only; routes carry the account of every subscription and message,
+// so a cluster keeps the namespaces apart too. Components take part
+// through an Account: (*Account).SubscribeInternal and NewPublisher, with
+// the Server's methods of the same names as shorthands for "$G".
+//
+//	pre-CONNECT ──CONNECT user a──> bound to a's account A
+//	PUB orders.new ──> A's index ──> A's subscribers, and peers with
+//	                                 "RS+ A orders.new" get "RMSG A orders.new"
+//
 // # Limits
 //
 // Every resource is bounded by an Options field: payload size, control line,
 // connections, subscriptions per connection, bytes pending per connection,
-// write time, unanswered pings. Past a bound the client gets the reference
+// write time, unanswered pings; an account may lower the payload and
+// subscription bounds of its clients and bound its connections
+// (AccountLimits). Past a bound the client gets the reference
 // server's -ERR text and, where the reference server does, is closed.
 //
 // A Server is safe for concurrent use. Inside, a function whose caller must

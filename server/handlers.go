@@ -27,9 +27,19 @@ func (c *client) Connect(arg []byte) error {
 	if err := json.Unmarshal(arg, &co); err != nil {
 		return errBadConnect
 	}
-	acct, ok := c.srv.auth.check(&co, c.nonce)
+	u, ok := c.srv.auth.check(&co, c.nonce)
 	if !ok {
 		c.log.Warn("authorization violation", "user", co.User, "nkey", co.Nkey)
+		return proto.ErrAuthorization
+	}
+	acc := c.srv.gacc
+	if u != nil {
+		acc = u.acc
+	}
+	if c.connected && acc != c.acc {
+		// Moving a connection and its subscriptions to another namespace
+		// is not worth its risks: a second CONNECT stays in the account.
+		c.log.Warn("authorization violation: a second CONNECT for another account", "user", co.User, "account", acc.name)
 		return proto.ErrAuthorization
 	}
 	if co.Protocol < 0 || co.Protocol > 1 {
@@ -37,6 +47,11 @@ func (c *client) Connect(arg []byte) error {
 	}
 	if co.NoResponders && !co.Headers {
 		return proto.ErrNoRespNeedHeaders
+	}
+	if !c.connected {
+		if err := c.bind(acc); err != nil {
+			return err
+		}
 	}
 	c.connected = true
 	c.authDone.Store(true)
@@ -46,15 +61,39 @@ func (c *client) Connect(arg []byte) error {
 	c.protocol = co.Protocol
 	c.asyncInfo.Store(co.Protocol >= 1)
 	c.headers.Store(co.Headers)
-	c.acct.Store(acct)
+	if c.usr.Swap(u) != u {
+		c.pubOK = nil // its answers were the previous user's
+	}
 	c.mu.Lock()
 	c.mu.name, c.mu.lang, c.mu.version = co.Name, co.Lang, co.Version
-	if acct != nil {
-		c.mu.user = acct.name
+	c.mu.user = ""
+	if u != nil {
+		c.mu.user = u.name
 	}
 	c.mu.Unlock()
-	c.log.Info("client connected", "name", co.Name, "lang", co.Lang, "version", co.Version, "user", co.User)
+	c.log.Info("client connected", "name", co.Name, "lang", co.Lang, "version", co.Version, "user", co.User, "account", acc.name)
 	c.ok()
+	return nil
+}
+
+// bind makes acc the client's account, unless the account's
+// max_connections is reached, and applies the account's limits.
+func (c *client) bind(acc *Account) error {
+	c.mu.Lock()
+	// Under c.mu, which close takes to find the account to leave: either
+	// close sees the binding or the binding sees closed.
+	if !c.closed.Load() {
+		if !acc.addClient(c) {
+			c.mu.Unlock()
+			c.log.Warn("maximum account connections exceeded", "account", acc.name, "max_connections", acc.limits.maxConns)
+			return proto.ErrMaxAccountConnections
+		}
+		c.mu.acc = acc
+	}
+	c.mu.Unlock()
+	c.acc = acc
+	c.maxPay, c.maxSubs = c.srv.limitsFor(acc)
+	c.parser.SetMaxPayload(c.maxPay)
 	return nil
 }
 
@@ -91,19 +130,19 @@ func (c *client) Pub(subj, reply []byte, hdr int, msg []byte) error {
 		// The reference server warns and still delivers.
 		c.sendErr(proto.ErrInvalidPubSubject)
 	}
-	if a := c.acct.Load(); a != nil && a.perms != nil && !c.canPublish(a, s) {
+	if u := c.usr.Load(); u != nil && u.perms != nil && !c.canPublish(u, s) {
 		c.sendErr(proto.PermissionsPublish(subj))
 		c.log.Warn("publish permission violation", "subject", s)
 		return nil
 	}
 	c.ok() // before the deliveries, as the reference server does
-	c.srv.route(c, s, subj, reply, hdr, msg)
+	c.srv.route(c, c.acc, s, subj, reply, hdr, msg)
 	return nil
 }
 
 // canPublish answers from a small per-client cache of recent subjects,
 // since permission lists are scanned pattern by pattern.
-func (c *client) canPublish(a *account, s string) bool {
+func (c *client) canPublish(a *user, s string) bool {
 	if ok, hit := c.pubOK[s]; hit {
 		return ok
 	}
@@ -125,7 +164,7 @@ func (c *client) Sub(subj, queue, sid []byte) error {
 		c.sendErr(proto.ErrInvalidSubject)
 		return nil
 	}
-	if a := c.acct.Load(); a != nil && a.perms != nil && !a.perms.canSubscribe(pattern) {
+	if u := c.usr.Load(); u != nil && u.perms != nil && !u.perms.canSubscribe(pattern) {
 		c.sendErr(proto.PermissionsSubscribe(subj, queue))
 		c.log.Warn("subscribe permission violation", "subject", pattern)
 		return nil
@@ -137,10 +176,10 @@ func (c *client) Sub(subj, queue, sid []byte) error {
 	}
 	// The bound is checked before a repeated sid is ignored, as in the
 	// reference server.
-	if len(c.mu.subs) >= c.srv.opts.MaxSubscriptions {
+	if len(c.mu.subs) >= c.maxSubs {
 		c.mu.Unlock()
 		c.sendErr(proto.ErrMaxSubscriptions)
-		c.log.Warn("maximum subscriptions exceeded", "max_subscriptions", c.srv.opts.MaxSubscriptions)
+		c.log.Warn("maximum subscriptions exceeded", "max_subscriptions", c.maxSubs, "account", c.acc.name)
 		return nil
 	}
 	if _, dup := c.mu.subs[string(sid)]; dup {
@@ -148,7 +187,7 @@ func (c *client) Sub(subj, queue, sid []byte) error {
 		c.ok()
 		return nil
 	}
-	sub := &subscription{client: c, subject: pattern, queue: q, sid: append([]byte(nil), sid...)}
+	sub := &subscription{client: c, acc: c.acc, subject: pattern, queue: q, sid: append([]byte(nil), sid...)}
 	c.mu.subs[string(sub.sid)] = sub
 	// Indexed under c.mu, so that close, which takes the map under c.mu,
 	// either sees this subscription or makes us see closed above.

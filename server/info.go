@@ -69,6 +69,12 @@ func (s *Server) appendInfo(dst []byte, c *client) []byte {
 	in := s.info
 	in.ClientID, in.ClientIP, in.Nonce = c.cid, c.ip, string(c.nonce)
 	in.ConnectURLs = s.connectURLs()
+	if s.opts.NoAuthUser != "" {
+		// A client need not authenticate, and this INFO says so, as
+		// nats-server's (the one after CONNECT does not); CONNECT is
+		// still required.
+		in.AuthRequired = false
+	}
 	if c.ws {
 		// A WebSocket's TLS is its listener's: no upgrade in the protocol.
 		in.TLSRequired, in.TLSAvailable, in.TLSVerify = false, false, false
@@ -76,13 +82,15 @@ func (s *Server) appendInfo(dst []byte, c *client) []byte {
 	return appendInfoJSON(dst, &in)
 }
 
-// appendConnectInfo appends the INFO a server sends once CONNECT is done.
-// Skiff has one account, named "$G" as the reference server's default.
+// appendConnectInfo appends the INFO a server sends once CONNECT is done:
+// the account the client is bound to and the payload bound in force for it
+// (its account's, if lower than the server's), as nats-server's does.
 func (s *Server) appendConnectInfo(dst []byte, c *client) []byte {
 	in := s.info
 	in.ClientID, in.ClientIP = c.cid, c.ip
 	in.ConnectURLs = s.connectURLs()
-	in.ConnectInfo, in.RemoteAccount = true, "$G"
+	in.ConnectInfo, in.RemoteAccount = true, c.acc.name
+	in.MaxPayload = c.maxPay
 	return appendInfoJSON(dst, &in)
 }
 

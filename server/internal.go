@@ -38,17 +38,29 @@ type Msg struct {
 	Header  []byte // nil when the message has no headers
 	Data    []byte
 	pub     *client
+	acc     *Account // the account it is delivered in
 
 	internal  bool      // published by the server (see principal.go)
 	principal Principal // who the server published it for, when internal
 }
 
+// Account returns the account m is delivered in: that of the
+// subscription, and of the publisher.
+func (m *Msg) Account() *Account { return m.acc }
+
 // AfterRead runs f on the publisher's goroutine once the read that carried
 // m has been routed, before receivers are woken, with a Publisher for
-// answers. For a message from an internal Publisher, f runs when that
-// Publisher flushes.
+// answers in m's account. For a message from an internal Publisher, f runs
+// when that Publisher flushes.
 func (m *Msg) AfterRead(f func(p *Publisher)) {
-	m.pub.afterRead = append(m.pub.afterRead, f)
+	m.pub.afterRead = append(m.pub.afterRead, afterRead{f: f, acc: m.acc})
+}
+
+// afterRead is a function to run at the end of a read, and the account of
+// the message that asked for it, which its Publisher publishes in.
+type afterRead struct {
+	f   func(*Publisher)
+	acc *Account
 }
 
 // InternalSub is a subscription whose messages go to a Go function.
@@ -60,13 +72,20 @@ type InternalSub struct {
 // ErrClosedSub is returned when unsubscribing twice.
 var ErrClosedSub = errors.New("server: subscription already removed")
 
-// SubscribeInternal subscribes h to pattern (queue "" for a plain
-// subscription; a queue group shares messages with clients' members).
+// SubscribeInternal is GlobalAccount().SubscribeInternal.
 func (s *Server) SubscribeInternal(pattern, queue string, h InternalHandler) (*InternalSub, error) {
+	return s.gacc.SubscribeInternal(pattern, queue, h)
+}
+
+// SubscribeInternal subscribes h to pattern in the account (queue "" for
+// a plain subscription; a queue group shares messages with clients'
+// members).
+func (a *Account) SubscribeInternal(pattern, queue string, h InternalHandler) (*InternalSub, error) {
 	if _, err := match.ParsePattern(pattern, queue); err != nil {
 		return nil, err
 	}
-	sub := &subscription{client: s.internalClient, subject: pattern, queue: queue, sid: []byte("internal")}
+	s := a.srv
+	sub := &subscription{client: s.internalClient, acc: a, subject: pattern, queue: queue, sid: []byte("internal")}
 	sub.internal = h
 	s.index(sub)
 	return &InternalSub{s: s, sub: sub}, nil
@@ -82,16 +101,20 @@ func (is *InternalSub) Unsubscribe() error {
 }
 
 // Publisher publishes messages from inside the process, routed like a
-// client's. It belongs to one goroutine at a time.
+// client's, in one account. It belongs to one goroutine at a time.
 type Publisher struct {
 	c         *client
+	acc       *Account  // where it publishes
 	buf       []byte    // headers and data joined, reused
 	principal Principal // who it publishes for (see ActFor)
 }
 
-// NewPublisher returns a publisher for one goroutine.
-func (s *Server) NewPublisher() *Publisher {
-	return &Publisher{c: s.newInternalClient()}
+// NewPublisher is GlobalAccount().NewPublisher.
+func (s *Server) NewPublisher() *Publisher { return s.gacc.NewPublisher() }
+
+// NewPublisher returns a publisher in the account, for one goroutine.
+func (a *Account) NewPublisher() *Publisher {
+	return &Publisher{c: a.srv.newInternalClient(a), acc: a}
 }
 
 // Publish routes one message. Receivers are woken at the next Flush (or
@@ -110,7 +133,7 @@ func (p *Publisher) route(subject string, as, reply []byte, hdr int, msg []byte)
 	c := p.c
 	wasServer, was := c.serverPub, c.actFor
 	c.serverPub, c.actFor = true, p.principal
-	c.srv.route(c, subject, as, reply, hdr, msg)
+	c.srv.route(c, p.acc, subject, as, reply, hdr, msg)
 	c.serverPub, c.actFor = wasServer, was
 }
 
@@ -137,9 +160,9 @@ func (p *Publisher) PublishNow(subject, reply string, hdr, data []byte) {
 func (p *Publisher) Flush() { p.c.endOfRead() }
 
 // newInternalClient returns a connectionless client that publishes for a
-// Publisher. It receives nothing.
-func (s *Server) newInternalClient() *client {
-	c := &client{srv: s, echo: true, internal: true}
+// Publisher in acc. It receives nothing.
+func (s *Server) newInternalClient(acc *Account) *client {
+	c := &client{srv: s, acc: acc, echo: true, internal: true}
 	c.headers.Store(true)
 	c.log = s.log.With("cid", "internal")
 	return c
@@ -153,9 +176,10 @@ func (c *client) endOfRead() {
 		fs := c.afterRead
 		c.afterRead = nil
 		p := &Publisher{c: c}
-		for _, f := range fs {
+		for _, e := range fs {
+			p.acc = e.acc
 			p.principal = Principal{} // nobody, unless f says whom it acts for
-			f(p)
+			e.f(p)
 		}
 	}
 	c.wakeTargets()
@@ -164,7 +188,7 @@ func (c *client) endOfRead() {
 // deliverInternal hands a message to an internal subscription's handler.
 func (c *client) deliverInternal(sub *subscription, subj string, reply []byte, hdr int, msg []byte) bool {
 	m := &c.imsg
-	m.Subject, m.Reply, m.pub = subj, unsafe.String(unsafe.SliceData(reply), len(reply)), c
+	m.Subject, m.Reply, m.pub, m.acc = subj, unsafe.String(unsafe.SliceData(reply), len(reply)), c, sub.acc
 	m.internal, m.principal = c.internal || c.serverPub, c.actFor
 	if hdr >= 0 {
 		m.Header, m.Data = msg[:hdr], msg[hdr:]
@@ -182,28 +206,35 @@ type internalFields struct {
 	removed  atomic.Bool
 }
 
-// HasSubscribers reports whether a message published on subject would
-// reach any subscription, a client's or an internal one.
-func (s *Server) HasSubscribers(subject string) bool {
-	return s.anySubscription(subject, func(sub *subscription) bool {
+// HasSubscribers is GlobalAccount().HasSubscribers.
+func (s *Server) HasSubscribers(subject string) bool { return s.gacc.HasSubscribers(subject) }
+
+// HasSubscribers reports whether a message published on subject in the
+// account would reach any subscription, a client's or an internal one.
+func (a *Account) HasSubscribers(subject string) bool {
+	return a.anySubscription(subject, func(sub *subscription) bool {
 		return !sub.removed.Load() && (sub.internal != nil || !sub.client.closed.Load())
 	})
 }
 
-// HasInterest reports whether a message published on subject would reach
-// a client's subscription (internal subscriptions do not count).
-func (s *Server) HasInterest(subject string) bool {
-	return s.anySubscription(subject, func(sub *subscription) bool {
+// HasInterest is GlobalAccount().HasInterest.
+func (s *Server) HasInterest(subject string) bool { return s.gacc.HasInterest(subject) }
+
+// HasInterest reports whether a message published on subject in the
+// account would reach a client's subscription (internal subscriptions do
+// not count).
+func (a *Account) HasInterest(subject string) bool {
+	return a.anySubscription(subject, func(sub *subscription) bool {
 		return sub.internal == nil && !sub.client.closed.Load()
 	})
 }
 
 // anySubscription reports whether a subscription matching subject, plain
 // or in a queue group, passes ok.
-func (s *Server) anySubscription(subject string, ok func(*subscription) bool) bool {
+func (a *Account) anySubscription(subject string, ok func(*subscription) bool) bool {
 	r := interestResults.Get().(*match.Result[*subscription])
 	defer interestResults.Put(r)
-	if s.subs.Lookup(subject, r) != nil {
+	if a.subs.Lookup(subject, r) != nil {
 		return false
 	}
 	for _, sub := range r.Plain {

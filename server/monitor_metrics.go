@@ -64,7 +64,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	// total_connections only grows, but it keeps its reference name
 	// (no _total suffix), so it is exposed as a gauge.
 	gauge(descTotalConnections, float64(s.stats.totalConns.Load()))
-	gauge(descSubscriptions, float64(s.subs.Count()))
+	gauge(descSubscriptions, float64(s.NumSubscriptions()))
 	counter(descInMsgs, float64(t.inMsgs))
 	counter(descOutMsgs, float64(t.outMsgs))
 	counter(descInBytes, float64(t.inBytes))

@@ -42,9 +42,13 @@ type RouteInfo struct {
 	InBytes      int64     `json:"in_bytes"`
 	OutBytes     int64     `json:"out_bytes"`
 	NumSubs      uint32    `json:"subscriptions"`
-	// Subs lists the peer's interest (subject, and queue after a space)
-	// with ?subs=1.
+	// Subs lists the peer's interest (account, subject, and queue, after
+	// spaces) with ?subs=1.
 	Subs []string `json:"subscriptions_list,omitempty"`
+	// UnknownAccount counts the interest and messages the peer sent for
+	// an account this server does not have, which were dropped: the two
+	// servers are configured with different accounts.
+	UnknownAccount int64 `json:"unknown_account"`
 }
 
 // ClusterVarz is /varz's cluster block, nats-server's field names.
@@ -88,7 +92,7 @@ func (s *Server) routez(now time.Time, withSubs bool) *Routez {
 			IP: c.ip, Port: c.port, Start: r.start.UTC(), LastActivity: last.UTC(),
 			Uptime: formatUptime(now.Sub(r.start)), Idle: formatUptime(now.Sub(last)),
 			Pending: c.out.pending(), InMsgs: c.inMsgs.Load(), OutMsgs: msgs,
-			InBytes: c.inBytes.Load(), OutBytes: bytes,
+			InBytes: c.inBytes.Load(), OutBytes: bytes, UnknownAccount: r.unknownAccount.Load(),
 		}
 		s.cluster.mu.Lock()
 		ri.RemoteID, ri.RemoteName = r.remoteID, r.remoteName
@@ -137,10 +141,12 @@ var (
 	descRouteOutBytes = newDesc("skiff_route_out_bytes_total", "Payload bytes forwarded to a peer.", "remote_id", "remote_name")
 	descRoutePending  = newDesc("skiff_route_pending_bytes", "Bytes queued for a peer, bounded by max_pending.", "remote_id", "remote_name")
 	descRouteSubs     = newDesc("skiff_route_subscriptions", "A peer's interest entries in the index.", "remote_id", "remote_name")
+	descRouteUnknown  = newDesc("skiff_route_unknown_account_total",
+		"Interest and messages from a peer for an account this server does not have, dropped.", "remote_id", "remote_name")
 )
 
 var routeDescs = []*prometheus.Desc{descRoutes, descRouteInMsgs, descRouteOutMsgs, descRouteInBytes,
-	descRouteOutBytes, descRoutePending, descRouteSubs}
+	descRouteOutBytes, descRoutePending, descRouteSubs, descRouteUnknown}
 
 // collectRoutes adds the route metrics to a scrape.
 func (s *Server) collectRoutes(ch chan<- prometheus.Metric) {
@@ -154,5 +160,6 @@ func (s *Server) collectRoutes(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRouteOutBytes, prometheus.CounterValue, float64(r.OutBytes), l...)
 		ch <- prometheus.MustNewConstMetric(descRoutePending, prometheus.GaugeValue, float64(r.Pending), l...)
 		ch <- prometheus.MustNewConstMetric(descRouteSubs, prometheus.GaugeValue, float64(r.NumSubs), l...)
+		ch <- prometheus.MustNewConstMetric(descRouteUnknown, prometheus.CounterValue, float64(r.UnknownAccount), l...)
 	}
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/skiffmq/skiff/subject"
 )
 
-// Subsz is the body of /subsz: statistics of the subscription index and,
-// with subs=true, one page of its subscriptions.
+// Subsz is the body of /subsz: statistics of the subscription indexes of
+// every account (or, with acc=NAME, of one) and, with subs=true, one page
+// of their subscriptions.
 //
 // Skiff's index has no result cache, so num_cache and cache_hit_rate are
 // 0. The fanout figures are computed from a snapshot of the index, per
@@ -40,6 +41,9 @@ type Subsz struct {
 
 // SubDetail describes one subscription.
 type SubDetail struct {
+	// Account is the subscription's account, in /subsz (nats-server's
+	// /connz leaves it out, as Skiff's does).
+	Account string `json:"account,omitempty"`
 	Subject string `json:"subject"`
 	Queue   string `json:"qgroup,omitempty"`
 	Sid     string `json:"sid"`
@@ -55,11 +59,12 @@ type subszQuery struct {
 	subs          bool
 	offset, limit int
 	test          string // a literal subject; "": no filter
+	acc           string // an account's name; "": every account
 }
 
 func parseSubszQuery(r *http.Request) (subszQuery, error) {
 	q := newQuery(r.URL.Query())
-	sq := subszQuery{subs: q.bool("subs"), test: q.v.Get("test")}
+	sq := subszQuery{subs: q.bool("subs"), test: q.v.Get("test"), acc: q.v.Get("acc")}
 	sq.offset, sq.limit = q.page()
 	if q.err != nil {
 		return sq, q.err
@@ -74,6 +79,11 @@ func parseSubszQuery(r *http.Request) (subszQuery, error) {
 
 func (m *monitor) handleSubsz(w http.ResponseWriter, r *http.Request) {
 	sq, err := parseSubszQuery(r)
+	if err == nil && sq.acc != "" {
+		if _, ok := m.s.LookupAccount(sq.acc); !ok {
+			err = fmt.Errorf("%w acc=%q: no such account", errBadQuery, sq.acc)
+		}
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -81,13 +91,38 @@ func (m *monitor) handleSubsz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m.subsz(sq, time.Now()))
 }
 
-// subsz answers from one snapshot of the index, so that its counts and
-// list agree. A snapshot is O(1) to take, and the walk that lists it
-// blocks no publisher or subscriber, but it is O(subscriptions).
+// subsz answers from one snapshot of each account's index, so that its
+// counts and list agree. A snapshot is O(1) to take, and the walk that
+// lists it blocks no publisher or subscriber, but it is O(subscriptions).
 func (m *monitor) subsz(sq subszQuery, now time.Time) *Subsz {
 	s := m.s
-	snap := s.subs.ReadOnlySnapshot()
-	entries := snap.Snapshot()
+	accs := s.Accounts()
+	if sq.acc != "" {
+		a, _ := s.LookupAccount(sq.acc) // checked in handleSubsz
+		accs = []*Account{a}
+	}
+	var entries []match.Subscription[*subscription]
+	var hit map[*subscription]bool
+	if sq.test != "" {
+		hit = map[*subscription]bool{}
+	}
+	for _, a := range accs {
+		snap := a.subs.ReadOnlySnapshot()
+		entries = append(entries, snap.Snapshot()...)
+		if hit != nil {
+			var r match.Result[*subscription]
+			// Validated in parseSubszQuery: Lookup cannot fail.
+			_ = snap.Lookup(sq.test, &r)
+			for _, sub := range r.Plain {
+				hit[sub] = true
+			}
+			for _, g := range r.Groups {
+				for _, sub := range g.Members {
+					hit[sub] = true
+				}
+			}
+		}
+	}
 	sz := &Subsz{
 		ID:         s.id,
 		Now:        now.UTC(),
@@ -99,20 +134,7 @@ func (m *monitor) subsz(sq subszQuery, now time.Time) *Subsz {
 		Limit:      sq.limit,
 	}
 	sz.MaxFanout, sz.AvgFanout = fanout(entries)
-
-	if sq.test != "" {
-		var r match.Result[*subscription]
-		// Validated in parseSubszQuery: Lookup cannot fail.
-		_ = snap.Lookup(sq.test, &r)
-		hit := make(map[*subscription]bool, r.Len())
-		for _, sub := range r.Plain {
-			hit[sub] = true
-		}
-		for _, g := range r.Groups {
-			for _, sub := range g.Members {
-				hit[sub] = true
-			}
-		}
+	if hit != nil {
 		entries = slices.DeleteFunc(entries, func(e match.Subscription[*subscription]) bool { return !hit[e.Subscriber] })
 	}
 	sz.Total = len(entries)
@@ -122,6 +144,7 @@ func (m *monitor) subsz(sq subszQuery, now time.Time) *Subsz {
 	details := make([]SubDetail, len(entries))
 	for i, e := range entries {
 		details[i] = e.Subscriber.detail()
+		details[i].Account = e.Subscriber.acc.name
 	}
 	slices.SortFunc(details, compareSubDetail)
 	lo, hi := paginate(len(details), sq.offset, sq.limit)
@@ -130,20 +153,28 @@ func (m *monitor) subsz(sq subszQuery, now time.Time) *Subsz {
 }
 
 // fanout returns the largest and the mean fanout over the distinct
-// patterns of entries (see Subsz).
+// patterns of entries, per account (see Subsz).
 func fanout(entries []match.Subscription[*subscription]) (maxFan uint32, avg float64) {
-	type group struct{ pattern, queue string }
-	perPattern := map[string]uint32{}
+	type pattern struct {
+		acc     *Account
+		pattern string
+	}
+	type group struct {
+		pattern
+		queue string
+	}
+	perPattern := map[pattern]uint32{}
 	groups := map[group]bool{}
 	for _, e := range entries {
+		p := pattern{e.Subscriber.acc, e.Pattern}
 		if e.Queue != "" {
-			g := group{e.Pattern, e.Queue}
+			g := group{p, e.Queue}
 			if groups[g] {
 				continue // one member of a group receives
 			}
 			groups[g] = true
 		}
-		perPattern[e.Pattern]++
+		perPattern[p]++
 	}
 	var sum uint64
 	for _, n := range perPattern {

@@ -122,7 +122,7 @@ func (m *monitor) varz(now time.Time) *Varz {
 		OutClientMsgs:      t.outMsgs,
 		OutClientBytes:     t.outBytes,
 		SlowConsumers:      slow,
-		Subscriptions:      uint32(s.subs.Count()),
+		Subscriptions:      uint32(s.NumSubscriptions()),
 		HTTPReqStats:       m.requestStats(),
 		SlowConsumersStats: &SlowConsumersStats{Clients: uint64(slow - slowRoutes), Routes: uint64(slowRoutes)},
 		Routes:             s.NumRoutes(),

@@ -70,6 +70,14 @@ type Options struct {
 	// AuthTimeout bounds the wait for CONNECT when auth is required
 	// (default 2s).
 	AuthTimeout time.Duration
+	// Accounts are subject namespaces, each with its own users and limits
+	// (see AccountConfig and docs/accounts.md). None: every client is in
+	// the global account, "$G".
+	Accounts []AccountConfig
+	// NoAuthUser, if set, is the user (a name or an nkey, in any account)
+	// a client that presents no credentials connects as. INFO then says
+	// auth_required: false, as nats-server's does.
+	NoAuthUser string
 
 	// TLS, if set, makes the server offer TLS; TLSRequired refuses
 	// clients that do not upgrade. TLSTimeout bounds the handshake
@@ -127,7 +135,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// User is one account: a name, a password (plain or bcrypt), and optional
+// User is one user: a name, a password (plain or bcrypt), and optional
 // permissions.
 type User struct {
 	Name        string
@@ -262,6 +270,9 @@ func (o *Options) validate() error {
 				return bad("nkey %q: %v", u.PublicKey, err)
 			}
 		}
+	}
+	if err := o.validateAccounts(seen); err != nil {
+		return bad("%v", err)
 	}
 	return nil
 }

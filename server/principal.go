@@ -18,16 +18,21 @@ package server
 //     Components that store or act on what they receive (a stream
 //     capturing a subject) drop what is not permitted.
 
+// A third rule keeps the deputy inside an account: a Principal belongs to
+// the account of its user, a Publisher to one account, and a Publisher
+// told to act for a principal of another account acts for nobody.
+
 // Principal is who the server acts for when it publishes: a client, with
-// its user's publish permissions, or the server itself (ServerPrincipal),
-// which may publish anywhere (advisories). The zero Principal is nobody: a
-// message published for nobody is delivered to subscribers but is never
-// Permitted, so what the server publishes without saying for whom fails
-// closed.
+// its user's publish permissions in its user's account, or the server
+// itself (ServerPrincipal), which may publish anywhere (advisories). The
+// zero Principal is nobody: a message published for nobody is delivered
+// to subscribers but is never Permitted, so what the server publishes
+// without saying for whom fails closed.
 type Principal struct {
 	kind principalKind
-	acct *account // nil: no permission limits
-	user string   // the configured user's name or nkey
+	acc  *Account // where the user acts; nil for nobody and the server itself
+	usr  *user    // nil: no permission limits
+	name string   // the configured user's name or nkey
 }
 
 type principalKind uint8
@@ -35,16 +40,21 @@ type principalKind uint8
 const (
 	nobody       principalKind = iota
 	serverItself               // the server, for itself
-	clientUser                 // a client (acct nil: no limits)
-	goneUser                   // a user no longer configured
+	clientUser                 // a client (usr nil: no limits)
+	goneUser                   // a user no longer configured (in this account)
 )
 
-// ServerPrincipal is the server acting for itself.
+// ServerPrincipal is the server acting for itself, in the account of the
+// Publisher that acts for it.
 var ServerPrincipal = Principal{kind: serverItself}
 
 // User returns the name (or nkey) of the user the principal stands for,
 // "" for the server, an anonymous client or a token's.
-func (p Principal) User() string { return p.user }
+func (p Principal) User() string { return p.name }
+
+// Account returns the account the principal acts in: nil for nobody and
+// for the server itself.
+func (p Principal) Account() *Account { return p.acc }
 
 // CanPublish reports whether the principal may publish on the literal
 // subject subj.
@@ -53,39 +63,44 @@ func (p Principal) CanPublish(subj string) bool {
 	case serverItself:
 		return true
 	case clientUser:
-		return p.acct == nil || p.acct.perms == nil || p.acct.perms.canPublish(subj)
+		return p.usr == nil || p.usr.perms == nil || p.usr.perms.canPublish(subj)
 	}
 	return false
 }
 
-// PrincipalOf returns the principal of a user recorded earlier by name
-// (Principal.User), under the server's current configuration: a user that
-// is no longer configured, while clients must authenticate, may publish
-// nothing.
-func (s *Server) PrincipalOf(user string) Principal {
-	a := s.auth
+// PrincipalOf is GlobalAccount().PrincipalOf.
+func (s *Server) PrincipalOf(user string) Principal { return s.gacc.PrincipalOf(user) }
+
+// PrincipalOf returns the principal of a user of this account recorded
+// earlier by name (Principal.User), under the server's current
+// configuration: a user that is no longer configured in this account,
+// while clients must authenticate, may publish nothing.
+func (a *Account) PrincipalOf(user string) Principal {
+	au := a.srv.auth
 	switch {
-	case !a.required():
-		return Principal{kind: clientUser}
-	case user == "" && a.token != "":
-		return Principal{kind: clientUser} // a token has no permissions
+	case !au.required():
+		return Principal{kind: clientUser, acc: a}
+	case user == "" && au.token != "" && a == a.srv.gacc:
+		return Principal{kind: clientUser, acc: a} // a token has no permissions
 	}
-	if acct := a.users[user]; acct != nil {
-		return Principal{kind: clientUser, acct: acct, user: user}
+	if u := au.users[user]; u != nil && u.acc == a {
+		return Principal{kind: clientUser, acc: a, usr: u, name: user}
 	}
-	if acct := a.nkeys[user]; acct != nil {
-		return Principal{kind: clientUser, acct: acct, user: user}
+	if u := au.nkeys[user]; u != nil && u.acc == a {
+		return Principal{kind: clientUser, acc: a, usr: u, name: user}
 	}
-	return Principal{kind: goneUser, user: user}
+	return Principal{kind: goneUser, acc: a, name: user}
 }
 
-// principal returns the principal of a connected client.
-func (c *client) principal() Principal {
-	a := c.acct.Load()
-	if a == nil {
-		return Principal{kind: clientUser}
+// principalIn returns the principal of the client publishing in acc: its
+// user's, or, for a connection without a user (an anonymous client, a
+// token's, a route), one without limits.
+func (c *client) principalIn(acc *Account) Principal {
+	u := c.usr.Load()
+	if u == nil {
+		return Principal{kind: clientUser, acc: acc}
 	}
-	return Principal{kind: clientUser, acct: a, user: a.name}
+	return Principal{kind: clientUser, acc: u.acc, usr: u, name: u.name}
 }
 
 // Internal reports whether the server published m (an internal Publisher
@@ -99,7 +114,7 @@ func (m *Msg) Principal() Principal {
 	if m.internal {
 		return m.principal
 	}
-	return m.pub.principal()
+	return m.pub.principalIn(m.acc)
 }
 
 // Permitted reports whether m's principal may publish on m's subject. A
@@ -112,5 +127,14 @@ func (m *Msg) Permitted() bool {
 
 // ActFor makes the publisher's next messages act for pr (until the next
 // ActFor): receivers see them as Internal, with pr's permissions. A new
-// Publisher, and the one AfterRead functions get, acts for nobody.
-func (p *Publisher) ActFor(pr Principal) { p.principal = pr }
+// Publisher, and the one AfterRead functions get, acts for nobody. A
+// principal of another account than the publisher's is refused: the
+// publisher then acts for nobody, so that what it publishes fails closed.
+func (p *Publisher) ActFor(pr Principal) {
+	if pr.acc != nil && pr.acc != p.acc {
+		p.c.log.Error("publisher told to act for a principal of another account; acting for nobody",
+			"publisher_account", p.acc.name, "principal_account", pr.acc.name, "user", pr.name)
+		pr = Principal{}
+	}
+	p.principal = pr
+}

@@ -90,7 +90,10 @@ type cluster struct {
 	}
 }
 
-type interestKey struct{ subject, queue string }
+type interestKey struct {
+	acc            *Account
+	subject, queue string
+}
 
 func newCluster(s *Server) *cluster {
 	cl := &cluster{s: s, opts: &s.opts.Cluster}

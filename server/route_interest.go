@@ -9,22 +9,23 @@ import (
 )
 
 // Interest: every local subscription (a client's or an internal one) is
-// counted by subject and queue; peers hear RS+ when a plain subject's count
-// leaves 0 and RS- when it returns to 0, and for a queue group its count
-// as the weight on every change. A route's own subscriptions (its peer's
-// interest) are never told to other peers: one hop.
+// counted by account, subject and queue; peers hear RS+ when a plain
+// subject's count leaves 0 and RS- when it returns to 0, and for a queue
+// group its count as the weight on every change, each with the account's
+// name. A route's own subscriptions (its peer's interest) are never told
+// to other peers: one hop.
 
 // interestAdded tells the peers about a new local subscription. index
 // calls it, under the subscriber's lock.
 func (cl *cluster) interestAdded(sub *subscription) {
-	k := interestKey{sub.subject, sub.queue}
+	k := interestKey{sub.acc, sub.subject, sub.queue}
 	cl.mu.Lock()
 	n := cl.mu.interest[k] + 1
 	cl.mu.interest[k] = n
 	var full []*client
 	if n == 1 || sub.queue != "" {
 		var buf [256]byte
-		full = cl.broadcastLocked(proto.AppendRouteSub(buf[:0], globalAccount, sub.subject, sub.queue, n))
+		full = cl.broadcastLocked(proto.AppendRouteSub(buf[:0], sub.acc.name, sub.subject, sub.queue, n))
 	}
 	cl.mu.Unlock()
 	closeSlowRoutes(full)
@@ -32,7 +33,7 @@ func (cl *cluster) interestAdded(sub *subscription) {
 
 // interestRemoved tells the peers that a local subscription is gone.
 func (cl *cluster) interestRemoved(sub *subscription) {
-	k := interestKey{sub.subject, sub.queue}
+	k := interestKey{sub.acc, sub.subject, sub.queue}
 	cl.mu.Lock()
 	n, ok := cl.mu.interest[k]
 	if !ok {
@@ -45,10 +46,10 @@ func (cl *cluster) interestRemoved(sub *subscription) {
 	switch {
 	case n <= 0:
 		delete(cl.mu.interest, k)
-		line = proto.AppendRouteUnsub(buf[:0], globalAccount, sub.subject, sub.queue)
+		line = proto.AppendRouteUnsub(buf[:0], sub.acc.name, sub.subject, sub.queue)
 	case sub.queue != "":
 		cl.mu.interest[k] = n
-		line = proto.AppendRouteSub(buf[:0], globalAccount, sub.subject, sub.queue, n)
+		line = proto.AppendRouteSub(buf[:0], sub.acc.name, sub.subject, sub.queue, n)
 	default:
 		cl.mu.interest[k] = n
 	}
@@ -85,7 +86,7 @@ func closeSlowRoutes(routes []*client) {
 // route gets when it is registered.
 func (cl *cluster) appendInterestLocked(dst []byte) []byte {
 	for k, n := range cl.mu.interest {
-		dst = proto.AppendRouteSub(dst, globalAccount, k.subject, k.queue, n)
+		dst = proto.AppendRouteSub(dst, k.acc.name, k.subject, k.queue, n)
 	}
 	return dst
 }
@@ -173,14 +174,14 @@ func peerMember(sub *subscription) bool {
 	return sub.client.route != nil && !sub.client.closed.Load() && sub.weight.Load() > 0
 }
 
-// forward sends the message to every peer recorded in c.fwd, once each,
-// and reports whether it queued it for any.
-func (c *client) forward(subj string, reply []byte, hdr int, msg []byte) bool {
+// forward sends the message, published in acc, to every peer recorded in
+// c.fwd, once each, and reports whether it queued it for any.
+func (c *client) forward(acc *Account, subj string, reply []byte, hdr int, msg []byte) bool {
 	sent := false
 	subjBytes := unsafe.Slice(unsafe.StringData(subj), len(subj))
 	for i := range c.fwd.targets {
 		t := &c.fwd.targets[i]
-		switch t.rc.out.queueRouteMsg(subjBytes, reply, t.queues, hdr, msg) {
+		switch t.rc.out.queueRouteMsg(acc.name, subjBytes, reply, t.queues, hdr, msg) {
 		case queued:
 			c.queued(t.rc)
 			sent = true
@@ -200,9 +201,9 @@ func (c *client) forward(subj string, reply []byte, hdr int, msg []byte) bool {
 // whose gates hold the peer's reads of the route) settles at the peer's
 // pace; past the bound it returns queueFull and the caller cuts the route
 // off as a slow consumer, as it would a client that does not drain.
-func (o *outbound) queueRouteMsg(subject, reply []byte, queues []string, hdr int, msg []byte) queueResult {
+func (o *outbound) queueRouteMsg(account string, subject, reply []byte, queues []string, hdr int, msg []byte) queueResult {
 	var buf [512]byte
-	line := proto.AppendRouteMsgLine(buf[:0], globalAccount, subject, reply, queues, hdr, len(msg))
+	line := proto.AppendRouteMsgLine(buf[:0], account, subject, reply, queues, hdr, len(msg))
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.mu.closing {
@@ -220,22 +221,27 @@ func (o *outbound) queueRouteMsg(subject, reply []byte, queues []string, hdr int
 	return queued
 }
 
-// PeerHasInterest reports whether this server would forward a message on
-// subject to the peer with server ID peerID: whether that peer's interest
-// has arrived here. Tests wait on it.
+// PeerHasInterest is GlobalAccount().PeerHasInterest.
 func (s *Server) PeerHasInterest(peerID, subject string) bool {
-	return s.anySubscription(subject, func(sub *subscription) bool {
+	return s.gacc.PeerHasInterest(peerID, subject)
+}
+
+// PeerHasInterest reports whether this server would forward a message
+// published on subject in the account to the peer with server ID peerID:
+// whether that peer's interest has arrived here. Tests wait on it.
+func (a *Account) PeerHasInterest(peerID, subject string) bool {
+	return a.anySubscription(subject, func(sub *subscription) bool {
 		r := sub.client.route
 		return r != nil && !r.retired.Load() && !sub.client.closed.Load() && r.remoteID == peerID
 	})
 }
 
 // PeerQueueWeight returns the weight the peer with server ID peerID told
-// for queue group queue on a subscription matching subject (its members
-// there), or 0 if it has none. Tests wait on it.
+// for queue group queue on a subscription of the global account matching
+// subject (its members there), or 0 if it has none. Tests wait on it.
 func (s *Server) PeerQueueWeight(peerID, subject, queue string) int {
 	w := 0
-	s.anySubscription(subject, func(sub *subscription) bool {
+	s.gacc.anySubscription(subject, func(sub *subscription) bool {
 		r := sub.client.route
 		if r != nil && sub.queue == queue && !r.retired.Load() && !sub.client.closed.Load() && r.remoteID == peerID {
 			w = int(sub.weight.Load())
@@ -246,12 +252,12 @@ func (s *Server) PeerQueueWeight(peerID, subject, queue string) int {
 	return w
 }
 
-// NumInterest returns the subscriptions matching subject: local ones, and
-// one for each subject (and queue group) a peer told, as nats-server's
-// Account.Interest counts them. Tests wait on it.
+// NumInterest returns the subscriptions of the global account matching
+// subject: local ones, and one for each subject (and queue group) a peer
+// told, as nats-server's Account.Interest counts them. Tests wait on it.
 func (s *Server) NumInterest(subject string) int {
 	n := 0
-	s.anySubscription(subject, func(sub *subscription) bool {
+	s.gacc.anySubscription(subject, func(sub *subscription) bool {
 		if r := sub.client.route; r == nil || (!r.retired.Load() && !sub.client.closed.Load()) {
 			n++
 		}

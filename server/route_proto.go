@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/skiffmq/skiff/internal/logthrottle"
 	"github.com/skiffmq/skiff/internal/proto"
 	"github.com/skiffmq/skiff/match"
 )
@@ -29,6 +31,13 @@ type route struct {
 	connectOK  bool     // an accepted route's CONNECT was accepted
 	registered bool     // the peer's INFO was accepted
 	queues     [][]byte // the queue groups of the message being routed
+	lastAcc    *Account // the account of the last RMSG: a run of messages is often one account's
+
+	// unknownAccount counts the RS+, RS- and RMSG the peer sent for an
+	// account this server does not have, which are dropped (the two
+	// servers' accounts differ); unknownLog logs them, throttled.
+	unknownAccount atomic.Int64
+	unknownLog     logthrottle.Throttle
 
 	// retiring and retired are set on a duplicate route that lost
 	// (retire); retired under c.mu.
@@ -376,14 +385,16 @@ func (r *route) RouteSub(account, subj, queue []byte, weight int) error {
 	if !r.registered {
 		return errRouteNotReady
 	}
-	if string(account) != globalAccount {
-		return nil // no other account exists here yet
+	acc := c.srv.accounts.lookupBytes(account)
+	if acc == nil {
+		r.unknown("RS+", account)
+		return nil
 	}
 	pattern, q := string(subj), string(queue)
 	if _, err := match.ParsePattern(pattern, q); err != nil {
 		return &proto.Error{Text: errRouteSubject.Text, Close: true, Detail: fmt.Sprintf("RS+ %q: %v", pattern, err)}
 	}
-	key := pattern + " " + q
+	key := routeSubKey(acc.name, pattern, q)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Checked under c.mu, which retire and close take to empty the map:
@@ -396,7 +407,7 @@ func (r *route) RouteSub(account, subj, queue []byte, weight int) error {
 		sub.weight.Store(int32(weight))
 		return nil
 	}
-	sub := &subscription{client: c, subject: pattern, queue: q, sid: []byte(key)}
+	sub := &subscription{client: c, acc: acc, subject: pattern, queue: q, sid: []byte(key)}
 	sub.weight.Store(int32(weight))
 	c.mu.subs[key] = sub
 	c.srv.index(sub)
@@ -409,10 +420,11 @@ func (r *route) RouteUnsub(account, subj, queue []byte) error {
 	if !r.registered {
 		return errRouteNotReady
 	}
-	if string(account) != globalAccount {
+	if c.srv.accounts.lookupBytes(account) == nil {
+		r.unknown("RS-", account)
 		return nil
 	}
-	key := string(subj) + " " + string(queue)
+	key := routeSubKey(string(account), string(subj), string(queue))
 	c.mu.Lock()
 	if sub := c.mu.subs[key]; sub != nil {
 		delete(c.mu.subs, key)
@@ -432,17 +444,37 @@ func (r *route) RouteMsg(m *proto.RouteMsg) error {
 	}
 	c.readMsgs++
 	c.readBytes += int64(len(m.Msg))
-	if string(m.Account) != globalAccount {
-		return nil
+	acc := r.lastAcc
+	if acc == nil || string(m.Account) != acc.name {
+		if acc = c.srv.accounts.lookupBytes(m.Account); acc == nil {
+			r.unknown("RMSG", m.Account)
+			return nil
+		}
+		r.lastAcc = acc
 	}
 	hdr := m.Hdr
 	if hdr == 0 {
 		hdr = -1
 	}
 	r.queues = m.Queues
-	c.srv.route(c, unsafe.String(unsafe.SliceData(m.Subject), len(m.Subject)), m.Subject, m.Reply, hdr, m.Msg)
+	c.srv.route(c, acc, unsafe.String(unsafe.SliceData(m.Subject), len(m.Subject)), m.Subject, m.Reply, hdr, m.Msg)
 	r.queues = nil
 	return nil
+}
+
+// routeSubKey is the key of a peer's interest in the route's
+// subscriptions: account names and subjects hold no spaces.
+func routeSubKey(account, subject, queue string) string {
+	return account + " " + subject + " " + queue
+}
+
+// unknown counts and logs (throttled) an operation for an account this
+// server does not have: it is dropped. Peers whose configurations list
+// different accounts send them.
+func (r *route) unknown(op string, account []byte) {
+	r.unknownAccount.Add(1)
+	r.unknownLog.Log(r.c.log, slog.LevelWarn, "route operation for an unknown account dropped",
+		"op", op, "account", string(account), "remote_id", r.remoteID)
 }
 
 // wantsQueue reports whether the message being routed from the peer is

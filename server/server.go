@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skiffmq/skiff/internal/proto"
-	"github.com/skiffmq/skiff/match/cstrie"
 )
 
 // ErrServerClosed is returned by Start on a server that was shut down.
@@ -32,8 +31,12 @@ type Server struct {
 	info  info
 	auth  *authenticator
 	log   *slog.Logger
-	subs  *cstrie.Trie[*subscription]
 	start time.Time
+
+	// accounts are the subject namespaces, each with its own index;
+	// gacc is "$G", the account of everything configured outside one.
+	accounts registry
+	gacc     *Account
 
 	internalClient *client                // owns internal subscriptions
 	jetstream      bool                   // advertised in INFO
@@ -91,11 +94,11 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts:  opts,
 		id:    newServerID(),
-		auth:  newAuthenticator(&opts),
 		log:   opts.Logger,
-		subs:  cstrie.New[*subscription](),
 		start: time.Now(),
 	}
+	s.newAccounts()
+	s.auth = newAuthenticator(&s.opts, s)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -105,7 +108,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.mu.clients = map[uint64]*client{}
 	s.closing = make(chan struct{})
-	s.internalClient = s.newInternalClient()
+	s.internalClient = s.newInternalClient(s.gacc)
 	if opts.Cluster.enabled() {
 		s.cluster = newCluster(s)
 	}
@@ -393,11 +396,19 @@ func (s *Server) NumClients() int {
 	return len(s.mu.clients)
 }
 
-// NumSubscriptions returns the number of subscriptions in the index.
-func (s *Server) NumSubscriptions() int { return s.subs.Count() }
+// NumSubscriptions returns the number of subscriptions in the indexes of
+// every account.
+func (s *Server) NumSubscriptions() int {
+	n := 0
+	for _, a := range s.accounts.all() {
+		n += a.subs.Count()
+	}
+	return n
+}
 
+// index adds sub to its account's index (and tells the peers).
 func (s *Server) index(sub *subscription) {
-	if err := s.subs.Subscribe(sub.subject, sub.queue, sub); err != nil {
+	if err := sub.acc.subs.Subscribe(sub.subject, sub.queue, sub); err != nil {
 		panic("server: indexing a validated subscription: " + err.Error()) // validated in Sub
 	}
 	s.stats.subInserts.Add(1)
@@ -407,7 +418,7 @@ func (s *Server) index(sub *subscription) {
 }
 
 func (s *Server) unindex(sub *subscription) {
-	if s.subs.Unsubscribe(sub.subject, sub.queue, sub) == nil {
+	if sub.acc.subs.Unsubscribe(sub.subject, sub.queue, sub) == nil {
 		s.stats.subRemoves.Add(1)
 		if s.cluster != nil && sub.client.route == nil {
 			s.cluster.interestRemoved(sub)

@@ -133,19 +133,29 @@ func (c *Cluster) WaitFormed(t testing.TB) {
 // server has some interest, local or a peer's.
 func (c *Cluster) WaitInterest(t testing.TB, subject string, holders ...int) {
 	t.Helper()
+	c.WaitAccountInterest(t, server.GlobalAccountName, subject, holders...)
+}
+
+// WaitAccountInterest is WaitInterest for a subject of the named account.
+func (c *Cluster) WaitAccountInterest(t testing.TB, account, subject string, holders ...int) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, s := range c.Live() {
-			if len(holders) == 0 && !s.HasInterest(subject) {
+			acc, ok := s.LookupAccount(account)
+			if !ok {
+				return false
+			}
+			if len(holders) == 0 && !acc.HasInterest(subject) {
 				return false
 			}
 			for _, h := range holders {
-				if hs := c.Servers[h]; hs != s && !s.PeerHasInterest(hs.ID(), subject) {
+				if hs := c.Servers[h]; hs != s && !acc.PeerHasInterest(hs.ID(), subject) {
 					return false
 				}
 			}
 		}
 		return true
-	}, Wait, 5*time.Millisecond, "interest in %q did not reach every server", subject)
+	}, Wait, 5*time.Millisecond, "interest in %q of account %s did not reach every server", subject, account)
 }
 
 // WaitNoInterest waits until no running server has interest in subject.

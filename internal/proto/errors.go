@@ -38,19 +38,20 @@ func (e *Error) withDetail(format string, args ...any) *Error {
 
 // The protocol errors, with the reference server's exact text.
 var (
-	ErrUnknownOp         = &Error{Text: "Unknown Protocol Operation", Close: true}
-	ErrMaxControlLine    = &Error{Text: "maximum control line exceeded", Close: true}
-	ErrMaxPayload        = &Error{Text: "Maximum Payload Violation", Close: true}
-	ErrAuthorization     = &Error{Text: "Authorization Violation", Close: true}
-	ErrAuthTimeout       = &Error{Text: "Authentication Timeout", Close: true}
-	ErrMaxConnections    = &Error{Text: "maximum connections exceeded", Close: true}
-	ErrTLSRequired       = &Error{Text: "Secure Connection - TLS Required", Close: true}
-	ErrStaleConnection   = &Error{Text: "Stale Connection", Close: true}
-	ErrInvalidProtocol   = &Error{Text: "invalid client protocol", Close: true}
-	ErrNoRespNeedHeaders = &Error{Text: "no responders requires headers support", Close: true}
-	ErrInvalidSubject    = &Error{Text: "Invalid Subject"}
-	ErrInvalidPubSubject = &Error{Text: "Invalid Publish Subject"}
-	ErrMaxSubscriptions  = &Error{Text: "maximum subscriptions exceeded"}
+	ErrUnknownOp             = &Error{Text: "Unknown Protocol Operation", Close: true}
+	ErrMaxControlLine        = &Error{Text: "maximum control line exceeded", Close: true}
+	ErrMaxPayload            = &Error{Text: "Maximum Payload Violation", Close: true}
+	ErrAuthorization         = &Error{Text: "Authorization Violation", Close: true}
+	ErrAuthTimeout           = &Error{Text: "Authentication Timeout", Close: true}
+	ErrMaxConnections        = &Error{Text: "maximum connections exceeded", Close: true}
+	ErrMaxAccountConnections = &Error{Text: "maximum account active connections exceeded", Close: true}
+	ErrTLSRequired           = &Error{Text: "Secure Connection - TLS Required", Close: true}
+	ErrStaleConnection       = &Error{Text: "Stale Connection", Close: true}
+	ErrInvalidProtocol       = &Error{Text: "invalid client protocol", Close: true}
+	ErrNoRespNeedHeaders     = &Error{Text: "no responders requires headers support", Close: true}
+	ErrInvalidSubject        = &Error{Text: "Invalid Subject"}
+	ErrInvalidPubSubject     = &Error{Text: "Invalid Publish Subject"}
+	ErrMaxSubscriptions      = &Error{Text: "maximum subscriptions exceeded"}
 	// ErrClientError is a client's own -ERR: the connection closes without
 	// an answer (Text is empty: nothing is sent).
 	ErrClientError = &Error{Close: true}

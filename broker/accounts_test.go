@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+func TestConfigAccounts(t *testing.T) {
+	cfg, err := ParseConfig(`
+accounts {
+  A: {
+    users: [ {user: a, password: p}, {nkey: ` + testNkey + `} ]
+    default_permissions: { publish: "a.>" }
+    limits: { max_connections: 3, max_subs: 4, max_pay: 1KB }
+  }
+  B: { users: [ {user: b, password: q, permissions: { subscribe: "b.>" }} ] }
+}
+no_auth_user: b
+`)
+	require.NoError(t, err)
+	o := cfg.Server
+	require.Equal(t, "b", o.NoAuthUser)
+	require.Len(t, o.Accounts, 2)
+	a, b := o.Accounts[0], o.Accounts[1]
+	require.Equal(t, "A", a.Name)
+	require.Equal(t, []server.User{{Name: "a", Password: "p"}}, a.Users)
+	require.Equal(t, testNkey, a.Nkeys[0].PublicKey)
+	require.Equal(t, []string{"a.>"}, a.DefaultPermissions.Publish.Allow)
+	require.Equal(t, server.AccountLimits{MaxConnections: 3, MaxSubscriptions: 4, MaxPayload: 1024}, a.Limits)
+	require.Equal(t, "B", b.Name)
+	require.Equal(t, []string{"b.>"}, b.Users[0].Permissions.Subscribe.Allow)
+	require.Nil(t, b.DefaultPermissions)
+
+	cfg, err = ParseConfig("accounts: [A, B]\n")
+	require.NoError(t, err)
+	require.Equal(t, []server.AccountConfig{{Name: "A"}, {Name: "B"}}, cfg.Server.Accounts)
+}
+
+// TestDifferentialAccountRefusals: a file nats-server refuses (reading it,
+// or starting with it) Skiff refuses too, reading it or in server.New.
+func TestDifferentialAccountRefusals(t *testing.T) {
+	for name, text := range map[string]string{
+		"user in two accounts":       "accounts {\n A: { users: [ {user: u, password: p} ] }\n B: { users: [ {user: u, password: q} ] }\n}",
+		"user in an account and $G":  "authorization { users: [ {user: u, password: p} ] }\naccounts { A: { users: [ {user: u, password: q} ] } }",
+		"nkey in two accounts":       "accounts {\n A: { users: [ {nkey: " + testNkey + "} ] }\n B: { users: [ {nkey: " + testNkey + "} ] }\n}",
+		"single user and accounts":   "authorization { user: u, password: p }\naccounts { A: { users: [ {user: a, password: q} ] } }",
+		"token and accounts":         "authorization { token: t }\naccounts { A: { users: [ {user: a, password: q} ] } }",
+		"reserved account":           "accounts { $G: { users: [ {user: a, password: q} ] } }",
+		"no_auth_user unknown":       "accounts { A: { users: [ {user: a, password: q} ] } }\nno_auth_user: b",
+		"no_auth_user without users": "no_auth_user: b",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.conf")
+			require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+			nopts, refErr := natsserver.ProcessConfigFile(path)
+			if refErr == nil {
+				nopts.NoSystemAccount = true
+				_, refErr = natsserver.NewServer(nopts)
+			}
+			require.Error(t, refErr, "nats-server accepts it")
+			cfg, err := LoadConfig(path)
+			if err == nil {
+				_, err = server.New(cfg.Server)
+			}
+			require.Error(t, err, "Skiff accepts it; nats-server: %v", refErr)
+			t.Logf("nats-server: %v\nSkiff: %v", refErr, err)
+		})
+	}
+}
+
+// TestStartRefusesJetStreamWithAccounts: until JetStream keeps streams per
+// account, a stream created in one account would be the other accounts'
+// too; the broker refuses to start rather than share them.
+func TestStartRefusesJetStreamWithAccounts(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.Server.Accounts = []server.AccountConfig{{Name: "A", Users: []server.User{{Name: "a", Password: "p"}}}}
+	_, err := Start(cfg)
+	require.ErrorIs(t, err, ErrJetStreamWithAccounts)
+
+	cfg.JetStreamEnabled = false
+	b, err := Start(cfg)
+	require.NoError(t, err)
+	require.NoError(t, b.Shutdown(context.Background()))
+}

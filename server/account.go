@@ -1,0 +1,103 @@
+package server
+
+import (
+	"sync"
+
+	"github.com/skiffmq/skiff/match/cstrie"
+)
+
+// GlobalAccountName names the account of everything configured outside an
+// account, as the reference server names it.
+const GlobalAccountName = "$G"
+
+// Account is a subject namespace: its own subscription index, the users
+// that connect into it, and its limits. A message published in an account
+// is delivered only to subscriptions of that account, on this server and,
+// through routes, on its peers. The server makes the accounts (New); the
+// zero value is not usable. An Account is safe for concurrent use.
+type Account struct {
+	name   string
+	srv    *Server
+	subs   *cstrie.Trie[*subscription]
+	limits accountLimits // set by New, then only read
+
+	mu struct {
+		sync.Mutex
+		clients map[*client]struct{} // bound at CONNECT, until closed
+	}
+}
+
+func newAccount(s *Server, name string, limits accountLimits) *Account {
+	a := &Account{name: name, srv: s, subs: cstrie.New[*subscription](), limits: limits}
+	a.mu.clients = map[*client]struct{}{}
+	return a
+}
+
+// Name returns the account's name: "$G" for the global account.
+func (a *Account) Name() string { return a.name }
+
+// NumConnections returns the account's clients connected to this server.
+func (a *Account) NumConnections() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.mu.clients)
+}
+
+// NumSubscriptions returns the subscriptions in the account's index:
+// its clients', internal ones, and one per subject (and queue group) a
+// peer told for the account.
+func (a *Account) NumSubscriptions() int { return a.subs.Count() }
+
+// addClient binds c to the account unless that would pass the account's
+// max_connections. Called with c.mu held (lock order c.mu, then a.mu).
+func (a *Account) addClient(c *client) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.limits.maxConns != noLimit && len(a.mu.clients) >= int(a.limits.maxConns) {
+		return false
+	}
+	a.mu.clients[c] = struct{}{}
+	return true
+}
+
+func (a *Account) removeClient(c *client) {
+	a.mu.Lock()
+	delete(a.mu.clients, c)
+	a.mu.Unlock()
+}
+
+// GlobalAccount returns the account "$G": that of clients and users
+// configured outside any account.
+func (s *Server) GlobalAccount() *Account { return s.gacc }
+
+// LookupAccount returns the account named name.
+func (s *Server) LookupAccount(name string) (*Account, bool) {
+	a := s.accounts.lookup(name)
+	return a, a != nil
+}
+
+// Accounts returns every account, "$G" first, then by name.
+func (s *Server) Accounts() []*Account { return s.accounts.all() }
+
+// newAccounts makes the global account and the configured ones.
+func (s *Server) newAccounts() {
+	s.gacc = newAccount(s, GlobalAccountName, unlimited)
+	s.accounts.add(s.gacc)
+	for _, ac := range s.opts.Accounts {
+		s.accounts.add(newAccount(s, ac.Name, ac.Limits.compile())) // names validated unique
+	}
+}
+
+// limitsFor returns the payload and subscription bounds of a client of
+// acc: the lower of the server's and the account's, as nats-server's
+// applyAccountLimits.
+func (s *Server) limitsFor(acc *Account) (maxPayload, maxSubs int) {
+	maxPayload, maxSubs = s.opts.MaxPayload, s.opts.MaxSubscriptions
+	if l := acc.limits.maxPayload; l != noLimit {
+		maxPayload = min(maxPayload, int(l))
+	}
+	if l := acc.limits.maxSubs; l != noLimit {
+		maxSubs = min(maxSubs, int(l))
+	}
+	return maxPayload, maxSubs
+}
