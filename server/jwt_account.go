@@ -142,7 +142,7 @@ func unsupportedClaims(ac *jwt.AccountClaims) string {
 		why = append(why, "authorization callout")
 	}
 	if ac.Limits.IsJSEnabled() {
-		why = append(why, "JetStream (per-account JetStream is not implemented yet)")
+		why = append(why, "JetStream limits")
 	}
 	if len(why) == 0 {
 		return ""
