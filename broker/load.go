@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -54,14 +55,22 @@ type loader struct {
 func fromMap(m map[string]any, file string) (Config, error) {
 	l := &loader{cfg: DefaultConfig()}
 	root := value{v: m, file: file}
+	var errs []error
 	if err := topKeys.applyEntries(l, entries(m, "", root)); err != nil {
-		return Config{}, err
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = append(errs, joined.Unwrap()...)
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	if err := l.checkSystemAccount(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
 	}
 	if l.allowNonTLS != nil && l.cfg.Server.TLS != nil {
 		l.cfg.Server.TLSRequired = !*l.allowNonTLS
-	}
-	if err := l.checkSystemAccount(); err != nil {
-		return Config{}, err
 	}
 	return l.cfg, nil
 }
