@@ -49,9 +49,9 @@ type meaning struct {
 	NoAuthUser                    string
 	// Operator mode: the operators' public keys, the trusted keys, the
 	// resolver's kind and preloaded accounts, the pinned accounts.
-	Operators, TrustedKeys        []string
-	SystemAccount, Resolver       string
-	Preload, Pinned               []string
+	Operators, TrustedKeys  []string
+	SystemAccount, Resolver string
+	Preload, Pinned         []string
 }
 
 type meaningUser struct {
@@ -342,8 +342,8 @@ no_auth_user: bob
 accounts: [A, B, "C.x"]
 `,
 		"operator mode (the committed nsc set)": string(resolverConf) + "resolver_pinned_accounts: [" + set.accountPub + "]\n",
-		"operator inline, system": "operators: [\"" + set.operatorJWT + "\"]\nresolver: MEM\nsystem: " + set.accountPub + "\n",
-		"trusted keys": "trusted_keys: " + set.operatorPub + "\nresolver { type: MEMORY }\n",
+		"operator inline, system":               "operators: [\"" + set.operatorJWT + "\"]\nresolver: MEM\nsystem: " + set.accountPub + "\n",
+		"trusted keys":                          "trusted_keys: " + set.operatorPub + "\nresolver { type: MEMORY }\n",
 		"tls first": `
 tls {
   cert_file: "` + cert + `"
