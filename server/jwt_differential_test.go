@@ -190,3 +190,41 @@ func TestDifferentialJWTFailsClosed(t *testing.T) {
 	require.Contains(t, ref.transcript, "c1 < PONG", "nats-server lets the user in:\n%s", ref.raw)
 	require.Contains(t, got.transcript, refusal)
 }
+
+// TestDifferentialJWTCommitted: the committed nsc set (testdata/jwt) in
+// both servers: alice and carol (A) and bob (B) connect, and only A sees
+// A's messages.
+func TestDifferentialJWTCommitted(t *testing.T) {
+	creds := func(name string) (jwtTok string, seed []byte) {
+		b, err := os.ReadFile(filepath.Join(jwtSetDir, name+".creds"))
+		require.NoError(t, err)
+		jwtTok, err = jwt.ParseDecoratedJWT(b)
+		require.NoError(t, err)
+		kp, err := jwt.ParseDecoratedUserNKey(b)
+		require.NoError(t, err)
+		seed, err = kp.Seed()
+		require.NoError(t, err)
+		return jwtTok, seed
+	}
+	connect := func(name string) string {
+		tok, seed := creds(name)
+		return `CONNECT {"verbose":false,"pedantic":false,"protocol":1,"jwt":"` + tok + `","sig":"` +
+			diffSignMark + string(seed) + diffSignMark + `"}` + "\r\n"
+	}
+	var s jwtDiffSteps
+	s.send("c1", connect("alice")+"SUB a.> 1\r\n").op("c1", "sync")
+	s.send("c2", connect("bob")+"SUB > 1\r\n").op("c2", "sync")
+	s.send("c3", connect("carol")+"PUB a.x 2\r\nhi\r\n").op("c3", "sync")
+	s.op("c1", "sync").op("c2", "sync")
+	_, bobSeed := creds("bob")
+	tok, _ := creds("alice")
+	s.send("c4", `CONNECT {"verbose":false,"protocol":1,"jwt":"`+tok+`","sig":"`+diffSignMark+string(bobSeed)+diffSignMark+`"}`+"\r\nPING\r\n").
+		op("c4", "expect-close")
+	sc := &diffScript{name: "committed", pos: "TestDifferentialJWTCommitted",
+		cfg: diffConfig{conf: filepath.Join(jwtSetDir, "resolver.conf")}, steps: s}
+	ref := runDiffScript(t, sc, diffStartReference(t, sc.cfg))
+	got := runDiffScript(t, sc, diffStartSkiff(t, sc.cfg))
+	t.Logf("reference transcript:\n%s", ref.transcript)
+	require.Contains(t, ref.transcript, `c1 < MSG a.x 1 2 | "hi"`)
+	require.Equal(t, ref.transcript, got.transcript, "nats-server bytes:\n%sSkiff bytes:\n%s", ref.raw, got.raw)
+}
