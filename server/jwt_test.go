@@ -267,6 +267,10 @@ func TestJWTPermissions(t *testing.T) {
 	t.Run("scoped user with its own permissions", func(t *testing.T) {
 		requireRefused(t, s, acc.User("own", jwttest.SignedWith(scoped), jwttest.Permissions([]string{"x"}, nil)))
 	})
+	t.Run("queue permission", func(t *testing.T) {
+		// Valid in a JWT, but Skiff's permissions have no queue groups.
+		requireRefused(t, s, acc.User("q", jwttest.Permissions(nil, []string{"work.* workers"})))
+	})
 	t.Run("response permissions", func(t *testing.T) {
 		requireRefused(t, s, acc.User("resp", jwttest.UserClaims(func(c *jwt.UserClaims) {
 			c.Resp = &jwt.ResponsePermission{MaxMsgs: 1}
