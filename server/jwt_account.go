@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 
 	"github.com/skiffmq/skiff/internal/proto"
 )
@@ -77,6 +78,22 @@ func (s *Server) jwtAccount(pub string) (*Account, error) {
 		}
 	}
 	return got, nil
+}
+
+// routeAccount returns the account a peer names in RS+, RS- or RMSG. In
+// operator mode an account not registered yet is fetched and checked as
+// at CONNECT: a peer's client may be the first of an account whose JWT
+// only became valid after this server started. The MEMORY resolver
+// answers from memory, so the route's read loop does not wait.
+func (s *Server) routeAccount(name []byte) *Account {
+	if a := s.accounts.lookupBytes(name); a != nil || s.trust == nil || !nkeys.IsValidPublicAccountKey(string(name)) {
+		return a
+	}
+	a, err := s.jwtAccount(string(name))
+	if err != nil {
+		return nil
+	}
+	return a
 }
 
 // verifyAccountJWT decodes an account JWT (checking its signature) and

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/internal/jwttest"
 	"github.com/skiffmq/skiff/server"
 )
@@ -294,4 +295,47 @@ func TestJWTExpiry(t *testing.T) {
 	require.Equal(t, []string{"-ERR 'Account Authentication Expired'"}, a.ExpectClosed())
 	// The account's users are refused from now on.
 	requireRefused(t, s, soon.User("b"))
+}
+
+// TestJWTCluster: operator mode on three servers joined by routes. Users
+// of one account reach each other across the routes, another account's
+// see nothing; an account whose JWT became valid after the servers
+// started is registered from a peer's interest, so its messages cross.
+func TestJWTCluster(t *testing.T) {
+	op := jwttest.NewOperator(t)
+	a, b := op.Account("A"), op.Account("B")
+	// Valid from the next whole second on: iat and nbf are in seconds.
+	later := op.Account("L", jwttest.AccountNotBefore(time.Now().Truncate(time.Second).Add(2*time.Second)))
+	c := clustertest.Start(t, 3, operatorOptions(op, a, b, later))
+	c.WaitFormed(t)
+	as := func(i int, acc *jwttest.Account, name string) *nats.Conn {
+		return c.Connect(t, i, nats.UserCredentials(acc.User(name).CredsFile(t)))
+	}
+	a1, b1, a3 := as(0, a, "a1"), as(0, b, "b1"), as(2, a, "a3")
+	aSub, err := a1.SubscribeSync("orders.>")
+	require.NoError(t, err)
+	bSub, err := b1.SubscribeSync(">")
+	require.NoError(t, err)
+	require.NoError(t, a1.Flush())
+	require.NoError(t, b1.Flush())
+	c.WaitAccountInterest(t, a.Pub, "orders.new", 0)
+	c.WaitAccountInterest(t, b.Pub, "orders.new", 0)
+	require.NoError(t, a3.Publish("orders.new", []byte("A")))
+	m, err := aSub.NextMsg(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "A", string(m.Data))
+	requireNothing(t, bSub, a3, a1)
+
+	time.Sleep(time.Until(time.Unix(later.Claims.NotBefore, 0).Add(100 * time.Millisecond)))
+	l2 := as(1, later, "l2")
+	lSub, err := l2.SubscribeSync("late")
+	require.NoError(t, err)
+	require.NoError(t, l2.Flush())
+	// Server 0 has no client of L: only the route's RS+ can register it.
+	c.WaitAccountInterest(t, later.Pub, "late", 1)
+	l0 := as(0, later, "l0")
+	require.NoError(t, l0.Publish("late", []byte("L")))
+	m, err = lSub.NextMsg(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "L", string(m.Data))
 }
