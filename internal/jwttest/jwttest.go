@@ -302,7 +302,10 @@ func Deny(pubDeny, subDeny []string) UserOption {
 
 // UserLimits sets the user's subscriptions and payload (-1 for none).
 func UserLimits(subs, payload int64) UserOption {
-	return func(b *userBuild) { b.claims.Limits.Subs, b.claims.Limits.Payload = subs, payload }
+	return func(b *userBuild) {
+		// Payload alone would name the claims' Payload method.
+		b.claims.Subs, b.claims.Limits.Payload = subs, payload
+	}
 }
 
 // Src limits the addresses the user may connect from.

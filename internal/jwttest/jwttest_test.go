@@ -41,7 +41,7 @@ func TestChain(t *testing.T) {
 	require.Equal(t, acc.Pub, uc.IssuerAccount)
 	require.True(t, ac.DidSign(uc))
 	require.True(t, uc.BearerToken)
-	require.Equal(t, int64(7), uc.Limits.Subs)
+	require.Equal(t, int64(7), uc.Subs)
 
 	creds, err := os.ReadFile(u.CredsFile(t))
 	require.NoError(t, err)
