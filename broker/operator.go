@@ -135,33 +135,30 @@ func applyPreload(o *server.Options, v value) error {
 }
 
 // applyTrustedKeys reads trusted (trusted_keys): operator public keys.
-func applyTrustedKeys(o *server.Options, v value) error {
-	keys, err := v.strings()
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if !nkeys.IsValidPublicOperatorKey(k) {
-			return v.errorf(ErrInvalidValue, "trust key %q required to be a valid public operator nkey", k)
-		}
-	}
-	o.TrustedKeys = keys
-	return nil
+func applyTrustedKeys(o *server.Options, v value) (err error) {
+	o.TrustedKeys, err = publicKeys(v, nkeys.IsValidPublicOperatorKey, "trust key %q required to be a valid public operator nkey")
+	return
 }
 
 // applyPinned reads resolver_pinned_accounts: account public keys.
-func applyPinned(o *server.Options, v value) error {
+func applyPinned(o *server.Options, v value) (err error) {
+	o.ResolverPinnedAccounts, err = publicKeys(v, nkeys.IsValidPublicAccountKey, "pinned account key %q is not a valid public account nkey")
+	return
+}
+
+// publicKeys reads a key or a list of keys, each of the kind valid
+// accepts (nats-server's message otherwise).
+func publicKeys(v value, valid func(string) bool, invalid string) ([]string, error) {
 	keys, err := v.strings()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, k := range keys {
-		if !nkeys.IsValidPublicAccountKey(k) {
-			return v.errorf(ErrInvalidValue, "pinned account key %q is not a valid public account nkey", k)
+		if !valid(k) {
+			return nil, v.errorf(ErrInvalidValue, invalid, k)
 		}
 	}
-	o.ResolverPinnedAccounts = keys
-	return nil
+	return keys, nil
 }
 
 // operatorKeys registers the top-level keys of operator mode on k.

@@ -73,11 +73,19 @@ func NewOperator(t testing.TB, opts ...OperatorOption) *Operator {
 
 func (o *Operator) sign() {
 	o.t.Helper()
-	j, err := o.Claims.Encode(o.Key)
+	o.JWT = encode(o.t, "the operator", o.Claims, o.Key)
+}
+
+// encode signs claims with kp, or fails t.
+func encode(t testing.TB, what string, claims interface {
+	Encode(nkeys.KeyPair) (string, error)
+}, kp nkeys.KeyPair) string {
+	t.Helper()
+	j, err := claims.Encode(kp)
 	if err != nil {
-		o.t.Fatalf("jwttest: encoding the operator: %v", err)
+		t.Fatalf("jwttest: encoding %s: %v", what, err)
 	}
-	o.JWT = j
+	return j
 }
 
 // WithOperatorSigningKey adds an operator signing key, which signs the
@@ -199,11 +207,7 @@ func (o *Operator) Account(name string, opts ...AccountOption) *Account {
 
 func (a *Account) sign() {
 	a.t.Helper()
-	j, err := a.Claims.Encode(a.signer)
-	if err != nil {
-		a.t.Fatalf("jwttest: encoding account %s: %v", a.Claims.Name, err)
-	}
-	a.JWT = j
+	a.JWT = encode(a.t, "account "+a.Claims.Name, a.Claims, a.signer)
 }
 
 // Update applies opts to the account and re-signs its JWT.
@@ -369,9 +373,7 @@ func (a *Account) User(name string, opts ...UserOption) *User {
 		opt(b)
 	}
 	u.Claims = b.claims
-	if u.JWT, err = b.claims.Encode(b.signer); err != nil {
-		a.t.Fatalf("jwttest: encoding user %s: %v", name, err)
-	}
+	u.JWT = encode(a.t, "user "+name, b.claims, b.signer)
 	return u
 }
 
