@@ -59,7 +59,11 @@ func TestJWTSecurity(t *testing.T) {
 		c.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
 	}))
 
-	s := RunServer(t, operatorOptions(op, acc, all, allEarlier, selfSigned, foreignAcc, noBearer, expiredAcc, futureAcc, rogue, exporting, mapping, js))
+	// An account JWT preloaded under another account's key.
+	misfiled := op.Account("MISFILED")
+	o := operatorOptions(op, acc, all, allEarlier, selfSigned, foreignAcc, noBearer, expiredAcc, futureAcc, rogue, exporting, mapping, js)
+	o.Resolver.Preload[misfiled.Pub] = acc.JWT
+	s := RunServer(t, o)
 
 	stranger, err := nkeys.CreateAccount()
 	require.NoError(t, err)
@@ -84,6 +88,7 @@ func TestJWTSecurity(t *testing.T) {
 		{"account signed by itself", selfSigned.User("s")},
 		{"account of a foreign operator", foreignAcc.User("f")},
 		{"account the resolver does not have", unlisted.User("u")},
+		{"account preloaded under another key", misfiled.User("m")},
 		{"account expired", expiredAcc.User("x")},
 		{"account not yet valid", futureAcc.User("x")},
 		{"bearer refused by the account", noBearer.User("b", jwttest.Bearer())},

@@ -220,6 +220,16 @@ func TestJWTLimits(t *testing.T) {
 		require.Equal(t, "-ERR 'maximum account active connections exceeded'", line)
 		r.ExpectClosed()
 	})
+	t.Run("a scope's limits", func(t *testing.T) {
+		op := jwttest.NewOperator(t)
+		acc := op.Account("S")
+		scoped := acc.AddScopedSigningKey(func(s *jwt.UserScope) { s.Template.Subs, s.Template.Payload = 1, 10 })
+		s := RunServer(t, operatorOptions(op, acc))
+		r := requireAccepted(t, s, acc.User("u", jwttest.Scoped(), jwttest.SignedWith(scoped)))
+		require.Contains(t, r.ReadLine(), `"max_payload":10`)
+		r.Send("SUB a 1\r\nSUB b 2\r\nPING\r\n")
+		r.Expect("-ERR 'maximum subscriptions exceeded'", "PONG")
+	})
 	t.Run("zero allows nothing", func(t *testing.T) {
 		op := jwttest.NewOperator(t)
 		none := op.Account("N", jwttest.AccountLimits(0, -1, -1))
