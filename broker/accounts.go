@@ -11,7 +11,7 @@ import (
 const (
 	whyExports        = "exports and imports between accounts are not implemented yet; Skiff refuses to start rather than leave an account without the subjects it shares"
 	whyAccountJS      = "JetStream per account is not implemented yet (JetStream is refused with accounts)"
-	whyAccountNkey    = "account nkey identities serve leaf nodes and operator mode, which are not implemented"
+	whyAccountNkey    = "an account nkey identity in a configured account serves leaf nodes, which are not implemented (operator mode names accounts by their JWT's key)"
 	whyAccountMapping = "subject mappings are not implemented"
 	whyAccountTrace   = "message tracing is not implemented"
 	whySystemAccount  = "the system account and $SYS are not implemented yet (system_account names the system account of operator mode only)"

@@ -349,3 +349,30 @@ func TestJWTCluster(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "L", string(m.Data))
 }
+
+// TestJWTWebSocket: a JWT user connects over WebSocket too (the nonce is
+// in the WebSocket's INFO), and allowed connection types tell the two
+// listeners apart.
+func TestJWTWebSocket(t *testing.T) {
+	op := jwttest.NewOperator(t)
+	acc := op.Account("A")
+	o := operatorOptions(op, acc)
+	o.WebSocket = server.WebSocketOptions{Port: server.RandomPort, NoTLS: true}
+	s := RunServer(t, o)
+	wsURL := "ws://" + s.WebSocketAddr().String()
+	wsOnly := acc.User("ws", jwttest.ConnectionTypes(jwt.ConnectionTypeWebsocket)).CredsFile(t)
+	tcpOnly := acc.User("tcp", jwttest.ConnectionTypes(jwt.ConnectionTypeStandard)).CredsFile(t)
+
+	for _, tc := range []struct {
+		url, creds string
+		ok         bool
+	}{{wsURL, wsOnly, true}, {s.ClientURL(), wsOnly, false}, {wsURL, tcpOnly, false}, {s.ClientURL(), tcpOnly, true}} {
+		nc, err := nats.Connect(tc.url, nats.UserCredentials(tc.creds), nats.MaxReconnects(0))
+		if !tc.ok {
+			require.ErrorIs(t, err, nats.ErrAuthorization, "%s with %s", tc.url, tc.creds)
+			continue
+		}
+		require.NoError(t, err, "%s with %s", tc.url, tc.creds)
+		nc.Close()
+	}
+}
