@@ -86,9 +86,6 @@ type Import struct {
 	Share bool
 }
 
-// errImport wraps every import and export error.
-var errImport = errors.New("imports")
-
 // importIndex is what validateImports learns, for New to build bridges
 // from: per account, its exports and, for each import, its mapping.
 type importIndex struct {
@@ -129,7 +126,7 @@ func (o *Options) validateImports() (*importIndex, error) {
 			}
 			for _, prev := range ix.exports[a.Name] {
 				if prev.Subject == e.Subject && prev.Service == e.Service {
-					return nil, fmt.Errorf("%w: account %q: %s export %q defined twice", errImport, a.Name, kindName(e.Service), e.Subject)
+					return nil, fmt.Errorf("account %q: %s export %q defined twice", a.Name, kindName(e.Service), e.Subject)
 				}
 			}
 			ix.exports[a.Name] = append(ix.exports[a.Name], e)
@@ -182,14 +179,14 @@ func natsPattern(s string) error {
 func validateExport(acc string, e *Export, defined map[string]bool) error {
 	kind := kindName(e.Service)
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: account %q: Error adding %s export %q: %s", errImport, acc, kind, e.Subject, fmt.Sprintf(format, args...))
+		return fmt.Errorf("account %q: Error adding %s export %q: %s", acc, kind, e.Subject, fmt.Sprintf(format, args...))
 	}
 	if err := natsPattern(e.Subject); err != nil {
 		return bad("%v", err)
 	}
 	for _, name := range e.Accounts {
 		if !defined[name] {
-			return fmt.Errorf("%w: account %q: %q account not defined for %s export", errImport, acc, name, kind)
+			return fmt.Errorf("account %q: %q account not defined for %s export", acc, name, kind)
 		}
 	}
 	if e.TokenPosition < 0 {
@@ -244,10 +241,10 @@ func (ix *importIndex) export(exp, imp, subj string, service bool) *Export {
 
 func (ix *importIndex) addStream(acc string, im Import, defined map[string]bool) error {
 	bad := func(err error) error {
-		return fmt.Errorf("%w: account %q: Error adding stream import %q from account %q: %w", errImport, acc, im.Subject, im.Account, err)
+		return fmt.Errorf("account %q: Error adding stream import %q from account %q: %w", acc, im.Subject, im.Account, err)
 	}
 	if !defined[im.Account] {
-		return fmt.Errorf("%w: account %q: %q account not defined for stream import", errImport, acc, im.Account)
+		return fmt.Errorf("account %q: %q account not defined for stream import", acc, im.Account)
 	}
 	if err := natsPattern(im.Subject); err != nil {
 		return bad(err)
@@ -274,8 +271,8 @@ func (ix *importIndex) addStream(acc string, im Import, defined map[string]bool)
 	if to != im.Subject {
 		tr, err := importTransform(im.Subject, to)
 		if err != nil {
-			return fmt.Errorf("%w: account %q: failed to create mapping transform for stream import subject from %q to %q: %w",
-				errImport, acc, im.Subject, to, err)
+			return fmt.Errorf("account %q: failed to create mapping transform for stream import subject from %q to %q: %w",
+				acc, im.Subject, to, err)
 		}
 		si.tr, si.to = tr, tr.Pattern()
 	}
@@ -294,18 +291,18 @@ func (ix *importIndex) addStream(acc string, im Import, defined map[string]bool)
 func (ix *importIndex) addService(acc string, im Import, defined map[string]bool) error {
 	local := cmp.Or(im.To, im.Subject)
 	bad := func(err error) error {
-		return fmt.Errorf("%w: account %q: Error adding service import %q from account %q: %w", errImport, acc, im.Subject, im.Account, err)
+		return fmt.Errorf("account %q: Error adding service import %q from account %q: %w", acc, im.Subject, im.Account, err)
 	}
 	if !defined[im.Account] {
-		return fmt.Errorf("%w: account %q: %q account not defined for service import", errImport, acc, im.Account)
+		return fmt.Errorf("account %q: %q account not defined for service import", acc, im.Account)
 	}
 	if im.Prefix != "" {
 		return bad(errors.New("prefix is for stream imports"))
 	}
 	for _, prev := range ix.svcs[acc] {
 		if prev.acc == im.Account && prev.from == local {
-			return fmt.Errorf("%w: account %q: Duplicate service import subject %q, previously used in import for account %q, subject %q",
-				errImport, acc, local, prev.acc, prev.to)
+			return fmt.Errorf("account %q: Duplicate service import subject %q, previously used in import for account %q, subject %q",
+				acc, local, prev.acc, prev.to)
 		}
 	}
 	if err := natsPattern(im.Subject); err != nil {
@@ -325,8 +322,8 @@ func (ix *importIndex) addService(acc string, im Import, defined map[string]bool
 			tr, err = tr.Reverse()
 		}
 		if err != nil {
-			return fmt.Errorf("%w: account %q: failed to create mapping transform for service import subject from %q to %q: %w",
-				errImport, acc, local, im.Subject, err)
+			return fmt.Errorf("account %q: failed to create mapping transform for service import subject from %q to %q: %w",
+				acc, local, im.Subject, err)
 		}
 		si.tr, si.from = tr, tr.Source()
 	} else if err := natsPattern(local); err != nil {
