@@ -242,11 +242,7 @@ func (c *client) request(h *hop, sub *subscription, subj string, as, reply []byt
 	var e *respEntry
 	var reply2 []byte
 	if len(reply) > 0 {
-		pr := c.actFor
-		if !c.internal && !c.serverPub {
-			pr = c.principalIn(sub.acc)
-		}
-		e = b.to.resp.add(sub.acc, reply, pr, b.export.Response, responseThreshold(b.export))
+		e = b.to.resp.add(sub.acc, reply, c.asker(sub.acc), b.export.Response, responseThreshold(b.export))
 		reply2 = unsafe.Slice(unsafe.StringData(e.key), len(e.key))
 	}
 	msg, hdr = c.withRequestInfo(h, sub, hdr, msg)
@@ -255,6 +251,20 @@ func (c *client) request(h *hop, sub *subscription, subj string, as, reply []byt
 		b.to.resp.remove(e) // nobody took the request: no response can come
 	}
 	return delivered
+}
+
+// asker returns who a message with a reply, published in acc, asks for:
+// whom the answers act for once they come back. A message the server
+// published asks for the principal it acts for; one from a route for
+// nobody, since its user is on the peer and cannot be judged here.
+func (c *client) asker(acc *Account) Principal {
+	switch {
+	case c.internal || c.serverPub:
+		return c.actFor
+	case c.route != nil:
+		return Principal{}
+	}
+	return c.principalIn(acc)
 }
 
 func responseThreshold(e *Export) time.Duration {
@@ -278,11 +288,7 @@ func (c *client) respond(t *respTable, subj string, reply []byte, hdr int, msg [
 	var back *respEntry
 	var reply2 []byte
 	if len(reply) > 0 && e.to.resp != nil {
-		pr := c.actFor
-		if !c.internal && !c.serverPub {
-			pr = c.principalIn(t.acc)
-		}
-		back = e.to.resp.add(t.acc, reply, pr, e.rt, e.threshold)
+		back = e.to.resp.add(t.acc, reply, c.asker(t.acc), e.rt, e.threshold)
 		reply2 = unsafe.Slice(unsafe.StringData(back.key), len(back.key))
 	}
 	wasServer, was := c.serverPub, c.actFor
