@@ -51,10 +51,10 @@ package server_test
 //   - A connection reset by the server counts as a close.
 //   - A reply subject of a service import's response table (_R_.xxx.yyy,
 //     random in both servers) is shown as _R_.<n>, n counting the distinct
-//     ones the connection received; the Nats-Request-Info header's JSON
-//     is shown with its keys sorted and, where servers differ by nature
-//     (start, id, server, rtt), the value's type only, and the message's
-//     sizes are those of what is shown.
+//     ones the connection received, in messages and in -ERR lines; the
+//     Nats-Request-Info header's JSON is shown with its keys sorted and,
+//     where servers differ by nature (start, id, server, rtt), the value's
+//     type only, and the message's sizes are those of what is shown.
 
 import (
 	"bufio"
@@ -66,6 +66,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -553,6 +554,9 @@ func (c *diffConn) render() {
 			}
 			c.lines = append(c.lines, rendered)
 			n += size + 2
+		case "-ERR":
+			// A permissions violation may name a reply subject.
+			c.lines = append(c.lines, diffPrintable(diffReplySubject.ReplaceAllStringFunc(line, c.replyName)))
 		case "PING":
 			// The server's keep-alive: when it comes is a matter of timing.
 		case "PONG":
@@ -592,15 +596,7 @@ func (c *diffConn) normalizeMsg(op, args string, payload []byte) (string, []byte
 	f := strings.Fields(args)
 	if op == "MSG" && len(f) == 4 || op == "HMSG" && len(f) == 5 {
 		if r := f[2]; strings.HasPrefix(r, "_R_.") {
-			if c.replies == nil {
-				c.replies = map[string]int{}
-			}
-			n, ok := c.replies[r]
-			if !ok {
-				n = len(c.replies) + 1
-				c.replies[r] = n
-			}
-			f[2] = fmt.Sprintf("_R_.<%d>", n)
+			f[2] = c.replyName(r)
 		}
 	}
 	if op == "HMSG" {
@@ -624,6 +620,24 @@ func (c *diffConn) normalizeMsg(op, args string, payload []byte) (string, []byte
 		}
 	}
 	return op + " " + strings.Join(f, " "), payload
+}
+
+// diffReplySubject is a reply subject of a service import's response
+// table, as both servers make them.
+var diffReplySubject = regexp.MustCompile(`_R_\.[0-9A-Za-z]+\.[0-9A-Za-z]+`)
+
+// replyName returns how the _R_ reply subject r is shown: _R_.<n>, n
+// counting the distinct ones the connection received.
+func (c *diffConn) replyName(r string) string {
+	if c.replies == nil {
+		c.replies = map[string]int{}
+	}
+	n, ok := c.replies[r]
+	if !ok {
+		n = len(c.replies) + 1
+		c.replies[r] = n
+	}
+	return fmt.Sprintf("_R_.<%d>", n)
 }
 
 // diffPrintable returns a line as is if it prints, or quoted.
