@@ -451,3 +451,72 @@ func TestImportsFromItself(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 }
+
+// TestImportsEscapes: a tenant cannot reach past its account through the
+// subjects servers give meaning to. What B publishes on $SYS and $JS.API
+// subjects, sends as requests through its imports or sets as reply
+// subjects reaches neither the global account (where the server's own
+// components live without accounts) nor the exporter, other than the
+// exported service's request on the response table's reply.
+func TestImportsEscapes(t *testing.T) {
+	s := RunServer(t, importsOptions())
+	accA, _ := s.LookupAccount("A")
+	type seen struct{ acc, subject, reply string }
+	got := make(chan seen, 64)
+	for _, acc := range []*server.Account{s.GlobalAccount(), accA} {
+		_, err := acc.SubscribeInternal(">", "", func(m *server.Msg) {
+			got <- seen{m.Account().Name(), m.Subject, m.Reply}
+		})
+		require.NoError(t, err)
+	}
+	a, b := connectAs(t, s, "a"), connectAs(t, s, "b")
+	echo(t, a, "svc.echo", nil)
+	for len(got) > 0 {
+		<-got
+	}
+
+	inbox, err := b.SubscribeSync(">")
+	require.NoError(t, err)
+	require.NoError(t, b.Flush())
+	for _, subj := range []string{"$SYS.REQ.SERVER.PING", "$SYS.REQ.ACCOUNT.A.CONNZ", "$JS.API.INFO", "$JS.API.STREAM.DELETE.X"} {
+		require.NoError(t, b.PublishRequest(subj, "_INBOX.b.x", nil))
+	}
+	for _, reply := range []string{"$SYS.REQ.SERVER.PING", "$JS.API.STREAM.DELETE.X", "svc.echo"} {
+		require.NoError(t, b.PublishRequest("echo", reply, []byte(reply)))
+	}
+	require.NoError(t, b.Flush())
+	require.NoError(t, a.Flush())
+	deadline := time.After(5 * time.Second)
+	for range 6 { // each echo request in A, and A's response on its reply
+		select {
+		case m := <-got:
+			require.Equal(t, "A", m.acc, "nothing of B's reaches the global account: %+v", m)
+			switch {
+			case m.subject == "svc.echo":
+				require.True(t, strings.HasPrefix(m.reply, "_R_."), "B's reply is not A's to see: %+v", m)
+			default:
+				require.True(t, strings.HasPrefix(m.subject, "_R_."), "only the exported service and its responses: %+v", m)
+			}
+		case <-deadline:
+			t.Fatal("the requests through the import did not arrive")
+		}
+	}
+	require.NoError(t, b.Flush())
+	require.NoError(t, a.Flush())
+	select {
+	case m := <-got:
+		t.Fatalf("reached past B: %+v", m)
+	default:
+	}
+	// B saw its own messages, and the responses came back to B, on its
+	// own subjects.
+	var back []string
+	for range 10 {
+		m, err := inbox.NextMsg(5 * time.Second)
+		require.NoError(t, err)
+		back = append(back, m.Subject)
+	}
+	require.ElementsMatch(t, []string{"$SYS.REQ.SERVER.PING", "$SYS.REQ.ACCOUNT.A.CONNZ", "$JS.API.INFO", "$JS.API.STREAM.DELETE.X",
+		"echo", "echo", "echo", "$SYS.REQ.SERVER.PING", "$JS.API.STREAM.DELETE.X", "svc.echo"}, back)
+	requireNothing(t, inbox, a, b)
+}
