@@ -520,3 +520,59 @@ func TestImportsEscapes(t *testing.T) {
 		"echo", "echo", "echo", "$SYS.REQ.SERVER.PING", "$JS.API.STREAM.DELETE.X", "svc.echo"}, back)
 	requireNothing(t, inbox, a, b)
 }
+
+// TestImportOptions: New refuses exports and imports nats-server refuses,
+// with its messages, naming the account: an import nothing exports to the
+// importer (a restricted export, an account token of another account),
+// cycles, and mappings it cannot make.
+func TestImportOptions(t *testing.T) {
+	a := func(name string, ex []server.Export, im []server.Import) server.AccountConfig {
+		return server.AccountConfig{Name: name, Exports: ex, Imports: im}
+	}
+	stream := func(acc, subj string) server.Import { return server.Import{Account: acc, Subject: subj} }
+	service := func(acc, subj string) server.Import { return server.Import{Account: acc, Subject: subj, Service: true} }
+	for _, tc := range []struct {
+		name     string
+		accounts []server.AccountConfig
+		err      string // "" for accepted
+	}{
+		{"public stream", []server.AccountConfig{a("A", []server.Export{{Subject: "x.>"}}, nil), a("B", nil, []server.Import{stream("A", "x.y")})}, ""},
+		{"restricted to the importer", []server.AccountConfig{
+			a("A", []server.Export{{Subject: "x.>", Accounts: []string{"B"}}}, nil), a("B", nil, []server.Import{stream("A", "x.>")})}, ""},
+		{"restricted to another", []server.AccountConfig{
+			a("A", []server.Export{{Subject: "x.>", Accounts: []string{"B"}}}, nil), a("B", nil, nil),
+			a("C", nil, []server.Import{stream("A", "x.>")})}, `account "C": Error adding stream import "x.>" from account "A": stream import not authorized`},
+		{"restricted service", []server.AccountConfig{
+			a("A", []server.Export{{Subject: "s", Service: true, Accounts: []string{"B"}}}, nil), a("B", nil, nil),
+			a("C", nil, []server.Import{service("A", "s")})}, "service import not authorized"},
+		{"account token of the importer", []server.AccountConfig{
+			a("A", []server.Export{{Subject: "t.*.e", TokenPosition: 2}}, nil), a("B", nil, []server.Import{stream("A", "t.B.e")})}, ""},
+		{"account token of another", []server.AccountConfig{
+			a("A", []server.Export{{Subject: "t.*.e", TokenPosition: 2}}, nil), a("B", nil, []server.Import{stream("A", "t.C.e")}),
+			a("C", nil, nil)}, "stream import not authorized"},
+		{"a service is not a stream", []server.AccountConfig{
+			a("A", []server.Export{{Subject: "s", Service: true}}, nil), a("B", nil, []server.Import{stream("A", "s")})}, "stream import not authorized"},
+		{"undefined exporter", []server.AccountConfig{a("B", nil, []server.Import{stream("Z", "x")})}, `"Z" account not defined for stream import`},
+		{"stream cycle", []server.AccountConfig{
+			a("A", []server.Export{{Subject: "x.>"}}, []server.Import{stream("B", "x.>")}),
+			a("B", []server.Export{{Subject: "x.>"}}, []server.Import{stream("A", "x.>")})}, "import forms a cycle"},
+		{"service cycle", []server.AccountConfig{
+			a("A", []server.Export{{Subject: "s", Service: true}}, []server.Import{service("B", "s")}),
+			a("B", []server.Export{{Subject: "s", Service: true}}, []server.Import{service("A", "s")})}, "import forms a cycle"},
+		{"mapping dropping a wildcard", []server.AccountConfig{
+			a("A", []server.Export{{Subject: "x.*.*", Service: true}}, nil),
+			a("B", nil, []server.Import{{Account: "A", Subject: "x.*.*", Service: true, To: "y.$1"}})}, "failed to create mapping transform"},
+		{"response type on a stream", []server.AccountConfig{a("A", []server.Export{{Subject: "x", Response: server.Streamed}}, nil)},
+			"Detected response directive on non-service"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := server.New(server.Options{Accounts: tc.accounts})
+			if tc.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, server.ErrInvalidOptions)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+}
