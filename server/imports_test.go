@@ -491,10 +491,9 @@ func TestImportsEscapes(t *testing.T) {
 		select {
 		case m := <-got:
 			require.Equal(t, "A", m.acc, "nothing of B's reaches the global account: %+v", m)
-			switch {
-			case m.subject == "svc.echo":
+			if m.subject == "svc.echo" {
 				require.True(t, strings.HasPrefix(m.reply, "_R_."), "B's reply is not A's to see: %+v", m)
-			default:
+			} else {
 				require.True(t, strings.HasPrefix(m.subject, "_R_."), "only the exported service and its responses: %+v", m)
 			}
 		case <-deadline:

@@ -70,15 +70,15 @@ func NewTransform(src, dst string) (*Transform, error) {
 	dtoks := strings.Split(dst, ".")
 	next := 0 // the source wildcard a destination "*" takes
 	for i, tok := range dtoks {
-		switch {
-		case tok == RestToken:
+		switch tok {
+		case RestToken:
 			if i != len(dtoks)-1 || !t.rest {
 				return nil, fmt.Errorf("%w: %q: '>' must end both the source and the destination", ErrTransform, dst)
 			}
 			continue
-		case tok == AnyToken:
+		case AnyToken:
 			return nil, fmt.Errorf("%w: %q: the '#' wildcard", ErrUnsupported, dst)
-		case tok == OneToken:
+		case OneToken:
 			if next >= t.stars {
 				return nil, fmt.Errorf("%w: %q: more '*' than the source %q has", ErrTransform, dst, src)
 			}
