@@ -356,67 +356,64 @@ const maxCycleSearch = 1024
 // streamCycle reports whether account imp importing to (in imp) from
 // account exp closes a cycle of stream imports: nats-server's
 // checkStreamImportsForCycles, which follows exp's own stream imports
-// that collide with the subject back towards the accounts visited.
+// that collide with the subject back towards the accounts visited, as
+// long as exp exports the subject.
 func (ix *importIndex) streamCycle(imp, exp, to string) bool {
-	return ix.streamCycleFrom(exp, to, map[string]bool{imp: true})
-}
-
-func (ix *importIndex) streamCycleFrom(acc, to string, visited map[string]bool) bool {
-	if len(visited) >= maxCycleSearch {
-		return true
-	}
-	exported := false
-	for _, e := range ix.exports[acc] {
-		if !e.Service && subject.Covers(e.Subject, to) {
-			exported = true
-			break
+	return ix.cycleFrom(exp, to, map[string]bool{imp: true}, func(acc, subj string) []importEdge {
+		exported := false
+		for _, e := range ix.exports[acc] {
+			if !e.Service && subject.Covers(e.Subject, subj) {
+				exported = true
+				break
+			}
 		}
-	}
-	if !exported {
-		return false
-	}
-	for _, si := range ix.streams[acc] {
-		if !subject.Intersects(to, si.to) {
-			continue
+		if !exported {
+			return nil
 		}
-		if visited[si.acc] {
-			return true
+		var edges []importEdge
+		for _, si := range ix.streams[acc] {
+			edges = append(edges, importEdge{acc: si.acc, on: si.to, next: si.to})
 		}
-		visited[acc] = true
-		t := to
-		if subject.Covers(t, si.to) {
-			t = si.to
-		}
-		if ix.streamCycleFrom(si.acc, t, visited) {
-			return true
-		}
-	}
-	return false
+		return edges
+	})
 }
 
 // serviceCycle is nats-server's checkServiceImportsForCycles for account
 // imp importing a service from account exp on the local subject from.
 func (ix *importIndex) serviceCycle(imp, exp, from string) bool {
-	return ix.serviceCycleFrom(exp, from, map[string]bool{imp: true})
+	return ix.cycleFrom(exp, from, map[string]bool{imp: true}, func(acc, _ string) []importEdge {
+		var edges []importEdge
+		for _, si := range ix.svcs[acc] {
+			edges = append(edges, importEdge{acc: si.acc, on: si.to, next: si.from})
+		}
+		return edges
+	})
 }
 
-func (ix *importIndex) serviceCycleFrom(acc, from string, visited map[string]bool) bool {
+// importEdge is an import a cycle search may follow: from account acc,
+// when the subject searched intersects on; the search goes on with next
+// if the subject covers it.
+type importEdge struct{ acc, on, next string }
+
+// cycleFrom searches, depth first, the imports of account acc that
+// collide with subj (edges lists them) for an account visited already.
+func (ix *importIndex) cycleFrom(acc, subj string, visited map[string]bool, edges func(acc, subj string) []importEdge) bool {
 	if len(visited) >= maxCycleSearch {
 		return true
 	}
-	for _, si := range ix.svcs[acc] {
-		if !subject.Intersects(from, si.to) {
+	for _, e := range edges(acc, subj) {
+		if !subject.Intersects(subj, e.on) {
 			continue
 		}
-		if visited[si.acc] {
+		if visited[e.acc] {
 			return true
 		}
 		visited[acc] = true
-		f := from
-		if subject.Covers(f, si.from) {
-			f = si.from
+		next := subj
+		if subject.Covers(next, e.next) {
+			next = e.next
 		}
-		if ix.serviceCycleFrom(si.acc, f, visited) {
+		if ix.cycleFrom(e.acc, next, visited, edges) {
 			return true
 		}
 	}
