@@ -20,6 +20,7 @@ type Account struct {
 	srv    *Server
 	subs   *cstrie.Trie[*subscription]
 	limits accountLimits // set by New, then only read
+	resp   *respTable    // set by New if it exports or imports services, then only read
 
 	mu struct {
 		sync.Mutex
