@@ -1,0 +1,223 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+)
+
+// A segment is a sequence of records; integers are little-endian:
+//
+//	0        4        8      9                17               25               33
+//	+--------+--------+------+----------------+----------------+----------------+------+
+//	| length | crc32c | kind | group          | index          | term           | body |
+//	| u32    | u32    | u8   | u64            | u64            | u64            |      |
+//	+--------+--------+------+----------------+----------------+----------------+------+
+//	|<------------------------------------ length ------------------------------------>|
+//
+// length counts the whole record. The CRC32C (Castagnoli) covers the
+// length field and everything after the checksum field, as in the store's
+// segments (store/record.go). Before allocating, a reader checks that
+// length is at least the 33-byte framing, at most MaxRecordSize and within
+// the file. What index, term and body mean depends on the kind:
+//
+//	kind 1 entry       index, term of the entry; body = flags u8 (1: type set,
+//	                   2: data non-nil) [type u8] data
+//	kind 2 hardstate   index = commit, term = term; body = vote u64
+//	kind 3 snapshot    index, term of the snapshot; body = uvarint length and
+//	                   proto of its ConfState, then its data
+//	kind 4 compact     entries up to index (of term) are dropped; body = flags
+//	                   u8 (1: drop the entries after index too: the log is
+//	                   reset to a received snapshot)
+//	kind 5 checkpoint  group 0, index = the segment's number; body = the state
+//	                   of every live group (checkpoint.go). First record of
+//	                   every segment.
+//	kind 6 remove      the group is deleted with all its records
+//
+// An entry record at (g, i) discards g's entries at i and after written
+// earlier: raft's "discard conflicting entries", applied in file order in
+// memory and on replay, so no truncation record is needed.
+const (
+	recHeaderSize = 33
+	// MaxRecordSize bounds one record, framing included. Recovery rejects a
+	// longer length before allocating, so a corrupt length cannot exhaust
+	// memory. It is the store's bound.
+	MaxRecordSize = 64 << 20
+)
+
+type recKind uint8
+
+const (
+	kindEntry recKind = iota + 1
+	kindHardState
+	kindSnapshot
+	kindCompact
+	kindCheckpoint
+	kindRemove
+	kindMax = kindRemove
+)
+
+func (k recKind) String() string {
+	switch k {
+	case kindEntry:
+		return "entry"
+	case kindHardState:
+		return "hardstate"
+	case kindSnapshot:
+		return "snapshot"
+	case kindCompact:
+		return "compact"
+	case kindCheckpoint:
+		return "checkpoint"
+	case kindRemove:
+		return "remove"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Entry record flags.
+const (
+	entryHasType = 1 << 0
+	entryHasData = 1 << 1
+)
+
+// compactReset in a compact record drops every entry, not only those up
+// to its index.
+const compactReset = 1 << 0
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// record is a decoded record. body aliases the bytes it was decoded from.
+type record struct {
+	kind  recKind
+	group uint64
+	index uint64
+	term  uint64
+	body  []byte
+}
+
+// appendHead appends the framing of a record whose body is n bytes; the
+// caller appends the body, then calls seal on the whole record.
+func appendHead(dst []byte, k recKind, group, index, term uint64, n int) []byte {
+	off := len(dst)
+	dst = append(dst, make([]byte, recHeaderSize)...)
+	h := dst[off:]
+	binary.LittleEndian.PutUint32(h[0:], uint32(recHeaderSize+n))
+	h[8] = byte(k)
+	binary.LittleEndian.PutUint64(h[9:], group)
+	binary.LittleEndian.PutUint64(h[17:], index)
+	binary.LittleEndian.PutUint64(h[25:], term)
+	return dst
+}
+
+// seal writes the checksum of the record b, which it must fill exactly.
+func seal(b []byte) {
+	binary.LittleEndian.PutUint32(b[4:], checksum(b))
+}
+
+// appendRecord appends a whole record with the given body.
+func appendRecord(dst []byte, k recKind, group, index, term uint64, body []byte) []byte {
+	off := len(dst)
+	dst = append(appendHead(dst, k, group, index, term, len(body)), body...)
+	seal(dst[off:])
+	return dst
+}
+
+// checksum is the CRC32C of the length field and of everything after the
+// checksum field.
+func checksum(b []byte) uint32 {
+	return crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, b[8:])
+}
+
+// recordLen reads the length field of the record starting b and checks it
+// against the framing, MaxRecordSize and avail, the bytes left in the
+// file, before anything is allocated for the record.
+func recordLen(b []byte, avail int64) (int, error) {
+	n := int64(binary.LittleEndian.Uint32(b))
+	switch {
+	case n < recHeaderSize:
+		return 0, fmt.Errorf("%w: record length %d below the framing", ErrCorrupt, n)
+	case n > MaxRecordSize:
+		return 0, fmt.Errorf("%w: record length %d above maximum %d", ErrCorrupt, n, MaxRecordSize)
+	case n > avail:
+		return 0, fmt.Errorf("%w: record length %d but %d bytes left", errTorn, n, avail)
+	}
+	return int(n), nil
+}
+
+// decodeRecord decodes one record, which must fill b exactly, and checks
+// its checksum, kind and the framing of its body.
+func decodeRecord(b []byte) (record, error) {
+	var r record
+	if len(b) < recHeaderSize {
+		return r, fmt.Errorf("%w: record of %d bytes shorter than its framing", ErrCorrupt, len(b))
+	}
+	if n := binary.LittleEndian.Uint32(b); int64(n) != int64(len(b)) {
+		return r, fmt.Errorf("%w: record length field %d, record %d bytes", ErrCorrupt, n, len(b))
+	}
+	if got, want := checksum(b), binary.LittleEndian.Uint32(b[4:]); got != want {
+		return r, fmt.Errorf("%w: record checksum %08x, want %08x", ErrCorrupt, got, want)
+	}
+	r = record{
+		kind:  recKind(b[8]),
+		group: binary.LittleEndian.Uint64(b[9:]),
+		index: binary.LittleEndian.Uint64(b[17:]),
+		term:  binary.LittleEndian.Uint64(b[25:]),
+		body:  b[recHeaderSize:],
+	}
+	if err := r.check(); err != nil {
+		return record{}, err
+	}
+	return r, nil
+}
+
+// check verifies what the checksum cannot: that the kind is known and the
+// body has the shape its kind asks for.
+func (r *record) check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s record: "+format, append([]any{ErrCorrupt, r.kind}, args...)...)
+	}
+	if r.kind == 0 || r.kind > kindMax {
+		return fmt.Errorf("%w: unknown record kind %d", ErrCorrupt, uint8(r.kind))
+	}
+	if (r.kind == kindCheckpoint) != (r.group == 0) {
+		return bad("group %d", r.group)
+	}
+	switch r.kind {
+	case kindEntry:
+		if r.index == 0 {
+			return bad("index 0")
+		}
+		if len(r.body) < 1 || r.body[0]&^(entryHasType|entryHasData) != 0 ||
+			(r.body[0]&entryHasType != 0 && len(r.body) < 2) ||
+			(r.body[0]&entryHasData == 0 && len(r.body) != 1+int(r.body[0]&entryHasType)) {
+			return bad("malformed body of %d bytes", len(r.body))
+		}
+	case kindHardState:
+		if len(r.body) != 8 {
+			return bad("body of %d bytes", len(r.body))
+		}
+	case kindSnapshot:
+		n, k := binary.Uvarint(r.body)
+		if k <= 0 || n > uint64(len(r.body)-k) {
+			return bad("conf state length")
+		}
+	case kindCompact:
+		if len(r.body) != 1 || r.body[0]&^compactReset != 0 {
+			return bad("malformed body of %d bytes", len(r.body))
+		}
+	case kindRemove:
+		if len(r.body) != 0 {
+			return bad("body of %d bytes", len(r.body))
+		}
+	case kindCheckpoint:
+		if _, err := decodeCheckpoint(r.body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errTorn marks a record cut short by the end of its file, as a crash in
+// the middle of a write leaves it. It wraps ErrCorrupt.
+var errTorn = fmt.Errorf("%w: torn record", ErrCorrupt)

@@ -1,0 +1,254 @@
+package raftlog
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// recover replays every segment into the groups' state; see Recovery in
+// doc.go.
+func (l *Log) recover() error {
+	names, err := l.opts.FS.ReadDir(l.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("raftlog: read %s: %w", l.opts.Dir, err)
+	}
+	var nums []uint64
+	for _, n := range names {
+		if num, ok := parseSegmentName(n); ok {
+			nums = append(nums, num)
+		} else if strings.HasSuffix(n, segExt) {
+			l.log.Warn("raftlog: ignoring a file that is not a segment", "file", n)
+		}
+	}
+	slices.Sort(nums)
+	// GC removes segments oldest first: any before a gap in the numbering
+	// are left over from a removal the crash did not let finish, and the
+	// checkpoint after the gap covers them.
+	for i := len(nums) - 1; i > 0; i-- {
+		if nums[i-1]+1 != nums[i] {
+			for _, num := range nums[:i] {
+				l.log.Warn("raftlog: removing a segment left over before a gap", "file", segmentName(num))
+				if err := l.opts.FS.Remove(filepath.Join(l.opts.Dir, segmentName(num))); err != nil {
+					return fmt.Errorf("raftlog: remove %s: %w", segmentName(num), err)
+				}
+			}
+			l.report.Leftovers = i
+			nums = nums[i:]
+			break
+		}
+	}
+	for i, num := range nums {
+		s := &segment{num: num, name: segmentName(num)}
+		f, err := l.opts.FS.OpenFile(l.segPath(s), os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("raftlog: open %s: %w", s.name, err)
+		}
+		s.f = f
+		l.segs = append(l.segs, s)
+		if err := l.replaySegment(s, i == len(nums)-1); err != nil {
+			return err
+		}
+	}
+	l.report.Segments = len(nums)
+	l.finishRecovery()
+	var total int64
+	for _, s := range l.segs {
+		total += s.size
+	}
+	l.mu.stats.Bytes, l.mu.stats.Segments = total, len(l.segs)
+	return nil
+}
+
+// replaySegment replays s's records. A bad record with good ones after it
+// is damage: the scan goes on after it. What is bad at the end of the
+// last segment is a torn write, and cut off; at the end of an older one it
+// is damage.
+func (l *Log) replaySegment(s *segment, last bool) error {
+	size, err := s.f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fmt.Errorf("raftlog: size of %s: %w", s.name, err)
+	}
+	off := int64(0)
+	for {
+		var bad error
+		off, bad = l.scan(s, off, size)
+		if bad == nil {
+			break
+		}
+		if !errors.Is(bad, ErrCorrupt) {
+			return fmt.Errorf("raftlog: read %s: %w", s.name, bad)
+		}
+		next, ok, err := findRecord(s.f, off, size)
+		if err != nil {
+			return fmt.Errorf("raftlog: read %s: %w", s.name, err)
+		}
+		if !ok && last {
+			l.log.Warn("raftlog: truncating the torn tail of the last segment",
+				"file", s.name, "offset", off, "bytes", size-off, "err", bad)
+			if err := s.f.Truncate(off); err != nil {
+				return fmt.Errorf("raftlog: truncate %s: %w", s.name, err)
+			}
+			if err := s.f.Sync(); err != nil {
+				return fmt.Errorf("raftlog: sync %s: %w", s.name, err)
+			}
+			l.report.TruncatedBytes += size - off
+			size = off
+			break
+		}
+		if !ok {
+			next = size
+		}
+		l.damage(s, off, next-off, bad)
+		off = next
+	}
+	s.size = size
+	return nil
+}
+
+// scan replays the records of s from off until the end (size) or the first
+// bad record, and returns where it stopped and why.
+func (l *Log) scan(s *segment, off, size int64) (int64, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, off, size-off), 256<<10)
+	var head [4]byte
+	var buf []byte
+	for off < size {
+		if size-off < 4 {
+			return off, fmt.Errorf("%w at offset %d", errTorn, off)
+		}
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return off, err
+		}
+		n, err := recordLen(head[:], size-off)
+		if err != nil {
+			return off, err
+		}
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		b := buf[:n]
+		copy(b, head[:])
+		if _, err := io.ReadFull(r, b[4:]); err != nil {
+			return off, err
+		}
+		rec, err := decodeRecord(b)
+		if err != nil {
+			return off, err
+		}
+		if off == 0 && rec.kind != kindCheckpoint {
+			return off, fmt.Errorf("%w: segment starts with a %s record", ErrCorrupt, rec.kind)
+		}
+		l.replay(s, off, rec)
+		off += int64(n)
+	}
+	return off, nil
+}
+
+// findRecord looks for the first good record after the bad one at off.
+func findRecord(f interface {
+	ReadAt([]byte, int64) (int, error)
+}, off, size int64) (int64, bool, error) {
+	b := make([]byte, size-off)
+	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		return 0, false, err
+	}
+	for p := 1; p+recHeaderSize <= len(b); p++ {
+		n := int(binary.LittleEndian.Uint32(b[p:]))
+		if n < recHeaderSize || n > len(b)-p || n > MaxRecordSize {
+			continue
+		}
+		if _, err := decodeRecord(b[p : p+n]); err == nil {
+			return off + int64(p), true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// damage marks every group the log knows at this point damaged: the
+// records lost may have been any group's, their group fields unreadable.
+func (l *Log) damage(s *segment, off, n int64, err error) {
+	l.log.Error("raftlog: damaged records; every group written before them is marked damaged",
+		"file", s.name, "offset", off, "bytes", n, "err", err)
+	l.report.Damage = append(l.report.Damage, Damage{Segment: s.name, Offset: off, Bytes: n, Err: err})
+	for _, g := range l.mu.groups {
+		if g.mu.st.damaged == nil {
+			g.mu.st.damaged = fmt.Errorf("%w: %s offset %d: %w", ErrCorrupt, s.name, off, err)
+		}
+	}
+}
+
+// replay applies one record at s, off to the groups' state.
+func (l *Log) replay(s *segment, off int64, r record) {
+	l.report.Records++
+	if r.kind == kindCheckpoint {
+		imgs, _ := decodeCheckpoint(r.body) // decodeRecord checked it
+		for i := range imgs {
+			if _, known := l.mu.groups[imgs[i].group]; !known {
+				g := l.groupLocked(imgs[i].group)
+				g.mu.st = fromImage(&imgs[i])
+			}
+		}
+		return
+	}
+	g := l.groupLocked(r.group)
+	st := &g.mu.st
+	switch r.kind {
+	case kindEntry:
+		switch {
+		case r.index < st.first:
+		case r.index > st.last+1:
+			if st.damaged == nil {
+				st.damaged = fmt.Errorf("%w: %s offset %d: entry %d after the last index %d of group %d",
+					ErrCorrupt, s.name, off, r.index, st.last, g.id)
+			}
+		default:
+			st.appendEntry(r.index, entryLoc{seg: s, off: off, size: uint32(len(r.body) + recHeaderSize), term: r.term}, nil, l)
+		}
+	case kindHardState:
+		st.hasHS, st.term, st.vote, st.commit = true, r.term, binary.LittleEndian.Uint64(r.body), r.index
+	case kindSnapshot:
+		n, k := binary.Uvarint(r.body)
+		st.setSnapshot(r.index, r.term, r.body[k:k+int(n)], r.body[k+int(n):])
+	case kindCompact:
+		reset := r.body[0]&compactReset != 0
+		st.compact(r.index, r.term, reset, l)
+		if reset && r.index == 0 {
+			st.damaged = nil // Reset: the group starts over
+		}
+	case kindRemove:
+		delete(l.mu.groups, g.id)
+	}
+}
+
+// finishRecovery checks every group once all records are replayed: a
+// group whose entries from its first on are not all known lost a segment;
+// a damaged group keeps the entries it has without a hole, and its commit
+// index no further than them.
+func (l *Log) finishRecovery() {
+	for _, g := range l.mu.groups {
+		st := &g.mu.st
+		if from := st.last + 1 - uint64(len(st.locs)); from > st.first {
+			if st.damaged == nil {
+				st.damaged = fmt.Errorf("%w: entries %d to %d of group %d are missing", ErrCorrupt, st.first, from-1, g.id)
+			}
+			st.locs, st.last = nil, st.first-1
+		}
+		if st.commit > st.last {
+			if st.damaged == nil {
+				st.damaged = fmt.Errorf("%w: group %d commit index %d past its last index %d", ErrCorrupt, g.id, st.commit, st.last)
+			}
+			st.commit = st.last
+		}
+		st.commit = max(st.commit, st.first-1)
+		if st.damaged != nil {
+			l.report.DamagedGroups = append(l.report.DamagedGroups, g.id)
+		}
+	}
+	slices.Sort(l.report.DamagedGroups)
+}
