@@ -24,6 +24,12 @@ type Group struct {
 		sync.Mutex
 		st groupState
 	}
+	// lru links the groups with cached entries, least recently appended
+	// first (cache.go). The writer goroutine's only.
+	lru struct {
+		prev, next *Group
+		in         bool
+	}
 }
 
 var _ raft.Storage = (*Group)(nil)
@@ -323,9 +329,6 @@ func appendEntryBody(dst []byte, e *pb.Entry) []byte {
 	return append(dst, e.Data...)
 }
 
-// entrySize is what an entry costs the cache.
-func entrySize(e *pb.Entry) int64 { return int64(len(e.Data)) + 64 }
-
 // The transitions below apply one record to the state, in memory, in file
 // order: at recovery for every record replayed, and on the writer
 // goroutine for every record written. The caller holds g.mu.
@@ -340,21 +343,7 @@ func (st *groupState) appendEntry(i uint64, loc entryLoc, e *pb.Entry, l *Log) {
 		st.dropCache(len(st.cache), l)
 		return
 	}
-	st.cache = append(st.cache, e)
-	n := entrySize(e)
-	st.cacheBytes += n
-	total := l.cacheBytes.Add(n)
-	drop := 0
-	for drop < len(st.cache) && (st.cacheBytes > l.opts.CacheBytes || total > l.opts.MaxCacheBytes) {
-		n := entrySize(st.cache[drop])
-		st.cacheBytes -= n
-		total = l.cacheBytes.Add(-n)
-		drop++
-	}
-	if drop > 0 {
-		clear(st.cache[:drop])
-		st.cache = st.cache[drop:]
-	}
+	st.cacheEntry(e, l)
 }
 
 // truncate drops the entries after i.
@@ -372,19 +361,6 @@ func (st *groupState) truncate(i uint64, l *Log) {
 	clear(st.cache[uint64(len(st.cache))-n:])
 	st.cache = st.cache[:uint64(len(st.cache))-n]
 	st.last = i
-}
-
-// dropCache drops the first n cached entries.
-func (st *groupState) dropCache(n int, l *Log) {
-	for _, e := range st.cache[:n] {
-		st.cacheBytes -= entrySize(e)
-		l.cacheBytes.Add(-entrySize(e))
-	}
-	clear(st.cache[:n])
-	st.cache = st.cache[n:]
-	if len(st.cache) == 0 {
-		st.cache = nil
-	}
 }
 
 // compact drops the entries up to i, of term t, or all of them (reset).

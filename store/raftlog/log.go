@@ -36,10 +36,18 @@ type Log struct {
 	cacheBytes atomic.Int64
 
 	// The writer goroutine's (and, before it starts, Open's).
-	segs      []*segment // oldest first; the last is active
-	buf       []byte
+	segs []*segment // oldest first; the last is active
+	buf  []byte
+	lru  struct{ head, tail *Group } // groups with cached entries (cache.go)
+	// degraded: a write or fsync failed. Segments are no longer removed
+	// until the log is reopened, so that the failed groups' records (and
+	// the checkpoints that speak for them) stay as they were on disk.
+	degraded  bool
 	pressured uint64 // segment number OnPressure was last called for
 	report    Report
+	// damagedSeg is the segment recovery is replaying after damage it
+	// could not attribute to groups (see Log.damage); Open only.
+	damagedSeg *segment
 }
 
 // Stats counts what the log did since Open.
@@ -71,6 +79,10 @@ type Damage struct {
 	Offset  int64
 	Bytes   int64
 	Err     error
+	// Groups are the groups whose records the span held, when the framing
+	// of every one of them was intact (only their bodies went bad); nil
+	// when it was not, and every group known then was marked damaged.
+	Groups []uint64
 }
 
 // Open opens or creates the log in opts.Dir, recovers every group's state
@@ -269,11 +281,18 @@ func (l *Log) active() *segment {
 func (l *Log) roll() error {
 	old := l.active()
 	if old != nil && old.dirty {
-		if err := old.f.Sync(); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrSync, old.name, err)
-		}
-		old.dirty = false
+		err := old.f.Sync()
 		l.count(func(s *Stats) { s.Fsyncs++ })
+		switch {
+		case err == nil:
+			old.dirty = false
+		case !l.degraded:
+			return fmt.Errorf("%w: %s: %w", ErrSync, old.name, err)
+		default:
+			// A write or fsync failed before: leave the failing file
+			// behind. GC is off, so nothing relies on it being durable.
+			l.log.Warn("raftlog: leaving a segment whose fsync failed", "file", old.name, "err", err)
+		}
 	}
 	num := uint64(1)
 	if old != nil {
@@ -322,7 +341,7 @@ func (l *Log) images() []image {
 
 // gc removes the oldest segments while no group has an entry in them.
 func (l *Log) gc() {
-	if len(l.segs) < 2 {
+	if len(l.segs) < 2 || l.degraded {
 		return
 	}
 	keep := l.active().num
@@ -444,14 +463,19 @@ func (g *Group) SaveWait(u Update) error {
 // CreateSnapshot records that the state machine's state at index i, with
 // conf state cs and data, is a snapshot raft may send to a follower that
 // needs entries before the first one. It does not drop entries: Compact
-// does. Like raft.MemoryStorage.CreateSnapshot, it fails with
+// does. Like raft.MemoryStorage.CreateSnapshot, it keeps the previous
+// snapshot's conf state if cs is nil, and fails with
 // raft.ErrSnapOutOfDate if i is not after the last snapshot.
 func (g *Group) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (*pb.Snapshot, error) {
-	conf, err := proto.Marshal(pb.EnsureConfState(cs))
-	if err != nil {
-		return nil, fmt.Errorf("%w: conf state: %w", ErrInvalid, err)
+	w := &write{op: opSnapshot, index: i, data: data, bytes: int64(len(data)), keepConf: cs == nil}
+	if cs != nil {
+		conf, err := proto.Marshal(cs)
+		if err != nil {
+			return nil, fmt.Errorf("%w: conf state: %w", ErrInvalid, err)
+		}
+		w.conf = conf
 	}
-	if err := g.wait(&write{op: opSnapshot, index: i, conf: conf, data: data, bytes: int64(len(data))}); err != nil {
+	if err := g.wait(w); err != nil {
 		return nil, err
 	}
 	return g.Snapshot()
@@ -488,4 +512,3 @@ func (l *Log) syncTicker() (<-chan time.Time, func()) {
 	t := time.NewTicker(l.opts.Durability.Interval)
 	return t.C, t.Stop
 }
-

@@ -8,41 +8,49 @@ import (
 
 // A segment is a sequence of records; integers are little-endian:
 //
-//	0        4        8      9                17               25               33
-//	+--------+--------+------+----------------+----------------+----------------+------+
-//	| length | crc32c | kind | group          | index          | term           | body |
-//	| u32    | u32    | u8   | u64            | u64            | u64            |      |
-//	+--------+--------+------+----------------+----------------+----------------+------+
-//	|<------------------------------------ length ------------------------------------>|
+//	0        4        8      9         17        25        33     37
+//	+--------+--------+------+---------+---------+---------+------+------+
+//	| length | crc32c | kind | group   | index   | term    | hcrc | body |
+//	| u32    | u32    | u8   | u64     | u64     | u64     | u32  |      |
+//	+--------+--------+------+---------+---------+---------+------+------+
+//	|<----------------------------- length ----------------------------->|
 //
-// length counts the whole record. The CRC32C (Castagnoli) covers the
-// length field and everything after the checksum field, as in the store's
-// segments (store/record.go). Before allocating, a reader checks that
-// length is at least the 33-byte framing, at most MaxRecordSize and within
-// the file. What index, term and body mean depends on the kind:
+// length counts the whole record. crc32c (Castagnoli) covers the length
+// field and everything after the checksum field, as in the store's
+// segments (store/record.go); hcrc covers the header alone (length, kind,
+// group, index, term), so that recovery can tell whose record went bad
+// when only its body did, and mark only that group damaged. Before
+// allocating, a reader checks that length is at least the 37-byte framing,
+// at most MaxRecordSize and within the file. What index, term and body
+// mean depends on the kind:
 //
 //	kind 1 entry       index, term of the entry; body = flags u8 (1: type set,
 //	                   2: data non-nil) [type u8] data
 //	kind 2 hardstate   index = commit, term = term; body = vote u64
 //	kind 3 snapshot    index, term of the snapshot; body = uvarint length and
 //	                   proto of its ConfState, then its data
-//	kind 4 compact     entries up to index (of term) are dropped; body = flags
-//	                   u8 (1: drop the entries after index too: the log is
-//	                   reset to a received snapshot)
-//	kind 5 checkpoint  group 0, index = the segment's number; body = the state
+//	kind 4 checkpoint  group 0, index = the segment's number; body = the state
 //	                   of every live group (checkpoint.go). First record of
 //	                   every segment.
+//	kind 5 compact     entries up to index (of term) are dropped; body = flags
+//	                   u8 (1: drop the entries after index too: the log is
+//	                   reset to a received snapshot)
 //	kind 6 remove      the group is deleted with all its records
 //
 // An entry record at (g, i) discards g's entries at i and after written
 // earlier: raft's "discard conflicting entries", applied in file order in
 // memory and on replay, so no truncation record is needed.
 const (
-	recHeaderSize = 33
+	recHeaderSize = 37
+	hcrcOffset    = 33
 	// MaxRecordSize bounds one record, framing included. Recovery rejects a
 	// longer length before allocating, so a corrupt length cannot exhaust
 	// memory. It is the store's bound.
 	MaxRecordSize = 64 << 20
+	// MaxSnapshotData bounds the data of a snapshot the log keeps: it is
+	// written inline in every checkpoint, so it must be a descriptor of
+	// the state kept elsewhere, not the state.
+	MaxSnapshotData = 4 << 10
 )
 
 type recKind uint8
@@ -51,8 +59,8 @@ const (
 	kindEntry recKind = iota + 1
 	kindHardState
 	kindSnapshot
-	kindCompact
 	kindCheckpoint
+	kindCompact
 	kindRemove
 	kindMax = kindRemove
 )
@@ -110,8 +118,10 @@ func appendHead(dst []byte, k recKind, group, index, term uint64, n int) []byte 
 	return dst
 }
 
-// seal writes the checksum of the record b, which it must fill exactly.
+// seal writes the checksums of the record b, which it must fill exactly
+// and whose length field must be final.
 func seal(b []byte) {
+	binary.LittleEndian.PutUint32(b[hcrcOffset:], headerChecksum(b))
 	binary.LittleEndian.PutUint32(b[4:], checksum(b))
 }
 
@@ -127,6 +137,34 @@ func appendRecord(dst []byte, k recKind, group, index, term uint64, body []byte)
 // checksum field.
 func checksum(b []byte) uint32 {
 	return crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, b[8:])
+}
+
+// headerChecksum is the CRC32C of the length field and of the header
+// fields after the checksum field.
+func headerChecksum(b []byte) uint32 {
+	return crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, b[8:hcrcOffset])
+}
+
+// header is what a record's framing says of it, trusted only if its
+// header checksum matches: recovery uses it to name the group whose
+// record failed its whole-record checksum.
+type header struct {
+	kind  recKind
+	group uint64
+	size  int
+}
+
+// decodeHeader decodes the framing at the start of b, if b holds it whole
+// and its header checksum matches.
+func decodeHeader(b []byte) (header, bool) {
+	if len(b) < recHeaderSize || binary.LittleEndian.Uint32(b[hcrcOffset:]) != headerChecksum(b) {
+		return header{}, false
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if n < recHeaderSize || n > MaxRecordSize {
+		return header{}, false
+	}
+	return header{kind: recKind(b[8]), group: binary.LittleEndian.Uint64(b[9:]), size: int(n)}, true
 }
 
 // recordLen reads the length field of the record starting b and checks it
@@ -154,6 +192,9 @@ func decodeRecord(b []byte) (record, error) {
 	}
 	if n := binary.LittleEndian.Uint32(b); int64(n) != int64(len(b)) {
 		return r, fmt.Errorf("%w: record length field %d, record %d bytes", ErrCorrupt, n, len(b))
+	}
+	if got, want := headerChecksum(b), binary.LittleEndian.Uint32(b[hcrcOffset:]); got != want {
+		return r, fmt.Errorf("%w: record header checksum %08x, want %08x", ErrCorrupt, got, want)
 	}
 	if got, want := checksum(b), binary.LittleEndian.Uint32(b[4:]); got != want {
 		return r, fmt.Errorf("%w: record checksum %08x, want %08x", ErrCorrupt, got, want)

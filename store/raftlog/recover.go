@@ -105,7 +105,7 @@ func (l *Log) replaySegment(s *segment, last bool) error {
 		if !ok {
 			next = size
 		}
-		l.damage(s, off, next-off, bad)
+		l.damage(s, off, next, bad)
 		off = next
 	}
 	s.size = size
@@ -150,37 +150,111 @@ func (l *Log) scan(s *segment, off, size int64) (int64, error) {
 	return off, nil
 }
 
-// findRecord looks for the first good record after the bad one at off.
-func findRecord(f interface {
-	ReadAt([]byte, int64) (int, error)
-}, off, size int64) (int64, bool, error) {
-	b := make([]byte, size-off)
-	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
-		return 0, false, err
-	}
-	for p := 1; p+recHeaderSize <= len(b); p++ {
-		n := int(binary.LittleEndian.Uint32(b[p:]))
-		if n < recHeaderSize || n > len(b)-p || n > MaxRecordSize {
-			continue
+// findRecord looks for the first good record after the bad one at off,
+// reading the file a window at a time so that memory stays bounded
+// whatever the size of the damage.
+func findRecord(f io.ReaderAt, off, size int64) (int64, bool, error) {
+	const window = 1 << 20
+	buf := make([]byte, min(window+recHeaderSize, size-off))
+	var rec []byte
+	for base := off + 1; base+recHeaderSize <= size; base += window {
+		b := buf[:min(int64(len(buf)), size-base)]
+		if _, err := f.ReadAt(b, base); err != nil && !errors.Is(err, io.EOF) {
+			return 0, false, err
 		}
-		if _, err := decodeRecord(b[p : p+n]); err == nil {
-			return off + int64(p), true, nil
+		for p := 0; p < window && p+recHeaderSize <= len(b); p++ {
+			h, ok := decodeHeader(b[p:])
+			at := base + int64(p)
+			if !ok || int64(h.size) > size-at {
+				continue
+			}
+			if cap(rec) < h.size {
+				rec = make([]byte, h.size)
+			}
+			r := rec[:h.size]
+			if _, err := f.ReadAt(r, at); err != nil && !errors.Is(err, io.EOF) {
+				return 0, false, err
+			}
+			if _, err := decodeRecord(r); err == nil {
+				return at, true, nil
+			}
 		}
 	}
 	return 0, false, nil
 }
 
-// damage marks every group the log knows at this point damaged: the
-// records lost may have been any group's, their group fields unreadable.
-func (l *Log) damage(s *segment, off, n int64, err error) {
-	l.log.Error("raftlog: damaged records; every group written before them is marked damaged",
-		"file", s.name, "offset", off, "bytes", n, "err", err)
-	l.report.Damage = append(l.report.Damage, Damage{Segment: s.name, Offset: off, Bytes: n, Err: err})
-	for _, g := range l.mu.groups {
+// attribute walks the bad span [off, end) of s record by record, trusting
+// each record's framing only if its header checksum matches, and returns
+// the groups whose records the span held. ok is false if some of the span
+// cannot be attributed: a header gone bad, or a checkpoint, which speaks
+// for every group.
+func attribute(f io.ReaderAt, off, end int64) (groups []uint64, ok bool) {
+	var head [recHeaderSize]byte
+	for off < end {
+		if end-off < recHeaderSize {
+			return groups, false
+		}
+		if _, err := f.ReadAt(head[:], off); err != nil {
+			return groups, false
+		}
+		h, good := decodeHeader(head[:])
+		if !good || int64(h.size) > end-off || h.kind == kindCheckpoint || h.group == 0 {
+			return groups, false
+		}
+		if !slices.Contains(groups, h.group) {
+			groups = append(groups, h.group)
+		}
+		off += int64(h.size)
+	}
+	return groups, true
+}
+
+// damage records a span of bad records. If every record in it can be
+// attributed to its group, those groups alone are marked damaged.
+// Otherwise every group the log knows at this point is, and so is every
+// group first seen later in the same segment: the records lost may have
+// been any group's. (A group first seen in a later segment's checkpoint
+// gets the state it had when that segment began, which is intact; its
+// entries, if lost, show as a hole.)
+func (l *Log) damage(s *segment, off, end int64, cause error) {
+	groups, ok := attribute(s.f, off, end)
+	d := Damage{Segment: s.name, Offset: off, Bytes: end - off, Err: cause}
+	mark := func(g *Group) {
 		if g.mu.st.damaged == nil {
-			g.mu.st.damaged = fmt.Errorf("%w: %s offset %d: %w", ErrCorrupt, s.name, off, err)
+			g.mu.st.damaged = fmt.Errorf("%w: %s offset %d: %w", ErrCorrupt, s.name, off, cause)
 		}
 	}
+	if ok {
+		slices.Sort(groups)
+		d.Groups = groups
+		for _, id := range groups {
+			mark(l.groupLocked(id))
+		}
+		l.log.Error("raftlog: damaged records; their groups are marked damaged",
+			"file", s.name, "offset", off, "bytes", end-off, "groups", groups, "err", cause)
+	} else {
+		for _, g := range l.mu.groups {
+			mark(g)
+		}
+		l.damagedSeg = s
+		l.log.Error("raftlog: damaged records of unknown groups; every group written before them is marked damaged",
+			"file", s.name, "offset", off, "bytes", end-off, "err", cause)
+	}
+	l.report.Damage = append(l.report.Damage, d)
+}
+
+// replayGroup returns the group a record names, creating it if it is new;
+// a group first seen after damage that could not be attributed, in the
+// same segment, is marked damaged.
+func (l *Log) replayGroup(s *segment, id uint64) *Group {
+	if g, ok := l.mu.groups[id]; ok {
+		return g
+	}
+	g := l.groupLocked(id)
+	if l.damagedSeg == s {
+		g.mu.st.damaged = fmt.Errorf("%w: group %d first seen after damage in %s", ErrCorrupt, id, s.name)
+	}
+	return g
 }
 
 // replay applies one record at s, off to the groups' state.
@@ -196,7 +270,7 @@ func (l *Log) replay(s *segment, off int64, r record) {
 		}
 		return
 	}
-	g := l.groupLocked(r.group)
+	g := l.replayGroup(s, r.group)
 	st := &g.mu.st
 	switch r.kind {
 	case kindEntry:

@@ -21,10 +21,11 @@ import (
 // groups and many Ready rounds, and one fsync serves them all.
 //
 // A batch whose write or fsync fails fails every write in it: the file is
-// cut back to where the batch began (a failed fsync's file is not written
-// again: the next batch starts a new segment), the callbacks get the
-// error, and the groups they belong to are failed, because their state in
-// memory is already ahead of the disk.
+// cut back to where the batch began (after a failed fsync the writer
+// starts a new segment rather than write to that file again), the
+// callbacks get the error, and the groups they belong to are failed,
+// because their state in memory is already ahead of the disk. From then
+// on no segment is removed until the log is reopened.
 
 type writeOp uint8
 
@@ -44,8 +45,10 @@ type write struct {
 	index uint64 // opSnapshot, opCompact
 	conf  []byte // opSnapshot
 	data  []byte // opSnapshot
-	done  func(error)
-	bytes int64 // counted against QueueBytes
+	// keepConf: opSnapshot keeps the previous snapshot's conf state.
+	keepConf bool
+	done     func(error)
+	bytes    int64 // counted against QueueBytes
 
 	err     error
 	sync    bool // the batch must be fsynced before done
@@ -92,6 +95,7 @@ func (l *Log) backgroundSync() {
 		// operating system crash, which SyncInterval accepts; later writes
 		// go to a new file, away from pages the kernel may have dropped.
 		l.log.Error("raftlog: background fsync failed; starting a new segment", "file", a.name, "err", err)
+		l.degraded = true
 		l.rollOrLog()
 	}
 }
@@ -117,6 +121,10 @@ func (l *Log) writeBatch(q []*write) {
 	for _, w := range q {
 		before := len(buf)
 		buf = l.encode(w, buf, start)
+		if w.op == opSave && len(w.u.Entries) > 0 && w.err == nil {
+			l.touch(w.g)
+		}
+		l.trimCache()
 		w.records = len(buf) > before
 		if w.records {
 			records++
@@ -133,6 +141,7 @@ func (l *Log) writeBatch(q []*write) {
 		}
 		if err != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrWrite, a.name, err)
+			l.degraded = true
 			l.rewind(a, start)
 		} else {
 			a.size += int64(len(buf))
@@ -157,6 +166,7 @@ func (l *Log) writeBatch(q []*write) {
 		}
 	})
 	if err != nil {
+		l.degraded = true // GC off until reopened: see Log.degraded
 		l.failBatch(q, err)
 		if errors.Is(err, ErrSync) {
 			l.log.Error("raftlog: fsync failed; its writes failed, starting a new segment", "file", a.name, "err", err)
@@ -167,6 +177,9 @@ func (l *Log) writeBatch(q []*write) {
 	}
 	for _, w := range q {
 		if w.removed && w.err == nil {
+			if w.g.lru.in {
+				l.unlink(w.g)
+			}
 			l.mu.Lock()
 			if l.mu.groups[w.g.id] == w.g {
 				delete(l.mu.groups, w.g.id)
@@ -286,6 +299,10 @@ func (l *Log) encode(w *write, buf []byte, base int64) []byte {
 			st.hasHS, st.term, st.vote, st.commit = true, hs.GetTerm(), hs.GetVote(), hs.GetCommit()
 		}
 	case opSnapshot:
+		if n := len(w.data); n > MaxSnapshotData {
+			w.err = fmt.Errorf("%w: snapshot data of %d bytes, more than %d", ErrInvalid, n, MaxSnapshotData)
+			break
+		}
 		if w.index <= st.snapIndex {
 			w.err = raft.ErrSnapOutOfDate
 			break
@@ -299,8 +316,12 @@ func (l *Log) encode(w *write, buf []byte, base int64) []byte {
 			w.err = err
 			break
 		}
-		rec(kindSnapshot, w.index, t, appendSnapshotBody(nil, w.conf, w.data))
-		st.setSnapshot(w.index, t, w.conf, w.data)
+		conf := w.conf
+		if w.keepConf {
+			conf = st.snapConf
+		}
+		rec(kindSnapshot, w.index, t, appendSnapshotBody(nil, conf, w.data))
+		st.setSnapshot(w.index, t, conf, w.data)
 		w.sync = always
 	case opCompact:
 		if w.index < st.first {
@@ -347,8 +368,8 @@ func (st *groupState) checkUpdate(u *Update) error {
 		if snap != 0 && snap >= i {
 			return raft.ErrSnapOutOfDate
 		}
-		if n := 2*recHeaderSize + len(s.GetData()); n > MaxRecordSize {
-			return fmt.Errorf("%w: snapshot of %d bytes", ErrInvalid, n)
+		if n := len(s.GetData()); n > MaxSnapshotData {
+			return fmt.Errorf("%w: snapshot data of %d bytes, more than %d", ErrInvalid, n, MaxSnapshotData)
 		}
 		first, last = i+1, i
 	}
