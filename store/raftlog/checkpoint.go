@@ -29,7 +29,7 @@ import (
 // this segment or earlier ones; prevTerm is the term of first-1.
 const (
 	checkpointVersion = 1
-	imageFixedSize    = 8 + 1 + 8*9
+	imageFixedSize    = 8 + 1 + 8*8
 	imageMinSize      = imageFixedSize + 2
 	imageDamaged      = 1 << 0
 )
