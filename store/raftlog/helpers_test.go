@@ -5,6 +5,9 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -90,4 +93,80 @@ func hardState(term, vote, commit uint64) *pb.HardState {
 func save(t testing.TB, g *Group, u Update) {
 	t.Helper()
 	require.NoError(t, g.SaveWait(u))
+}
+
+// hookFS wraps a file system and calls onSync before every fsync of a
+// file (not of a directory): tests hold the writer inside an fsync with
+// it, to queue a batch behind it, or count fsyncs.
+type hookFS struct {
+	vfs.FS
+	onSync func(name string)
+}
+
+func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := h.FS.OpenFile(name, flag, perm)
+	if err != nil || flag == os.O_RDONLY && !strings.HasSuffix(name, segExt) {
+		return f, err
+	}
+	return &hookFile{File: f, fs: h, name: name}, nil
+}
+
+func (h *hookFS) Create(name string) (vfs.File, error) {
+	f, err := h.FS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &hookFile{File: f, fs: h, name: name}, nil
+}
+
+type hookFile struct {
+	vfs.File
+	fs   *hookFS
+	name string
+}
+
+func (f *hookFile) Sync() error {
+	if f.fs.onSync != nil {
+		f.fs.onSync(f.name)
+	}
+	return f.File.Sync()
+}
+
+// gate holds fsyncs while closed: the first fsync that finds it closed
+// signals entered and waits for open.
+type gate struct {
+	mu      sync.Mutex
+	closed  bool
+	entered chan struct{}
+	opened  chan struct{}
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}, 1), opened: make(chan struct{})} }
+
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		g.closed = false
+		close(g.opened)
+	}
+}
+
+func (g *gate) wait(string) {
+	g.mu.Lock()
+	closed, opened := g.closed, g.opened
+	g.mu.Unlock()
+	if closed {
+		select {
+		case g.entered <- struct{}{}:
+		default:
+		}
+		<-opened
+	}
 }

@@ -42,8 +42,8 @@ func TestDecodeRecordValid(t *testing.T) {
 func TestEntryRoundTrip(t *testing.T) {
 	for _, e := range []*pb.Entry{
 		ent(1, 2, 3),
-		{Index: new(uint64(4)), Term: new(uint64(5))},                                     // no type, no data
-		{Index: new(uint64(4)), Term: new(uint64(5)), Data: []byte{}},                     // empty, not nil, data
+		{Index: new(uint64(4)), Term: new(uint64(5))},                                    // no type, no data
+		{Index: new(uint64(4)), Term: new(uint64(5)), Data: []byte{}},                    // empty, not nil, data
 		{Index: new(uint64(4)), Term: new(uint64(5)), Type: pb.EntryConfChangeV2.Enum()}, // type, no data
 	} {
 		r, err := decodeRecord(appendRecord(nil, kindEntry, 1, e.GetIndex(), e.GetTerm(), appendEntryBody(nil, e)))

@@ -52,7 +52,7 @@ type write struct {
 
 	err     error
 	sync    bool // the batch must be fsynced before done
-	records bool // it wrote records
+	records int  // how many records it wrote
 	removed bool // opRemove: drop the group from the map once written
 	compact bool // it dropped entries: GC may free segments
 }
@@ -119,16 +119,12 @@ func (l *Log) writeBatch(q []*write) {
 	buf := l.buf[:0]
 	needSync, compacted, records := false, false, int64(0)
 	for _, w := range q {
-		before := len(buf)
 		buf = l.encode(w, buf, start)
 		if w.op == opSave && len(w.u.Entries) > 0 && w.err == nil {
 			l.touch(w.g)
 		}
 		l.trimCache()
-		w.records = len(buf) > before
-		if w.records {
-			records++
-		}
+		records += int64(w.records)
 		needSync = needSync || (w.sync && w.err == nil)
 		compacted = compacted || w.compact
 	}
@@ -221,7 +217,7 @@ func (l *Log) rewind(a *segment, size int64) {
 // groups.
 func (l *Log) failBatch(q []*write, err error) {
 	for _, w := range q {
-		if !w.records && w.op != opSync {
+		if w.records == 0 && w.op != opSync {
 			continue
 		}
 		w.err = err
@@ -255,6 +251,7 @@ func (l *Log) encode(w *write, buf []byte, base int64) []byte {
 	always := l.opts.Durability.Sync == store.SyncAlways
 	rec := func(k recKind, index, term uint64, body []byte) {
 		buf = appendRecord(buf, k, g.id, index, term, body)
+		w.records++
 	}
 	switch w.op {
 	case opSave:
@@ -286,6 +283,7 @@ func (l *Log) encode(w *write, buf []byte, base int64) []byte {
 			b := buf[off-base:]
 			binary.LittleEndian.PutUint32(b, uint32(len(b)))
 			seal(b)
+			w.records++
 			st.appendEntry(i, entryLoc{seg: seg, off: off, size: uint32(len(b)), term: e.GetTerm()}, e, l)
 			w.sync = w.sync || always
 		}
