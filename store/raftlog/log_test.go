@@ -353,8 +353,8 @@ func TestInvalidUpdates(t *testing.T) {
 	save(t, g, Update{Entries: ents(1, 1, 5, 1)})
 	big := make([]byte, MaxSnapshotData+1)
 	for name, err := range map[string]error{
-		"hole":           g.SaveWait(Update{Entries: ents(1, 7, 8, 1)}),
-		"not contiguous": g.SaveWait(Update{Entries: []*pb.Entry{ent(1, 6, 1), ent(1, 8, 1)}}),
+		"hole":                 g.SaveWait(Update{Entries: ents(1, 7, 8, 1)}),
+		"not contiguous":       g.SaveWait(Update{Entries: []*pb.Entry{ent(1, 6, 1), ent(1, 8, 1)}}),
 		"compact past the end": g.Compact(6),
 		"snapshot past the end": func() error {
 			_, err := g.CreateSnapshot(6, nil, nil)
@@ -421,4 +421,3 @@ func TestUpdateOf(t *testing.T) {
 	require.NotNil(t, u.Snapshot)
 	require.Nil(t, UpdateOf(&pb.Message{Snapshot: &pb.Snapshot{}}).Snapshot, "an empty snapshot is none")
 }
-
