@@ -37,8 +37,7 @@
 // above takes a snapshot and calls Compact; Options.OnPressure names the
 // groups keeping the oldest segment once the log passes Options.MaxBytes.
 // Snapshot data is stored inline in snapshot and checkpoint records, so it
-// should be small (a descriptor of data kept elsewhere, or the meta
-// group's state).
+// is at most MaxSnapshotData: a descriptor of the state kept elsewhere.
 //
 // # Durability
 //
@@ -63,17 +62,23 @@
 // end of the last segment, with nothing good after it, is a torn write
 // and is cut off. A bad record followed by good ones, in any segment, or a
 // bad end of a segment that is not the last, is damage: the scan goes on
-// at the next good record, and every group the log knew at that point is
-// marked damaged (Group.Damaged), because a corrupt record's group field
-// cannot be trusted. A group whose entries have a hole (a lost record or
-// segment) is marked damaged too. A damaged group keeps the entries it has
-// from its first without a hole, and a commit index no further; the mark
-// is kept in later checkpoints until Group.Reset. Segments before a gap in
-// the numbering are left over from a GC the crash interrupted and are
-// removed.
+// at the next good record. Each record's header has a checksum of its own
+// (record.go), so when only the bodies of the bad records went bad, their
+// groups are known and only they are marked damaged (Group.Damaged). When
+// a header went bad too, the groups cannot be known: every group the log
+// knew at that point is marked damaged, and so is every group first seen
+// later in that segment. A group whose entries have a hole (a lost record
+// or segment) is marked damaged too. A damaged group keeps the entries it
+// has from its first without a hole, and a commit index no further; the
+// mark is kept in later checkpoints until Group.Reset. Segments before a
+// gap in the numbering are left over from a GC the crash interrupted and
+// are removed.
 //
 // A group's entries at index i and after are discarded by a later entry
 // record at i (raft's conflicting entries), in memory and on replay alike.
+// Replay keeps no entry data in memory: each group's index holds where
+// each entry is (segment, offset, size, term), and the scan for the next
+// good record after damage reads a window at a time.
 //
 // # Concurrency
 //
@@ -90,5 +95,14 @@
 //
 // A write or fsync that fails fails every write of its batch, and their
 // groups (Group.Err): their state in memory is ahead of the disk, so they
-// serve nothing more until the log is reopened. The other groups go on.
+// serve nothing more until the log is reopened. The other groups go on,
+// but no segment is removed until then.
+//
+// # Entry cache
+//
+// Each group caches the entries it appended last, at most
+// Options.CacheBytes, so that a leader sends new entries to its followers
+// without reading them back; all groups together cache at most
+// Options.MaxCacheBytes, evicting from the group that appended least
+// recently first (cache.go).
 package raftlog

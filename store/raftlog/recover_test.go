@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"encoding/binary"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -455,4 +456,40 @@ func TestMissingSegment(t *testing.T) {
 	require.Equal(t, []uint64{1}, l.Recovery().DamagedGroups)
 	requireLog(t, l, 1, 1)
 	requireLog(t, l, 2, 1, 1, 1)
+}
+
+// TestRecoveryMemory checks that replay holds no entry data: a log of 16
+// MiB, 8 MiB of it lost to zeros in the middle (damage that the scan for
+// the next good record must cross), opens with a small fraction of that
+// allocated, and with nothing in the entry cache.
+func TestRecoveryMemory(t *testing.T) {
+	mem := storetest.NewMemFS()
+	opts := Options{SegmentBytes: 64 << 20}
+	l := mustOpen(t, mem, opts)
+	data := make([]byte, 1<<10)
+	for i := uint64(1); i <= 16<<10; i += 64 {
+		var es []*pb.Entry
+		for k := i; k < i+64; k++ {
+			es = append(es, &pb.Entry{Index: new(k), Term: new(uint64(1)), Data: data})
+		}
+		save(t, l.Group(1), Update{Entries: es})
+	}
+	require.NoError(t, l.Close())
+	segs := segmentPaths(mem)
+	b := mem.Contents(segs[len(segs)-1])
+	require.Greater(t, len(b), 16<<20)
+	clear(b[4<<20 : 12<<20])
+	mem.SetContents(segs[len(segs)-1], b)
+	b = nil
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	l = mustOpen(t, mem, opts)
+	runtime.ReadMemStats(&after)
+	require.Len(t, l.Recovery().Damage, 1)
+	require.Zero(t, l.Stats().CacheBytes)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("Open allocated %d KiB", allocated>>10)
+	require.Less(t, allocated, uint64(4<<20), "replay allocated more than a quarter of the log")
 }
