@@ -62,13 +62,13 @@ func benchReplicaWrite(b *testing.B, path string, size, batch int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer l.Close()
+		defer func() { _ = l.Close() }()
 		s, err := store.Open(store.Options{Dir: dir + "/stream", FS: fs, Logger: quiet,
 			Durability: store.Durability{Sync: store.SyncInterval, Interval: time.Second}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer s.Close()
+		defer func() { _ = s.Close() }()
 		g := l.Group(1)
 		next := uint64(1)
 		write = func() error {
@@ -95,7 +95,7 @@ func benchReplicaWrite(b *testing.B, path string, size, batch int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer s.Close()
+		defer func() { _ = s.Close() }()
 		write = func() error {
 			var seq uint64
 			for range batch {

@@ -39,7 +39,7 @@ import (
 func TestStorageConformance(t *testing.T) {
 	f, err := os.Open("testdata/conformance.txt")
 	require.NoError(t, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 
 	const gid = 7
 	mem := storetest.NewMemFS()

@@ -17,7 +17,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 
 	l, err := raftlog.Open(raftlog.Options{Dir: dir})
 	if err != nil {
@@ -49,7 +49,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	for _, id := range l.Groups() {
 		g := l.Group(id)
 		hs, _, _ := g.InitialState()

@@ -68,7 +68,7 @@ func FuzzRecover(f *testing.F) {
 		if err != nil {
 			return
 		}
-		defer l.Close()
+		defer func() { _ = l.Close() }()
 		for _, id := range l.Groups() {
 			g := l.Group(id)
 			first, err := g.FirstIndex()

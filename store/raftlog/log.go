@@ -1,8 +1,10 @@
 package raftlog
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -152,34 +154,14 @@ func (l *Log) groupLocked(id uint64) *Group {
 func (l *Log) Groups() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ids := make([]uint64, 0, len(l.mu.groups))
-	for id := range l.mu.groups {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(l.mu.groups))
 }
 
 // groups returns the groups, for the writer to walk without l.mu.
 func (l *Log) groups() []*Group {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	gs := make([]*Group, 0, len(l.mu.groups))
-	for _, g := range l.mu.groups {
-		gs = append(gs, g)
-	}
-	slices.SortFunc(gs, func(a, b *Group) int { return cmpUint(a.id, b.id) })
-	return gs
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return slices.SortedFunc(maps.Values(l.mu.groups), func(a, b *Group) int { return cmp.Compare(a.id, b.id) })
 }
 
 // Remove deletes group id: a record says so, its entries stop pinning

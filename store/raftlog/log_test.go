@@ -63,7 +63,7 @@ func durableAt(t *testing.T, crash *storetest.MemFS, g uint64) (uint64, *pb.Hard
 	t.Helper()
 	l, err := Open(withDefaults(crash, Options{}))
 	require.NoError(t, err)
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	last, err := l.Group(g).LastIndex()
 	require.NoError(t, err)
 	hs, _, err := l.Group(g).InitialState()

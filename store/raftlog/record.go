@@ -19,9 +19,9 @@ import (
 // field and everything after the checksum field, as in the store's
 // segments (store/record.go); hcrc covers the header alone (length, kind,
 // group, index, term), so that recovery can tell whose record went bad
-// when only its body did, and mark only that group damaged. Before
-// allocating, a reader checks that length is at least the 37-byte framing,
-// at most MaxRecordSize and within the file. What index, term and body
+// when only its body did, and mark only that group damaged. Before it
+// allocates, a reader checks the header's checksum, and that length is at
+// least the 37-byte framing, at most MaxRecordSize and within the file. What index, term and body
 // mean depends on the kind:
 //
 //	kind 1 entry       index, term of the entry; body = flags u8 (1: type set,
@@ -167,39 +167,19 @@ func decodeHeader(b []byte) (header, bool) {
 	return header{kind: recKind(b[8]), group: binary.LittleEndian.Uint64(b[9:]), size: int(n)}, true
 }
 
-// recordLen reads the length field of the record starting b and checks it
-// against the framing, MaxRecordSize and avail, the bytes left in the
-// file, before anything is allocated for the record.
-func recordLen(b []byte, avail int64) (int, error) {
-	n := int64(binary.LittleEndian.Uint32(b))
-	switch {
-	case n < recHeaderSize:
-		return 0, fmt.Errorf("%w: record length %d below the framing", ErrCorrupt, n)
-	case n > MaxRecordSize:
-		return 0, fmt.Errorf("%w: record length %d above maximum %d", ErrCorrupt, n, MaxRecordSize)
-	case n > avail:
-		return 0, fmt.Errorf("%w: record length %d but %d bytes left", errTorn, n, avail)
-	}
-	return int(n), nil
-}
-
 // decodeRecord decodes one record, which must fill b exactly, and checks
 // its checksum, kind and the framing of its body.
 func decodeRecord(b []byte) (record, error) {
-	var r record
-	if len(b) < recHeaderSize {
-		return r, fmt.Errorf("%w: record of %d bytes shorter than its framing", ErrCorrupt, len(b))
-	}
-	if n := binary.LittleEndian.Uint32(b); int64(n) != int64(len(b)) {
-		return r, fmt.Errorf("%w: record length field %d, record %d bytes", ErrCorrupt, n, len(b))
-	}
-	if got, want := headerChecksum(b), binary.LittleEndian.Uint32(b[hcrcOffset:]); got != want {
-		return r, fmt.Errorf("%w: record header checksum %08x, want %08x", ErrCorrupt, got, want)
+	switch h, ok := decodeHeader(b); {
+	case !ok:
+		return record{}, fmt.Errorf("%w: bad record header in %d bytes", ErrCorrupt, len(b))
+	case h.size != len(b):
+		return record{}, fmt.Errorf("%w: record length field %d, record %d bytes", ErrCorrupt, h.size, len(b))
 	}
 	if got, want := checksum(b), binary.LittleEndian.Uint32(b[4:]); got != want {
-		return r, fmt.Errorf("%w: record checksum %08x, want %08x", ErrCorrupt, got, want)
+		return record{}, fmt.Errorf("%w: record checksum %08x, want %08x", ErrCorrupt, got, want)
 	}
-	r = record{
+	r := record{
 		kind:  recKind(b[8]),
 		group: binary.LittleEndian.Uint64(b[9:]),
 		index: binary.LittleEndian.Uint64(b[17:]),

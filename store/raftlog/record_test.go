@@ -116,46 +116,38 @@ func resealedFlip(b []byte, at int) []byte {
 	return b
 }
 
-// TestRecordLen checks the length field before anything is allocated.
-func TestRecordLen(t *testing.T) {
-	le := func(n uint32) []byte { return binary.LittleEndian.AppendUint32(nil, n) }
+// TestDecodeHeader checks what a header vouches for before a reader
+// allocates for its record.
+func TestDecodeHeader(t *testing.T) {
+	good := validRecords()["entry"]
+	withLen := func(n uint32) []byte {
+		b := append([]byte(nil), good[:recHeaderSize]...)
+		binary.LittleEndian.PutUint32(b, n)
+		binary.LittleEndian.PutUint32(b[hcrcOffset:], headerChecksum(b))
+		return b
+	}
 	for _, tc := range []struct {
-		name  string
-		n     uint32
-		avail int64
-		torn  bool
-		ok    bool
+		name string
+		b    []byte
+		ok   bool
 	}{
-		{"fits", 100, 100, false, true},
-		{"below the framing", recHeaderSize - 1, 100, false, false},
-		{"above the maximum", MaxRecordSize + 1, 1 << 30, false, false},
-		{"past the end of the file", 200, 100, true, false},
+		{"good", good, true},
+		{"header alone", good[:recHeaderSize], true},
+		{"short", good[:recHeaderSize-1], false},
+		{"checksum", resealedFlip(good[:recHeaderSize], 20), false},
+		{"below the framing", withLen(recHeaderSize - 1), false},
+		{"above the maximum", withLen(MaxRecordSize + 1), false},
+		{"at the maximum", withLen(MaxRecordSize), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := recordLen(le(tc.n), tc.avail)
-			if tc.ok {
-				require.NoError(t, err)
-				require.Equal(t, int(tc.n), n)
-				return
+			h, ok := decodeHeader(tc.b)
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				require.Equal(t, uint64(5), h.group)
+				require.Equal(t, kindEntry, h.kind)
 			}
-			require.ErrorIs(t, err, ErrCorrupt)
-			require.Equal(t, tc.torn, errorIsTorn(err))
 		})
 	}
-}
-
-func errorIsTorn(err error) bool {
-	for e := err; e != nil; {
-		if e == errTorn {
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
-	}
-	return false
 }
 
 func TestCheckpointRoundTrip(t *testing.T) {

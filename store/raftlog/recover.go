@@ -116,25 +116,31 @@ func (l *Log) replaySegment(s *segment, last bool) error {
 // bad record, and returns where it stopped and why.
 func (l *Log) scan(s *segment, off, size int64) (int64, error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(s.f, off, size-off), 256<<10)
-	var head [4]byte
+	var head [recHeaderSize]byte
 	var buf []byte
 	for off < size {
-		if size-off < 4 {
-			return off, fmt.Errorf("%w at offset %d", errTorn, off)
+		if size-off < recHeaderSize {
+			return off, fmt.Errorf("%w: %d bytes at offset %d", errTorn, size-off, off)
 		}
 		if _, err := io.ReadFull(r, head[:]); err != nil {
 			return off, err
 		}
-		n, err := recordLen(head[:], size-off)
-		if err != nil {
-			return off, err
+		// The length is trusted, to allocate and read, only once the
+		// header's own checksum has vouched for it.
+		h, ok := decodeHeader(head[:])
+		if !ok {
+			return off, fmt.Errorf("%w: bad record header at offset %d", ErrCorrupt, off)
+		}
+		n := h.size
+		if int64(n) > size-off {
+			return off, fmt.Errorf("%w: record of %d bytes at offset %d, %d left", errTorn, n, off, size-off)
 		}
 		if cap(buf) < n {
 			buf = make([]byte, n)
 		}
 		b := buf[:n]
 		copy(b, head[:])
-		if _, err := io.ReadFull(r, b[4:]); err != nil {
+		if _, err := io.ReadFull(r, b[recHeaderSize:]); err != nil {
 			return off, err
 		}
 		rec, err := decodeRecord(b)

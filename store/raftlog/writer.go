@@ -305,11 +305,7 @@ func (l *Log) encode(w *write, buf []byte, base int64) []byte {
 			w.err = raft.ErrSnapOutOfDate
 			break
 		}
-		if w.index > st.last {
-			w.err = fmt.Errorf("%w: snapshot at %d past the last index %d of group %d", ErrInvalid, w.index, st.last, g.id)
-			break
-		}
-		t, err := st.termOf(w.index)
+		t, err := st.termAt(w.index, "snapshot", g.id)
 		if err != nil {
 			w.err = err
 			break
@@ -326,11 +322,7 @@ func (l *Log) encode(w *write, buf []byte, base int64) []byte {
 			w.err = raft.ErrCompacted
 			break
 		}
-		if w.index > st.last {
-			w.err = fmt.Errorf("%w: compact to %d past the last index %d of group %d", ErrInvalid, w.index, st.last, g.id)
-			break
-		}
-		t, err := st.termOf(w.index)
+		t, err := st.termAt(w.index, "compaction", g.id)
 		if err != nil {
 			w.err = err
 			break
@@ -355,6 +347,15 @@ func (l *Log) encode(w *write, buf []byte, base int64) []byte {
 		w.sync, w.compact = always, true
 	}
 	return buf
+}
+
+// termAt returns the term of entry i, to snapshot or compact the log to
+// it, refusing an index past the end of the log.
+func (st *groupState) termAt(i uint64, what string, group uint64) (uint64, error) {
+	if i > st.last {
+		return 0, fmt.Errorf("%w: %s at %d past the last index %d of group %d", ErrInvalid, what, i, st.last, group)
+	}
+	return st.termOf(i)
 }
 
 // checkUpdate refuses an update that would leave a hole in the log or
