@@ -56,6 +56,7 @@ func TestFullDisk(t *testing.T) {
 			require.NoError(t, g2.Err())
 			save(t, g2, Update{Entries: ents(2, 4, 5, 1)})
 			require.NoError(t, g2.Compact(5))
+			settle(t, l)
 			require.Subset(t, segmentPaths(mem), segs, "no GC after a failed write")
 			require.NoError(t, l.Close())
 

@@ -466,7 +466,9 @@ func (g *Group) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (*pb.Sna
 // Compact drops the entries up to and including i, which the state
 // machine must have applied (and made durable, if a restart is not to
 // need them). Like raft.MemoryStorage.Compact, it fails with
-// raft.ErrCompacted if they are gone already.
+// raft.ErrCompacted if they are gone already. It returns once the
+// compaction is written; the segments it frees are removed just after,
+// before any later write returns.
 func (g *Group) Compact(i uint64) error {
 	return g.wait(&write{op: opCompact, index: i})
 }

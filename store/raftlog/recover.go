@@ -309,7 +309,10 @@ func (l *Log) replay(s *segment, off int64, r record) {
 // finishRecovery checks every group once all records are replayed: a
 // group whose entries from its first on are not all known lost a segment;
 // a damaged group keeps the entries it has without a hole, and its commit
-// index no further than them.
+// index no further than them. A commit index below the first index is
+// raised to it: compacted entries were applied, so committed, though
+// under AsyncStorageWrites the HardState saying so may not have been
+// written yet (raft refuses a commit index below its first index).
 func (l *Log) finishRecovery() {
 	for _, g := range l.mu.groups {
 		st := &g.mu.st

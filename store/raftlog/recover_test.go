@@ -73,6 +73,14 @@ func repeat(term uint64, n int) []uint64 {
 	return out
 }
 
+// settle waits until the writer has finished what was queued before,
+// segment removals (which follow a batch's callbacks) and OnPressure
+// included.
+func settle(t *testing.T, l *Log) {
+	t.Helper()
+	require.NoError(t, l.Sync())
+}
+
 // TestTornTail cuts the last segment at every byte of its last records, as
 // a crash in the middle of a write leaves it: Open truncates the torn
 // record, reports the bytes, marks nothing damaged, and each group keeps
@@ -210,6 +218,7 @@ func TestDamageMarksItsGroup(t *testing.T) {
 		require.NoError(t, l.Group(g).Compact(8))
 	}
 	require.NoError(t, l.Group(2).Compact(4))
+	settle(t, l)
 	require.NotContains(t, segmentPaths(mem), seg)
 	require.NoError(t, l.Close())
 	l = mustOpen(t, mem, Options{SegmentBytes: 1 << 20})
@@ -327,6 +336,7 @@ func TestCheckpoints(t *testing.T) {
 		save(t, l.Group(1), Update{Entries: ents(1, i, i, 1)})
 	}
 	require.NoError(t, l.Group(1).Compact(35))
+	settle(t, l)
 	segs := segmentPaths(mem)
 	for _, p := range segs {
 		recs := recordsIn(t, mem.Contents(p))
@@ -373,11 +383,13 @@ func TestGC(t *testing.T) {
 			require.NoError(t, l.Group(1).Compact(i-2))
 		}
 	}
+	settle(t, l)
 	require.Contains(t, segmentPaths(mem), first, "group 2's entry keeps its segment")
 	require.Greater(t, l.Stats().Bytes, opts.MaxBytes)
 	require.Equal(t, [][]uint64{{2}}, pressured, "once for the oldest segment")
 
 	require.NoError(t, l.Group(2).Compact(1))
+	settle(t, l)
 	segs := segmentPaths(mem)
 	require.NotContains(t, segs, first)
 	// What is left starts at group 1's first entry.
@@ -401,8 +413,10 @@ func TestGC(t *testing.T) {
 		save(t, l.Group(1), Update{Entries: ents(1, i, i, 1)})
 	}
 	require.NoError(t, g1.Compact(80))
+	settle(t, l)
 	require.Contains(t, segmentPaths(mem), pinned[len(pinned)-1])
 	require.NoError(t, l.Remove(3))
+	settle(t, l)
 	require.NotContains(t, segmentPaths(mem), pinned[len(pinned)-1])
 	require.ErrorIs(t, g1.Compact(80), raft.ErrCompacted)
 }
