@@ -41,6 +41,8 @@ type Log struct {
 	segs []*segment // oldest first; the last is active
 	buf  []byte
 	lru  struct{ head, tail *Group } // groups with cached entries (cache.go)
+	// lastSync is when SyncInterval's background fsync last ran.
+	lastSync time.Time
 	// degraded: a write or fsync failed. Segments are no longer removed
 	// until the log is reopened, so that the failed groups' records (and
 	// the checkpoints that speak for them) stay as they were on disk.

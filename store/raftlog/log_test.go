@@ -149,7 +149,32 @@ func TestSyncInterval(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 }
 
-// TestSyncNeverCloses checks that under SyncNever nothing but MustSync
+// TestSyncIntervalUnderLoad keeps the writer's queue from ever being
+// empty (each callback queues the next append): the background fsync must
+// still come every interval, not wait for the writer to idle.
+func TestSyncIntervalUnderLoad(t *testing.T) {
+	mem := storetest.NewMemFS()
+	l := mustOpen(t, mem, Options{SegmentBytes: 1 << 40, // no segment start fsyncs for it
+		Durability: store.Durability{Sync: store.SyncInterval, Interval: 2 * time.Millisecond}})
+	grp := l.Group(1)
+	var stop atomic.Bool
+	var next func(i uint64)
+	next = func(i uint64) {
+		grp.Save(Update{Entries: ents(1, i, i, 1)}, func(error) {
+			if !stop.Load() {
+				next(i + 1)
+			}
+		})
+	}
+	next(1)
+	defer stop.Store(true)
+	require.Eventually(t, func() bool {
+		last, _ := durableAt(t, mem.CrashClone(), 1)
+		return last > 0
+	}, 2*time.Second, 10*time.Millisecond, "nothing fsynced under load")
+}
+
+// TestSyncNever checks that under SyncNever nothing but MustSync
 // and segment starts fsyncs, even over many batches.
 func TestSyncNever(t *testing.T) {
 	var syncs atomic.Int64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -69,6 +70,11 @@ func (l *Log) run() {
 		l.mu.Unlock()
 		if len(q) > 0 {
 			l.writeBatch(q)
+			// Under load the queue is never empty and the select below
+			// never runs: SyncInterval's fsync must not wait for a pause.
+			if tick != nil && time.Since(l.lastSync) >= l.opts.Durability.Interval {
+				l.backgroundSync()
+			}
 			continue
 		}
 		if closed {
@@ -84,6 +90,7 @@ func (l *Log) run() {
 
 // backgroundSync is SyncInterval's periodic fsync.
 func (l *Log) backgroundSync() {
+	l.lastSync = time.Now()
 	a := l.active()
 	if !a.dirty {
 		return
