@@ -71,6 +71,43 @@ func TestFullDisk(t *testing.T) {
 	}
 }
 
+// TestFailedBatchFailsItsGroups queues, behind a batch held in its fsync,
+// an append of group 1, then updates with nothing to write from groups 1
+// and 2 (raft sends those with responses that acknowledge earlier
+// appends), and fills the disk: the append fails, and so does group 1's
+// empty update, which must not acknowledge it; group 2's succeeds.
+func TestFailedBatchFailsItsGroups(t *testing.T) {
+	gt := newGate()
+	ffs := storetest.NewFaultFS(storetest.NewMemFS())
+	l := mustOpen(t, &hookFS{FS: ffs, onSync: gt.wait}, Options{})
+	save(t, l.Group(1), Update{Entries: ents(1, 1, 1, 1)})
+	save(t, l.Group(2), Update{Entries: ents(2, 1, 1, 1)})
+
+	gt.close()
+	held := make(chan error, 1)
+	l.Group(3).Save(Update{Entries: ents(3, 1, 1, 1)}, func(err error) { held <- err })
+	<-gt.entered
+	errs := make(chan [2]any, 3)
+	for _, w := range []struct {
+		g uint64
+		u Update
+	}{{1, Update{Entries: ents(1, 2, 2, 1)}}, {1, Update{}}, {2, Update{}}} {
+		l.Group(w.g).Save(w.u, func(err error) { errs <- [2]any{w.g, err} })
+	}
+	ffs.SetFull(true)
+	gt.open()
+	require.NoError(t, <-held)
+	for range 3 {
+		r := <-errs
+		if r[0] == uint64(1) {
+			require.ErrorIs(t, r[1].(error), ErrWrite)
+		} else {
+			require.Nil(t, r[1])
+		}
+	}
+	ffs.SetFull(false)
+}
+
 // TestFullDiskAtRoll: a new segment cannot be created; the writer goes on
 // in the old one, and nothing is lost.
 func TestFullDiskAtRoll(t *testing.T) {

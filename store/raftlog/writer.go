@@ -221,17 +221,30 @@ func (l *Log) rewind(a *segment, size int64) {
 }
 
 // failBatch fails every write of a batch that wrote records, and their
-// groups.
+// groups; then every other write of the batch from a group that failed
+// (one that wrote nothing itself may carry responses that acknowledge the
+// group's earlier writes, raft's msgsAfterAppend), and Log.Sync's.
 func (l *Log) failBatch(q []*write, err error) {
 	for _, w := range q {
-		if w.records == 0 && w.op != opSync {
+		if w.records == 0 {
 			continue
 		}
 		w.err = err
-		if w.g != nil && w.op != opSync {
+		w.g.mu.Lock()
+		if w.g.mu.st.failed == nil {
+			w.g.mu.st.failed = err
+		}
+		w.g.mu.Unlock()
+	}
+	for _, w := range q {
+		switch {
+		case w.err != nil:
+		case w.op == opSync:
+			w.err = err
+		default:
 			w.g.mu.Lock()
-			if w.g.mu.st.failed == nil {
-				w.g.mu.st.failed = err
+			if w.g.mu.st.failed != nil {
+				w.err = err
 			}
 			w.g.mu.Unlock()
 		}
