@@ -26,7 +26,8 @@ var (
 	ErrFailed = errors.New("raftlog: group failed")
 	// ErrInvalid is returned for an update that would leave a hole in a
 	// group's log or break another rule of raft's storage contract, and
-	// for a record larger than MaxRecordSize.
+	// for a record larger than MaxRecordSize. A Save refused so fails its
+	// group (Group.Err): raft's view of the log and the log differ.
 	ErrInvalid = errors.New("raftlog: invalid update")
 	// ErrInvalidConfig is returned by Open for options that fail
 	// validation.

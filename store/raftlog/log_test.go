@@ -370,16 +370,30 @@ func TestRemoveAndReset(t *testing.T) {
 }
 
 // TestInvalidUpdates checks that updates breaking raft's storage contract
-// are refused with ErrInvalid and write nothing, and that the group goes
-// on.
+// are refused with ErrInvalid and write nothing. A refused Save fails its
+// group (raft's view and the log's differ); a refused snapshot or
+// compaction, the application's own call, does not.
 func TestInvalidUpdates(t *testing.T) {
 	l := mustOpen(t, storetest.NewMemFS(), Options{})
-	g := l.Group(1)
-	save(t, g, Update{Entries: ents(1, 1, 5, 1)})
 	big := make([]byte, MaxSnapshotData+1)
+	for name, u := range map[string]Update{
+		"hole":           {Entries: ents(1, 7, 8, 1)},
+		"not contiguous": {Entries: []*pb.Entry{ent(1, 6, 1), ent(1, 8, 1)}},
+		"received snapshot data too big": {Snapshot: &pb.Snapshot{Data: big,
+			Metadata: &pb.SnapshotMetadata{Index: new(uint64(9)), Term: new(uint64(1))}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := l.Group(uint64(len(l.Groups()) + 1))
+			save(t, g, Update{Entries: ents(g.ID(), 1, 5, 1)})
+			require.ErrorIs(t, g.SaveWait(u), ErrInvalid)
+			require.ErrorIs(t, g.Err(), ErrFailed)
+			require.ErrorIs(t, g.SaveWait(Update{Entries: ents(g.ID(), 6, 6, 1)}), ErrFailed)
+		})
+	}
+
+	g := l.Group(100)
+	save(t, g, Update{Entries: ents(100, 1, 5, 1)})
 	for name, err := range map[string]error{
-		"hole":                 g.SaveWait(Update{Entries: ents(1, 7, 8, 1)}),
-		"not contiguous":       g.SaveWait(Update{Entries: []*pb.Entry{ent(1, 6, 1), ent(1, 8, 1)}}),
 		"compact past the end": g.Compact(6),
 		"snapshot past the end": func() error {
 			_, err := g.CreateSnapshot(6, nil, nil)
@@ -389,8 +403,6 @@ func TestInvalidUpdates(t *testing.T) {
 			_, err := g.CreateSnapshot(3, nil, big)
 			return err
 		}(),
-		"received snapshot data too big": g.SaveWait(Update{Snapshot: &pb.Snapshot{Data: big,
-			Metadata: &pb.SnapshotMetadata{Index: new(uint64(9)), Term: new(uint64(1))}}}),
 	} {
 		require.ErrorIs(t, err, ErrInvalid, name)
 	}
@@ -398,7 +410,7 @@ func TestInvalidUpdates(t *testing.T) {
 	last, err := g.LastIndex()
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), last)
-	save(t, g, Update{Entries: ents(1, 6, 6, 1)})
+	save(t, g, Update{Entries: ents(100, 6, 6, 1)})
 }
 
 func TestOpenOptions(t *testing.T) {

@@ -276,6 +276,14 @@ func (l *Log) encode(w *write, buf []byte, base int64) []byte {
 	switch w.op {
 	case opSave:
 		if w.err = st.checkUpdate(&w.u); w.err != nil {
+			// Raft asked for what its storage cannot hold: its view and
+			// the log's differ, and a later update's responses could
+			// acknowledge what this one did not write. (A snapshot older
+			// than the log's is refused and ignored, as MemoryStorage
+			// does.)
+			if !errors.Is(w.err, raft.ErrSnapOutOfDate) {
+				st.failed = w.err
+			}
 			break
 		}
 		u := &w.u
