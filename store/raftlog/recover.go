@@ -56,6 +56,13 @@ func (l *Log) recover() error {
 			return err
 		}
 	}
+	if len(l.segs) > 0 {
+		// After a process crash under SyncInterval or SyncNever the last
+		// segment's tail may be in the page cache only. The new segment's
+		// checkpoint will speak for what it holds, so it is fsynced
+		// before that checkpoint is written (roll).
+		l.segs[len(l.segs)-1].dirty = true
+	}
 	l.report.Segments = len(nums)
 	l.finishRecovery()
 	var total int64

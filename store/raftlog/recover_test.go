@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/skiffmq/skiff/store"
 	"github.com/skiffmq/skiff/store/storetest"
 )
 
@@ -506,4 +507,20 @@ func TestRecoveryMemory(t *testing.T) {
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("Open allocated %d KiB", allocated>>10)
 	require.Less(t, allocated, uint64(4<<20), "replay allocated more than a quarter of the log")
+}
+
+// TestOpenSyncsLastSegment: Open fsyncs the segment it recovered last
+// before the new one's checkpoint can speak for it, whatever the policy.
+func TestOpenSyncsLastSegment(t *testing.T) {
+	mem := storetest.NewMemFS()
+	l := mustOpen(t, mem, Options{Durability: store.Durability{Sync: store.SyncNever}})
+	save(t, l.Group(1), Update{Entries: ents(1, 1, 3, 1)})
+	require.NoError(t, l.Close())
+	segs := segmentPaths(mem)
+	last := segs[len(segs)-1]
+	var synced []string
+	fs := &hookFS{FS: mem, onSync: func(name string) { synced = append(synced, name) }}
+	l = mustOpen(t, fs, Options{Durability: store.Durability{Sync: store.SyncNever}})
+	require.Contains(t, synced, last)
+	requireLog(t, l, 1, 1, 1, 1, 1)
 }
