@@ -11,8 +11,8 @@
 //	})
 //	g.CreateSnapshot(applied, cs, data) // then g.Compact(applied)
 //
-// The log does not drive raft; package internal/multiraft does, and hands
-// it the MsgStorageAppend messages of every group.
+// The log does not drive raft; package internal/multiraft (to come) does,
+// and hands it the MsgStorageAppend messages of every group.
 //
 // # Files
 //
