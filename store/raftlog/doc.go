@@ -54,6 +54,10 @@
 // that are not durable.
 //
 // A process crash loses nothing a callback confirmed, under any policy.
+// Close fsyncs under every policy and leaves a marker, so that Open can
+// tell (Report.Unclean, Report.Rebooted) whether the last run may have
+// lost confirmed writes: only if it did not close and the operating
+// system restarted since, under SyncInterval or SyncNever (marker.go).
 //
 // # Recovery
 //

@@ -68,6 +68,13 @@ type Stats struct {
 
 // Report is what Open found on disk.
 type Report struct {
+	// Unclean: the log was not closed by Close (a crash, a kill), and
+	// Rebooted: the operating system has restarted since the log was
+	// last opened (or its boot ID is unknown). Both are false for a new
+	// log. Writes acknowledged under SyncInterval or SyncNever may have
+	// been lost only if both hold; under SyncAlways, never.
+	Unclean, Rebooted bool
+
 	Segments       int   // segment files replayed
 	Records        int64 // records replayed
 	TruncatedBytes int64 // torn tail cut from the last segment
@@ -101,11 +108,24 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raftlog: create %s: %w", opts.Dir, err)
 	}
+	clean, lastBoot, err := l.readMarkers()
+	if err != nil {
+		return nil, err
+	}
 	if err := l.recover(); err != nil {
 		l.closeFiles()
 		return nil, err
 	}
+	boot := opts.BootID()
+	if l.report.Segments > 0 {
+		l.report.Unclean = !clean
+		l.report.Rebooted = lastBoot == "" || boot == "" || lastBoot != boot
+	}
 	if err := l.roll(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	if err := l.markOpen(boot); err != nil {
 		l.closeFiles()
 		return nil, err
 	}
@@ -218,8 +238,10 @@ func (l *Log) submit(w *write) {
 	}
 }
 
-// Close writes what is queued, fsyncs (unless SyncNever), stops the
-// writer and closes the files. Groups are unusable afterwards.
+// Close writes what is queued, fsyncs under every policy, stops the
+// writer and closes the files; then, unless a write or fsync failed while
+// the log was open, it marks the log closed cleanly (Report.Unclean).
+// Groups are unusable afterwards.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.mu.closed {
@@ -234,12 +256,15 @@ func (l *Log) Close() error {
 	}
 	<-l.exited
 	var err error
-	if a := l.active(); a != nil && a.dirty && l.opts.Durability.Sync != store.SyncNever {
+	if a := l.active(); a != nil && a.dirty {
 		if err = a.f.Sync(); err != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrSync, a.name, err)
 		}
 	}
 	l.closeFiles()
+	if err == nil && !l.degraded { // the writer has exited: its fields are ours
+		err = l.writeMarker(cleanFile, "")
+	}
 	return err
 }
 

@@ -59,6 +59,10 @@ type Options struct {
 	// Logger receives recovery reports and background errors (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// BootID returns the operating system's boot ID, which Open records
+	// and compares with the last run's (Report.Rebooted); default
+	// DefaultBootID. Tests inject reboots with it.
+	BootID func() string
 }
 
 // DefaultOptions returns a log in dir with every default filled in.
@@ -92,6 +96,9 @@ func (o *Options) fill() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.BootID == nil {
+		o.BootID = DefaultBootID
 	}
 }
 
