@@ -9,7 +9,7 @@ import (
 // Reasons given for keys of an account Skiff does not implement yet, by
 // the phase of issue 14 that brings them (docs/accounts.md).
 const (
-	whyExports        = "exports and imports between accounts are not implemented yet; Skiff refuses to start rather than leave an account without the subjects it shares"
+	whyLatency        = "service latency tracking is not implemented"
 	whyAccountJS      = "JetStream per account is not implemented yet (JetStream is refused with accounts)"
 	whyAccountNkey    = "an account nkey identity in a configured account serves leaf nodes, which are not implemented (operator mode names accounts by their JWT's key)"
 	whyAccountMapping = "subject mappings are not implemented"
@@ -89,7 +89,8 @@ var accountKeys = func() keys[*server.AccountConfig] {
 		return
 	}, "default_permissions")
 	k.on(func(a *server.AccountConfig, v value) error { return accountLimitKeys.apply(&a.Limits, v) }, "limits")
-	k.refuse(whyExports, "exports", "imports")
+	k.on(func(a *server.AccountConfig, v value) (err error) { a.Exports, err = exports(v); return }, "exports")
+	k.on(func(a *server.AccountConfig, v value) (err error) { a.Imports, err = imports(v); return }, "imports")
 	k.refuse(whyAccountJS, "jetstream")
 	k.refuse(whyAccountNkey, "nkey")
 	k.refuse(whyAccountMapping, "mappings", "maps")

@@ -20,6 +20,7 @@ type Account struct {
 	srv    *Server
 	subs   *cstrie.Trie[*subscription]
 	limits accountLimits // set before the account is registered, then only read
+	resp   *respTable    // set by New if it exports or imports services, then only read
 	jwt    *accountJWT   // operator mode: what its JWT says (jwt_account.go); nil for a configured account
 
 	mu struct {

@@ -35,6 +35,7 @@ type user struct {
 	bcrypt   bool
 	perms    *Permissions // nil: may do anything
 	acc      *Account
+	nkey     bool     // name is an nkey
 	jwt      *jwtUser // a user of operator mode, authenticated by its JWT (jwt_user.go)
 }
 
@@ -54,7 +55,7 @@ func newAuthenticator(o *Options, s *Server) *authenticator {
 		}
 	}
 	addNkey := func(u NkeyUser, acc *Account, def *Permissions) {
-		a.nkeys[u.PublicKey] = &user{name: u.PublicKey, perms: cmp.Or(u.Permissions, def), acc: acc}
+		a.nkeys[u.PublicKey] = &user{name: u.PublicKey, perms: cmp.Or(u.Permissions, def), acc: acc, nkey: true}
 	}
 	if o.Username != "" {
 		addUser(User{Name: o.Username, Password: o.Password}, s.gacc, nil)

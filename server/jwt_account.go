@@ -164,7 +164,7 @@ func unsupportedClaims(ac *jwt.AccountClaims) string {
 	if len(why) == 0 {
 		return ""
 	}
-	return "the account JWT has " + strings.Join(why, ", ") + ", which Skiff does not implement yet"
+	return "the account JWT has " + strings.Join(why, ", ") + ", which Skiff does not implement for JWT accounts yet"
 }
 
 // jwtLimit reads a limit of a JWT as nats-server does: -1 for none, any

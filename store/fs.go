@@ -1,10 +1,6 @@
 package store
 
-import (
-	"os"
-
-	"github.com/skiffmq/skiff/store/vfs"
-)
+import "github.com/skiffmq/skiff/store/vfs"
 
 // FS is the file system a file-backed Stream or ConsumerState uses; see
 // package vfs for its contract. Tests wrap it to inject faults, or replace
@@ -19,14 +15,4 @@ var OSFS = vfs.OS
 
 // syncDir fsyncs a directory so that files created, renamed or removed in
 // it survive a crash.
-func syncDir(fs FS, dir string) error {
-	d, err := fs.OpenFile(dir, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func syncDir(fs FS, dir string) error { return vfs.SyncDir(fs, dir) }

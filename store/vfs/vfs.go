@@ -92,3 +92,17 @@ func (osFS) ReadDir(name string) ([]string, error) {
 	sort.Strings(names)
 	return names, nil
 }
+
+// SyncDir fsyncs directory dir of fsys, so that the files created, renamed
+// or removed in it survive a crash.
+func SyncDir(fsys FS, dir string) error {
+	d, err := fsys.OpenFile(dir, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

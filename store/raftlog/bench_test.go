@@ -1,0 +1,129 @@
+package raftlog
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/skiffmq/skiff/store"
+	"github.com/skiffmq/skiff/store/vfs"
+)
+
+// BenchmarkReplicaWrite is the measurement of issue 13's design (§2.1)
+// that decides between a separate raft log and the stream's own segment
+// store. One op is one batch of messages made durable:
+//
+//   - path=wal+store: the batch is appended to the raft log as one entry
+//     per message with one fsync (SyncAlways), then appended to a stream
+//     store that fsyncs only in the background, every second (the
+//     replica's store, fsynced at checkpoints);
+//   - path=store-only: the batch is appended to a SyncAlways stream store
+//     and waited for with WaitDurable: the lower bound of using the store
+//     as the raft log.
+//
+// Both run on the same disk (the test's temporary directory). Besides
+// ns/op (per batch) and MB/s it reports msgs/s, fsyncs/s and the 99th
+// percentile of a batch's latency. The decision stands if wal+store
+// reaches 85 % of store-only's msgs/s at batch=64.
+func BenchmarkReplicaWrite(b *testing.B) {
+	for _, path := range []string{"wal+store", "store-only"} {
+		for _, size := range []struct {
+			name string
+			n    int
+		}{{"16B", 16}, {"1KB", 1024}} {
+			for _, batch := range []int{1, 64, 1024} {
+				b.Run(fmt.Sprintf("path=%s/size=%s/batch=%d", path, size.name, batch), func(b *testing.B) {
+					benchReplicaWrite(b, path, size.n, batch)
+				})
+			}
+		}
+	}
+}
+
+func benchReplicaWrite(b *testing.B, path string, size, batch int) {
+	var fsyncs atomic.Int64
+	fs := &hookFS{FS: vfs.OS, onSync: func(string) { fsyncs.Add(1) }}
+	dir := b.TempDir()
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	const subj = "bench.replica"
+	lat := make([]time.Duration, 0, b.N)
+
+	var write func() error
+	switch path {
+	case "wal+store":
+		l, err := Open(Options{Dir: dir + "/wal", FS: fs, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = l.Close() }()
+		s, err := store.Open(store.Options{Dir: dir + "/stream", FS: fs, Logger: quiet,
+			Durability: store.Durability{Sync: store.SyncInterval, Interval: time.Second}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = s.Close() }()
+		g := l.Group(1)
+		next := uint64(1)
+		write = func() error {
+			es := make([]*pb.Entry, batch)
+			for k := range es {
+				es[k] = &pb.Entry{Index: new(next), Term: new(uint64(1)), Type: pb.EntryNormal.Enum(), Data: data}
+				next++
+			}
+			if err := g.SaveWait(Update{Entries: es}); err != nil {
+				return err
+			}
+			for range batch {
+				if _, _, err := s.Append(subj, nil, data, 0); err != nil {
+					return err
+				}
+			}
+			if next%(64<<10) < uint64(batch) { // what checkpoints would let go
+				return g.Compact(next - 1)
+			}
+			return nil
+		}
+	case "store-only":
+		s, err := store.Open(store.Options{Dir: dir + "/stream", FS: fs, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = s.Close() }()
+		write = func() error {
+			var seq uint64
+			for range batch {
+				var err error
+				if seq, _, err = s.Append(subj, nil, data, 0); err != nil {
+					return err
+				}
+			}
+			return s.WaitDurable(seq)
+		}
+	}
+
+	b.SetBytes(int64(size * batch))
+	b.ReportAllocs()
+	fsyncs.Store(0)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := write(); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(fsyncs.Load())/elapsed.Seconds(), "fsyncs/s")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs/batch")
+}

@@ -1,0 +1,74 @@
+package raftlog
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
+)
+
+// TestCleanAndRebooted checks what Open reports of the last run: whether
+// Close completed (Unclean) and whether the operating system restarted
+// since (Rebooted), through closes, process crashes, operating system
+// crashes and a failed write.
+func TestCleanAndRebooted(t *testing.T) {
+	boot := "boot-1"
+	opts := Options{BootID: func() string { return boot }}
+	mem := storetest.NewMemFS()
+	ffs := storetest.NewFaultFS(mem)
+	open := func(fs *storetest.MemFS) *Log {
+		l, err := Open(withDefaults(fs, opts))
+		require.NoError(t, err)
+		return l
+	}
+	report := func(l *Log) [2]bool { r := l.Recovery(); return [2]bool{r.Unclean, r.Rebooted} }
+
+	l, err := Open(withDefaults(ffs, opts))
+	require.NoError(t, err)
+	require.Equal(t, [2]bool{false, false}, report(l), "a new log")
+	save(t, l.Group(1), Update{Entries: ents(1, 1, 3, 1)})
+	require.NoError(t, l.Close())
+
+	l = open(mem)
+	require.Equal(t, [2]bool{false, false}, report(l), "after Close")
+	crashed := mem.Clone() // a process crash: Close never ran
+	require.NoError(t, l.Close())
+
+	l = open(crashed)
+	require.Equal(t, [2]bool{true, false}, report(l), "after a process crash")
+	osCrash := crashed.CrashClone() // the marker's removal was durable at Open
+	require.NoError(t, l.Close())
+
+	boot = "boot-2"
+	l = open(osCrash)
+	require.Equal(t, [2]bool{true, true}, report(l), "after an operating system crash")
+	require.NoError(t, l.Close())
+	l = open(osCrash)
+	require.Equal(t, [2]bool{false, false}, report(l), "closed under the same boot")
+	require.NoError(t, l.Close())
+	boot = "boot-3"
+	l = open(osCrash)
+	require.Equal(t, [2]bool{false, true}, report(l), "closed, then a reboot")
+	require.NoError(t, l.Close())
+
+	// A failed write: Close does not mark the log clean.
+	l, err = Open(withDefaults(ffs, opts))
+	require.NoError(t, err)
+	ffs.SetFull(true)
+	require.ErrorIs(t, l.Group(1).SaveWait(Update{Entries: ents(1, 4, 4, 1)}), ErrWrite)
+	ffs.SetFull(false)
+	require.NoError(t, l.Close())
+	l = open(mem)
+	require.Equal(t, [2]bool{true, false}, report(l), "after a failed write")
+	require.NoError(t, l.Close())
+}
+
+func TestDefaultBootID(t *testing.T) {
+	id := DefaultBootID()
+	if id == "" {
+		t.Skip("no boot ID on this system")
+	}
+	require.Equal(t, id, DefaultBootID())
+	require.Len(t, id, 36, "a UUID")
+}
