@@ -35,9 +35,10 @@ type ResolverOptions struct {
 	// Type is the resolver (ResolverNone outside operator mode).
 	Type ResolverType
 	// Preload are account JWTs by account public key
-	// (resolver_preload). Each is checked when the account is first
-	// needed: signed by a trusted operator, not expired, and its subject
-	// the key it is listed under.
+	// (resolver_preload). New checks and registers each (signed by a
+	// trusted operator, valid now, its subject the key it is listed
+	// under); one that does not verify is logged, and checked again when
+	// a client or a peer names it (a JWT not valid yet may be by then).
 	Preload map[string]string
 }
 
