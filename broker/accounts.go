@@ -11,11 +11,10 @@ import (
 const (
 	whyLatency        = "service latency tracking is not implemented"
 	whyAccountJS      = "JetStream per account is not implemented yet (JetStream is refused with accounts)"
-	whyAccountNkey    = "account nkey identities serve leaf nodes and operator mode, which are not implemented"
+	whyAccountNkey    = "an account nkey identity in a configured account serves leaf nodes, which are not implemented (operator mode names accounts by their JWT's key)"
 	whyAccountMapping = "subject mappings are not implemented"
 	whyAccountTrace   = "message tracing is not implemented"
-	whySystemAccount  = "the system account and $SYS are not implemented yet"
-	whyOperator       = "operators and JWT authentication are not implemented yet; Skiff refuses to start rather than run without them"
+	whySystemAccount  = "the system account and $SYS are not implemented yet (system_account names the system account of operator mode only)"
 )
 
 // applyAccounts reads the accounts block: a block of accounts by name, or

@@ -48,7 +48,8 @@ func (b *Broker) start(cfg Config) (err error) {
 	if cfg.JetStreamEnabled && cfg.Server.Cluster.Port != 0 {
 		return ErrJetStreamInCluster
 	}
-	if cfg.JetStreamEnabled && len(cfg.Server.Accounts) > 0 {
+	operatorMode := len(cfg.Server.TrustedOperators) > 0 || len(cfg.Server.TrustedKeys) > 0
+	if cfg.JetStreamEnabled && (len(cfg.Server.Accounts) > 0 || operatorMode) {
 		return ErrJetStreamWithAccounts
 	}
 	if cfg.Server.Logger == nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
@@ -48,6 +50,11 @@ type meaning struct {
 	LameDuck, LameDuckGrace       time.Duration
 	Accounts                      []meaningAccount // by name
 	NoAuthUser                    string
+	// Operator mode: the operators' public keys, the trusted keys, the
+	// resolver's kind and preloaded accounts, the pinned accounts.
+	Operators, TrustedKeys  []string
+	SystemAccount, Resolver string
+	Preload, Pinned         []string
 }
 
 type meaningUser struct {
@@ -239,6 +246,19 @@ func skiffMeaning(c Config) meaning {
 			m.Nkeys = append(m.Nkeys, skiffUser(u.PublicKey, "", perms(u.Permissions), a.Name))
 		}
 	}
+	for _, j := range o.TrustedOperators {
+		opc, err := jwt.DecodeOperatorClaims(j)
+		if err != nil {
+			panic(err) // LoadConfig decoded it already
+		}
+		m.Operators = append(m.Operators, opc.Subject)
+	}
+	m.TrustedKeys, m.SystemAccount = o.TrustedKeys, o.SystemAccount
+	if o.Resolver.Type == server.ResolverMemory {
+		m.Resolver = "MEMORY"
+	}
+	m.Preload = slices.Sorted(maps.Keys(o.Resolver.Preload))
+	m.Pinned = slices.Sorted(slices.Values(o.ResolverPinnedAccounts))
 	sortMeaning(&m)
 	return m
 }
@@ -285,8 +305,29 @@ func natsMeaning(o *natsserver.Options) meaning {
 			MaxSubs: int(l.FieldByName("msubs").Int()), MaxPayload: int(l.FieldByName("mpay").Int()),
 			Exports: exports, Imports: imports})
 	}
+	for _, opc := range o.TrustedOperators {
+		m.Operators = append(m.Operators, opc.Subject)
+	}
+	m.TrustedKeys, m.SystemAccount = o.TrustedKeys, o.SystemAccount
+	if _, ok := o.AccountResolver.(*natsserver.MemAccResolver); ok {
+		m.Resolver = "MEMORY"
+	}
+	// The preloads and pinned accounts are unexported maps.
+	opts := reflect.ValueOf(o).Elem()
+	m.Preload = mapKeys(opts.FieldByName("resolverPreloads"))
+	m.Pinned = mapKeys(opts.FieldByName("resolverPinnedAccounts"))
 	sortMeaning(&m)
 	return m
+}
+
+// mapKeys returns the sorted string keys of a map read by reflection.
+func mapKeys(v reflect.Value) []string {
+	var keys []string
+	for _, k := range v.MapKeys() {
+		keys = append(keys, k.String())
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // TestDifferentialConfig reads the same files with Skiff and with
@@ -296,6 +337,9 @@ func natsMeaning(o *natsserver.Options) meaning {
 // seconds or quoted, aliases, default permissions, TLS).
 func TestDifferentialConfig(t *testing.T) {
 	cert, key := writeTestCert(t)
+	set := committedJWTSet()
+	resolverConf, err := os.ReadFile(filepath.Join("..", "testdata", "jwt", "resolver.conf"))
+	require.NoError(t, err)
 	configs := map[string]string{
 		"limits": `
 server_name: n1
@@ -429,6 +473,9 @@ accounts {
 		"accounts as a list": `
 accounts: [A, B, "C.x"]
 `,
+		"operator mode (the committed nsc set)": string(resolverConf) + "resolver_pinned_accounts: [" + set.accountPub + "]\n",
+		"operator inline, system":               "operators: [\"" + set.operatorJWT + "\"]\nresolver: MEM\nsystem: " + set.accountPub + "\n",
+		"trusted keys":                          "trusted_keys: " + set.operatorPub + "\nresolver { type: MEMORY }\n",
 		"tls first": `
 tls {
   cert_file: "` + cert + `"

@@ -90,6 +90,18 @@ func TestConfigErrors(t *testing.T) {
 		{"huge account subscriptions", "accounts { A: { limits: { max_subs: 3000000000 } } }", "accounts.A.limits.max_subs", 1, ErrInvalidValue},
 		{"unknown account limit", "accounts { A: { limits: { max_bananas: 1 } } }", "accounts.A.limits.max_bananas", 1, ErrUnknownKey},
 		{"system account", "accounts: [A]\nsystem_account: A", "system_account", 2, ErrUnsupported},
+		{"operator file missing", "operator: \"/nonexistent/op.jwt\"", "operator", 1, ErrInvalidValue},
+		{"operator not an operator JWT", "operator: \"../testdata/jwt/A.jwt\"", "operator", 1, ErrInvalidValue},
+		{"operator not a string", "operators: [\n  \"../testdata/jwt/operator.jwt\"\n  true\n]", "operators[1]", 3, ErrInvalidValue},
+		{"URL resolver", "resolver: \"URL(http://127.0.0.1:9090/jwt/v1/accounts/)\"", "resolver", 1, ErrUnsupported},
+		{"unknown resolver", "resolver: DISK", "resolver", 1, ErrInvalidValue},
+		{"full resolver", "resolver {\n  type: full\n}", "resolver.type", 2, ErrUnsupported},
+		{"resolver directory", "resolver {\n  type: mem\n  dir: /tmp/x\n}", "resolver.dir", 3, ErrUnsupported},
+		{"resolver of another type", "resolver: 5", "resolver", 1, ErrInvalidValue},
+		{"preload not a block", "resolver_preload: [a]", "resolver_preload", 1, ErrInvalidValue},
+		{"preload not a JWT", "resolver_preload {\n  AAA: nope\n}", "resolver_preload.AAA", 2, ErrInvalidValue},
+		{"trusted key not an operator's", "trusted: [" + testNkey + "]", "trusted", 1, ErrInvalidValue},
+		{"pinned key not an account's", "resolver_pinned_accounts: " + testNkey, "resolver_pinned_accounts", 1, ErrInvalidValue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -117,6 +117,10 @@ func autoReason(msg string) string {
 
 // featureOf names the feature a refused configuration key belongs to.
 func featureOf(key string) string {
+	if key == "resolver" || key == "resolver_tls" || strings.HasPrefix(key, "resolver.") {
+		// Operator mode with resolver: MEMORY is implemented; these are not.
+		return "the full, URL and cache account resolvers (JWT)"
+	}
 	last := key[strings.LastIndex(key, ".")+1:]
 	switch last {
 	case "cluster", "routes", "gateway":
@@ -125,8 +129,6 @@ func featureOf(key string) string {
 		return "account exports and imports"
 	case "system_account", "system", "no_system_account", "no_system", "no_sys_acc":
 		return "the system account"
-	case "operator", "operators", "resolver", "resolver_preload", "trusted", "trusted_keys":
-		return "JWT authentication (operators, resolvers)"
 	case "leafnodes", "domain":
 		return "leaf nodes and JetStream domains"
 	case "max_mem_store", "max_memory_store", "max_mem", "max_file_store", "max_file", "strict":

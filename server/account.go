@@ -19,8 +19,9 @@ type Account struct {
 	name   string
 	srv    *Server
 	subs   *cstrie.Trie[*subscription]
-	limits accountLimits // set by New, then only read
+	limits accountLimits // set before the account is registered, then only read
 	resp   *respTable    // set by New if it exports or imports services, then only read
+	jwt    *accountJWT   // operator mode: what its JWT says (jwt_account.go); nil for a configured account
 
 	mu struct {
 		sync.Mutex
@@ -90,15 +91,20 @@ func (s *Server) newAccounts() {
 }
 
 // limitsFor returns the payload and subscription bounds of a client of
-// acc: the lower of the server's and the account's, as nats-server's
-// applyAccountLimits.
-func (s *Server) limitsFor(acc *Account) (maxPayload, maxSubs int) {
+// acc (as user u, nil for none): the lowest of the server's, the
+// account's and a JWT user's own, as nats-server's applyAccountLimits.
+func (s *Server) limitsFor(acc *Account, u *user) (maxPayload, maxSubs int) {
 	maxPayload, maxSubs = s.opts.MaxPayload, s.opts.MaxSubscriptions
-	if l := acc.limits.maxPayload; l != noLimit {
-		maxPayload = min(maxPayload, int(l))
+	lower := func(v *int, l int32) {
+		if l != noLimit {
+			*v = min(*v, int(l))
+		}
 	}
-	if l := acc.limits.maxSubs; l != noLimit {
-		maxSubs = min(maxSubs, int(l))
+	lower(&maxPayload, acc.limits.maxPayload)
+	lower(&maxSubs, acc.limits.maxSubs)
+	if u != nil && u.jwt != nil {
+		lower(&maxPayload, u.jwt.maxPayload)
+		lower(&maxSubs, u.jwt.maxSubs)
 	}
 	return maxPayload, maxSubs
 }

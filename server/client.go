@@ -90,8 +90,9 @@ type client struct {
 	pingsOut atomic.Int32
 	timers   struct {
 		sync.Mutex
-		ping *time.Timer
-		auth *time.Timer
+		ping   *time.Timer
+		auth   *time.Timer
+		expire *time.Timer // a JWT user's end (jwt_user.go)
 	}
 }
 
@@ -125,6 +126,7 @@ const (
 	reasonProtocol       = "Protocol Violation"
 	reasonAuth           = "Authentication Failure"
 	reasonAuthTimeout    = "Authentication Timeout"
+	reasonAuthExpired    = "Authentication Expired"
 	reasonStale          = "Stale Connection"
 	reasonMaxPayload     = "Maximum Payload Exceeded"
 	reasonMaxConns       = "Maximum Connections Exceeded"
@@ -353,6 +355,9 @@ func (c *client) close(reason string, flush bool) {
 	}
 	if c.timers.auth != nil {
 		c.timers.auth.Stop()
+	}
+	if c.timers.expire != nil {
+		c.timers.expire.Stop()
 	}
 	c.timers.Unlock()
 

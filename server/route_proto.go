@@ -385,7 +385,7 @@ func (r *route) RouteSub(account, subj, queue []byte, weight int) error {
 	if !r.registered {
 		return errRouteNotReady
 	}
-	acc := c.srv.accounts.lookupBytes(account)
+	acc := c.srv.routeAccount(account)
 	if acc == nil {
 		r.unknown("RS+", account)
 		return nil
@@ -420,7 +420,7 @@ func (r *route) RouteUnsub(account, subj, queue []byte) error {
 	if !r.registered {
 		return errRouteNotReady
 	}
-	if c.srv.accounts.lookupBytes(account) == nil {
+	if c.srv.routeAccount(account) == nil {
 		r.unknown("RS-", account)
 		return nil
 	}
@@ -446,7 +446,7 @@ func (r *route) RouteMsg(m *proto.RouteMsg) error {
 	c.readBytes += int64(len(m.Msg))
 	acc := r.lastAcc
 	if acc == nil || string(m.Account) != acc.name {
-		if acc = c.srv.accounts.lookupBytes(m.Account); acc == nil {
+		if acc = c.srv.routeAccount(m.Account); acc == nil {
 			r.unknown("RMSG", m.Account)
 			return nil
 		}
