@@ -48,9 +48,6 @@ func (b *Broker) start(cfg Config) (err error) {
 	if cfg.JetStreamEnabled && cfg.Server.Cluster.Port != 0 {
 		return ErrJetStreamInCluster
 	}
-	if cfg.JetStreamEnabled && len(cfg.Server.Accounts) > 0 {
-		return ErrJetStreamWithAccounts
-	}
 	if cfg.Server.Logger == nil {
 		if b.logs, err = openLog(cfg.Log); err != nil {
 			return err

@@ -57,6 +57,24 @@ type meaningUser struct {
 type meaningAccount struct {
 	Name                         string
 	MaxConn, MaxSubs, MaxPayload int
+	JetStream                    *meaningJS // nil: none
+}
+
+// meaningJS is an account's JetStream limits, -1 for none.
+type meaningJS struct {
+	MaxMemory, MaxStore                     int64
+	MaxStreams, MaxConsumers, MaxAckPending int64
+	MemMaxStreamBytes, StoreMaxStreamBytes  int64
+	MaxBytesRequired                        bool
+}
+
+// jsLimit renders a JetStream limit as "none" or a bound: zero and
+// below mean none in both servers' JetStream limits.
+func jsLimit(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 // skiffUser is one user's meaning: perms are its own or its account's
@@ -122,8 +140,15 @@ func skiffMeaning(c Config) meaning {
 	}
 	m.NoAuthUser = o.NoAuthUser
 	for _, a := range o.Accounts {
-		m.Accounts = append(m.Accounts, meaningAccount{Name: a.Name, MaxConn: skiffLimit(a.Limits.MaxConnections),
-			MaxSubs: skiffLimit(a.Limits.MaxSubscriptions), MaxPayload: skiffLimit(a.Limits.MaxPayload)})
+		ma := meaningAccount{Name: a.Name, MaxConn: skiffLimit(a.Limits.MaxConnections),
+			MaxSubs: skiffLimit(a.Limits.MaxSubscriptions), MaxPayload: skiffLimit(a.Limits.MaxPayload)}
+		if j := a.JetStream; j != nil {
+			ma.JetStream = &meaningJS{MaxMemory: jsLimit(j.MaxMemory), MaxStore: jsLimit(j.MaxStore),
+				MaxStreams: jsLimit(int64(j.MaxStreams)), MaxConsumers: jsLimit(int64(j.MaxConsumers)),
+				MaxAckPending: jsLimit(int64(j.MaxAckPending)), MemMaxStreamBytes: jsLimit(j.MemoryMaxStreamBytes),
+				StoreMaxStreamBytes: jsLimit(j.StoreMaxStreamBytes), MaxBytesRequired: j.MaxBytesRequired}
+		}
+		m.Accounts = append(m.Accounts, ma)
 		perms := func(p *server.Permissions) *server.Permissions {
 			if p == nil {
 				return a.DefaultPermissions
@@ -178,8 +203,17 @@ func natsMeaning(o *natsserver.Options) meaning {
 	for _, a := range o.Accounts {
 		// The limits are unexported fields of nats-server's Account.
 		l := reflect.ValueOf(a).Elem()
-		m.Accounts = append(m.Accounts, meaningAccount{Name: a.Name, MaxConn: int(l.FieldByName("mconns").Int()),
-			MaxSubs: int(l.FieldByName("msubs").Int()), MaxPayload: int(l.FieldByName("mpay").Int())})
+		ma := meaningAccount{Name: a.Name, MaxConn: int(l.FieldByName("mconns").Int()),
+			MaxSubs: int(l.FieldByName("msubs").Int()), MaxPayload: int(l.FieldByName("mpay").Int())}
+		// jsLimits: by tier, "" for the limits of every tier.
+		if j := l.FieldByName("jsLimits").MapIndex(reflect.ValueOf("")); j.IsValid() {
+			f := func(name string) int64 { return jsLimit(j.FieldByName(name).Int()) }
+			ma.JetStream = &meaningJS{MaxMemory: f("MaxMemory"), MaxStore: f("MaxStore"), MaxStreams: f("MaxStreams"),
+				MaxConsumers: f("MaxConsumers"), MaxAckPending: f("MaxAckPending"),
+				MemMaxStreamBytes: f("MemoryMaxStreamBytes"), StoreMaxStreamBytes: f("StoreMaxStreamBytes"),
+				MaxBytesRequired: j.FieldByName("MaxBytesRequired").Bool()}
+		}
+		m.Accounts = append(m.Accounts, ma)
 	}
 	sortMeaning(&m)
 	return m
@@ -292,6 +326,21 @@ authorization {
   users: [ {user: global, password: g} ]
 }
 no_auth_user: bob
+`,
+		"accounts with jetstream": `
+accounts {
+  A: { jetstream: { max_mem: 1G, max_file: 10G, max_streams: 10, max_consumers: 100, max_ack_pending: 50,
+                    max_bytes_required: true, mem_max_stream_bytes: 1MB, disk_max_stream_bytes: 2MB } }
+  B: { jetstream: enabled }
+  C: { jetstream: disabled }
+  D: { jetstream: { memory: 512MB, store: 1G, streams: 2, consumers: 3, max_bytes: false,
+                    memory_max_stream_bytes: 10KB, store_max_stream_bytes: 20KB } }
+  E: { jetstream: true }
+  F: { jetstream: { max_memory: -1, disk: 5GB, max_stream_bytes: true, max_streams: 0 } }
+  G: { jetstream: false }
+  H: { jetstream: {} }
+  I: {}
+}
 `,
 		"accounts as a list": `
 accounts: [A, B, "C.x"]

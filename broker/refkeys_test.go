@@ -17,7 +17,7 @@ import (
 // referenceBlocks maps the functions of nats-server's opts.go that read a
 // block's keys to the key path TestEveryReferenceKey's rows use for that
 // block ("" is the top level). Blocks Skiff refuses whole (gateway,
-// leafnodes, an account's exports, imports and jetstream, mqtt, websocket
+// leafnodes, an account's exports and imports, mqtt, websocket
 // authorization, auth callout, ...) are absent: no key inside them can be
 // read.
 var referenceBlocks = map[string]string{
@@ -32,6 +32,9 @@ var referenceBlocks = map[string]string{
 	"parseWebsocket":         "websocket.",
 	"parseAccounts":          "accounts.A.",
 	"parseAccountLimits":     "accounts.A.limits.",
+	// parseJetStreamForAccount's first key switch is on a limit's name
+	// (its switch on "enabled"/"disabled" is on a value).
+	"parseJetStreamForAccount": "accounts.A.jetstream.",
 }
 
 // inBase are keys a block's rows all carry in their base configuration

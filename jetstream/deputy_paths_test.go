@@ -197,16 +197,3 @@ func TestNewRefusesClusteredServer(t *testing.T) {
 	_, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
 	require.ErrorIs(t, err, jetstream.ErrClustered)
 }
-
-// Streams are not kept per account yet: every stream would be $G's, and a
-// stream of one account must never be visible to another, so JetStream
-// refuses a server with configured accounts.
-func TestNewRefusesAccounts(t *testing.T) {
-	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
-	opts.Accounts = []server.AccountConfig{{Name: "A", Users: []server.User{{Name: "a", Password: "a"}}}}
-	s, err := server.New(opts)
-	require.NoError(t, err)
-	_, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
-	require.ErrorIs(t, err, jetstream.ErrAccounts)
-}

@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -114,3 +115,9 @@ func apiCode(err error) njs.ErrorCode {
 }
 
 var errCodeText = regexp.MustCompile(`err_code=(\d+)`)
+
+// globalStreams is where a store directory keeps the global account's
+// streams.
+func globalStreams(dir string) string {
+	return filepath.Join(dir, "accounts", server.GlobalAccountName, "streams")
+}

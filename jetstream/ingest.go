@@ -51,6 +51,10 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, errInsufficientResources())
 		return
 	}
+	if st.ja.wouldExceed(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data)) {
+		st.nack(m, reply, errAccountResources())
+		return
+	}
 	msgID, hasID := hdr.get("Nats-Msg-Id")
 
 	st.ingestMu.Lock()
@@ -83,7 +87,7 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, st.appendError(err))
 		return
 	}
-	st.js.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
+	st.ja.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
 	st.ingestMu.lastMsgID = "" // the ID of the last message, if it had one
 	if hasID {
 		st.ingestMu.dedup.add(strings.Clone(msgID), seq, now)
