@@ -209,7 +209,11 @@ func (js *JetStream) findOrphans() {
 	}
 	var orphans []string
 	for _, e := range entries {
-		if e.IsDir() && js.account(e.Name()) == nil {
+		if !e.IsDir() || js.account(e.Name()) != nil {
+			continue
+		}
+		// One without streams holds nothing to lose.
+		if streams, _ := os.ReadDir(filepath.Join(js.opts.StoreDir, accountsDir, e.Name(), streamsDir)); len(streams) > 0 {
 			orphans = append(orphans, e.Name())
 		}
 	}

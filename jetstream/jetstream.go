@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -342,9 +343,47 @@ type consumerMeta struct {
 	Config  ConsumerConfig `json:"config"`
 	Created time.Time      `json:"created"`
 	// Owner is the user who created the consumer or last set its deliver
-	// subject ("" for no user): deliveries act for it, within its publish
-	// permissions as configured when the server starts.
-	Owner string `json:"owner,omitempty"`
+	// subject: deliveries act for it, within its publish permissions as
+	// configured when the server starts.
+	Owner consumerOwner `json:"owner"`
+}
+
+// consumerOwner is a consumer's owner: a user ("" for no user) of an
+// account. Versions before accounts wrote the user alone, a string: a user
+// of the global account.
+type consumerOwner struct {
+	User    string `json:"user,omitempty"`
+	Account string `json:"account"`
+}
+
+// UnmarshalJSON reads an owner, or the user name versions before accounts
+// wrote.
+func (o *consumerOwner) UnmarshalJSON(b []byte) error {
+	var user string
+	if err := json.Unmarshal(b, &user); err == nil {
+		*o = consumerOwner{User: user, Account: server.GlobalAccountName}
+		return nil
+	}
+	type plain consumerOwner
+	return json.Unmarshal(b, (*plain)(o))
+}
+
+// ownerOf records pr, the owner of a consumer of the account ja.
+func (ja *jsAccount) ownerOf(pr server.Principal) consumerOwner {
+	return consumerOwner{User: pr.User(), Account: ja.name}
+}
+
+// principalOf returns the principal a recorded owner stands for now, in
+// the account ja: its user's, or nobody (whose deliveries fail closed) if
+// the owner was recorded in another account (a stream directory moved
+// between accounts by hand).
+func (ja *jsAccount) principalOf(o consumerOwner) server.Principal {
+	// A meta.json of a version before accounts without an owner: no user
+	// of the global account.
+	if cmp.Or(o.Account, server.GlobalAccountName) != ja.name {
+		return server.Principal{}
+	}
+	return ja.acc.PrincipalOf(o.User)
 }
 
 func readMeta[T any](path string) (T, error) {

@@ -64,10 +64,13 @@ func prepareLayout(storeDir string, log *slog.Logger) error {
 			"move the streams of %s into %s (or remove it if empty) and start again (docs/streams.md)",
 			ErrInvalidOptions, old, target, old, target)
 	}
-	if err := os.MkdirAll(global, 0o755); err != nil {
+	if err := os.MkdirAll(accounts, 0o755); err != nil {
 		return fmt.Errorf("%w: store_dir %s: %v", ErrInvalidOptions, storeDir, err)
 	}
 	if oldExists {
+		if err := os.MkdirAll(global, 0o755); err != nil {
+			return fmt.Errorf("migrating %s: %w", old, err)
+		}
 		step("mkdir")
 		if err := errors.Join(syncDir(accounts), syncDir(storeDir)); err != nil {
 			return fmt.Errorf("migrating %s: %w", old, err)

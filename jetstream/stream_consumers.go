@@ -160,7 +160,7 @@ func (st *stream) openConsumer(name string, cfg ConsumerConfig, owner server.Pri
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
-			if err := writeMeta(filepath.Join(dir, metaFile), consumerMeta{Config: cfg, Created: created, Owner: owner.User()}); err != nil {
+			if err := writeMeta(filepath.Join(dir, metaFile), consumerMeta{Config: cfg, Created: created, Owner: st.ja.ownerOf(owner)}); err != nil {
 				return nil, err
 			}
 		}
@@ -223,7 +223,7 @@ func (st *stream) loadConsumers() error {
 			st.failConsumer(e.Name(), err)
 			continue
 		}
-		owner := st.ja.acc.PrincipalOf(meta.Owner)
+		owner := st.ja.principalOf(meta.Owner)
 		c, err := st.openConsumer(e.Name(), meta.Config, owner, meta.Created, false)
 		if err != nil {
 			st.failConsumer(e.Name(), err)
@@ -231,7 +231,8 @@ func (st *stream) loadConsumers() error {
 		}
 		if d := meta.Config.DeliverSubject; d != "" && !c.push.permitted {
 			st.js.log.Error("consumer does not deliver: its owner may not publish on its deliver subject",
-				"stream", st.name, "consumer", e.Name(), "owner", meta.Owner, "deliver_subject", d)
+				"account", st.ja.name, "stream", st.name, "consumer", e.Name(), "owner", meta.Owner.User,
+				"owner_account", meta.Owner.Account, "deliver_subject", d)
 		}
 		st.mu.consumers[e.Name()] = c
 		st.js.consumers.Add(1)
@@ -320,7 +321,7 @@ func (c *consumer) principal() server.Principal {
 // set by owner.
 func (c *consumer) update(cfg ConsumerConfig, owner server.Principal) error {
 	if c.dir != "" {
-		if err := writeMeta(filepath.Join(c.dir, metaFile), consumerMeta{Config: cfg, Created: c.created, Owner: owner.User()}); err != nil {
+		if err := writeMeta(filepath.Join(c.dir, metaFile), consumerMeta{Config: cfg, Created: c.created, Owner: c.st.ja.ownerOf(owner)}); err != nil {
 			return err
 		}
 	}
