@@ -172,6 +172,9 @@ func (js *JetStream) enableAccounts() error {
 		}
 		folded[f] = a.Name()
 	}
+	if err := js.sufficientResources(enabled); err != nil {
+		return err
+	}
 	for _, a := range js.srv.Accounts() {
 		lim, ok := enabled[a]
 		if !ok {
@@ -194,6 +197,26 @@ func (js *JetStream) enableAccounts() error {
 		}
 	}
 	js.findOrphans()
+	return nil
+}
+
+// sufficientResources refuses accounts whose quotas add up past the
+// server's, as nats-server refuses to start JetStream then: the server
+// could not give every account what its configuration promises.
+func (js *JetStream) sufficientResources(enabled map[*server.Account]limits) error {
+	var mem, store int64
+	for _, l := range enabled {
+		mem += max(l.maxMemory, 0)
+		store += max(l.maxStore, 0)
+	}
+	if o := js.opts; o.MaxMemory >= 0 && mem > o.MaxMemory {
+		return fmt.Errorf("%w: the accounts' JetStream max_memory add up to %d, past the server's max_memory_store %d: insufficient memory resources available",
+			ErrInvalidOptions, mem, o.MaxMemory)
+	}
+	if o := js.opts; o.MaxStore >= 0 && store > o.MaxStore {
+		return fmt.Errorf("%w: the accounts' JetStream max_store add up to %d, past the server's max_file_store %d: insufficient storage resources available",
+			ErrInvalidOptions, store, o.MaxStore)
+	}
 	return nil
 }
 
@@ -247,13 +270,16 @@ func (js *JetStream) sortedAccounts() []*jsAccount {
 // handleNotEnabled answers the API in an account without JetStream, as
 // nats-server's: 10039 in the response type of the API asked, and no
 // responders where nats-server has no subscription (pull requests, direct
-// gets, APIs it does not have).
+// gets, APIs it does not have), and no answer where it gives none.
 func (js *JetStream) handleNotEnabled(m *server.Msg) {
 	if m.Reply == "" || js.refuseInternal(m) {
 		return
 	}
 	reply := strings.Clone(m.Reply)
 	route, _ := routeAPI(strings.TrimPrefix(m.Subject, apiPrefix))
+	if route != nil && route.kind == unanswered {
+		return
+	}
 	if route == nil || route.kind == "" {
 		m.AfterRead(func(p *server.Publisher) { status(p, reply, 503, "") })
 		return

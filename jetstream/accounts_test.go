@@ -438,3 +438,67 @@ func scrape(t *testing.T, b *broker) string {
 	t.Helper()
 	return httpGet(t, fmt.Sprintf("http://%s/metrics", b.srv.MonitorAddr()))
 }
+
+// TestAccountQuotasPastTheServers: accounts whose quotas add up past the
+// server's are refused, as nats-server refuses to start JetStream.
+func TestAccountQuotasPastTheServers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		a, b  server.JetStreamLimits
+		error string
+	}{
+		{"memory", server.JetStreamLimits{MaxMemory: 8000}, server.JetStreamLimits{MaxMemory: 8000}, "insufficient memory resources"},
+		{"storage", server.JetStreamLimits{MaxStore: 80_000}, server.JetStreamLimits{MaxStore: 30_000}, "insufficient storage resources"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := server.DefaultOptions()
+			opts.Host, opts.Port = "127.0.0.1", server.RandomPort
+			opts.Accounts = []server.AccountConfig{tenant("A", &tc.a), tenant("B", &tc.b)}
+			s, err := server.New(opts)
+			require.NoError(t, err)
+			_, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir(), MaxMemory: 10_000, MaxStore: 100_000})
+			require.ErrorIs(t, err, jetstream.ErrInvalidOptions)
+			require.ErrorContains(t, err, tc.error)
+		})
+	}
+}
+
+// TestDeputyAcrossAccounts: a user of account B, allowed everything in B,
+// can never reach account A's streams: not through B's API, nor through
+// what the server publishes for B (a push consumer's deliveries, a pull
+// request's replies), which is published in B.
+func TestDeputyAcrossAccounts(t *testing.T) {
+	b := startAccountsBroker(t, jetstream.Options{}, tenant("A", &server.JetStreamLimits{}), tenant("B", &server.JetStreamLimits{}))
+	c := ctx(t)
+	_, jsA := connectUser(t, b, "a")
+	_, err := jsA.CreateStream(c, njs.StreamConfig{Name: "VICTIM", Subjects: []string{"victim.>"}})
+	require.NoError(t, err)
+	_, err = jsA.Publish(c, "victim.data", []byte("precious"))
+	require.NoError(t, err)
+
+	ncB, jsB := connectUser(t, b, "b")
+	require.ErrorIs(t, jsB.DeleteStream(c, "VICTIM"), njs.ErrStreamNotFound, "B's API is B's")
+	_, err = jsB.CreateStream(c, njs.StreamConfig{Name: "OWN", Subjects: []string{"own.>"}})
+	require.NoError(t, err)
+	_, err = jsB.Publish(c, "own.x", []byte("injected"))
+	require.NoError(t, err)
+	// A push consumer of B delivering to A's API and stream subjects, and
+	// pull requests of B whose replies are A's subjects: all in B.
+	for i, deliver := range []string{"$JS.API.STREAM.DELETE.VICTIM", "victim.injected"} {
+		_, err = jsB.CreateOrUpdateConsumer(c, "OWN", njs.ConsumerConfig{Durable: fmt.Sprint("push", i), DeliverSubject: deliver})
+		require.NoError(t, err)
+		sub, err := ncB.SubscribeSync(deliver) // so that it delivers
+		require.NoError(t, err)
+		_, err = sub.NextMsg(5 * time.Second)
+		require.NoError(t, err, "delivered in B")
+	}
+	_, err = jsB.CreateOrUpdateConsumer(c, "OWN", njs.ConsumerConfig{Durable: "pull", AckPolicy: njs.AckExplicitPolicy})
+	require.NoError(t, err)
+	require.NoError(t, ncB.PublishRequest("$JS.API.CONSUMER.MSG.NEXT.OWN.pull", "victim.injected", []byte(`{"batch":1,"expires":1000000000}`)))
+	require.NoError(t, ncB.Flush())
+	time.Sleep(200 * time.Millisecond)
+
+	s, err := jsA.Stream(c, "VICTIM")
+	require.NoError(t, err, "A's stream is still there")
+	require.Equal(t, uint64(1), s.CachedInfo().State.Msgs, "nothing of B's reached it")
+}

@@ -35,7 +35,8 @@ type apiRoute struct {
 	worker apiWorker
 	// kind names the route's response type (kind + "_response"), for
 	// the answer of an account without JetStream; "" where nats-server
-	// has no subscription there (the requester sees no responders).
+	// has no subscription there (the requester sees no responders), and
+	// unanswered where nats-server leaves the request without an answer.
 	kind string
 	// answer builds the answer of a queued request (onAPIWorker,
 	// onStreamWorker): a JSON response, noAnswer, or, for DIRECT.GET,
@@ -82,7 +83,7 @@ var apiRoutes = []apiRoute{
 	queued("CONSUMER.INFO.*.*", "consumer_info", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.consumerInfo(a[0], a[1]) }),
 	queued("CONSUMER.DELETE.*.*", "consumer_delete", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.consumerDelete(a[0], a[1]) }),
 	queued("CONSUMER.PAUSE.*.*", "consumer_pause", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerPause(a[0], a[1], r.data) }),
-	queued("CONSUMER.RESET.*.*", "consumer_reset", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerReset(a[0], a[1], r.data) }),
+	queued("CONSUMER.RESET.*.*", unanswered, onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerReset(a[0], a[1], r.data) }),
 	queued("CONSUMER.NAMES.*", "consumer_names", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerNames(a[0], r.data) }),
 	queued("CONSUMER.LIST.*", "consumer_list", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerList(a[0], r.data) }),
 }
@@ -94,6 +95,11 @@ func directGetRoute(ja *jsAccount, r apiRequest, a apiArgs) any {
 func consumerCreateRoute(ja *jsAccount, r apiRequest, a apiArgs) any {
 	return ja.consumerCreate(a[0], a[1], a[2], false, false, r.data, r.principal)
 }
+
+// unanswered is the kind of a route an account without JetStream leaves
+// unanswered, as nats-server's, whose subscription for it is each
+// consumer's own: the requester times out.
+const unanswered = "-"
 
 func queued(pattern, kind string, w apiWorker, answer func(*jsAccount, apiRequest, apiArgs) any) apiRoute {
 	return apiRoute{toks: strings.Split(pattern, "."), kind: kind, worker: w, answer: answer}

@@ -19,11 +19,13 @@ import (
 //     limits exceeded for account (10002).
 //
 // What streams hold is counted cheaply: every append adds its size at
-// once, to the account's count and the server's, and quotaInterval
-// recounts from the streams (which takes in what limits, purges, deletes
-// and expiries removed). So the count is never below what is stored, by
-// more than what arrives between two recounts and the bound holds; space
-// freed is seen at the next recount.
+// once to the server's count, and, in an account with a quota of that
+// storage, what it changed the stream's bytes by (less what its limits
+// removed) to the account's; quotaInterval recounts from the streams
+// (which takes in what purges, deletes and expiries removed). So the
+// count is never below what is stored, by more than what arrives between
+// two recounts and the bound holds; space freed is seen at the next
+// recount.
 
 // quotaInterval is how often usage is recounted.
 const quotaInterval = time.Second
@@ -64,12 +66,19 @@ func (ja *jsAccount) wouldExceed(t StorageType, size int) bool {
 	return limit >= 0 && q.used.Load()+int64(size) > limit
 }
 
-// stored counts a message just appended to a stream of type t of the
-// account.
-func (ja *jsAccount) stored(t StorageType, size int) {
-	q, _ := ja.quotaFor(t)
-	q.used.Add(int64(size))
-	q, _ = ja.js.quotaFor(t)
+// quota returns the account's counter of streams of type t, or nil if
+// the account has no quota for them.
+func (ja *jsAccount) quota(t StorageType) *quota {
+	if q, limit := ja.quotaFor(t); limit >= 0 {
+		return q
+	}
+	return nil
+}
+
+// stored counts a message of size bytes just appended to a stream of
+// type t, against the server's quota.
+func (js *JetStream) stored(t StorageType, size int) {
+	q, _ := js.quotaFor(t)
 	q.used.Add(int64(size))
 }
 
