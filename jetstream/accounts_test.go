@@ -175,11 +175,14 @@ func TestAccountsIsolation(t *testing.T) {
 
 // TestAccountQuotaOtherTenantPublishes: a tenant at its storage quota has
 // its publishes refused (10002) while another tenant's, at the same time
-// and on the same subjects, all succeed.
+// and on the same subjects, all succeed, though B's own quota has room
+// for its messages only, not for A's too: each account counts its own.
 func TestAccountQuotaOtherTenantPublishes(t *testing.T) {
-	const quota = 20_000
+	const quota, msgs = 20_000, 100
+	payload := make([]byte, 1000)
+	quotaB := int64(msgs * len(payload) * 11 / 10) // B's messages and their framing, not A's
 	b := startAccountsBroker(t, jetstream.Options{},
-		tenant("A", &server.JetStreamLimits{MaxStore: quota}), tenant("B", &server.JetStreamLimits{}))
+		tenant("A", &server.JetStreamLimits{MaxStore: quota}), tenant("B", &server.JetStreamLimits{MaxStore: quotaB}))
 	c := ctx(t)
 	_, jsA := connectUser(t, b, "a")
 	_, jsB := connectUser(t, b, "b")
@@ -187,14 +190,13 @@ func TestAccountQuotaOtherTenantPublishes(t *testing.T) {
 		_, err := js.CreateStream(c, njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
 		require.NoError(t, err)
 	}
-	payload := make([]byte, 1000)
 	var wg sync.WaitGroup
 	var refusedA int
 	var errA error
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		for range 100 {
+		for range msgs {
 			_, err := jsA.Publish(c, "s", payload)
 			if apiCode(err) == 10002 {
 				refusedA++
@@ -209,7 +211,7 @@ func TestAccountQuotaOtherTenantPublishes(t *testing.T) {
 	var errB error
 	go func() {
 		defer wg.Done()
-		for i := range 100 {
+		for i := range msgs {
 			if _, err := jsB.Publish(c, "s", payload); err != nil {
 				errB = fmt.Errorf("B's publish %d: %w", i, err)
 				return
@@ -220,7 +222,7 @@ func TestAccountQuotaOtherTenantPublishes(t *testing.T) {
 	require.NoError(t, errA)
 	require.NoError(t, errB, "B is not bound by A's quota")
 	require.Greater(t, refusedA, 70, "A's publishes past its quota are refused")
-	for js, want := range map[njs.JetStream]uint64{jsA: uint64(100 - refusedA), jsB: 100} {
+	for js, want := range map[njs.JetStream]uint64{jsA: uint64(msgs - refusedA), jsB: msgs} {
 		s, err := js.Stream(c, "S")
 		require.NoError(t, err)
 		require.Equal(t, want, s.CachedInfo().State.Msgs)
