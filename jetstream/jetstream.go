@@ -368,9 +368,16 @@ func (o *consumerOwner) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*plain)(o))
 }
 
-// ownerOf records pr, the owner of a consumer of the account ja.
+// ownerOf records pr, the owner of a consumer of the account ja: a user
+// of the account pr acts in, which is ja's unless the request came from
+// another account (through an import), where it acts for nobody once
+// recovered (principalOf).
 func (ja *jsAccount) ownerOf(pr server.Principal) consumerOwner {
-	return consumerOwner{User: pr.User(), Account: ja.name}
+	acc := ja.name
+	if a := pr.Account(); a != nil {
+		acc = a.Name()
+	}
+	return consumerOwner{User: pr.User(), Account: acc}
 }
 
 // principalOf returns the principal a recorded owner stands for now, in

@@ -244,6 +244,12 @@ func TestOrphanedAccountDirs(t *testing.T) {
 	require.DirExists(t, filepath.Join(dir, "accounts", "B", "streams", "S"))
 	b.stop()
 
+	// A server without accounts serves $G only: both are orphans.
+	b = startBrokerMonitored(t, jetstream.Options{StoreDir: dir}, server.RandomPort)
+	require.Equal(t, []any{"A", "B"}, getJSON(t, b, "/jsz")["skiff_orphaned_accounts"])
+	require.Contains(t, scrape(t, b), "skiff_jetstream_orphaned_accounts 2")
+	b.stop()
+
 	b = startAccountsBroker(t, jetstream.Options{StoreDir: dir}, tenant("A", js), tenant("B", js))
 	_, jsc := connectUser(t, b, "b")
 	s, err := jsc.Stream(ctx(t), "S")

@@ -101,7 +101,7 @@ func (d *metricDescs) all() []*prometheus.Desc {
 	}
 	if d.accStreams != nil {
 		out = append(out, d.accStreams, d.accConsumers, d.accMemory, d.accStorage, d.accAPIRequests, d.accAPIErrors,
-			d.accLimitMemory, d.accLimitStorage, d.accLimitStreams, d.accLimitConsumers, descOrphaned)
+			d.accLimitMemory, d.accLimitStorage, d.accLimitStreams, d.accLimitConsumers)
 	}
 	return out
 }
@@ -110,7 +110,7 @@ func (d *metricDescs) all() []*prometheus.Desc {
 func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descStreams, descStreamsFail, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
-		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens,
+		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens, descOrphaned,
 	} {
 		ch <- d
 	}
@@ -152,9 +152,9 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descOpenFiles, float64(hs.Open))
 	gauge(descMaxOpenFiles, float64(hs.Max))
 	counter(descFileReopens, float64(hs.Reopens))
-	if js.multi {
-		gauge(descOrphaned, float64(len(js.orphans)))
-	}
+	// A server without accounts has them too: accounts removed from its
+	// configuration leave theirs.
+	gauge(descOrphaned, float64(len(js.orphans)))
 
 	for _, ja := range accounts {
 		// The account label comes first, with accounts; none without.
