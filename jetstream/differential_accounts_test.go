@@ -24,8 +24,10 @@ import (
 // the same requests made by users of each account, the same answers.
 
 // accountsConf is the accounts of the differential scripts; each user's
-// password is its name.
+// password is its name. g is a user of the global account, which has no
+// JetStream once accounts are configured.
 const accountsConf = `
+authorization { users: [ {user: g, password: g} ] }
 accounts {
   A: { users: [ {user: a, password: a} ], jetstream: { max_streams: 2, max_consumers: 2, max_mem: 20000, max_file: 30000 } }
   B: { users: [ {user: b, password: b} ], jetstream: enabled }
@@ -203,7 +205,7 @@ func TestDifferentialAccounts(t *testing.T) {
 
 // TestDifferentialAccountWithoutJetStream: every API of an account without
 // JetStream answers 10039, or has no responders where nats-server has no
-// subscription.
+// subscription; the global account, beside configured accounts, has none.
 func TestDifferentialAccountWithoutJetStream(t *testing.T) {
 	runAccountScript(t, accountsConf, as("c",
 		step{name: "info", do: api("INFO", "")},
@@ -227,6 +229,10 @@ func TestDifferentialAccountWithoutJetStream(t *testing.T) {
 		step{name: "direct get", do: api("DIRECT.GET.S", `{"seq":1}`)},
 		step{name: "pull", do: api("CONSUMER.MSG.NEXT.S.C", `{"batch":1}`)},
 		step{name: "publish to no stream", do: pub("s", "x")},
+	))
+	runAccountScript(t, accountsConf, as("g",
+		step{name: "info in the global account", do: api("INFO", "")},
+		step{name: "stream create in the global account", do: api("STREAM.CREATE.S", `{"name":"S","subjects":["s"]}`)},
 	))
 }
 
