@@ -78,7 +78,7 @@ func TestConfigErrors(t *testing.T) {
 		{"account jetstream cluster_traffic", "accounts {\n  A: {\n    jetstream: { cluster_traffic: owner }\n  }\n}", "accounts.A.jetstream.cluster_traffic", 3, ErrUnsupported},
 		{"account jetstream zero memory", "accounts {\n  A: {\n    jetstream {\n      max_mem: 0\n    }\n  }\n}", "accounts.A.jetstream.max_mem", 4, ErrUnsupported},
 		{"account jetstream maybe", "accounts { A: { jetstream: maybe } }", "accounts.A.jetstream", 1, ErrInvalidValue},
-		{"account jetstream list", "accounts { A: { jetstream: [1] } }", "accounts.A.jetstream", 1, ErrInvalidValue},
+		{"account jetstream list", "accounts {\n  A: {\n    jetstream: [ 1 ]\n  }\n}", "accounts.A.jetstream", 3, ErrInvalidValue},
 		{"account jetstream unknown", "accounts { A: { jetstream: { max_bananas: 1 } } }", "accounts.A.jetstream.max_bananas", 1, ErrUnknownKey},
 		{"zero account connections", "accounts {\n  A: {\n    limits: {\n      max_connections: 0\n    }\n  }\n}",
 			"accounts.A.limits.max_connections", 4, ErrUnsupported},
