@@ -350,10 +350,22 @@ type consumerMeta struct {
 
 // consumerOwner is a consumer's owner: a user ("" for no user) of an
 // account. Versions before accounts wrote the user alone, a string: a user
-// of the global account.
+// of the global account. An owner in the global account is still written
+// so, so that such a version, run again on the store moved back
+// (docs/streams.md), reads the consumers of the only account it serves.
 type consumerOwner struct {
 	User    string `json:"user,omitempty"`
 	Account string `json:"account"`
+}
+
+// MarshalJSON writes an owner of the global account as its user name, as
+// versions before accounts did, and any other as an object.
+func (o consumerOwner) MarshalJSON() ([]byte, error) {
+	if o.Account == server.GlobalAccountName {
+		return json.Marshal(o.User)
+	}
+	type plain consumerOwner
+	return json.Marshal(plain(o))
 }
 
 // UnmarshalJSON reads an owner, or the user name versions before accounts

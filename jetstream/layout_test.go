@@ -101,17 +101,19 @@ func TestPreMigrationLayoutReadAfterUpgrade(t *testing.T) {
 	require.Equal(t, 1, logs.count("migrated streams to accounts/$G"))
 	verifyPreMigrationData(t, b)
 
-	// A consumer written now records its owner's account.
+	// A consumer written now in the global account records its owner as
+	// the version before accounts did, which may run on it again once
+	// moved back (TestDowngradeByHand).
 	_, js := connectAs(t, b, "alice", "a")
 	_, err = js.CreateOrUpdateConsumer(ctx(t), "ORDERS", njs.ConsumerConfig{Durable: "NEW"})
 	require.NoError(t, err)
 	raw, err := os.ReadFile(filepath.Join(globalStreams(dir), "ORDERS", "consumers", "NEW", "meta.json"))
 	require.NoError(t, err)
 	var meta struct {
-		Owner map[string]string `json:"owner"`
+		Owner string `json:"owner"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &meta))
-	require.Equal(t, map[string]string{"user": "alice", "account": "$G"}, meta.Owner)
+	require.Equal(t, "alice", meta.Owner)
 
 	b.stop()
 	b = startAliceBroker(t, dir, jetstream.Options{Logger: logs.logger()})
@@ -141,6 +143,23 @@ func TestMigrationRefusesBothLayouts(t *testing.T) {
 	js, err := jetstream.New(s, jetstream.Options{StoreDir: dir})
 	require.NoError(t, err)
 	require.NoError(t, js.Close())
+}
+
+// TestDowngradeByHand: the way back docs/streams.md gives (accounts/$G/streams
+// moved back to streams/, LAYOUT and accounts/ left in place) leaves a
+// directory the next start migrates again, whole.
+func TestDowngradeByHand(t *testing.T) {
+	dir := copyPreMigration(t)
+	var logs logBuffer
+	b := startAliceBroker(t, dir, jetstream.Options{Logger: logs.logger()})
+	b.stop()
+	require.NoError(t, os.Rename(globalStreams(dir), filepath.Join(dir, "streams")))
+	require.FileExists(t, filepath.Join(dir, "LAYOUT"))
+
+	b = startAliceBroker(t, dir, jetstream.Options{Logger: logs.logger()})
+	require.Equal(t, 2, logs.count("migrated streams to accounts/$G"))
+	require.NoDirExists(t, filepath.Join(dir, "streams"))
+	verifyPreMigrationData(t, b)
 }
 
 // TestUnknownLayoutRefused: a layout this version does not know (a newer
