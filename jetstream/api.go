@@ -102,7 +102,7 @@ func (ja *jsAccount) handleNext(rest string, m *server.Msg) {
 // stream) are answered in order.
 func streamWorker(account, stream string) uint32 {
 	h := nameHash(2166136261, account)
-	h = (h ^ 0) * 16777619 // the separator, a byte no name has
+	h *= 16777619 // the separator, byte 0, which no name has (its xor leaves h)
 	return nameHash(h, stream) % streamWorkers
 }
 
@@ -370,15 +370,6 @@ func (ja *jsAccount) usage() usage {
 		}
 		u.msgs += s.Msgs
 		u.consumers += st.numConsumers()
-	}
-	return u
-}
-
-// usage sums what every account's streams hold.
-func (js *JetStream) usage() usage {
-	var u usage
-	for _, ja := range js.sortedAccounts() {
-		u.add(ja.usage())
 	}
 	return u
 }
