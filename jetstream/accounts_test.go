@@ -32,20 +32,7 @@ func tenant(name string, js *server.JetStreamLimits) server.AccountConfig {
 // jsOpts (StoreDir: a fresh directory when empty) and monitoring.
 func startAccountsBroker(t testing.TB, jsOpts jetstream.Options, accounts ...server.AccountConfig) *broker {
 	t.Helper()
-	if jsOpts.StoreDir == "" {
-		jsOpts.StoreDir = t.TempDir()
-	}
-	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, server.RandomPort
-	opts.Accounts = accounts
-	s, err := server.New(opts)
-	require.NoError(t, err)
-	js, err := jetstream.New(s, jsOpts)
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	b := &broker{srv: s, js: js, dir: jsOpts.StoreDir}
-	t.Cleanup(b.stop)
-	return b
+	return startBrokerConfigured(t, jsOpts, func(o *server.Options) { o.HTTPPort, o.Accounts = server.RandomPort, accounts })
 }
 
 // connectUser connects as one of tenant's users.

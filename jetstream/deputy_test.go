@@ -48,25 +48,18 @@ func startAuthBroker(t *testing.T, acc, dir string, perms *server.Permissions) *
 	if perms == nil {
 		perms = malloryPerms
 	}
-	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, server.RandomPort
 	users := []server.User{
 		{Name: adminUser, Password: adminPass},
 		{Name: malloryUser, Password: malloryPass, Permissions: perms},
 	}
-	if acc == server.GlobalAccountName {
-		opts.Users = users
-	} else {
-		opts.Accounts = []server.AccountConfig{{Name: acc, Users: users, JetStream: &server.JetStreamLimits{}}}
-	}
-	s, err := server.New(opts)
-	require.NoError(t, err)
-	js, err := jetstream.New(s, jetstream.Options{StoreDir: dir})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	b := &broker{srv: s, js: js, dir: dir}
-	t.Cleanup(b.stop)
-	return b
+	return startBrokerConfigured(t, jetstream.Options{StoreDir: dir}, func(o *server.Options) {
+		o.HTTPPort = server.RandomPort
+		if acc == server.GlobalAccountName {
+			o.Users = users
+		} else {
+			o.Accounts = []server.AccountConfig{{Name: acc, Users: users, JetStream: &server.JetStreamLimits{}}}
+		}
+	})
 }
 
 func connectAs(t *testing.T, b *broker, user, pass string) (*nats.Conn, njs.JetStream) {

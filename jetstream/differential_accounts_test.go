@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -63,15 +62,7 @@ func startReferenceConf(t *testing.T, conf string) string {
 	o, err := natsserver.ProcessConfigFile(path)
 	require.NoError(t, err)
 	o.NoLog, o.NoSigs = true, true
-	ns, err := natsserver.NewServer(o)
-	require.NoError(t, err)
-	ns.Start()
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	require.True(t, ns.ReadyForConnections(5*time.Second), "nats-server did not start")
-	return ns.ClientURL()
+	return runReference(t, o)
 }
 
 // startSkiffConf starts Skiff, JetStream on, with the configuration text

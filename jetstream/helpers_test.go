@@ -49,18 +49,26 @@ func startMonitoredBroker(t testing.TB) *broker {
 // monitoring port httpPort (0: none).
 func startBrokerMonitored(t testing.TB, jsOpts jetstream.Options, httpPort int) *broker {
 	t.Helper()
+	return startBrokerConfigured(t, jsOpts, func(o *server.Options) { o.HTTPPort = httpPort })
+}
+
+// startBrokerConfigured starts a broker on 127.0.0.1 with JetStream
+// options (StoreDir: a fresh directory when empty) and the server's
+// options changed by with; no monitoring port unless with sets one.
+func startBrokerConfigured(t testing.TB, jsOpts jetstream.Options, with func(*server.Options)) *broker {
+	t.Helper()
 	if jsOpts.StoreDir == "" {
 		jsOpts.StoreDir = t.TempDir()
 	}
-	dir := jsOpts.StoreDir
 	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, httpPort
+	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
+	with(&opts)
 	s, err := server.New(opts)
 	require.NoError(t, err)
 	js, err := jetstream.New(s, jsOpts)
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
-	b := &broker{srv: s, js: js, dir: dir}
+	b := &broker{srv: s, js: js, dir: jsOpts.StoreDir}
 	t.Cleanup(b.stop)
 	return b
 }

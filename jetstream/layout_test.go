@@ -34,17 +34,7 @@ func copyPreMigration(t *testing.T) string {
 func startAliceBroker(t *testing.T, dir string, jsOpts jetstream.Options) *broker {
 	t.Helper()
 	jsOpts.StoreDir = dir
-	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
-	opts.Users = []server.User{{Name: "alice", Password: "a"}}
-	s, err := server.New(opts)
-	require.NoError(t, err)
-	js, err := jetstream.New(s, jsOpts)
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	b := &broker{srv: s, js: js, dir: dir}
-	t.Cleanup(b.stop)
-	return b
+	return startBrokerConfigured(t, jsOpts, func(o *server.Options) { o.Users = []server.User{{Name: "alice", Password: "a"}} })
 }
 
 // verifyPreMigrationData checks that everything the pre-migration store
