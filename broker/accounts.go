@@ -10,7 +10,7 @@ import (
 // Reasons given for keys of an account Skiff does not implement yet, by
 // the phase of issue 14 that brings them (docs/accounts.md).
 const (
-	whyExports        = "exports and imports between accounts are not implemented yet; Skiff refuses to start rather than leave an account without the subjects it shares"
+	whyLatency        = "service latency tracking is not implemented"
 	whyAccountNkey    = "account nkey identities serve leaf nodes and operator mode, which are not implemented"
 	whyAccountMapping = "subject mappings are not implemented"
 	whyAccountTrace   = "message tracing is not implemented"
@@ -90,7 +90,8 @@ var accountKeys = func() keys[*server.AccountConfig] {
 		return
 	}, "default_permissions")
 	k.on(func(a *server.AccountConfig, v value) error { return accountLimitKeys.apply(&a.Limits, v) }, "limits")
-	k.refuse(whyExports, "exports", "imports")
+	k.on(func(a *server.AccountConfig, v value) (err error) { a.Exports, err = exports(v); return }, "exports")
+	k.on(func(a *server.AccountConfig, v value) (err error) { a.Imports, err = imports(v); return }, "imports")
 	k.on(applyAccountJetStream, "jetstream")
 	k.refuse(whyAccountNkey, "nkey")
 	k.refuse(whyAccountMapping, "mappings", "maps")

@@ -49,14 +49,41 @@ no_auth_user: b
 // or starting with it) Skiff refuses too, reading it or in server.New.
 func TestDifferentialAccountRefusals(t *testing.T) {
 	for name, text := range map[string]string{
-		"user in two accounts":       "accounts {\n A: { users: [ {user: u, password: p} ] }\n B: { users: [ {user: u, password: q} ] }\n}",
-		"user in an account and $G":  "authorization { users: [ {user: u, password: p} ] }\naccounts { A: { users: [ {user: u, password: q} ] } }",
-		"nkey in two accounts":       "accounts {\n A: { users: [ {nkey: " + testNkey + "} ] }\n B: { users: [ {nkey: " + testNkey + "} ] }\n}",
-		"single user and accounts":   "authorization { user: u, password: p }\naccounts { A: { users: [ {user: a, password: q} ] } }",
-		"token and accounts":         "authorization { token: t }\naccounts { A: { users: [ {user: a, password: q} ] } }",
-		"reserved account":           "accounts { $G: { users: [ {user: a, password: q} ] } }",
-		"no_auth_user unknown":       "accounts { A: { users: [ {user: a, password: q} ] } }\nno_auth_user: b",
-		"no_auth_user without users": "no_auth_user: b",
+		"user in two accounts":             "accounts {\n A: { users: [ {user: u, password: p} ] }\n B: { users: [ {user: u, password: q} ] }\n}",
+		"user in an account and $G":        "authorization { users: [ {user: u, password: p} ] }\naccounts { A: { users: [ {user: u, password: q} ] } }",
+		"nkey in two accounts":             "accounts {\n A: { users: [ {nkey: " + testNkey + "} ] }\n B: { users: [ {nkey: " + testNkey + "} ] }\n}",
+		"single user and accounts":         "authorization { user: u, password: p }\naccounts { A: { users: [ {user: a, password: q} ] } }",
+		"token and accounts":               "authorization { token: t }\naccounts { A: { users: [ {user: a, password: q} ] } }",
+		"reserved account":                 "accounts { $G: { users: [ {user: a, password: q} ] } }",
+		"no_auth_user unknown":             "accounts { A: { users: [ {user: a, password: q} ] } }\nno_auth_user: b",
+		"no_auth_user without users":       "no_auth_user: b",
+		"import from an undefined account": "accounts {\n A: {}\n B: { imports: [ {stream: {account: Z, subject: x}} ] }\n}",
+		"stream import not exported":       "accounts {\n A: { exports: [ {stream: y} ] }\n B: { imports: [ {stream: {account: A, subject: x}} ] }\n}",
+		"stream import of a service":       "accounts {\n A: { exports: [ {service: x} ] }\n B: { imports: [ {stream: {account: A, subject: x}} ] }\n}",
+		"stream import wider than the export": "accounts {\n A: { exports: [ {stream: \"x.a\"} ] }\n" +
+			" B: { imports: [ {stream: {account: A, subject: \"x.*\"}} ] }\n}",
+		"restricted stream export": "accounts {\n A: { exports: [ {stream: \"p.>\", accounts: [B]} ] }\n B: {}\n" +
+			" C: { imports: [ {stream: {account: A, subject: \"p.>\"}} ] }\n}",
+		"restricted service export": "accounts {\n A: { exports: [ {service: s, accounts: [B]} ] }\n B: {}\n" +
+			" C: { imports: [ {service: {account: A, subject: s}} ] }\n}",
+		"account token position": "accounts {\n A: { exports: [ {stream: \"t.*.e\", account_token_position: 2} ] }\n" +
+			" B: { imports: [ {stream: {account: A, subject: \"t.C.e\"}} ] }\n C: {}\n}",
+		"account token position not a wildcard": "accounts {\n A: { exports: [ {stream: \"t.x.e\", account_token_position: 2} ] }\n}",
+		"export to an undefined account":        "accounts {\n A: { exports: [ {stream: x, accounts: [Z]} ] }\n}",
+		"prefix with a wildcard": "accounts {\n A: { exports: [ {stream: \"x.>\"} ] }\n" +
+			" B: { imports: [ {stream: {account: A, subject: \"x.>\"}, prefix: \"p.*\"} ] }\n}",
+		"stream imports in a cycle": "accounts {\n A: { exports: [ {stream: \"x.>\"} ], imports: [ {stream: {account: B, subject: \"x.>\"}} ] }\n" +
+			" B: { exports: [ {stream: \"x.>\"} ], imports: [ {stream: {account: A, subject: \"x.>\"}} ] }\n}",
+		"service imports in a cycle": "accounts {\n A: { exports: [ {service: s} ], imports: [ {service: {account: B, subject: s}} ] }\n" +
+			" B: { exports: [ {service: s} ], imports: [ {service: {account: A, subject: s}} ] }\n}",
+		"duplicate service import subject": "accounts {\n A: { exports: [ {service: s}, {service: t} ] }\n" +
+			" B: { imports: [ {service: {account: A, subject: s}, to: x}, {service: {account: A, subject: t}, to: x} ] }\n}",
+		"mapping function in an import": "accounts {\n A: { exports: [ {stream: \"x.*\"} ] }\n" +
+			" B: { imports: [ {stream: {account: A, subject: \"x.*\"}, to: \"y.{{partition(2,1)}}\"} ] }\n}",
+		"import dropping a wildcard": "accounts {\n A: { exports: [ {service: \"x.*.*\"} ] }\n" +
+			" B: { imports: [ {service: {account: A, subject: \"x.*.*\"}, to: \"y.$1\"} ] }\n}",
+		"response type on a stream": "accounts {\n A: { exports: [ {stream: x, response: stream} ] }\n}",
+		"two import kinds":          "accounts {\n A: { exports: [ {stream: x} ] }\n B: { imports: [ {stream: {account: A, subject: x}, service: {account: A, subject: x}} ] }\n}",
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "x.conf")

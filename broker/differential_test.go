@@ -1,10 +1,13 @@
 package broker
 
 import (
+	"cmp"
 	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/subject"
 )
 
 // meaning is what a configuration file says, in terms both servers have,
@@ -53,11 +57,107 @@ type meaningUser struct {
 	Account                              string // "" for the global account
 }
 
-// meaningAccount is an account and its limits, -1 for none.
+// meaningAccount is an account and its limits, -1 for none, with its
+// exports and imports, each as one sorted line.
 type meaningAccount struct {
 	Name                         string
 	MaxConn, MaxSubs, MaxPayload int
+	Exports, Imports             []string
 	JetStream                    *meaningJS // nil: none
+}
+
+// meaningExport and meaningImport render an export or an import: for an
+// import, the subjects as nats-server keeps them (the mapped pattern of a
+// stream, the local pattern of a service).
+func meaningExport(service bool, subj string, accounts []string, pos int, rt string, threshold time.Duration) string {
+	sort.Strings(accounts)
+	if !service {
+		return fmt.Sprintf("stream %s accounts=%v pos=%d", subj, accounts, pos)
+	}
+	return fmt.Sprintf("service %s accounts=%v pos=%d response=%s threshold=%v", subj, accounts, pos, rt, threshold)
+}
+
+func meaningImport(service bool, acc, from, to string, share bool) string {
+	if !service {
+		return fmt.Sprintf("stream %s %s -> %s", acc, from, to)
+	}
+	return fmt.Sprintf("service %s %s -> %s share=%v", acc, from, to, share)
+}
+
+// skiffImports renders an account's exports and imports.
+func skiffImports(a server.AccountConfig) (exports, imports []string) {
+	pattern := func(src, dst string) string {
+		if dst == src {
+			return dst
+		}
+		tr, err := subject.NewTransform(src, dst)
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return tr.Pattern()
+	}
+	for _, e := range a.Exports {
+		exports = append(exports, meaningExport(e.Service, e.Subject, slices.Clone(e.Accounts), e.TokenPosition,
+			e.Response.String(), cmp.Or(e.Threshold, server.DefaultResponseThreshold)))
+	}
+	for _, im := range a.Imports {
+		switch {
+		case im.Service:
+			imports = append(imports, meaningImport(true, im.Account, pattern(im.Subject, cmp.Or(im.To, im.Subject)), im.Subject, im.Share))
+		case im.Prefix != "":
+			imports = append(imports, meaningImport(false, im.Account, im.Subject, strings.TrimSuffix(im.Prefix, ".")+"."+im.Subject, false))
+		default:
+			imports = append(imports, meaningImport(false, im.Account, im.Subject, pattern(im.Subject, cmp.Or(im.To, im.Subject)), false))
+		}
+	}
+	sort.Strings(exports)
+	sort.Strings(imports)
+	return exports, imports
+}
+
+// natsImports renders a nats-server account's exports and imports, from
+// its unexported fields.
+func natsImports(a *natsserver.Account) (exports, imports []string) {
+	acc := reflect.ValueOf(a).Elem()
+	approved := func(auth reflect.Value) (names []string, pos int) {
+		for _, k := range auth.FieldByName("approved").MapKeys() {
+			names = append(names, k.String())
+		}
+		return names, int(auth.FieldByName("accountPos").Uint())
+	}
+	ex := acc.FieldByName("exports")
+	for it := ex.FieldByName("streams").MapRange(); it.Next(); {
+		var names []string
+		var pos int
+		if !it.Value().IsNil() {
+			names, pos = approved(it.Value().Elem().FieldByName("exportAuth"))
+		}
+		exports = append(exports, meaningExport(false, it.Key().String(), names, pos, "", 0))
+	}
+	for it := ex.FieldByName("services").MapRange(); it.Next(); {
+		se := it.Value().Elem()
+		names, pos := approved(se.FieldByName("exportAuth"))
+		rt := natsserver.ServiceRespType(se.FieldByName("respType").Uint())
+		exports = append(exports, meaningExport(true, it.Key().String(), names, pos, rt.String(),
+			time.Duration(se.FieldByName("respThresh").Int())))
+	}
+	im := acc.FieldByName("imports")
+	name := func(si reflect.Value) string { return si.FieldByName("acc").Elem().FieldByName("Name").String() }
+	streams := im.FieldByName("streams")
+	for i := range streams.Len() {
+		si := streams.Index(i).Elem()
+		imports = append(imports, meaningImport(false, name(si), si.FieldByName("from").String(), si.FieldByName("to").String(), false))
+	}
+	for it := im.FieldByName("services").MapRange(); it.Next(); {
+		for i := range it.Value().Len() {
+			si := it.Value().Index(i).Elem()
+			imports = append(imports, meaningImport(true, name(si), si.FieldByName("from").String(),
+				si.FieldByName("to").String(), si.FieldByName("share").Bool()))
+		}
+	}
+	sort.Strings(exports)
+	sort.Strings(imports)
+	return exports, imports
 }
 
 // meaningJS is an account's JetStream limits, -1 for none.
@@ -140,8 +240,10 @@ func skiffMeaning(c Config) meaning {
 	}
 	m.NoAuthUser = o.NoAuthUser
 	for _, a := range o.Accounts {
+		exports, imports := skiffImports(a)
 		ma := meaningAccount{Name: a.Name, MaxConn: skiffLimit(a.Limits.MaxConnections),
-			MaxSubs: skiffLimit(a.Limits.MaxSubscriptions), MaxPayload: skiffLimit(a.Limits.MaxPayload)}
+			MaxSubs: skiffLimit(a.Limits.MaxSubscriptions), MaxPayload: skiffLimit(a.Limits.MaxPayload),
+			Exports: exports, Imports: imports}
 		if j := a.JetStream; j != nil {
 			ma.JetStream = &meaningJS{MaxMemory: jsLimit(j.MaxMemory), MaxStore: jsLimit(j.MaxStore),
 				MaxStreams: jsLimit(int64(j.MaxStreams)), MaxConsumers: jsLimit(int64(j.MaxConsumers)),
@@ -203,8 +305,10 @@ func natsMeaning(o *natsserver.Options) meaning {
 	for _, a := range o.Accounts {
 		// The limits are unexported fields of nats-server's Account.
 		l := reflect.ValueOf(a).Elem()
+		exports, imports := natsImports(a)
 		ma := meaningAccount{Name: a.Name, MaxConn: int(l.FieldByName("mconns").Int()),
-			MaxSubs: int(l.FieldByName("msubs").Int()), MaxPayload: int(l.FieldByName("mpay").Int())}
+			MaxSubs: int(l.FieldByName("msubs").Int()), MaxPayload: int(l.FieldByName("mpay").Int()),
+			Exports: exports, Imports: imports}
 		// jsLimits: by tier, "" for the limits of every tier.
 		if j := l.FieldByName("jsLimits").MapIndex(reflect.ValueOf("")); j.IsValid() {
 			f := func(name string) int64 { return jsLimit(j.FieldByName(name).Int()) }
@@ -340,6 +444,35 @@ accounts {
   G: { jetstream: false }
   H: { jetstream: {} }
   I: {}
+}
+`,
+		"exports and imports": `
+accounts {
+  A: {
+    users: [ {user: a, password: a} ]
+    exports: [
+      {stream: "events.>"}
+      {stream: "private.>", accounts: [B, C]}
+      {stream: "tenant.*.events", account_token_position: 2}
+      {service: "svc.echo"}
+      {service: "svc.stream", response: stream, threshold: "5s"}
+      {service: "svc.chunk", response_type: chunked, response_max_time: "1m"}
+      {service: "svc.map.*.*", accounts: [B]}
+    ]
+  }
+  B: {
+    imports: [
+      {stream: {account: A, subject: "events.>"}, to: "a.events.>"}
+      {stream: {account: A, subject: "private.x.*"}, prefix: "from_a"}
+      {stream: {account: A, subject: "tenant.B.events"}}
+      {service: {account: A, subject: "svc.echo"}, to: "echo"}
+      {service: {account: A, subject: "svc.stream"}, share: true}
+      {service: {account: A, subject: "svc.map.*.*"}, to: "map.$2.{{wildcard(1)}}"}
+    ]
+  }
+  C: {
+    imports: [ {stream: {account: A, subject: "private.>"}, to: "p.>"}, {service: {account: A, subject: "svc.chunk"}} ]
+  }
 }
 `,
 		"accounts as a list": `

@@ -162,13 +162,47 @@ func referenceKeys() []refKey {
 			"      {nkey: "+testNkey+"}", ""),
 	)
 	for _, kv := range [][2]string{
-		{"nkey", "ABQA6QHS32OGY6I53KK5PWU3FWUYBTJYLRLCVPNP2JDKFYNA3V2XPAKA"}, {"exports", "[ {stream: x} ]"},
-		{"imports", "[ {stream: {account: B, subject: x}} ]"}, {"mappings", "{ a: b }"},
+		{"nkey", "ABQA6QHS32OGY6I53KK5PWU3FWUYBTJYLRLCVPNP2JDKFYNA3V2XPAKA"}, {"mappings", "{ a: b }"},
 		{"maps", "{ a: b }"}, {"msg_trace", "{ dest: t }"}, {"trace_dest", "t"},
 	} {
 		p := "accounts.A." + kv[0]
 		rows = append(rows, in(accBase, accEnd, p, "    "+kv[0]+": "+kv[1], p))
 	}
+	rows = append(rows,
+		in(accBase, accEnd, "accounts.A.exports", "    exports: [ {stream: x} ]", ""),
+		in(accBase, accEnd, "accounts.A.imports", "    imports: [ {stream: {account: B, subject: x}} ]", ""),
+	)
+	// exports[]: a service export's keys on a base that has the service;
+	// stream and service each on a base without the export.
+	const expNone, expEnd = accBase + "    exports: [\n", "    ]\n" + accEnd
+	const expBase, expClose = expNone + "      {\n        service: \"svc.*\"\n", "      }\n" + expEnd
+	for _, k := range []string{"stream", "service"} {
+		rows = append(rows, in(expNone, expEnd, "accounts.A.exports[0]."+k, "      { "+k+": x }", ""))
+	}
+	for _, kv := range [][2]string{
+		{"response", "stream"}, {"response_type", "chunked"}, {"threshold", `"5s"`}, {"response_threshold", `"5s"`},
+		{"response_max_time", `"5s"`}, {"response_time", `"5s"`}, {"accounts", "[B]"}, {"account_token_position", "2"},
+	} {
+		rows = append(rows, in(expBase, expClose, "accounts.A.exports[0]."+kv[0], "        "+kv[0]+": "+kv[1], ""))
+	}
+	for _, kv := range [][2]string{{"latency", `"lat.x"`}, {"allow_trace", "true"}} {
+		p := "accounts.A.exports[0]." + kv[0]
+		rows = append(rows, in(expBase, expClose, p, "        "+kv[0]+": "+kv[1], p))
+	}
+	// imports[]: a stream import's keys on a base that has the stream (its
+	// account and subject are in every base); service and share on a base
+	// with the service.
+	const impNone, impEnd = accBase + "    imports: [\n", "    ]\n" + accEnd
+	const impStream, impClose = impNone + "      {\n        stream: {account: B, subject: \"x.>\"}\n", "      }\n" + impEnd
+	const impService = impNone + "      {\n        service: {account: B, subject: \"x\"}\n"
+	rows = append(rows,
+		in(impNone, impEnd, "accounts.A.imports[0].stream", "      { stream: {account: B, subject: x} }", ""),
+		in(impNone, impEnd, "accounts.A.imports[0].service", "      { service: {account: B, subject: x} }", ""),
+		in(impStream, impClose, "accounts.A.imports[0].prefix", "        prefix: p", ""),
+		in(impStream, impClose, "accounts.A.imports[0].to", `        to: "y.>"`, ""),
+		in(impService, impClose, "accounts.A.imports[0].share", "        share: true", ""),
+		in(impStream, impClose, "accounts.A.imports[0].allow_trace", "        allow_trace: true", "accounts.A.imports[0].allow_trace"),
+	)
 	const limBase, limEnd = accBase + "    limits {\n", "    }\n" + accEnd
 	for _, k := range []string{"max_connections", "max_conn", "max_subscriptions", "max_subs", "max_payload", "max_pay"} {
 		rows = append(rows, in(limBase, limEnd, "accounts.A.limits."+k, "      "+k+": 5", ""))
@@ -340,11 +374,11 @@ func tlsSummary(c *tls.Config) string {
 // TestRefusedConfigLeavesNothingOpen: the hole this guards against was a
 // server started without the accounts, JWT or cluster settings its file
 // asked for, open to any client. Such a file fails to load: an account
-// with exports Skiff cannot honour, a limit it would read otherwise, an
+// with an export Skiff cannot honour (latency tracking), a limit it would read otherwise, an
 // operator, the system account.
 func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
 	for _, text := range []string{
-		"accounts { A: { users: [ {user: a, password: b} ], exports: [ {stream: x} ] } }",
+		"accounts { A: { users: [ {user: a, password: b} ], exports: [ {service: x, latency: y} ] } }",
 		"accounts { A: { users: [ {user: a, password: b} ], limits: { max_connections: 0 } } }",
 		"operator: \"./op.jwt\"\nresolver: MEMORY\nresolver_preload { A: jwt }",
 		"system_account: SYS",

@@ -74,7 +74,15 @@ func TestConfigErrors(t *testing.T) {
 		{"reserved account in a list", "accounts: [A,\n  \"$G\"]", "accounts[1]", 2, ErrInvalidValue},
 		{"account twice in a list", "accounts: [A,\n A]", "accounts[1]", 2, ErrInvalidValue},
 		{"account not a block", "accounts {\n  A: 1\n}", "accounts.A", 2, ErrInvalidValue},
-		{"account exports", "accounts {\n  A: {\n    exports: [ {stream: x} ]\n  }\n}", "accounts.A.exports", 3, ErrUnsupported},
+		{"export latency", "accounts {\n  A: {\n    exports: [ {service: x, latency: y} ]\n  }\n}", "accounts.A.exports[0].latency", 3, ErrUnsupported},
+		{"export of neither kind", "accounts {\n  A: {\n    exports: [\n      {accounts: [B]}\n    ]\n  }\n}", "accounts.A.exports[0]", 4, ErrInvalidValue},
+		{"export response on a stream", "accounts {\n  A: {\n    exports: [ {stream: x,\n      response: stream} ]\n  }\n}", "accounts.A.exports[0].response", 4, ErrInvalidValue},
+		{"export unknown response", "accounts { A: { exports: [ {service: x, response: many} ] } }", "accounts.A.exports[0].response", 1, ErrInvalidValue},
+		{"export threshold as a number", "accounts { A: { exports: [ {service: x, threshold: 5} ] } }", "accounts.A.exports[0].threshold", 1, ErrInvalidValue},
+		{"import prefix and to", "accounts {\n  A: {\n    imports: [ {stream: {account: B, subject: x}, prefix: p,\n      to: y} ]\n  }\n}", "accounts.A.imports[0].to", 4, ErrInvalidValue},
+		{"import without a subject", "accounts { A: { imports: [ {stream: {account: B}} ] } }", "accounts.A.imports[0].stream", 1, ErrInvalidValue},
+		{"import share on a stream", "accounts { A: { imports: [ {stream: {account: B, subject: x}, share: true} ] } }", "accounts.A.imports[0].share", 1, ErrInvalidValue},
+		{"import unknown source key", "accounts { A: { imports: [ {service: {account: B, subject: x, sbj: y}} ] } }", "accounts.A.imports[0].service.sbj", 1, ErrUnknownKey},
 		{"account jetstream cluster_traffic", "accounts {\n  A: {\n    jetstream: { cluster_traffic: owner }\n  }\n}", "accounts.A.jetstream.cluster_traffic", 3, ErrUnsupported},
 		{"account jetstream zero memory", "accounts {\n  A: {\n    jetstream {\n      max_mem: 0\n    }\n  }\n}", "accounts.A.jetstream.max_mem", 4, ErrUnsupported},
 		{"account jetstream maybe", "accounts { A: { jetstream: maybe } }", "accounts.A.jetstream", 1, ErrInvalidValue},
@@ -101,7 +109,7 @@ func TestConfigErrors(t *testing.T) {
 
 // TestConfigReportsEveryProblem: one run lists all of a file's refusals.
 func TestConfigReportsEveryProblem(t *testing.T) {
-	_, err := ParseConfig("accounts { A { exports: [] } }\nport: 4222\ngateway { port: 7222 }\nsystem_account: a\n")
+	_, err := ParseConfig("accounts { A { exports: [ {service: x, latency: y} ] } }\nport: 4222\ngateway { port: 7222 }\nsystem_account: a\n")
 	var keys []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var ce *ConfigError
@@ -109,7 +117,7 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 		require.ErrorIs(t, ce, ErrUnsupported)
 		keys = append(keys, ce.Key)
 	}
-	require.Equal(t, []string{"accounts.A.exports", "gateway", "system_account"}, keys)
+	require.Equal(t, []string{"accounts.A.exports[0].latency", "gateway", "system_account"}, keys)
 }
 
 func TestConfigVariables(t *testing.T) {

@@ -17,21 +17,24 @@ import (
 // referenceBlocks maps the functions of nats-server's opts.go that read a
 // block's keys to the key path TestEveryReferenceKey's rows use for that
 // block ("" is the top level). Blocks Skiff refuses whole (gateway,
-// leafnodes, an account's exports and imports, mqtt, websocket
+// leafnodes, an account's mappings, mqtt, websocket
 // authorization, auth callout, ...) are absent: no key inside them can be
 // read.
 var referenceBlocks = map[string]string{
-	"processConfigFileLine":  "",
-	"parseAuthorization":     "authorization.",
-	"parseUsers":             "authorization.users[0].",
-	"parseUserPermissions":   "authorization.users[0].permissions.",
-	"parseSubjectPermission": "authorization.users[0].permissions.publish.",
-	"parseTLS":               "tls.",
-	"parseJetStream":         "jetstream.",
-	"parseCluster":           "cluster.",
-	"parseWebsocket":         "websocket.",
-	"parseAccounts":          "accounts.A.",
-	"parseAccountLimits":     "accounts.A.limits.",
+	"processConfigFileLine":      "",
+	"parseAuthorization":         "authorization.",
+	"parseUsers":                 "authorization.users[0].",
+	"parseUserPermissions":       "authorization.users[0].permissions.",
+	"parseSubjectPermission":     "authorization.users[0].permissions.publish.",
+	"parseTLS":                   "tls.",
+	"parseJetStream":             "jetstream.",
+	"parseCluster":               "cluster.",
+	"parseWebsocket":             "websocket.",
+	"parseAccounts":              "accounts.A.",
+	"parseAccountLimits":         "accounts.A.limits.",
+	"parseExportStreamOrService": "accounts.A.exports[0].",
+	"parseImportStreamOrService": "accounts.A.imports[0].",
+	"parseAccount":               "accounts.A.imports[0].stream.",
 	// parseJetStreamForAccount's first key switch is on a limit's name
 	// (its switch on "enabled"/"disabled" is on a value).
 	"parseJetStreamForAccount": "accounts.A.jetstream.",
@@ -42,8 +45,9 @@ var referenceBlocks = map[string]string{
 // no row of their own; TestEveryReferenceKey's base configurations still
 // exercise them.
 var inBase = map[string][]string{
-	"tls.":                    {"cert_file", "key_file"},
-	"authorization.users[0].": {"user", "password"},
+	"tls.":                          {"cert_file", "key_file"},
+	"authorization.users[0].":       {"user", "password"},
+	"accounts.A.imports[0].stream.": {"account", "subject"},
 }
 
 // TestReferenceKeysComplete reads the key switches of the nats-server

@@ -21,6 +21,7 @@ type Account struct {
 	srv    *Server
 	subs   *cstrie.Trie[*subscription]
 	limits accountLimits // set by New, then only read
+	resp   *respTable    // set by New if it exports or imports services, then only read
 	// js is the account's JetStream limits; nil: no JetStream of its own
 	// configured. Replaced whole (JWT updates, later).
 	js atomic.Pointer[JetStreamLimits]

@@ -32,6 +32,7 @@ type user struct {
 	bcrypt   bool
 	perms    *Permissions // nil: may do anything
 	acc      *Account
+	nkey     bool // name is an nkey
 }
 
 // newAuthenticator indexes the users of opts, with their accounts (made
@@ -50,7 +51,7 @@ func newAuthenticator(o *Options, s *Server) *authenticator {
 		}
 	}
 	addNkey := func(u NkeyUser, acc *Account, def *Permissions) {
-		a.nkeys[u.PublicKey] = &user{name: u.PublicKey, perms: cmp.Or(u.Permissions, def), acc: acc}
+		a.nkeys[u.PublicKey] = &user{name: u.PublicKey, perms: cmp.Or(u.Permissions, def), acc: acc, nkey: true}
 	}
 	if o.Username != "" {
 		addUser(User{Name: o.Username, Password: o.Password}, s.gacc, nil)

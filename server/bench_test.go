@@ -1,8 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"net"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkRoutePublish measures the publish path a client's PUB takes on
@@ -29,7 +32,7 @@ func BenchmarkRoutePublish(b *testing.B) {
 				pub := benchClient(b, s, acc.connect)
 				var subs []*client
 				for i := range tc.subs {
-					c := benchClient(b, s, acc.connect)
+					c := benchClient(b, s, cmp.Or(acc.subConnect, acc.connect))
 					if err := c.Sub([]byte(tc.pattern), nil, []byte{byte('1' + i)}); err != nil {
 						b.Fatal(err)
 					}
@@ -66,13 +69,15 @@ func BenchmarkRoutePublish(b *testing.B) {
 }
 
 // benchAccountMode is a server configuration of BenchmarkRoutePublish:
-// the options, the CONNECT of the publisher and its subscribers, and the
-// CONNECTs of other tenants subscribed to the same subjects.
+// the options, the CONNECT of the publisher and its subscribers (of the
+// subscribers, if different: subConnect), and the CONNECTs of other
+// tenants subscribed to the same subjects.
 type benchAccountMode struct {
-	name    string
-	opts    func() Options
-	connect string
-	others  []string
+	name       string
+	opts       func() Options
+	connect    string
+	subConnect string
+	others     []string
 }
 
 const benchConnect = `{"verbose":false,"pedantic":false}`
@@ -86,11 +91,20 @@ var benchAccountModes = []benchAccountMode{
 		}}
 	}, connect: `{"verbose":false,"pedantic":false,"user":"a","pass":"a"}`,
 		others: []string{`{"verbose":false,"pedantic":false,"user":"b","pass":"b"}`}},
+	// The subscribers are in B, which imports A's stream: every message
+	// crosses a bridge.
+	{name: "import", opts: func() Options {
+		return Options{Accounts: []AccountConfig{
+			{Name: "A", Users: []User{{Name: "a", Password: "a"}}, Exports: []Export{{Subject: "bench.>"}}},
+			{Name: "B", Users: []User{{Name: "b", Password: "b"}}, Imports: []Import{{Account: "A", Subject: "bench.>"}}},
+		}}
+	}, connect: `{"verbose":false,"pedantic":false,"user":"a","pass":"a"}`,
+		subConnect: `{"verbose":false,"pedantic":false,"user":"b","pass":"b"}`},
 }
 
 // benchClient returns a client, without a connection, that has sent
 // CONNECT connect.
-func benchClient(b *testing.B, s *Server, connect string) *client {
+func benchClient(b testing.TB, s *Server, connect string) *client {
 	b.Helper()
 	p, q := net.Pipe()
 	b.Cleanup(func() { _, _ = p.Close(), q.Close() })
@@ -113,4 +127,28 @@ func benchDrain(c *client) {
 	o.mu.bufs, o.mu.queued = o.mu.bufs[:0], 0
 	o.openGateLocked()
 	o.mu.Unlock()
+}
+
+// TestRoutePublishDoesNotAllocate: a publish allocates nothing once the
+// subscribers' queues have a chunk, whether accounts are off, on, or the
+// message crosses a stream import (the hop scratch is made on first use).
+func TestRoutePublishDoesNotAllocate(t *testing.T) {
+	for _, acc := range benchAccountModes {
+		t.Run("accounts="+acc.name, func(t *testing.T) {
+			s, err := New(acc.opts())
+			require.NoError(t, err)
+			pub := benchClient(t, s, acc.connect)
+			sub := benchClient(t, s, cmp.Or(acc.subConnect, acc.connect))
+			require.NoError(t, sub.Sub([]byte("bench.*"), nil, []byte("1")))
+			subj, payload := []byte("bench.orders"), make([]byte, 128)
+			allocs := testing.AllocsPerRun(100, func() {
+				if err := pub.Pub(subj, nil, -1, payload); err != nil {
+					t.Fatal(err)
+				}
+			})
+			require.Zero(t, allocs)
+			msgs, _ := sub.out.counts()
+			require.EqualValues(t, 101, msgs, "every publish reached the subscriber (AllocsPerRun runs once more to warm up)")
+		})
+	}
 }

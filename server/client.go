@@ -52,6 +52,9 @@ type client struct {
 	readBytes int64           // their payload bytes, for inBytes
 	pubOK     map[string]bool // permission answers for recent publish subjects
 	fwd       forwards        // peers the message being routed goes to (route_interest.go)
+	rtt       time.Duration   // estimated at CONNECT, as nats-server's first estimate
+	depth     uint8           // bridges the message being routed has crossed (imports.go)
+	hops      []*hop          // their scratch, by depth
 
 	// route is set for a route to another server of the cluster (route.go).
 	route *route

@@ -32,9 +32,21 @@ func diffSkiffCluster(t *testing.T) *diffCluster {
 }
 
 func diffReferenceCluster(t *testing.T) *diffCluster {
+	servers := startReferenceCluster(t, 3, (&diffConfig{}).referenceOptions)
+	d := &diffCluster{interest: func(i int, subject string) int { return servers[i].GlobalAccount().Interest(subject) }}
+	for _, ns := range servers {
+		d.urls = append(d.urls, ns.ClientURL())
+	}
+	return d
+}
+
+// startReferenceCluster starts n nats-servers with the options opts
+// returns (each call a fresh copy), joined by routes to the first, and
+// waits for the full mesh.
+func startReferenceCluster(t *testing.T, n int, opts func() *natsserver.Options) []*natsserver.Server {
 	var servers []*natsserver.Server
-	for i := range 3 {
-		o := (&diffConfig{}).referenceOptions()
+	for i := range n {
+		o := opts()
 		o.ServerName = fmt.Sprintf("n%d", i+1)
 		o.Cluster = natsserver.ClusterOpts{Name: "diff", Host: "127.0.0.1", Port: -1, PoolSize: -1}
 		if i > 0 {
@@ -52,17 +64,13 @@ func diffReferenceCluster(t *testing.T) *diffCluster {
 	}
 	require.Eventually(t, func() bool {
 		for _, ns := range servers {
-			if ns.NumRoutes() != 2 {
+			if ns.NumRoutes() != n-1 {
 				return false
 			}
 		}
 		return true
 	}, clustertest.Wait, 10*time.Millisecond, "the nats-server cluster did not form")
-	d := &diffCluster{interest: func(i int, subject string) int { return servers[i].GlobalAccount().Interest(subject) }}
-	for _, ns := range servers {
-		d.urls = append(d.urls, ns.ClientURL())
-	}
-	return d
+	return servers
 }
 
 // diffSub is a subscription of the scenario: on which server, what.

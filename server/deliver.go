@@ -9,17 +9,22 @@ import (
 // group. It runs on the publisher's read loop and only queues bytes: the
 // subscribers' writers send them. subj is the subject as a string view for
 // the lookup, subjBytes the same bytes for encoding.
-func (s *Server) route(c *client, acc *Account, subj string, subjBytes, reply []byte, hdr int, msg []byte) {
+//
+// It reports whether it delivered or forwarded the message anywhere. A
+// message that crosses a bridge into another account (imports.go) is
+// routed again there, as the publisher's own at that depth.
+func (s *Server) route(c *client, acc *Account, subj string, subjBytes, reply []byte, hdr int, msg []byte) bool {
 	r := &c.result
 	if acc.subs.Lookup(subj, r) != nil {
-		return // malformed: it matches nothing, as in the reference server
+		return false // malformed: it matches nothing, as in the reference server
 	}
 	delivered := false
 	for _, sub := range r.Plain {
 		if sub.client.route != nil {
 			// A peer with interest: forwarded once below, unless the
-			// message came from a peer (one hop).
-			if c.route == nil {
+			// message came from a peer (one hop) and crossed no bridge
+			// here.
+			if c.route == nil || c.depth > 0 {
 				c.fwd.addPlain(sub.client)
 			}
 			continue
@@ -29,7 +34,7 @@ func (s *Server) route(c *client, acc *Account, subj string, subjBytes, reply []
 		}
 	}
 	for i := range r.Groups {
-		if c.route != nil && !c.route.wantsQueue(r.Groups[i].Queue) {
+		if c.route != nil && c.depth == 0 && !c.route.wantsQueue(r.Groups[i].Queue) {
 			continue // the peer that sent it chose another server for this group
 		}
 		if c.deliverToGroup(r.Groups[i].Members, subj, subjBytes, reply, hdr, msg) {
@@ -39,9 +44,10 @@ func (s *Server) route(c *client, acc *Account, subj string, subjBytes, reply []
 	if len(c.fwd.targets) > 0 && c.forward(acc, subj, reply, hdr, msg) {
 		delivered = true
 	}
-	if !delivered && len(reply) > 0 && c.noResp {
+	if !delivered && len(reply) > 0 && c.noResp && c.depth == 0 {
 		c.noResponders(acc, subjBytes, reply)
 	}
+	return delivered
 }
 
 // deliverToGroup gives the message to one member of a queue group, chosen
@@ -63,14 +69,14 @@ func (c *client) deliverToGroup(members []*subscription, subj string, subjBytes,
 			return true
 		}
 	}
-	return remote && c.route == nil && c.forwardToGroup(members)
+	return remote && (c.route == nil || c.depth > 0) && c.forwardToGroup(members)
 }
 
 // deliver queues the message for one subscription and reports whether it
 // did. c is the publisher.
 func (c *client) deliver(sub *subscription, subj string, subjBytes, reply []byte, hdr int, msg []byte) bool {
-	if sub.internal != nil {
-		return c.deliverInternal(sub, subj, reply, hdr, msg)
+	if sub.kind != subClient {
+		return c.deliverSpecial(sub, subj, subjBytes, reply, hdr, msg)
 	}
 	t := sub.client
 	if (t == c && !c.echo) || t.closed.Load() {

@@ -26,10 +26,11 @@ package server_test
 // broker.LoadConfig, nats-server with its ProcessConfigFile; the listen
 // address and keep-alive of both are the harness's.
 //
-// Send text is taken literally after template expansion ({{repeat "a" 100}},
-// and {{sign "SEED"}}: the signature of the nonce of the connection's INFO
-// by that nkey seed, for an nkey user's CONNECT) and with the escapes \r
-// \n \t \s (space) \\ and \xHH. A sync also waits
+// Send text is taken literally after template expansion ({{repeat "a" 100}};
+// {{sign "SEED"}}: the signature of the nonce of the connection's INFO
+// by that nkey seed, for an nkey user's CONNECT; {{reply}}: the reply
+// subject of the last message the connection received, for a responder)
+// and with the escapes \r \n \t \s (space) \\ and \xHH. A sync also waits
 // for the PONGs owed to PINGs the script sent itself. Everything each
 // connection receives is recorded; at each sync and expect-close the
 // connection's new output is rendered into a transcript, and the two
@@ -48,6 +49,12 @@ package server_test
 //     sids (one publish matching several subscriptions) is sorted, since
 //     the order among the copies is not part of the protocol.
 //   - A connection reset by the server counts as a close.
+//   - A reply subject of a service import's response table (_R_.xxx.yyy,
+//     random in both servers) is shown as _R_.<n>, n counting the distinct
+//     ones the connection received, in messages and in -ERR lines; the
+//     Nats-Request-Info header's JSON is shown with its keys sorted and,
+//     where servers differ by nature (start, id, server, rtt), the value's
+//     type only, and the message's sizes are those of what is shown.
 
 import (
 	"bufio"
@@ -59,6 +66,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,9 +233,15 @@ var diffTemplateFuncs = template.FuncMap{
 	// sign leaves a mark that the session replaces, when it sends, with
 	// the signature of the connection's nonce.
 	"sign": func(seed string) string { return diffSignMark + seed + diffSignMark },
+	// reply leaves a mark replaced, when the session sends, by the
+	// reply subject of the last message the connection received.
+	"reply": func() string { return diffReplyMark },
 }
 
-const diffSignMark = "\x00sign\x00"
+const (
+	diffSignMark  = "\x00sign\x00"
+	diffReplyMark = "\x00reply\x00"
+)
 
 // signNonces replaces every sign mark in data with the signature of
 // nonce by the mark's seed, in the URL-safe base64 clients send.
@@ -456,10 +470,12 @@ type diffConn struct {
 	sent   diffPings     // what the script sent: its PINGs are owed a PONG
 
 	mu       sync.Mutex
-	nonce    string   // of the first INFO, for {{sign}}
-	raw      []byte   // every byte received
-	off      int      // raw[:off] is rendered
-	lines    []string // rendered, not yet reported
+	nonce    string         // of the first INFO, for {{sign}}
+	reply    string         // of the last message, for {{reply}}
+	replies  map[string]int // _R_ reply subjects, numbered as seen
+	raw      []byte         // every byte received
+	off      int            // raw[:off] is rendered
+	lines    []string       // rendered, not yet reported
 	pongs    int
 	closed   bool // the server closed (or reset) the connection
 	err      error
@@ -527,12 +543,20 @@ func (c *diffConn) render() {
 			if len(rest) < n+size+2 {
 				return // the payload is not all here yet
 			}
-			rendered := diffPrintable(line) + " | " + strconv.Quote(string(rest[n:n+size]))
+			payload := rest[n : n+size]
+			if f := strings.Fields(args); len(f) == 4+btoi(op == "HMSG") {
+				c.reply = f[2]
+			}
+			line, payload = c.normalizeMsg(op, args, payload)
+			rendered := diffPrintable(line) + " | " + strconv.Quote(string(payload))
 			if end := rest[n+size : n+size+2]; string(end) != "\r\n" {
 				rendered += " <then " + strconv.Quote(string(end)) + " instead of CRLF>"
 			}
 			c.lines = append(c.lines, rendered)
 			n += size + 2
+		case "-ERR":
+			// A permissions violation may name a reply subject.
+			c.lines = append(c.lines, diffPrintable(diffReplySubject.ReplaceAllStringFunc(line, c.replyName)))
 		case "PING":
 			// The server's keep-alive: when it comes is a matter of timing.
 		case "PONG":
@@ -552,6 +576,68 @@ func (c *diffConn) render() {
 		}
 		c.off += n
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// diffVaryingInfo are the Nats-Request-Info keys whose values differ
+// between two servers by nature.
+var diffVaryingInfo = map[string]bool{"start": true, "id": true, "server": true, "rtt": true}
+
+// normalizeMsg renders the random parts of a message the same for both
+// servers: _R_ reply subjects and the Nats-Request-Info header, with the
+// sizes recomputed.
+func (c *diffConn) normalizeMsg(op, args string, payload []byte) (string, []byte) {
+	f := strings.Fields(args)
+	if op == "MSG" && len(f) == 4 || op == "HMSG" && len(f) == 5 {
+		if r := f[2]; strings.HasPrefix(r, "_R_.") {
+			f[2] = c.replyName(r)
+		}
+	}
+	if op == "HMSG" {
+		hdrLen, err := strconv.Atoi(f[len(f)-2])
+		key := []byte("\r\nNats-Request-Info: ")
+		if i := bytes.Index(payload, key); err == nil && hdrLen <= len(payload) && i >= 0 && i < hdrLen {
+			start := i + len(key)
+			end := start + bytes.Index(payload[start:], []byte("\r\n"))
+			var info map[string]any
+			if json.Unmarshal(payload[start:end], &info) == nil {
+				for k, v := range info {
+					if diffVaryingInfo[k] {
+						info[k] = fmt.Sprintf("<%T>", v)
+					}
+				}
+				b, _ := json.Marshal(info) // keys sorted
+				payload = slices.Concat(payload[:start], b, payload[end:])
+				hdrLen += len(b) - (end - start)
+				f[len(f)-2], f[len(f)-1] = strconv.Itoa(hdrLen), strconv.Itoa(len(payload))
+			}
+		}
+	}
+	return op + " " + strings.Join(f, " "), payload
+}
+
+// diffReplySubject is a reply subject of a service import's response
+// table, as both servers make them.
+var diffReplySubject = regexp.MustCompile(`_R_\.[0-9A-Za-z]+\.[0-9A-Za-z]+`)
+
+// replyName returns how the _R_ reply subject r is shown: _R_.<n>, n
+// counting the distinct ones the connection received.
+func (c *diffConn) replyName(r string) string {
+	if c.replies == nil {
+		c.replies = map[string]int{}
+	}
+	n, ok := c.replies[r]
+	if !ok {
+		n = len(c.replies) + 1
+		c.replies[r] = n
+	}
+	return fmt.Sprintf("_R_.<%d>", n)
 }
 
 // diffPrintable returns a line as is if it prints, or quoted.
@@ -629,10 +715,11 @@ func runDiffScript(t *testing.T, sc *diffScript, addr string) diffResult {
 		switch st.op {
 		case "send":
 			c.mu.Lock()
-			nonce := c.nonce
+			nonce, reply := c.nonce, c.reply
 			c.mu.Unlock()
 			data, err := signNonces(st.data, nonce)
 			require.NoError(t, err)
+			data = bytes.ReplaceAll(data, []byte(diffReplyMark), []byte(reply))
 			c.sent.feed(data)
 			_, _ = c.nc.Write(data) // a write to a closed connection shows in what follows
 		case "sync":

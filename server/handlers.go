@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"time"
 	"unsafe"
 
 	"github.com/skiffmq/skiff/internal/proto"
@@ -52,6 +53,9 @@ func (c *client) Connect(arg []byte) error {
 		if err := c.bind(acc); err != nil {
 			return err
 		}
+	}
+	if !c.connected {
+		c.rtt = max(time.Since(c.start), time.Nanosecond)
 	}
 	c.connected = true
 	c.authDone.Store(true)

@@ -86,7 +86,7 @@ func (a *Account) SubscribeInternal(pattern, queue string, h InternalHandler) (*
 	}
 	s := a.srv
 	sub := &subscription{client: s.internalClient, acc: a, subject: pattern, queue: queue, sid: []byte("internal")}
-	sub.internal = h
+	sub.kind, sub.internal = subInternal, h
 	s.index(sub)
 	return &InternalSub{s: s, sub: sub}, nil
 }
@@ -200,9 +200,12 @@ func (c *client) deliverInternal(sub *subscription, subj string, reply []byte, h
 	return true
 }
 
-// internalFields are the subscription fields of internal subscriptions.
+// internalFields are the subscription fields of internal subscriptions
+// and bridges.
 type internalFields struct {
-	internal InternalHandler // nil for a client's subscription
+	kind     subKind
+	internal InternalHandler // subInternal's
+	bridge   *bridge         // a bridge's (imports.go)
 	removed  atomic.Bool
 }
 
@@ -210,10 +213,12 @@ type internalFields struct {
 func (s *Server) HasSubscribers(subject string) bool { return s.gacc.HasSubscribers(subject) }
 
 // HasSubscribers reports whether a message published on subject in the
-// account would reach any subscription, a client's or an internal one.
+// account would reach any subscription, a client's or an internal one. An
+// import that carries the subject to another account counts, whether or
+// not anything there takes it.
 func (a *Account) HasSubscribers(subject string) bool {
 	return a.anySubscription(subject, func(sub *subscription) bool {
-		return !sub.removed.Load() && (sub.internal != nil || !sub.client.closed.Load())
+		return !sub.removed.Load() && (sub.kind != subClient || !sub.client.closed.Load())
 	})
 }
 
@@ -222,10 +227,18 @@ func (s *Server) HasInterest(subject string) bool { return s.gacc.HasInterest(su
 
 // HasInterest reports whether a message published on subject in the
 // account would reach a client's subscription (internal subscriptions do
-// not count).
-func (a *Account) HasInterest(subject string) bool {
+// not count), here or, through imports, in another account.
+func (a *Account) HasInterest(subject string) bool { return a.hasInterest(subject, 0) }
+
+func (a *Account) hasInterest(subject string, depth int) bool {
 	return a.anySubscription(subject, func(sub *subscription) bool {
-		return sub.internal == nil && !sub.client.closed.Load()
+		switch sub.kind {
+		case subClient:
+			return !sub.client.closed.Load()
+		case subInternal:
+			return false
+		}
+		return depth < maxBridgeDepth && sub.bridgeInterest(subject, depth)
 	})
 }
 

@@ -30,6 +30,11 @@ type AccountConfig struct {
 	// Limits bound the account's clients (zero fields: no limit of the
 	// account's own).
 	Limits AccountLimits
+	// Exports are the subjects other accounts may import from this one,
+	// and Imports those this one takes from others (docs/accounts.md):
+	// only through them does a message cross accounts.
+	Exports []Export
+	Imports []Import
 	// JetStream, when not nil, gives the account streams, within these
 	// limits (the zero value: none of the account's own), on a server
 	// with JetStream. nil: the account has no JetStream, unless it is the
@@ -173,7 +178,11 @@ func (o *Options) validateAccounts(seen map[string]bool) error {
 			}
 		}
 	}
-	return o.validateNoAuthUser(seen)
+	if err := o.validateNoAuthUser(seen); err != nil {
+		return err
+	}
+	_, err := o.validateImports()
+	return err
 }
 
 // validateNoAuthUser checks that NoAuthUser names a configured user or

@@ -21,6 +21,26 @@ package server
 // A third rule keeps the deputy inside an account: a Principal belongs to
 // the account of its user, a Publisher to one account, and a Publisher
 // told to act for a principal of another account acts for nobody.
+//
+// Across accounts (exports and imports, imports.go), two more:
+//
+//   - A message the server published that crosses a bridge is checked
+//     against its principal before it is mapped, in the account it was
+//     published in, and continues in the other account for a crossed
+//     principal: Permitted says whether that check passed, and the crossed
+//     principal may publish nothing else (it has no user in that account
+//     to judge by). A client's message that crosses stays the client's:
+//     its publish was checked in its own account, and the export
+//     authorises the rest.
+//   - A service response acts for the requester: it is delivered in the
+//     requester's account as a message the server published for the
+//     requester (Internal, with the requester's principal, recorded when
+//     the request crossed). Otherwise the exporting account's responder
+//     could have the server store or act in the requester's account on a
+//     subject the requester set as its reply but may not publish to: a
+//     stream there stores the response only if the requester could have
+//     published it, and the JetStream API, which ignores internal
+//     messages, ignores it.
 
 // Principal is who the server acts for when it publishes: a client, with
 // its user's publish permissions in its user's account, or the server
@@ -33,6 +53,7 @@ type Principal struct {
 	acc  *Account // where the user acts; nil for nobody and the server itself
 	usr  *user    // nil: no permission limits
 	name string   // the configured user's name or nkey
+	ok   bool     // crossed: whether the message was permitted before it crossed
 }
 
 type principalKind uint8
@@ -42,6 +63,7 @@ const (
 	serverItself               // the server, for itself
 	clientUser                 // a client (usr nil: no limits)
 	goneUser                   // a user no longer configured (in this account)
+	crossed                    // a server-published message that crossed into another account
 )
 
 // ServerPrincipal is the server acting for itself, in the account of the
@@ -120,9 +142,28 @@ func (m *Msg) Principal() Principal {
 // Permitted reports whether m's principal may publish on m's subject. A
 // client's message was checked when it was published; a message the
 // server published for a client is checked against that client's
-// permissions here.
+// permissions here; one that crossed from another account was checked
+// there, on the subject it had before it crossed.
 func (m *Msg) Permitted() bool {
-	return !m.internal || m.principal.CanPublish(m.Subject)
+	if !m.internal {
+		return true
+	}
+	if m.principal.kind == crossed {
+		return m.principal.ok
+	}
+	return m.principal.CanPublish(m.Subject)
+}
+
+// crossed returns the principal a server-published message acts for once
+// it crosses into account to, having been published on src: whether p
+// may publish on src (for a principal that crossed already, whether it
+// could where it started).
+func (p Principal) crossed(to *Account, src string) Principal {
+	ok := p.ok
+	if p.kind != crossed {
+		ok = p.CanPublish(src)
+	}
+	return Principal{kind: crossed, acc: to, name: p.name, ok: ok}
 }
 
 // ActFor makes the publisher's next messages act for pr (until the next
@@ -130,11 +171,14 @@ func (m *Msg) Permitted() bool {
 // Publisher, and the one AfterRead functions get, acts for nobody. A
 // principal of another account than the publisher's is refused: the
 // publisher then acts for nobody, so that what it publishes fails closed.
+// So is, in effect, a crossed principal: that a message was permitted
+// where it came from permits nothing else.
 func (p *Publisher) ActFor(pr Principal) {
 	if pr.acc != nil && pr.acc != p.acc {
 		p.c.log.Error("publisher told to act for a principal of another account; acting for nobody",
 			"publisher_account", p.acc.name, "principal_account", pr.acc.name, "user", pr.name)
 		pr = Principal{}
 	}
+	pr.ok = false
 	p.principal = pr
 }

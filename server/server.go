@@ -38,7 +38,9 @@ type Server struct {
 	accounts registry
 	gacc     *Account
 
-	internalClient *client                // owns internal subscriptions
+	internalClient *client                // owns internal subscriptions and bridges
+	respPrefix     string                 // "_R_.<random>.": this server's reply subjects of service imports
+	respTables     []*respTable           // of the accounts with service exports or imports, for the sweeper
 	jetstream      bool                   // advertised in INFO
 	extraMonitor   map[string]MonitorFunc // endpoints added by HandleMonitor
 	extraMetrics   []prometheus.Collector // collectors added by RegisterMetrics
@@ -78,6 +80,7 @@ type stats struct {
 	// Totals of clients that have closed; live clients keep their own.
 	closedInMsgs, closedInBytes, closedOutMsgs, closedOutBytes paddedInt
 	subInserts, subRemoves                                     paddedInt
+	bridgeDrops                                                paddedInt // messages a loop or depth of imports stopped
 }
 
 type paddedInt struct {
@@ -112,6 +115,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Cluster.enabled() {
 		s.cluster = newCluster(s)
 	}
+	// Bridges are indexed once the cluster exists: the response bridges'
+	// interest is told to peers.
+	ix, err := s.opts.validateImports()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err) // validated already
+	}
+	s.respTables = s.newBridges(ix)
 	return s, nil
 }
 
@@ -162,6 +172,10 @@ func (s *Server) Start() error {
 	s.mu.started = true
 	s.wg.Add(1)
 	go s.acceptLoop()
+	if len(s.respTables) > 0 {
+		s.wg.Add(1)
+		go s.sweepResponses(s.respTables)
+	}
 	s.log.Info("listening", "addr", ln.Addr().String(), "server_id", s.id, "version", Version, "skiff_version", SkiffVersion)
 	return nil
 }
@@ -412,7 +426,7 @@ func (s *Server) index(sub *subscription) {
 		panic("server: indexing a validated subscription: " + err.Error()) // validated in Sub
 	}
 	s.stats.subInserts.Add(1)
-	if s.cluster != nil && sub.client.route == nil {
+	if s.cluster != nil && sub.toldToPeers() {
 		s.cluster.interestAdded(sub)
 	}
 }
@@ -420,7 +434,7 @@ func (s *Server) index(sub *subscription) {
 func (s *Server) unindex(sub *subscription) {
 	if sub.acc.subs.Unsubscribe(sub.subject, sub.queue, sub) == nil {
 		s.stats.subRemoves.Add(1)
-		if s.cluster != nil && sub.client.route == nil {
+		if s.cluster != nil && sub.toldToPeers() {
 			s.cluster.interestRemoved(sub)
 		}
 	}

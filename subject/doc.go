@@ -35,5 +35,11 @@
 //	var buf [32]string
 //	toks, err := subject.SplitSubject(buf[:0], "orders.eu.created")
 //
-// All functions are safe for concurrent use.
+// A [Transform] maps the subjects one pattern matches to subjects of
+// another, as imports and exports between accounts do:
+//
+//	tr, _ := subject.NewTransform("orders.*.>", "shop.$1.>")
+//	tr.Map("orders.eu.new") // "shop.eu.new", true
+//
+// All functions are safe for concurrent use, and so is a Transform.
 package subject

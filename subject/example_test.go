@@ -29,3 +29,18 @@ func ExampleSplitPattern() {
 	// [orders * >] <nil>
 	// true
 }
+
+func ExampleTransform() {
+	tr, err := subject.NewTransform("orders.*.*", "shop.$2.{{wildcard(1)}}")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(tr.Map("orders.eu.new"))
+	fmt.Println(tr.Map("invoices.eu.new"))
+	_, err = subject.NewTransform("orders.*", "shop.{{partition(3,1)}}")
+	fmt.Println(errors.Is(err, subject.ErrUnsupported))
+	// Output:
+	// shop.new.eu true
+	//  false
+	// true
+}

@@ -71,7 +71,7 @@ func buildSkiff(t *testing.T) string {
 }
 
 // TestServeRefusesUnsupportedConfig: a file asking for something Skiff
-// does not implement (here an account's exports, a cluster option and a
+// does not implement (here an export's latency tracking, a cluster option and a
 // user's connection types) stops the binary before it listens, with every key named
 // with its line, and a non-zero exit. Before, such a server started with
 // a warning and no authentication at all.
@@ -80,7 +80,7 @@ func TestServeRefusesUnsupportedConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "refused.conf")
 	require.NoError(t, os.WriteFile(path, []byte(`port: -1
 accounts {
-  A: { users: [ {user: a, password: a} ], exports: [ {stream: "x.>"} ] }
+  A: { users: [ {user: a, password: a} ], exports: [ {service: "x.>", latency: "lat"} ] }
 }
 cluster { listen: 127.0.0.1:-1, pool_size: 3 }
 authorization {
@@ -98,7 +98,7 @@ authorization {
 	require.Equal(t, 1, exit.ExitCode())
 	require.Empty(t, stdout.String(), "nothing listened")
 	for _, want := range []string{
-		"refused.conf:3: accounts.A.exports: not supported by Skiff",
+		"refused.conf:3: accounts.A.exports[0].latency: not supported by Skiff",
 		"refused.conf:5: cluster.pool_size: not supported by Skiff",
 		"refused.conf:7: authorization.users[0].allowed_connection_types: not supported by Skiff",
 	} {
