@@ -491,3 +491,61 @@ func TestDeputyAcrossAccounts(t *testing.T) {
 	require.NoError(t, err, "A's stream is still there")
 	require.Equal(t, uint64(1), s.CachedInfo().State.Msgs, "nothing of B's reached it")
 }
+
+// TestJetStreamAcrossImports: another account's clients reaching an
+// account's JetStream through an import (its API as a service, acks as a
+// stream) are refused, answered where they asked, counted: nothing of
+// theirs acts in the account.
+func TestJetStreamAcrossImports(t *testing.T) {
+	a := tenant("A", &server.JetStreamLimits{})
+	a.Exports = []server.Export{{Subject: "$JS.API.>", Service: true}}
+	a.Imports = []server.Import{{Account: "C", Subject: "$JS.ACK.>"}}
+	b := tenant("B", nil)
+	b.Imports = []server.Import{{Account: "A", Subject: "$JS.API.>", Service: true, To: "a.api.>"}}
+	c := tenant("C", nil)
+	c.Exports = []server.Export{{Subject: "$JS.ACK.>"}}
+	br := startAccountsBroker(t, jetstream.Options{}, a, b, c)
+	cx := ctx(t)
+
+	_, jsA := connectUser(t, br, "a")
+	_, err := jsA.CreateStream(cx, njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
+	require.NoError(t, err)
+	_, err = jsA.Publish(cx, "s", []byte("x"))
+	require.NoError(t, err)
+	cons, err := jsA.CreateOrUpdateConsumer(cx, "S", njs.ConsumerConfig{Durable: "W", AckPolicy: njs.AckExplicitPolicy})
+	require.NoError(t, err)
+
+	// B, through its import of A's API.
+	ncB, _ := connectUser(t, br, "b")
+	jsB, err := njs.NewWithAPIPrefix(ncB, "a.api")
+	require.NoError(t, err)
+	_, err = jsB.CreateStream(cx, njs.StreamConfig{Name: "X", Subjects: []string{"x"}})
+	require.Equal(t, njs.ErrorCode(10039), apiCode(err), "%v", err)
+	require.ErrorContains(t, err, "through an import, is not supported by Skiff")
+	require.ErrorIs(t, jsB.DeleteStream(cx, "S"), njs.ErrJetStreamNotEnabledForAccount)
+	m, err := ncB.Request("a.api.CONSUMER.MSG.NEXT.S.W", []byte(`{"batch":1}`), 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "409", m.Header.Get("Status"), "a pull request is answered with a status")
+
+	// C, whose ack subjects A imports: A's consumer does not take C's ack.
+	msgs, err := cons.Fetch(1, njs.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	var got njs.Msg
+	for m := range msgs.Messages() {
+		got = m
+	}
+	require.NotNil(t, got)
+	ncC, _ := connectUser(t, br, "c")
+	require.NoError(t, ncC.Publish(got.Reply(), []byte("+ACK")))
+	require.NoError(t, ncC.Flush())
+	time.Sleep(100 * time.Millisecond) // acks are applied asynchronously
+	info, err := cons.Info(cx)
+	require.NoError(t, err)
+	require.Equal(t, 1, info.NumAckPending, "C's ack did not reach A's consumer")
+
+	info2, err := jsA.AccountInfo(cx)
+	require.NoError(t, err)
+	require.Equal(t, 1, info2.Streams, "nothing created through the import")
+	require.Contains(t, scrape(t, br), "skiff_jetstream_refused_across_accounts_total 4")
+	require.NoError(t, got.Ack(), "A's own ack is taken")
+}

@@ -58,7 +58,7 @@ func parseAckSubject(subj string) (stream, consumer string, dc, sseq, dseq uint6
 // handleAck receives $JS.ACK.> of the account on the acknowledger's
 // goroutine and queues the ack on its consumer.
 func (ja *jsAccount) handleAck(m *server.Msg) {
-	if ja.js.refuseInternal(m) {
+	if ja.js.refuseInternal(m) || ja.refuseForeign(m, nil) {
 		return
 	}
 	stream, name, dc, sseq, dseq, ok := parseAckSubject(m.Subject)
@@ -78,7 +78,7 @@ func (ja *jsAccount) handleAck(m *server.Msg) {
 // handleFlowControl receives a subscriber's answer to a flow control
 // request, $JS.FC.<stream>.<consumer>.<n>, in the account.
 func (ja *jsAccount) handleFlowControl(m *server.Msg) {
-	if ja.js.refuseInternal(m) {
+	if ja.js.refuseInternal(m) || ja.refuseForeign(m, nil) {
 		return
 	}
 	toks := strings.Split(m.Subject, ".")

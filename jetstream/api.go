@@ -59,6 +59,9 @@ func (ja *jsAccount) handleAPI(m *server.Msg) {
 	}
 	subj := strings.TrimPrefix(m.Subject, apiPrefix)
 	route, args := routeAPI(subj)
+	if ja.refuseForeign(m, route) {
+		return
+	}
 	if route != nil && route.worker == onRequester {
 		route.direct(ja, m, args)
 		return

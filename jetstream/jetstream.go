@@ -185,6 +185,10 @@ type JetStream struct {
 	// API, ack or flow control subjects, or a stream their principal may
 	// not publish to, and were dropped (see server/principal.go).
 	internalDropped atomic.Uint64
+	// foreignRefused counts the clients' messages of other accounts that
+	// reached an account's API, acks or flow control through an import,
+	// refused (foreign.go).
+	foreignRefused atomic.Uint64
 	// memQuota and fileQuota count what every account's streams hold
 	// (see quota.go).
 	memQuota, fileQuota quota

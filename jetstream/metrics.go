@@ -42,6 +42,7 @@ var (
 	descOpenFiles    = jsDesc("open_files", "Descriptors open for the files of streams and consumers.")
 	descMaxOpenFiles = jsDesc("max_open_files", "Bound on the descriptors of the files of streams and consumers.")
 	descFileReopens  = jsDesc("file_reopens_total", "Files of streams and consumers opened again after their descriptor was closed to stay within the bound.")
+	descForeign      = jsDesc("refused_across_accounts_total", "Clients' messages of another account that reached an account's JetStream API, acknowledgements or flow control through an import: refused.")
 	descOrphaned     = jsDesc("orphaned_accounts", "Directories under the store's accounts/ of no JetStream-enabled account: kept on disk, not served.")
 )
 
@@ -110,7 +111,7 @@ func (d *metricDescs) all() []*prometheus.Desc {
 func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descStreams, descStreamsFail, descConsumers, descMessages, descMemoryBytes, descStorageBytes, descAPIRequests, descAPIErrors,
-		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens, descOrphaned,
+		descAdvDropped, descDeputy, descOpenFiles, descMaxOpenFiles, descFileReopens, descOrphaned, descForeign,
 	} {
 		ch <- d
 	}
@@ -148,6 +149,7 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAPIErrors, float64(api.Errors))
 	counter(descAdvDropped, float64(dropped))
 	counter(descDeputy, float64(js.internalDropped.Load()))
+	counter(descForeign, float64(js.foreignRefused.Load()))
 	hs := js.handles.Stats()
 	gauge(descOpenFiles, float64(hs.Open))
 	gauge(descMaxOpenFiles, float64(hs.Max))
