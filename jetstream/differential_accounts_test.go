@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -266,4 +267,49 @@ func TestDifferentialAccountBuckets(t *testing.T) {
 	}})...)
 	steps = append(steps, as("c", step{name: "bucket without JetStream", do: kv("green")})...)
 	runAccountScript(t, accountsConf, steps)
+}
+
+// importsConf exports A's orders as a stream to B, which has a stream of
+// them, and A's JetStream API as a service to C.
+const importsConf = `
+accounts {
+  A: { users: [ {user: a, password: a} ], jetstream: enabled,
+       exports: [ {stream: "orders.>"}, {service: "$JS.API.>"} ] }
+  B: { users: [ {user: b, password: b} ], jetstream: enabled,
+       imports: [ {stream: {account: A, subject: "orders.>"}, to: "ext.orders.>"} ] }
+  C: { users: [ {user: c, password: c} ],
+       imports: [ {service: {account: A, subject: "$JS.API.>"}, to: "a.api.>"} ] }
+}
+`
+
+// TestDifferentialAccountImports: a stream of the importer stores what
+// crosses a stream import, as nats-server's; the JetStream API of another
+// account through a service import is refused on purpose.
+func TestDifferentialAccountImports(t *testing.T) {
+	viaImport := func(subj string) func(*target) any {
+		return func(tg *target) any {
+			m, err := tg.nc.Request(subj, nil, 2*time.Second)
+			if err != nil {
+				return "error: " + err.Error()
+			}
+			return pick(t, m.Data, "type", "error.code", "error.err_code", "error.description", "streams")
+		}
+	}
+	var steps []accountStep
+	steps = append(steps, as("b", step{name: "a stream of the imported subjects",
+		do: api("STREAM.CREATE.EXT", `{"name":"EXT","subjects":["ext.orders.>"]}`, "config.subjects")})...)
+	steps = append(steps, as("a",
+		step{name: "a stream of the exported subjects", do: api("STREAM.CREATE.ORDERS", `{"name":"ORDERS","subjects":["orders.>"]}`, "config.subjects")},
+		step{name: "publish", do: pub("orders.1", "first")},
+	)...)
+	steps = append(steps, as("b",
+		step{name: "what crossed is stored", do: func(tg *target) any {
+			return tg.apiUntil("STREAM.INFO.EXT", "", has("state.messages=1"), "state.messages", "state.last_seq")
+		}},
+		step{name: "its subject", do: api("STREAM.MSG.GET.EXT", `{"seq":1}`, "message.subject", "message.data")},
+	)...)
+	steps = append(steps, as("c", step{name: "A's API through a service import", do: viaImport("a.api.INFO"),
+		differs: "JetStream through an import would act for a principal of another account; Skiff refuses it (docs/accounts.md)",
+		skiff:   `error.code=503 error.description="JetStream not enabled for account: the JetStream API of another account, through an import, is not supported by Skiff" error.err_code=10039 type="io.nats.jetstream.api.v1.account_info_response"`})...)
+	runAccountScript(t, importsConf, steps)
 }
