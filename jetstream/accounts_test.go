@@ -78,14 +78,8 @@ func TestAccountsIsolation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = jsB.Consumer(c, "ORDERS", "W")
 	require.ErrorIs(t, err, njs.ErrConsumerNotFound)
-	batch, err := consA.Fetch(1, njs.FetchMaxWait(2*time.Second))
-	require.NoError(t, err)
-	var msgs []njs.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	require.Len(t, msgs, 1)
-	meta, err := msgs[0].Metadata()
+	first := fetchOne(t, consA)
+	meta, err := first.Metadata()
 	require.NoError(t, err)
 	ack := fmt.Sprintf("$JS.ACK.ORDERS.W.1.%d.%d.0.2", meta.Sequence.Stream, meta.Sequence.Consumer)
 	require.NoError(t, ncB.Publish(ack, []byte("+ACK")))
@@ -94,7 +88,7 @@ func TestAccountsIsolation(t *testing.T) {
 	info, err := consA.Info(c)
 	require.NoError(t, err)
 	require.Equal(t, 1, info.NumAckPending, "B's ack did not reach A's consumer")
-	require.NoError(t, msgs[0].DoubleAck(c))
+	require.NoError(t, first.DoubleAck(c))
 
 	// A push consumer of B delivers in B: A's subscriber to the same
 	// subject sees nothing.
@@ -528,13 +522,7 @@ func TestJetStreamAcrossImports(t *testing.T) {
 	require.Equal(t, "409", m.Header.Get("Status"), "a pull request is answered with a status")
 
 	// C, whose ack subjects A imports: A's consumer does not take C's ack.
-	msgs, err := cons.Fetch(1, njs.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	var got njs.Msg
-	for m := range msgs.Messages() {
-		got = m
-	}
-	require.NotNil(t, got)
+	got := fetchOne(t, cons)
 	ncC, _ := connectUser(t, br, "c")
 	require.NoError(t, ncC.Publish(got.Reply(), []byte("+ACK")))
 	require.NoError(t, ncC.Flush())

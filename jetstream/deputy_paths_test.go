@@ -94,13 +94,7 @@ func TestDeputyPushDeliveryCannotAck(t *testing.T) {
 
 		vc, err := admin.Consumer(ctx(t), "VICTIM", "vc")
 		require.NoError(t, err)
-		batch, err := vc.Fetch(1, njs.FetchMaxWait(5*time.Second))
-		require.NoError(t, err)
-		var ackSubject string
-		for m := range batch.Messages() {
-			ackSubject = m.Reply()
-		}
-		require.NotEmpty(t, ackSubject)
+		ackSubject := fetchOne(t, vc).Reply()
 
 		sub, err := nc.SubscribeSync(ackSubject)
 		require.NoError(t, err)
@@ -133,13 +127,7 @@ func TestDeputyAckNextReplyCannotReachAPI(t *testing.T) {
 
 		c, err := mallory.Consumer(ctx(t), "OWN", "pc")
 		require.NoError(t, err)
-		batch, err := c.Fetch(1, njs.FetchMaxWait(5*time.Second))
-		require.NoError(t, err)
-		var first njs.Msg
-		for m := range batch.Messages() {
-			first = m
-		}
-		require.NotNil(t, first)
+		first := fetchOne(t, c)
 		_, err = nc.SubscribeSync("$JS.API.STREAM.DELETE.VICTIM") // pulls go only where someone listens
 		require.NoError(t, err)
 		require.NoError(t, nc.PublishMsg(&nats.Msg{

@@ -184,13 +184,7 @@ func TestDeputyPullReplyCannotAck(t *testing.T) {
 		// The victim's consumer holds message 1, unacknowledged.
 		vc, err := admin.Consumer(ctx(t), "VICTIM", "vc")
 		require.NoError(t, err)
-		batch, err := vc.Fetch(1, njs.FetchMaxWait(5*time.Second))
-		require.NoError(t, err)
-		var victimMsg njs.Msg
-		for m := range batch.Messages() {
-			victimMsg = m
-		}
-		require.NotNil(t, victimMsg)
+		victimMsg := fetchOne(t, vc)
 		meta, err := victimMsg.Metadata()
 		require.NoError(t, err)
 		require.Equal(t, uint64(1), meta.Sequence.Stream)

@@ -73,6 +73,21 @@ func startBrokerConfigured(t testing.TB, jsOpts jetstream.Options, with func(*se
 	return b
 }
 
+// fetchOne fetches one message of a pull consumer, waiting up to 5 s, and
+// fails the test if none comes.
+func fetchOne(t testing.TB, c njs.Consumer) njs.Msg {
+	t.Helper()
+	batch, err := c.Fetch(1, njs.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	var got njs.Msg
+	for m := range batch.Messages() {
+		got = m
+	}
+	require.NoError(t, batch.Error())
+	require.NotNil(t, got, "no message fetched")
+	return got
+}
+
 // stop shuts the broker down; calling it again does nothing.
 func (b *broker) stop() {
 	if b.srv == nil {
