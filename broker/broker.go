@@ -49,8 +49,8 @@ func (b *Broker) start(cfg Config) (err error) {
 		return ErrJetStreamInCluster
 	}
 	operatorMode := len(cfg.Server.TrustedOperators) > 0 || len(cfg.Server.TrustedKeys) > 0
-	if cfg.JetStreamEnabled && (len(cfg.Server.Accounts) > 0 || operatorMode) {
-		return ErrJetStreamWithAccounts
+	if cfg.JetStreamEnabled && operatorMode {
+		return ErrJetStreamOperatorMode
 	}
 	if cfg.Server.Logger == nil {
 		if b.logs, err = openLog(cfg.Log); err != nil {

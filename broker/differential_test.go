@@ -70,6 +70,7 @@ type meaningAccount struct {
 	Name                         string
 	MaxConn, MaxSubs, MaxPayload int
 	Exports, Imports             []string
+	JetStream                    *meaningJS // nil: none
 }
 
 // meaningExport and meaningImport render an export or an import: for an
@@ -166,6 +167,23 @@ func natsImports(a *natsserver.Account) (exports, imports []string) {
 	return exports, imports
 }
 
+// meaningJS is an account's JetStream limits, -1 for none.
+type meaningJS struct {
+	MaxMemory, MaxStore                     int64
+	MaxStreams, MaxConsumers, MaxAckPending int64
+	MemMaxStreamBytes, StoreMaxStreamBytes  int64
+	MaxBytesRequired                        bool
+}
+
+// jsLimit renders a JetStream limit as "none" or a bound: zero and
+// below mean none in both servers' JetStream limits.
+func jsLimit(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
 // skiffUser is one user's meaning: perms are its own or its account's
 // default ones, as nats-server applies them while reading.
 func skiffUser(name, password string, perms *server.Permissions, account string) meaningUser {
@@ -230,9 +248,16 @@ func skiffMeaning(c Config) meaning {
 	m.NoAuthUser = o.NoAuthUser
 	for _, a := range o.Accounts {
 		exports, imports := skiffImports(a)
-		m.Accounts = append(m.Accounts, meaningAccount{Name: a.Name, MaxConn: skiffLimit(a.Limits.MaxConnections),
+		ma := meaningAccount{Name: a.Name, MaxConn: skiffLimit(a.Limits.MaxConnections),
 			MaxSubs: skiffLimit(a.Limits.MaxSubscriptions), MaxPayload: skiffLimit(a.Limits.MaxPayload),
-			Exports: exports, Imports: imports})
+			Exports: exports, Imports: imports}
+		if j := a.JetStream; j != nil {
+			ma.JetStream = &meaningJS{MaxMemory: jsLimit(j.MaxMemory), MaxStore: jsLimit(j.MaxStore),
+				MaxStreams: jsLimit(int64(j.MaxStreams)), MaxConsumers: jsLimit(int64(j.MaxConsumers)),
+				MaxAckPending: jsLimit(int64(j.MaxAckPending)), MemMaxStreamBytes: jsLimit(j.MemoryMaxStreamBytes),
+				StoreMaxStreamBytes: jsLimit(j.StoreMaxStreamBytes), MaxBytesRequired: j.MaxBytesRequired}
+		}
+		m.Accounts = append(m.Accounts, ma)
 		perms := func(p *server.Permissions) *server.Permissions {
 			if p == nil {
 				return a.DefaultPermissions
@@ -301,9 +326,18 @@ func natsMeaning(o *natsserver.Options) meaning {
 		// The limits are unexported fields of nats-server's Account.
 		l := reflect.ValueOf(a).Elem()
 		exports, imports := natsImports(a)
-		m.Accounts = append(m.Accounts, meaningAccount{Name: a.Name, MaxConn: int(l.FieldByName("mconns").Int()),
+		ma := meaningAccount{Name: a.Name, MaxConn: int(l.FieldByName("mconns").Int()),
 			MaxSubs: int(l.FieldByName("msubs").Int()), MaxPayload: int(l.FieldByName("mpay").Int()),
-			Exports: exports, Imports: imports})
+			Exports: exports, Imports: imports}
+		// jsLimits: by tier, "" for the limits of every tier.
+		if j := l.FieldByName("jsLimits").MapIndex(reflect.ValueOf("")); j.IsValid() {
+			f := func(name string) int64 { return jsLimit(j.FieldByName(name).Int()) }
+			ma.JetStream = &meaningJS{MaxMemory: f("MaxMemory"), MaxStore: f("MaxStore"), MaxStreams: f("MaxStreams"),
+				MaxConsumers: f("MaxConsumers"), MaxAckPending: f("MaxAckPending"),
+				MemMaxStreamBytes: f("MemoryMaxStreamBytes"), StoreMaxStreamBytes: f("StoreMaxStreamBytes"),
+				MaxBytesRequired: j.FieldByName("MaxBytesRequired").Bool()}
+		}
+		m.Accounts = append(m.Accounts, ma)
 	}
 	for _, opc := range o.TrustedOperators {
 		m.Operators = append(m.Operators, opc.Subject)
@@ -440,6 +474,21 @@ authorization {
   users: [ {user: global, password: g} ]
 }
 no_auth_user: bob
+`,
+		"accounts with jetstream": `
+accounts {
+  A: { jetstream: { max_mem: 1G, max_file: 10G, max_streams: 10, max_consumers: 100, max_ack_pending: 50,
+                    max_bytes_required: true, mem_max_stream_bytes: 1MB, disk_max_stream_bytes: 2MB } }
+  B: { jetstream: enabled }
+  C: { jetstream: disabled }
+  D: { jetstream: { memory: 512MB, store: 1G, streams: 2, consumers: 3, max_bytes: false,
+                    memory_max_stream_bytes: 10KB, store_max_stream_bytes: 20KB } }
+  E: { jetstream: true }
+  F: { jetstream: { max_memory: -1, disk: 5GB, max_stream_bytes: true, max_streams: 0 } }
+  G: { jetstream: false }
+  H: { jetstream: {} }
+  I: {}
+}
 `,
 		"exports and imports": `
 accounts {

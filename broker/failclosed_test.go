@@ -173,11 +173,12 @@ func referenceKeys() []refKey {
 		in(accBase+"    users: [ {user: a, password: p} ]\n", accEnd, "accounts.A.default_permissions",
 			"    default_permissions: { publish: x }", ""),
 		in(accBase, accEnd, "accounts.A.limits", "    limits: { max_connections: 5 }", ""),
+		in(accBase, accEnd, "accounts.A.jetstream", "    jetstream: enabled", ""),
 		in(accBase+"    users: [\n      {user: a, password: p}\n", "    ]\n"+accEnd, "accounts.A.users[1].nkey",
 			"      {nkey: "+testNkey+"}", ""),
 	)
 	for _, kv := range [][2]string{
-		{"nkey", "ABQA6QHS32OGY6I53KK5PWU3FWUYBTJYLRLCVPNP2JDKFYNA3V2XPAKA"}, {"jetstream", "enabled"}, {"mappings", "{ a: b }"},
+		{"nkey", "ABQA6QHS32OGY6I53KK5PWU3FWUYBTJYLRLCVPNP2JDKFYNA3V2XPAKA"}, {"mappings", "{ a: b }"},
 		{"maps", "{ a: b }"}, {"msg_trace", "{ dest: t }"}, {"trace_dest", "t"},
 	} {
 		p := "accounts.A." + kv[0]
@@ -226,6 +227,21 @@ func referenceKeys() []refKey {
 		p := "accounts.A.limits." + k
 		rows = append(rows, in(limBase, limEnd, p, "      "+k+": 5", p))
 	}
+	// An account's jetstream block: every limit is applied; the
+	// clustered one is refused.
+	const jsBase, jsEnd = accBase + "    jetstream {\n", "    }\n" + accEnd
+	for _, kv := range [][2]string{
+		{"max_memory", "1MB"}, {"max_mem", "1MB"}, {"mem", "1MB"}, {"memory", "1MB"},
+		{"max_store", "1GB"}, {"max_file", "1GB"}, {"max_disk", "1GB"}, {"store", "1GB"}, {"disk", "1GB"},
+		{"max_streams", "5"}, {"streams", "5"}, {"max_consumers", "5"}, {"consumers", "5"},
+		{"max_bytes_required", "true"}, {"max_stream_bytes", "true"}, {"max_bytes", "true"},
+		{"mem_max_stream_bytes", "1KB"}, {"memory_max_stream_bytes", "1KB"},
+		{"disk_max_stream_bytes", "1KB"}, {"store_max_stream_bytes", "1KB"}, {"max_ack_pending", "5"},
+	} {
+		rows = append(rows, in(jsBase, jsEnd, "accounts.A.jetstream."+kv[0], "      "+kv[0]+": "+kv[1], ""))
+	}
+	rows = append(rows, in(jsBase, jsEnd, "accounts.A.jetstream.cluster_traffic", "      cluster_traffic: owner",
+		"accounts.A.jetstream.cluster_traffic"))
 
 	// tls
 	for _, kv := range [][2]string{

@@ -44,8 +44,6 @@ func TestAutoReason(t *testing.T) {
 			"waits for clustering: compat's wrapper refuses a cluster flag Skiff does not have"},
 		{"JetStream in a cluster", `output: skiff serve: broker: JetStream in a cluster is not implemented yet (streams are not replicated); turn it off`,
 			"waits for replicated streams (JetStream in a cluster): Skiff refuses a clustered server with JetStream on"},
-		{"JetStream with accounts", `output: skiff serve: broker: JetStream with accounts is not implemented yet (streams are not kept per account); turn it off`,
-			"waits for JetStream per account: Skiff refuses a server with accounts and JetStream on"},
 		{"account exports", `config: a.conf:4: accounts.A.exports: not supported by Skiff: x config: a.conf:9: accounts.B.imports: not supported by Skiff: x`,
 			"waits for account exports and imports: Skiff refuses accounts.A.exports, accounts.B.imports"},
 		{"refused stream fields", `Error { code: 500, err_code: ErrorCode(10052), description: Some("not supported by Skiff: [sources subject_transform]") }`,

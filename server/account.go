@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/skiffmq/skiff/match/cstrie"
 )
@@ -22,6 +23,9 @@ type Account struct {
 	limits accountLimits // set before the account is registered, then only read
 	resp   *respTable    // set by New if it exports or imports services, then only read
 	jwt    *accountJWT   // operator mode: what its JWT says (jwt_account.go); nil for a configured account
+	// js is the account's JetStream limits; nil: no JetStream of its own
+	// configured. Replaced whole (JWT updates, later).
+	js atomic.Pointer[JetStreamLimits]
 
 	mu struct {
 		sync.Mutex
@@ -49,6 +53,15 @@ func (a *Account) NumConnections() int {
 // its clients', internal ones, and one per subject (and queue group) a
 // peer told for the account.
 func (a *Account) NumSubscriptions() int { return a.subs.Count() }
+
+// JetStreamLimits returns the account's JetStream limits, and whether its
+// configuration gives it JetStream (see AccountConfig.JetStream).
+func (a *Account) JetStreamLimits() (JetStreamLimits, bool) {
+	if l := a.js.Load(); l != nil {
+		return *l, true
+	}
+	return JetStreamLimits{}, false
+}
 
 // addClient binds c to the account unless that would pass the account's
 // max_connections. Called with c.mu held (lock order c.mu, then a.mu).
@@ -86,7 +99,12 @@ func (s *Server) newAccounts() {
 	s.gacc = newAccount(s, GlobalAccountName, unlimited)
 	s.accounts.add(s.gacc)
 	for _, ac := range s.opts.Accounts {
-		s.accounts.add(newAccount(s, ac.Name, ac.Limits.compile())) // names validated unique
+		a := newAccount(s, ac.Name, ac.Limits.compile())
+		if ac.JetStream != nil {
+			l := *ac.JetStream
+			a.js.Store(&l)
+		}
+		s.accounts.add(a) // names validated unique
 	}
 }
 
