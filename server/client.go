@@ -83,6 +83,9 @@ type client struct {
 	authDone  atomic.Bool   // CONNECT accepted; the auth timer has nothing to do
 	writeDone chan struct{} // closed when the writer exits
 	readDone  chan struct{} // closed when the read loop exits
+	// prefix holds bytes read before the read loop started (an accepted
+	// route's first line, raftlink.go): the read loop parses them first.
+	prefix []byte
 
 	inMsgs   atomic.Int64
 	inBytes  atomic.Int64
@@ -180,6 +183,15 @@ func (s *Server) newClient(conn net.Conn, cid uint64) *client {
 // readLoop reads and handles the client's bytes until the connection ends.
 func (c *client) readLoop() {
 	defer close(c.readDone)
+	if p := c.prefix; p != nil {
+		c.prefix = nil
+		perr := c.parser.Parse(p)
+		c.endOfRead()
+		if perr != nil {
+			c.protocolError(perr)
+			return
+		}
+	}
 	buf := make([]byte, startReadBuf)
 	small := 0
 	for {
