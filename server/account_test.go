@@ -325,7 +325,7 @@ func TestAccountPrincipals(t *testing.T) {
 	accA, ok := s.LookupAccount("A")
 	require.True(t, ok)
 	accB, _ := s.LookupAccount("B")
-	require.Equal(t, []*server.Account{s.GlobalAccount(), accA, accB}, s.Accounts())
+	require.Equal(t, []*server.Account{s.GlobalAccount(), s.SystemAccount(), accA, accB}, s.Accounts())
 
 	type seen struct {
 		acc       *server.Account
@@ -433,7 +433,9 @@ func TestAccountInternalSubscriptions(t *testing.T) {
 // TestAccountMonitoring: /subsz and /varz count every account's
 // subscriptions; /subsz?acc= reads one account's.
 func TestAccountMonitoring(t *testing.T) {
-	s := RunMonitored(t, accountsOptions())
+	o := accountsOptions()
+	o.NoSystemAccount = true // no system imports: the accounts' subscriptions are their clients'
+	s := RunMonitored(t, o)
 	for _, u := range []string{"a", "b", "b2"} {
 		nc := connectAs(t, s, u)
 		_, err := nc.SubscribeSync("mon." + u)
