@@ -77,8 +77,11 @@ type GroupConfig struct {
 	// StateMachine is the group's replicated state. Required.
 	StateMachine StateMachine
 	// Peers are the voters of a new group, this server among them: used
-	// only when Log is empty, to bootstrap it; every replica must be given
-	// the same set. A group with state starts from its log's.
+	// only when Log is empty, to bootstrap it, and every replica must be
+	// given the same set. A group with state starts from its log's. An
+	// empty Log without Peers is a replica joining a group that exists
+	// (after a conf change adds it, or to replace a wiped one): it knows
+	// no voters and waits for the leader to send it the log.
 	Peers []uint64
 	// Held starts the replica held (HoldNone: not held).
 	Held HoldReason
@@ -229,7 +232,9 @@ func (n *Node) Stats() Stats {
 }
 
 // AddGroup starts hosting a group. A group whose log is empty is
-// bootstrapped with c.Peers as its voters; a state machine whose
+// bootstrapped with c.Peers as its voters (its first entries are their
+// conf changes, which must be applied before it can campaign); a state
+// machine whose
 // Checkpoint is behind the log's snapshot is restored from it first.
 func (n *Node) AddGroup(c GroupConfig) (err error) {
 	if n.isClosed() {
@@ -298,10 +303,10 @@ func (n *Node) prepare(c GroupConfig) (applied uint64, fresh bool, err error) {
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: group %d: log: %w", ErrInvalidGroup, c.ID, err)
 	}
-	fresh = raft.IsEmptyHardState(hs) && last == 0 && len(cs.GetVoters()) == 0 && len(cs.GetLearners()) == 0
-	if fresh {
+	empty := raft.IsEmptyHardState(hs) && last == 0 && len(cs.GetVoters()) == 0 && len(cs.GetLearners()) == 0
+	if empty && len(c.Peers) > 0 {
 		if !slices.Contains(c.Peers, n.id) {
-			return 0, false, fmt.Errorf("%w: new group %d needs its peers, this server (%d) among them", ErrInvalidGroup, c.ID, n.id)
+			return 0, false, fmt.Errorf("%w: new group %d: peers %v do not include this server (%d)", ErrInvalidGroup, c.ID, c.Peers, n.id)
 		}
 		return 0, true, nil
 	}
