@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -22,7 +23,8 @@ type group struct {
 	// a blocking send.
 	mu struct {
 		sync.Mutex
-		rn *raft.RawNode
+		rn   *raft.RawNode
+		last uint64 // the last index handed to the log (lostlog.go)
 	}
 	// in is what waits for the group's next run. A leaf lock.
 	in struct {
@@ -136,13 +138,21 @@ func (n *Node) process(g *group, ob *outbox) {
 			rn.Tick()
 		}
 	}
+	var lost []uint64
 	for _, m := range in.msgs {
 		if held && m.GetType() == raftpb.MsgTimeoutNow {
 			continue // a held replica never campaigns
 		}
+		g.clampHeartbeat(m)
+		if lostLog(rn, m) && !slices.Contains(lost, m.GetFrom()) {
+			lost = append(lost, m.GetFrom())
+		}
 		// Errors are messages raft does not take (a response from a peer
 		// it no longer tracks): dropped, as raft's own Node does.
 		_ = rn.Step(m)
+	}
+	if len(lost) > 0 {
+		handOver(rn, n.id, lost)
 	}
 	for _, f := range in.ops {
 		f(rn)
@@ -161,6 +171,12 @@ func (n *Node) process(g *group, ob *outbox) {
 	var lead, term uint64
 	if ready {
 		rd = rn.Ready()
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			g.mu.last = rd.Snapshot.GetMetadata().GetIndex()
+		}
+		if k := len(rd.Entries); k > 0 {
+			g.mu.last = rd.Entries[k-1].GetIndex()
+		}
 		if rd.SoftState != nil || !raft.IsEmptyHardState(rd.HardState) {
 			bs := rn.BasicStatus()
 			lead, term = bs.Lead, bs.GetTerm()

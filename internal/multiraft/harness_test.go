@@ -35,6 +35,7 @@ type harness struct {
 	acked     map[uint64][]string           // group -> data applied somewhere, in order
 	ackedSet  map[string]bool
 	proposed  int
+	taken     int      // proposals raft took (appended to a leader's log)
 	trace     []string // the schedule, for a failure's report
 }
 
@@ -49,6 +50,9 @@ type server struct {
 	disk *multiraftest.MemDisk
 	sms  map[uint64]*recorder
 	up   bool
+	// hadLog marks the groups whose log this server once had; an empty
+	// one at restart was lost.
+	hadLog map[uint64]bool
 }
 
 // recorder is a StateMachine that records what it applies and checks it
@@ -117,7 +121,7 @@ func newHarness(t testing.TB, seed int64, n int) *harness {
 	for i := 1; i <= n; i++ {
 		id := uint64(i)
 		h.ids = append(h.ids, id)
-		h.servers[id] = &server{id: id, disk: multiraftest.NewMemDisk()}
+		h.servers[id] = &server{id: id, disk: multiraftest.NewMemDisk(), hadLog: map[uint64]bool{}}
 		h.start(id, multiraft.HoldNone)
 	}
 	return h
@@ -147,9 +151,18 @@ func (h *harness) start(id uint64, hold multiraft.HoldReason) {
 	s.node, s.up, s.sms = n, true, map[uint64]*recorder{}
 	h.ft.Endpoint(id).SetHandler(n)
 	for _, g := range h.order {
-		if slices.Contains(h.groups[g], id) {
-			h.addReplica(s, g, hold)
+		if !slices.Contains(h.groups[g], id) {
+			continue
 		}
+		// A server whose log it once had is empty lost it (a wipe, then a
+		// crash before it caught up): it comes back held, as the layer
+		// above does for a peer with no state. One that never saved
+		// anything never voted nor acknowledged: it starts afresh.
+		gh := hold
+		if last, _ := s.disk.Log(g).LastIndex(); last == 0 && s.hadLog[g] && gh == multiraft.HoldNone {
+			gh = multiraft.HoldWiped
+		}
+		h.addReplica(s, g, gh)
 	}
 }
 
@@ -192,6 +205,11 @@ func (h *harness) crash(id uint64) {
 	h.logf("crash %d", id)
 	_ = s.node.Close()
 	s.disk.Crash()
+	for _, g := range h.order {
+		if last, _ := s.disk.Log(g).LastIndex(); last > 0 {
+			s.hadLog[g] = true
+		}
+	}
 	h.ft.Crash(id)
 	s.up = false
 }
@@ -328,7 +346,11 @@ func (h *harness) propose(server, group uint64, data string) {
 		return
 	}
 	h.proposed++
-	if err := s.node.ProposeAsync(group, []byte(data), func(error) {}); err != nil {
+	if err := s.node.ProposeAsync(group, []byte(data), func(err error) {
+		if err == nil {
+			h.taken++
+		}
+	}); err != nil {
 		h.failf("propose: %v", err)
 	}
 }
@@ -399,6 +421,28 @@ func (h *harness) settle(maxTicks int) int {
 		why = w
 		h.tick()
 	}
-	h.failf("not converged after %d ticks: %s", maxTicks, why)
+	h.failf("not converged after %d ticks: %s\n%s", maxTicks, why, h.dump())
 	return maxTicks
+}
+
+// dump describes every replica's raft state, for a failure's report.
+func (h *harness) dump() string {
+	var b strings.Builder
+	for _, g := range h.order {
+		for _, id := range h.groups[g] {
+			s := h.servers[id]
+			if !s.up {
+				fmt.Fprintf(&b, "group %d server %d: down\n", g, id)
+				continue
+			}
+			st, err := s.node.Status(g)
+			if err != nil {
+				fmt.Fprintf(&b, "group %d server %d: %v\n", g, id, err)
+				continue
+			}
+			fmt.Fprintf(&b, "group %d server %d: %s term=%d vote=%d lead=%d commit=%d applied=%d held=%s voters=%v progress=%v\n",
+				g, id, st.RaftState, st.GetTerm(), st.GetVote(), st.Lead, st.GetCommit(), st.Applied, st.Held, st.Config.Voters, st.Progress)
+		}
+	}
+	return b.String()
 }

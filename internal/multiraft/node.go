@@ -272,6 +272,9 @@ func (n *Node) AddGroup(c GroupConfig) (err error) {
 		}
 	}
 	g := newGroup(n, c, rn)
+	if g.mu.last, err = c.Log.LastIndex(); err != nil {
+		return fmt.Errorf("%w: group %d: log: %w", ErrInvalidGroup, c.ID, err)
+	}
 	n.mu.Lock()
 	if n.mu.groups[c.ID] != nil || n.isClosed() {
 		n.mu.Unlock()
