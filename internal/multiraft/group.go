@@ -144,8 +144,13 @@ func (n *Node) process(g *group, ob *outbox) {
 			continue // a held replica never campaigns
 		}
 		g.clampHeartbeat(m)
-		if lostLog(rn, m) && !slices.Contains(lost, m.GetFrom()) {
-			lost = append(lost, m.GetFrom())
+		if lostLog(rn, m) {
+			// Not stepped: raft would resend the same probe at once,
+			// and again, for as long as leadership stays here.
+			if !slices.Contains(lost, m.GetFrom()) {
+				lost = append(lost, m.GetFrom())
+			}
+			continue
 		}
 		// Errors are messages raft does not take (a response from a peer
 		// it no longer tracks): dropped, as raft's own Node does.

@@ -286,7 +286,7 @@ func (h *harness) observe(from, to uint64, e multiraft.Envelope) {
 // stabilize delivers, saves and processes until nothing moves, without
 // ticks.
 func (h *harness) stabilize() {
-	for range 100000 {
+	for range 20000 {
 		moved := false
 		for _, id := range h.ids {
 			s := h.servers[id]
@@ -307,7 +307,22 @@ func (h *harness) stabilize() {
 			return
 		}
 	}
-	h.failf("stabilize: still moving after 100000 rounds")
+	// Something ping-pongs without ticks: show what.
+	var seen []string
+	h.ft.SetObserver(func(from, to uint64, e multiraft.Envelope) {
+		m := &raftpb.Message{}
+		_ = proto.Unmarshal(e.Data, m)
+		seen = append(seen, fmt.Sprintf("%d->%d g%d %s term=%d index=%d reject=%v hint=%d", from, to, e.Group,
+			m.GetType(), m.GetTerm(), m.GetIndex(), m.GetReject(), m.GetRejectHint()))
+	})
+	for range 20 {
+		for _, id := range h.live() {
+			h.servers[id].node.Process()
+			h.servers[id].disk.Flush()
+		}
+		h.ft.DeliverAll()
+	}
+	h.failf("stabilize: still moving after 20000 rounds:\n%s\n%s", strings.Join(seen[:min(len(seen), 60)], "\n"), h.dump())
 }
 
 // tick ticks every live server and the network once.
@@ -440,8 +455,8 @@ func (h *harness) dump() string {
 				fmt.Fprintf(&b, "group %d server %d: %v\n", g, id, err)
 				continue
 			}
-			fmt.Fprintf(&b, "group %d server %d: %s term=%d vote=%d lead=%d commit=%d applied=%d held=%s voters=%v progress=%v\n",
-				g, id, st.RaftState, st.GetTerm(), st.GetVote(), st.Lead, st.GetCommit(), st.Applied, st.Held, st.Config.Voters, st.Progress)
+			fmt.Fprintf(&b, "group %d server %d: %s term=%d vote=%d lead=%d transferee=%d commit=%d applied=%d held=%s voters=%v progress=%v\n",
+				g, id, st.RaftState, st.GetTerm(), st.GetVote(), st.Lead, st.LeadTransferee, st.GetCommit(), st.Applied, st.Held, st.Config.Voters, st.Progress)
 		}
 	}
 	return b.String()

@@ -20,12 +20,15 @@ import (
 //     log was lost.
 //   - A leader never lowers a follower's Match: it ignores a rejection
 //     below it as stale, and keeps sending appends the follower cannot
-//     take. When a follower rejects with a hint below its Match (its log
-//     ends before entries it had acknowledged), the leader hands its
-//     leadership to the most up-to-date other follower, whose fresh
-//     progress probes the lost replica from scratch. A stale rejection
-//     reordered behind later acknowledgements can look the same and costs
-//     one needless leadership change, nothing more.
+//     take, each rejection answered by the same probe at once: a ping-pong
+//     at network speed. When a follower rejects with a hint below its
+//     Match (its log ends before entries it had acknowledged), the leader
+//     does not step the rejection, which ends the ping-pong (the next
+//     heartbeat response resumes the probes), and hands its leadership to
+//     the most up-to-date other follower, whose fresh progress probes the
+//     lost replica from scratch. A stale rejection reordered behind later
+//     acknowledgements can look the same and costs one needless
+//     leadership change, nothing more.
 
 // clampHeartbeat lowers a heartbeat's commit to the group's last index.
 // Called by the worker, under g.mu.
@@ -55,10 +58,11 @@ func lostLog(rn *raft.RawNode, m *raftpb.Message) bool {
 }
 
 // handOver transfers leadership to the voter with the highest Match that
-// is recently active and not one of lost, if there is one.
+// is recently active and not one of lost, if there is one, unless a
+// transfer to a replica that is not lost is under way.
 func handOver(rn *raft.RawNode, self uint64, lost []uint64) {
 	st := rn.Status()
-	if st.RaftState != raft.StateLeader || st.LeadTransferee != raft.None {
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != raft.None && !slices.Contains(lost, st.LeadTransferee) {
 		return
 	}
 	voters := st.Config.Voters.IDs()

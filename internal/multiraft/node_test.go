@@ -272,3 +272,28 @@ func TestOptionsValidated(t *testing.T) {
 	_, err := multiraft.New(multiraft.Options{ID: 1, Manual: true}, nil)
 	require.ErrorIs(t, err, multiraft.ErrInvalidOptions)
 }
+
+// A leader that had replicated to a replica before it lost its log keeps
+// its old Match for it, and etcd raft never lowers a Match: the leader
+// hands its leadership over, and the new leader catches the replica up.
+func TestWipedReplicaCaughtUpUnderSameLeader(t *testing.T) {
+	h := newHarness(t, 1, 3)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	for i := range 5 {
+		h.propose(1, 7, fmt.Sprintf("m%d", i))
+	}
+	h.stabilize()
+	h.wipe(3)
+	for range 5 {
+		h.tick()
+		h.stabilize()
+	}
+	lead, _ := h.leaderOf(7)
+	require.Equal(t, uint64(2), lead, "the leader handed over to the up-to-date follower")
+	require.Equal(t, []string{"m0", "m1", "m2", "m3", "m4"}, h.servers[3].sms[7].datas)
+	held, err := h.servers[3].node.Held(7)
+	require.NoError(t, err)
+	require.Equal(t, multiraft.HoldNone, held)
+	h.settle(50)
+}

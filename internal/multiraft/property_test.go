@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	propSeeds = flag.Int("multiraft.seeds", 0, "schedules TestPropertySchedules runs (0: 200, or 30 under -short)")
+	propSeeds = flag.Int("multiraft.seeds", 0, "schedules TestPropertySchedules runs (0: 150, or 30 under -short)")
 	propSteps = flag.Int("multiraft.steps", 0, "steps per schedule (0: 8000, or 4000 under -short)")
 	propSeed  = flag.Int64("multiraft.seed", -1, "run only this seed")
 )
@@ -32,7 +32,7 @@ var (
 // election timeouts (crypto/rand inside go.etcd.io/raft) do not, so a
 // failing seed may need a few runs to fail again.
 func TestPropertySchedules(t *testing.T) {
-	seeds, steps := 200, 8000
+	seeds, steps := 150, 8000
 	if testing.Short() {
 		seeds, steps = 30, 4000
 	}
