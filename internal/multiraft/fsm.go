@@ -3,8 +3,9 @@ package multiraft
 import "go.etcd.io/raft/v3/raftpb"
 
 // StateMachine is a group's replicated state. Every method runs on the
-// group's apply goroutine, one call at a time, in log order, except
-// Checkpoint, which AddGroup calls before the group starts.
+// group's apply goroutine, one call at a time, in log order; except that
+// AddGroup, before the group starts, calls Checkpoint, and Restore if the
+// log's snapshot is ahead of it.
 type StateMachine interface {
 	// Apply applies committed entries, in index order: every entry, of
 	// every type, including raft's empty entries and conf changes (which

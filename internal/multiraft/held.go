@@ -14,8 +14,9 @@ import (
 // MsgVoteResp and MsgPreVoteResp are dropped before they leave the server
 // (its vote is still persisted, which is harmless). It keeps replicating.
 //
-// It is released once it has applied an entry of the term of the leader it
-// follows. A leader commits an entry of its own term only when everything
+// A wiped or unsynced replica is released once it has applied an entry of
+// the term of the leader it follows; a damaged one only by Release, once
+// the layer above has rebuilt its state. A leader commits an entry of its own term only when everything
 // committed before its election is in its log before it, so the replica
 // then holds every entry it could have acknowledged before it lost state.
 // This is the "commit index a current-term leader sent it" of the design,
@@ -35,7 +36,8 @@ const (
 	// under a policy that does not fsync every write.
 	HoldUnsynced
 	// HoldDamaged is a replica whose log or state failed its checksums, or
-	// whose log or state machine failed (ErrGroupFailed).
+	// whose log or state machine failed (ErrGroupFailed). Catching up
+	// does not repair its state: only Release lifts it.
 	HoldDamaged
 )
 
@@ -62,7 +64,8 @@ func isGrantedVote(m *raftpb.Message) bool {
 }
 
 // Hold holds a replica of group for reason (not HoldNone), until it
-// catches up or Release.
+// catches up or Release. A leader that is held hands its leadership to its
+// most up-to-date follower.
 func (n *Node) Hold(group uint64, reason HoldReason) error {
 	if reason == HoldNone {
 		return fmt.Errorf("%w: hold without a reason", ErrInvalidGroup)
@@ -72,6 +75,7 @@ func (n *Node) Hold(group uint64, reason HoldReason) error {
 		return err
 	}
 	g.held.Store(uint32(reason))
+	g.op(func(rn *raft.RawNode) { handOver(rn, n.id, nil) })
 	return nil
 }
 
@@ -98,12 +102,12 @@ func (n *Node) Held(group uint64) (HoldReason, error) {
 	return HoldReason(g.held.Load()), nil
 }
 
-// maybeRelease releases a held replica that has just applied ents, if one
-// of them is of the term of the leader it follows. It runs on the apply
-// goroutine.
+// maybeRelease releases a wiped or unsynced replica that has just applied
+// ents, if one of them is of the term of the leader it follows. It runs on
+// the apply goroutine.
 func (g *group) maybeRelease(ents []*raftpb.Entry) {
 	r := HoldReason(g.held.Load())
-	if r == HoldNone || r == HoldDamaged && g.failure() != nil {
+	if r != HoldWiped && r != HoldUnsynced {
 		return
 	}
 	lead, term := g.lead.Load(), g.term.Load()

@@ -437,9 +437,10 @@ func (n *Node) Campaign(group uint64) error {
 	return nil
 }
 
-// TransferLeadership asks the leader of group, if this replica is it, to
-// hand leadership to replica `to`. A held `to` on another server drops the
-// request, and the leader keeps leading after an election timeout.
+// TransferLeadership asks the leader of group to hand leadership to
+// replica `to` (a follower forwards the request to its leader). A held
+// `to` on another server drops the request, and the leader keeps leading
+// after an election timeout.
 func (n *Node) TransferLeadership(group, to uint64) error {
 	g, err := n.lookup(group)
 	if err != nil {
@@ -490,7 +491,8 @@ func (n *Node) Leader(group uint64) (leader, term uint64, err error) {
 
 // Receive takes a batch from server `from` (Handler). A message for a
 // group not hosted here, or not from `from` to this server, or of a kind
-// only a server's own threads may send, is dropped and counted.
+// only a server's own threads may send, or a proposal, is dropped and
+// counted.
 func (n *Node) Receive(from uint64, b Batch) {
 	if n.isClosed() {
 		return
@@ -499,8 +501,10 @@ func (n *Node) Receive(from uint64, b Batch) {
 	for i := range b.Msgs {
 		e := &b.Msgs[i]
 		m := &raftpb.Message{}
-		if err := proto.Unmarshal(e.Data, m); err != nil ||
-			m.GetFrom() != from || m.GetTo() != n.id || raft.IsLocalMsg(m.GetType()) {
+		// A proposal never crosses servers: proposals are evaluated by
+		// the leader that takes them (DisableProposalForwarding).
+		if err := proto.Unmarshal(e.Data, m); err != nil || m.GetFrom() != from || m.GetTo() != n.id ||
+			raft.IsLocalMsg(m.GetType()) || m.GetType() == raftpb.MsgProp {
 			n.stats.badMessages.Add(1)
 			continue
 		}

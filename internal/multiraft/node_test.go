@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/internal/multiraft/multiraftest"
@@ -296,4 +297,68 @@ func TestWipedReplicaCaughtUpUnderSameLeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, multiraft.HoldNone, held)
 	h.settle(50)
+}
+
+// A leader that is held hands its leadership over; released, it may
+// campaign again.
+func TestHoldLeaderHandsOver(t *testing.T) {
+	h := newHarness(t, 1, 3)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	require.NoError(t, h.servers[1].node.Hold(7, multiraft.HoldDamaged))
+	h.stabilize()
+	lead, _ := h.leaderOf(7)
+	require.NotEqual(t, uint64(1), lead)
+	require.NotZero(t, lead)
+	require.ErrorIs(t, h.servers[1].node.Campaign(7), multiraft.ErrHeld)
+	require.ErrorIs(t, h.servers[1].node.Hold(7, multiraft.HoldNone), multiraft.ErrInvalidGroup)
+	require.NoError(t, h.servers[1].node.Release(7))
+	require.NoError(t, h.servers[1].node.TransferLeadership(7, 1))
+	h.stabilize()
+	lead, _ = h.leaderOf(7)
+	require.Equal(t, uint64(1), lead, "released, it may lead again")
+}
+
+// Appends the transport cannot queue (a full bulk lane) are reported to
+// raft, which probes and resends: nothing is lost, it only takes longer.
+func TestBulkDropsReported(t *testing.T) {
+	h := newHarness(t, 1, 3)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	h.ft.SetFaults(multiraftest.Faults{BulkBytes: 64})
+	for i := range 30 {
+		h.propose(1, 7, fmt.Sprintf("%040d", i))
+	}
+	h.stabilize()
+	require.NotZero(t, h.servers[1].node.Stats().BulkDropped)
+	h.settle(100)
+	require.Len(t, h.servers[3].sms[7].datas, 30)
+}
+
+// A server accepts from a peer only what that peer may send it.
+func TestReceiveDropsForeignMessages(t *testing.T) {
+	h := newHarness(t, 1, 3)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	n := h.servers[1].node
+	env := func(m *raftpb.Message) multiraft.Envelope {
+		b, err := proto.Marshal(m)
+		require.NoError(t, err)
+		return multiraft.Envelope{Group: 7, Data: b}
+	}
+	before := n.Stats()
+	n.Receive(2, multiraft.Batch{Msgs: []multiraft.Envelope{
+		env(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(uint64(2)), To: new(uint64(1)),
+			Entries: []*raftpb.Entry{{Data: []byte("forwarded")}}}),
+		env(&raftpb.Message{Type: raftpb.MsgHeartbeatResp.Enum(), From: new(uint64(3)), To: new(uint64(1))}),
+		env(&raftpb.Message{Type: raftpb.MsgHeartbeatResp.Enum(), From: new(uint64(2)), To: new(uint64(3))}),
+		env(&raftpb.Message{Type: raftpb.MsgStorageAppendResp.Enum(), From: new(raft.LocalAppendThread), To: new(uint64(1))}),
+		{Group: 7, Data: []byte{0xff, 0xff}},
+	}})
+	n.Receive(2, multiraft.Batch{Beats: []multiraft.Beat{{Group: 99, Term: 1}}})
+	after := n.Stats()
+	require.Equal(t, uint64(5), after.BadMessages-before.BadMessages)
+	require.Equal(t, uint64(1), after.UnknownGroup-before.UnknownGroup)
+	h.stabilize()
+	require.Empty(t, h.servers[1].sms[7].datas)
 }
