@@ -210,7 +210,7 @@ func TestConfChangeAddVoter(t *testing.T) {
 	h.servers[4].sms[7] = sm
 	require.NoError(t, h.servers[4].node.AddGroup(multiraft.GroupConfig{ID: 7, Log: h.servers[4].disk.Log(7), StateMachine: sm}))
 	cc := &raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(4))}
-	var got error = errors.New("not called")
+	got := errors.New("not called")
 	require.NoError(t, h.servers[1].node.ProposeConfChangeAsync(7, cc, func(err error) { got = err }))
 	h.stabilize()
 	require.NoError(t, got)
@@ -227,7 +227,7 @@ func TestAddGroupErrors(t *testing.T) {
 	ft := multiraftest.NewFakeTransport(1)
 	n, err := multiraft.New(multiraft.Options{ID: 1, Manual: true}, ft.Endpoint(1))
 	require.NoError(t, err)
-	defer n.Close()
+	defer func() { _ = n.Close() }()
 	disk := multiraftest.NewMemDisk()
 	sm := &recorder{}
 	for _, c := range []struct {

@@ -62,7 +62,7 @@ type scriptRun struct {
 func runScript(t *testing.T, file string) {
 	f, err := os.Open(file)
 	require.NoError(t, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	r := &scriptRun{t: t, file: file, marks: map[uint64][2]uint64{}}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

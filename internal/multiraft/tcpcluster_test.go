@@ -123,7 +123,7 @@ func pairConns(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	ch := make(chan net.Conn, 1)
 	go func() {
 		c, _ := ln.Accept()
