@@ -417,6 +417,14 @@ func (h *harness) converged() (bool, string) {
 	return true, ""
 }
 
+// requireConverged fails the test unless the cluster has converged.
+func (h *harness) requireConverged() {
+	h.t.Helper()
+	if ok, why := h.converged(); !ok {
+		h.failf("not converged: %s", why)
+	}
+}
+
 // settle heals everything, restarts every server, and ticks until the
 // cluster converges, failing after maxTicks.
 func (h *harness) settle(maxTicks int) int {

@@ -24,6 +24,14 @@ func (h *harness) elect(group, id uint64) {
 	require.Equal(h.t, id, lead, "leader of group %d", group)
 }
 
+// threeLedBy1 returns three servers hosting group 7, led by server 1.
+func threeLedBy1(t *testing.T) *harness {
+	h := newHarness(t, 1, 3)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	return h
+}
+
 func TestElectProposeApply(t *testing.T) {
 	h := newHarness(t, 1, 3)
 	h.addGroup(7, []uint64{1, 2, 3})
@@ -37,14 +45,11 @@ func TestElectProposeApply(t *testing.T) {
 		require.Equal(t, []string{"m0", "m1", "m2", "m3", "m4"}, h.servers[id].sms[7].datas, "server %d", id)
 		require.Equal(t, uint64(1), h.servers[id].sms[7].leader, "server %d", id)
 	}
-	ok, why := h.converged()
-	require.True(t, ok, why)
+	h.requireConverged()
 }
 
 func TestProposeOnFollowerRefused(t *testing.T) {
-	h := newHarness(t, 1, 3)
-	h.addGroup(7, []uint64{1, 2, 3})
-	h.elect(7, 1)
+	h := threeLedBy1(t)
 	var got error
 	require.NoError(t, h.servers[2].node.ProposeAsync(7, []byte("x"), func(err error) { got = err }))
 	h.stabilize()
@@ -91,9 +96,7 @@ func TestHeartbeatsCoalesced(t *testing.T) {
 // suspicion of fast failover does, disrupts nothing: the other follower
 // still hears the leader and refuses its pre-vote.
 func TestForgetLeaderOnLiveLeader(t *testing.T) {
-	h := newHarness(t, 1, 3)
-	h.addGroup(7, []uint64{1, 2, 3})
-	h.elect(7, 1)
+	h := threeLedBy1(t)
 	_, term := h.leaderOf(7)
 	require.NoError(t, h.servers[2].node.ForgetLeader(7))
 	require.NoError(t, h.servers[2].node.Campaign(7))
@@ -107,8 +110,7 @@ func TestForgetLeaderOnLiveLeader(t *testing.T) {
 	}
 	h.propose(1, 7, "after")
 	h.stabilize()
-	ok, why := h.converged()
-	require.True(t, ok, why)
+	h.requireConverged()
 }
 
 // When the leader's server dies, its followers see the links go down,
@@ -116,9 +118,7 @@ func TestForgetLeaderOnLiveLeader(t *testing.T) {
 // in rank campaigns at once: a new leader within a few ticks, not an
 // election timeout (10 to 20 ticks).
 func TestFastFailover(t *testing.T) {
-	h := newHarness(t, 1, 3)
-	h.addGroup(7, []uint64{1, 2, 3})
-	h.elect(7, 1)
+	h := threeLedBy1(t)
 	h.propose(1, 7, "before")
 	h.stabilize()
 	h.crash(1)
@@ -141,9 +141,7 @@ func TestFastFailover(t *testing.T) {
 
 // A link that goes down and comes back within the grace forgets nothing.
 func TestLinkFlapWithinGrace(t *testing.T) {
-	h := newHarness(t, 1, 3)
-	h.addGroup(7, []uint64{1, 2, 3})
-	h.elect(7, 1)
+	h := threeLedBy1(t)
 	_, term := h.leaderOf(7)
 	h.servers[2].node.LinkDown(1)
 	h.servers[2].node.LinkUp(1)
@@ -163,9 +161,7 @@ func TestLinkFlapWithinGrace(t *testing.T) {
 // harness's observer fails the test if it does), and it is released once
 // it has applied an entry of its leader's term.
 func TestWipedReplicaHeldUntilCaughtUp(t *testing.T) {
-	h := newHarness(t, 1, 3)
-	h.addGroup(7, []uint64{1, 2, 3})
-	h.elect(7, 1)
+	h := threeLedBy1(t)
 	h.propose(1, 7, "a")
 	h.stabilize()
 	h.wipe(3)
@@ -278,9 +274,7 @@ func TestOptionsValidated(t *testing.T) {
 // its old Match for it, and etcd raft never lowers a Match: the leader
 // hands its leadership over, and the new leader catches the replica up.
 func TestWipedReplicaCaughtUpUnderSameLeader(t *testing.T) {
-	h := newHarness(t, 1, 3)
-	h.addGroup(7, []uint64{1, 2, 3})
-	h.elect(7, 1)
+	h := threeLedBy1(t)
 	for i := range 5 {
 		h.propose(1, 7, fmt.Sprintf("m%d", i))
 	}
@@ -302,9 +296,7 @@ func TestWipedReplicaCaughtUpUnderSameLeader(t *testing.T) {
 // A leader that is held hands its leadership over; released, it may
 // campaign again.
 func TestHoldLeaderHandsOver(t *testing.T) {
-	h := newHarness(t, 1, 3)
-	h.addGroup(7, []uint64{1, 2, 3})
-	h.elect(7, 1)
+	h := threeLedBy1(t)
 	require.NoError(t, h.servers[1].node.Hold(7, multiraft.HoldDamaged))
 	h.stabilize()
 	lead, _ := h.leaderOf(7)
@@ -322,9 +314,7 @@ func TestHoldLeaderHandsOver(t *testing.T) {
 // Appends the transport cannot queue (a full bulk lane) are reported to
 // raft, which probes and resends: nothing is lost, it only takes longer.
 func TestBulkDropsReported(t *testing.T) {
-	h := newHarness(t, 1, 3)
-	h.addGroup(7, []uint64{1, 2, 3})
-	h.elect(7, 1)
+	h := threeLedBy1(t)
 	h.ft.SetFaults(multiraftest.Faults{BulkBytes: 64})
 	for i := range 30 {
 		h.propose(1, 7, fmt.Sprintf("%040d", i))
@@ -337,9 +327,7 @@ func TestBulkDropsReported(t *testing.T) {
 
 // A server accepts from a peer only what that peer may send it.
 func TestReceiveDropsForeignMessages(t *testing.T) {
-	h := newHarness(t, 1, 3)
-	h.addGroup(7, []uint64{1, 2, 3})
-	h.elect(7, 1)
+	h := threeLedBy1(t)
 	n := h.servers[1].node
 	env := func(m *raftpb.Message) multiraft.Envelope {
 		b, err := proto.Marshal(m)

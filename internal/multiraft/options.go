@@ -1,6 +1,7 @@
 package multiraft
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"time"
@@ -108,42 +109,18 @@ func DefaultOptions() Options {
 // withDefaults fills the zero fields of o and validates the result.
 func (o Options) withDefaults() (Options, error) {
 	d := DefaultOptions()
-	if o.Tick == 0 {
-		o.Tick = d.Tick
-	}
-	if o.HeartbeatTicks == 0 {
-		o.HeartbeatTicks = d.HeartbeatTicks
-	}
-	if o.ElectionTicks == 0 {
-		o.ElectionTicks = d.ElectionTicks
-	}
-	if o.Workers == 0 {
-		o.Workers = d.Workers
-	}
-	if o.MaxSizePerMsg == 0 {
-		o.MaxSizePerMsg = d.MaxSizePerMsg
-	}
-	if o.MaxInflightMsgs == 0 {
-		o.MaxInflightMsgs = d.MaxInflightMsgs
-	}
-	if o.MaxInflightBytes == 0 {
-		o.MaxInflightBytes = max(d.MaxInflightBytes, o.MaxSizePerMsg)
-	}
-	if o.MaxUncommittedEntriesSize == 0 {
-		o.MaxUncommittedEntriesSize = d.MaxUncommittedEntriesSize
-	}
-	if o.MaxCommittedSizePerReady == 0 {
-		o.MaxCommittedSizePerReady = d.MaxCommittedSizePerReady
-	}
-	if o.MaxEntryBytes == 0 {
-		o.MaxEntryBytes = d.MaxEntryBytes
-	}
-	if o.FailoverGrace == 0 {
-		o.FailoverGrace = d.FailoverGrace
-	}
-	if o.CampaignStagger == 0 {
-		o.CampaignStagger = d.CampaignStagger
-	}
+	o.Tick = cmp.Or(o.Tick, d.Tick)
+	o.HeartbeatTicks = cmp.Or(o.HeartbeatTicks, d.HeartbeatTicks)
+	o.ElectionTicks = cmp.Or(o.ElectionTicks, d.ElectionTicks)
+	o.Workers = cmp.Or(o.Workers, d.Workers)
+	o.MaxSizePerMsg = cmp.Or(o.MaxSizePerMsg, d.MaxSizePerMsg)
+	o.MaxInflightMsgs = cmp.Or(o.MaxInflightMsgs, d.MaxInflightMsgs)
+	o.MaxInflightBytes = cmp.Or(o.MaxInflightBytes, max(d.MaxInflightBytes, o.MaxSizePerMsg))
+	o.MaxUncommittedEntriesSize = cmp.Or(o.MaxUncommittedEntriesSize, d.MaxUncommittedEntriesSize)
+	o.MaxCommittedSizePerReady = cmp.Or(o.MaxCommittedSizePerReady, d.MaxCommittedSizePerReady)
+	o.MaxEntryBytes = cmp.Or(o.MaxEntryBytes, d.MaxEntryBytes)
+	o.FailoverGrace = cmp.Or(o.FailoverGrace, d.FailoverGrace)
+	o.CampaignStagger = cmp.Or(o.CampaignStagger, d.CampaignStagger)
 	if o.Logger == nil {
 		o.Logger = quietLogger{&raft.DefaultLogger{Logger: stdLogger()}}
 	}

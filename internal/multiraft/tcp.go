@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -31,21 +32,11 @@ type TCPOptions struct {
 }
 
 func (o TCPOptions) withDefaults() (TCPOptions, error) {
-	if o.BulkBytes == 0 {
-		o.BulkBytes = 64 << 20
-	}
-	if o.FrameBytes == 0 {
-		o.FrameBytes = 1 << 20
-	}
-	if o.PingInterval == 0 {
-		o.PingInterval = 250 * time.Millisecond
-	}
-	if o.PingMisses == 0 {
-		o.PingMisses = 3
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = 2 * time.Second
-	}
+	o.BulkBytes = cmp.Or(o.BulkBytes, 64<<20)
+	o.FrameBytes = cmp.Or(o.FrameBytes, 1<<20)
+	o.PingInterval = cmp.Or(o.PingInterval, 250*time.Millisecond)
+	o.PingMisses = cmp.Or(o.PingMisses, 3)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, 2*time.Second)
 	if o.BulkBytes < 0 || o.FrameBytes < 0 || o.FrameBytes > MaxFrameBytes/2 || o.PingInterval < 0 || o.PingMisses < 0 || o.WriteTimeout < 0 {
 		return o, fmt.Errorf("%w: TCPOptions %+v", ErrInvalidOptions, o)
 	}

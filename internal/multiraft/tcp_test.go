@@ -67,24 +67,37 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// tcpEnd returns a TCP transport with a recording handler and c as its
+// link to peer, closed when the test ends.
+func tcpEnd(t *testing.T, opts TCPOptions, peer uint64, c net.Conn) (*TCP, *recordingHandler) {
+	t.Helper()
+	tr, err := NewTCP(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tr.Close() })
+	h := newRecordingHandler()
+	tr.SetHandler(h)
+	require.NoError(t, tr.Add(peer, c))
+	return tr, h
+}
+
 // tcpPair links two TCP transports, 1 and 2, over c1 and c2.
 func tcpPair(t *testing.T, opts TCPOptions, c1, c2 net.Conn) (t1, t2 *TCP, h1, h2 *recordingHandler) {
 	t.Helper()
-	var err error
-	t1, err = NewTCP(opts)
-	require.NoError(t, err)
-	t2, err = NewTCP(opts)
-	require.NoError(t, err)
-	h1, h2 = newRecordingHandler(), newRecordingHandler()
-	t1.SetHandler(h1)
-	t2.SetHandler(h2)
-	require.NoError(t, t1.Add(2, c1))
-	require.NoError(t, t2.Add(1, c2))
-	t.Cleanup(func() {
-		_ = t1.Close()
-		_ = t2.Close()
-	})
+	t1, h1 = tcpEnd(t, opts, 2, c1)
+	t2, h2 = tcpEnd(t, opts, 1, c2)
 	return t1, t2, h1, h2
+}
+
+// discard reads and drops what c receives, answering nothing.
+func discard(c net.Conn) {
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
 }
 
 func loopbackConns(t *testing.T) (net.Conn, net.Conn) {
@@ -156,12 +169,7 @@ func TestTCPDeliversInOrder(t *testing.T) {
 // frame and one msgs frame for many Sends.
 func TestTCPMergesQueuedTraffic(t *testing.T) {
 	c1, c2 := net.Pipe()
-	t1, err := NewTCP(TCPOptions{})
-	require.NoError(t, err)
-	defer func() { _ = t1.Close() }()
-	h1 := newRecordingHandler()
-	t1.SetHandler(h1)
-	require.NoError(t, t1.Add(2, c1))
+	t1, _ := tcpEnd(t, TCPOptions{}, 2, c1)
 	// Nobody reads c2 yet: the writer blocks on its first write, and
 	// everything sent meanwhile waits in the lanes.
 	hb := &raftpb.Message{Type: raftpb.MsgVote.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(2))}
@@ -170,12 +178,7 @@ func TestTCPMergesQueuedTraffic(t *testing.T) {
 	for g := range uint64(100) {
 		t1.Send(2, Batch{Msgs: []Envelope{envelope(t, g, hb)}, Beats: []Beat{{Group: g, Term: 2}}})
 	}
-	t2, err := NewTCP(TCPOptions{})
-	require.NoError(t, err)
-	defer func() { _ = t2.Close() }()
-	h2 := newRecordingHandler()
-	t2.SetHandler(h2)
-	require.NoError(t, t2.Add(1, c2))
+	_, h2 := tcpEnd(t, TCPOptions{}, 1, c2)
 	waitFor(t, "every message", func() bool { m, b, _ := h2.counts(); return m == 100 && b == 101 })
 	st := t1.Stats()
 	require.Len(t, st, 1)
@@ -187,11 +190,7 @@ func TestTCPMergesQueuedTraffic(t *testing.T) {
 func TestTCPBulkLaneCapped(t *testing.T) {
 	c1, c2 := net.Pipe()
 	defer func() { _ = c2.Close() }()
-	t1, err := NewTCP(TCPOptions{BulkBytes: 1000, WriteTimeout: time.Minute})
-	require.NoError(t, err)
-	defer func() { _ = t1.Close() }()
-	t1.SetHandler(newRecordingHandler())
-	require.NoError(t, t1.Add(2, c1))
+	t1, _ := tcpEnd(t, TCPOptions{BulkBytes: 1000, WriteTimeout: time.Minute}, 2, c1)
 	app := &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)),
 		Entries: []*raftpb.Entry{{Data: make([]byte, 300)}}}
 	e := envelope(t, 1, app)
@@ -223,21 +222,9 @@ func TestTCPLinkDownOnClose(t *testing.T) {
 // is dropped after PingMisses ping intervals.
 func TestTCPStaleLink(t *testing.T) {
 	c1, c2 := net.Pipe()
-	go func() { // reads and discards, answers nothing
-		buf := make([]byte, 4096)
-		for {
-			if _, err := c2.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	t1, err := NewTCP(TCPOptions{PingInterval: 10 * time.Millisecond, PingMisses: 3})
-	require.NoError(t, err)
-	defer func() { _ = t1.Close() }()
-	h1 := newRecordingHandler()
-	t1.SetHandler(h1)
+	discard(c2)
 	start := time.Now()
-	require.NoError(t, t1.Add(2, c1))
+	_, h1 := tcpEnd(t, TCPOptions{PingInterval: 10 * time.Millisecond, PingMisses: 3}, 2, c1)
 	waitFor(t, "LinkDown", func() bool { _, _, d := h1.counts(); return d == 1 })
 	require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
 }
@@ -255,20 +242,8 @@ func TestTCPIdleLinkStaysUp(t *testing.T) {
 // Garbage on the link closes it.
 func TestTCPGarbageClosesLink(t *testing.T) {
 	c1, c2 := net.Pipe()
-	t1, err := NewTCP(TCPOptions{})
-	require.NoError(t, err)
-	defer func() { _ = t1.Close() }()
-	h1 := newRecordingHandler()
-	t1.SetHandler(h1)
-	require.NoError(t, t1.Add(2, c1))
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			if _, err := c2.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
+	_, h1 := tcpEnd(t, TCPOptions{}, 2, c1)
+	discard(c2)
 	_, _ = c2.Write(appendFrame(nil, frameKind(42), []byte("?")))
 	waitFor(t, "LinkDown", func() bool { _, _, d := h1.counts(); return d == 1 })
 }
