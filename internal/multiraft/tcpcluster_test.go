@@ -215,3 +215,66 @@ func TestTCPClusterProposeAndFailover(t *testing.T) {
 		waitUntil(t, 5*time.Second, "the proposal after failover", func() bool { return s.recorder(1).count() == perGroup+1 })
 	}
 }
+
+// Many goroutines propose to many groups at once, on servers with four
+// workers each: every group applies the same entries in the same order on
+// every server (the race detector watches the scheduler's hand-offs).
+func TestTCPClusterConcurrentProposers(t *testing.T) {
+	var groups []uint64
+	for g := uint64(1); g <= 32; g++ {
+		groups = append(groups, g)
+	}
+	servers := startTCPCluster(t, 3, groups, multiraft.Options{Tick: 20 * time.Millisecond, Workers: 4}, nil)
+	for _, g := range groups {
+		waitUntil(t, 10*time.Second, "leaders", func() bool { return leaderOf(servers, g) != 0 })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const proposers, each = 8, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, proposers)
+	for p := range proposers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				g := groups[(p*each+i)%len(groups)]
+				lead := leaderOf(servers, g)
+				if lead == 0 {
+					errs <- fmt.Errorf("group %d lost its leader", g)
+					return
+				}
+				if err := servers[lead-1].node.Propose(ctx, g, fmt.Appendf(nil, "p%d-%d", p, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	total := func(s *tcpServer) int {
+		n := 0
+		for _, g := range groups {
+			n += s.recorder(g).count()
+		}
+		return n
+	}
+	for _, s := range servers {
+		waitUntil(t, 10*time.Second, "every proposal applied", func() bool { return total(s) == proposers*each })
+	}
+	for _, g := range groups {
+		want := servers[0].recorder(g)
+		want.mu.Lock()
+		for _, s := range servers[1:] {
+			got := s.recorder(g)
+			got.mu.Lock()
+			require.Equal(t, want.datas, got.datas, "group %d on server %d", g, s.id)
+			got.mu.Unlock()
+		}
+		want.mu.Unlock()
+	}
+}
