@@ -1,6 +1,7 @@
 package multiraft
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -70,28 +71,27 @@ func (n *Node) forgetDead(g *group, rn *raft.RawNode, dead uint64) {
 	if g.held.Load() != uint32(HoldNone) {
 		return
 	}
-	rank := failoverRank(n.id, dead, slices.Collect(func(yield func(uint64) bool) {
-		for id := range st.Config.Voters.IDs() {
-			if !yield(id) {
-				return
-			}
-		}
-	}))
-	switch {
-	case rank < 0:
+	rank := failoverRank(n.id, dead, slices.Collect(maps.Keys(st.Config.Voters.IDs())))
+	if rank < 0 {
 		return // a learner, or not a member
-	case rank == 0:
-		_ = rn.Campaign()
-	default:
-		n.after(time.Duration(rank)*n.opts.CampaignStagger, func() {
-			g.op(func(rn *raft.RawNode) {
-				bs := rn.BasicStatus()
-				if bs.Lead == raft.None && bs.RaftState == raft.StateFollower && g.held.Load() == uint32(HoldNone) {
-					_ = rn.Campaign()
-				}
-			})
-		})
 	}
+	if rank == 0 {
+		_ = rn.Campaign()
+		return
+	}
+	// The others' turns. The first's pre-vote may have reached a follower
+	// before that one forgot the leader, and been refused: the next in
+	// rank, a stagger later, finds every follower leaderless, the first
+	// one included (a pre-candidate), and wins.
+	n.after(time.Duration(rank)*n.opts.CampaignStagger, func() {
+		g.op(func(rn *raft.RawNode) {
+			bs := rn.BasicStatus()
+			leaderless := bs.RaftState == raft.StateFollower || bs.RaftState == raft.StatePreCandidate
+			if bs.Lead == raft.None && leaderless && g.held.Load() == uint32(HoldNone) {
+				_ = rn.Campaign()
+			}
+		})
+	})
 }
 
 // failoverRank returns self's rank among voters other than dead, lowest

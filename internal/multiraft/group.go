@@ -138,6 +138,11 @@ func (n *Node) process(g *group, ob *outbox) {
 			rn.Tick()
 		}
 	}
+	// Ops first: a follower told to forget a dead leader must have done so
+	// before it weighs a pre-vote that came in with it.
+	for _, f := range in.ops {
+		f(rn)
+	}
 	var lost []uint64
 	for _, m := range in.msgs {
 		if held && m.GetType() == raftpb.MsgTimeoutNow {
@@ -158,9 +163,6 @@ func (n *Node) process(g *group, ob *outbox) {
 	}
 	if len(lost) > 0 {
 		handOver(rn, n.id, lost)
-	}
-	for _, f := range in.ops {
-		f(rn)
 	}
 	errs := make([]error, len(in.props))
 	for i, p := range in.props {

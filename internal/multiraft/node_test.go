@@ -350,3 +350,27 @@ func TestReceiveDropsForeignMessages(t *testing.T) {
 	h.stabilize()
 	require.Empty(t, h.servers[1].sms[7].datas)
 }
+
+// The first in rank's pre-vote can reach the other follower before that
+// one's grace has run out: refused, it is not the end of fast failover,
+// because the next in rank campaigns a stagger later.
+func TestFailoverPreVoteBeforeForget(t *testing.T) {
+	h := threeLedBy1(t)
+	h.crash(1)
+	h.servers[2].node.Tick() // 2's grace runs out, not yet 3's
+	h.stabilize()
+	st, err := h.servers[3].node.Status(7)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), st.Lead, "3 still follows 1, and refused 2's pre-vote")
+	ticks := 0
+	for ; ticks < 10; ticks++ {
+		if lead, _ := h.leaderOf(7); lead != 0 {
+			break
+		}
+		h.tick()
+		h.stabilize()
+	}
+	lead, _ := h.leaderOf(7)
+	require.Contains(t, []uint64{2, 3}, lead)
+	require.LessOrEqual(t, ticks, 3, "a stagger or two, not an election timeout")
+}
