@@ -131,17 +131,60 @@ func (n *Node) process(g *group, ob *outbox) {
 		return
 	}
 	g.mu.Lock()
-	rn := g.mu.rn
-	held := g.held.Load() != uint32(HoldNone)
-	if !held {
-		for range in.ticks {
-			rn.Tick()
+	errs := n.stepLocked(g, in)
+	rd, ready := g.readyLocked()
+	var lead, term uint64
+	changed := false
+	if ready && (rd.SoftState != nil || !raft.IsEmptyHardState(rd.HardState)) {
+		bs := g.mu.rn.BasicStatus()
+		lead, term = bs.Lead, bs.GetTerm()
+		changed = g.lead.Swap(lead) != lead
+		changed = g.term.Swap(term) != term || changed
+	}
+	g.mu.Unlock()
+
+	for i, p := range in.props {
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("multiraft: group %d: %w", g.id, errs[i])
+		}
+		p.done(errs[i])
+	}
+	if !ready {
+		return
+	}
+	if changed {
+		g.pushApply(applyItem{leaderChange: true, lead: lead, term: term})
+		if f := n.opts.OnLeaderChange; f != nil {
+			f(g.id, lead, term)
 		}
 	}
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			n.save(g, m)
+		case raft.LocalApplyThread:
+			g.pushApply(applyItem{msg: m})
+		default:
+			ob.add(g, m)
+		}
+	}
+}
+
+// stepLocked steps the inbox into the group's raft: ops, ticks (unless
+// held), messages, proposals. It returns the proposals' results. The
+// caller holds g.mu.
+func (n *Node) stepLocked(g *group, in inbox) []error {
+	rn := g.mu.rn
+	held := g.held.Load() != uint32(HoldNone)
 	// Ops first: a follower told to forget a dead leader must have done so
 	// before it weighs a pre-vote that came in with it.
 	for _, f := range in.ops {
 		f(rn)
+	}
+	if !held {
+		for range in.ticks {
+			rn.Tick()
+		}
 	}
 	var lost []uint64
 	for _, m := range in.msgs {
@@ -172,52 +215,24 @@ func (n *Node) process(g *group, ob *outbox) {
 			errs[i] = rn.Propose(p.data)
 		}
 	}
-	var rd raft.Ready
-	ready := rn.HasReady() && g.hasRoom()
-	changed := false
-	var lead, term uint64
-	if ready {
-		rd = rn.Ready()
-		if !raft.IsEmptySnap(rd.Snapshot) {
-			g.mu.last = rd.Snapshot.GetMetadata().GetIndex()
-		}
-		if k := len(rd.Entries); k > 0 {
-			g.mu.last = rd.Entries[k-1].GetIndex()
-		}
-		if rd.SoftState != nil || !raft.IsEmptyHardState(rd.HardState) {
-			bs := rn.BasicStatus()
-			lead, term = bs.Lead, bs.GetTerm()
-			changed = g.lead.Swap(lead) != lead
-			changed = g.term.Swap(term) != term || changed
-		}
-	}
-	g.mu.Unlock()
+	return errs
+}
 
-	for i, p := range in.props {
-		if errs[i] != nil {
-			errs[i] = fmt.Errorf("multiraft: group %d: %w", g.id, errs[i])
-		}
-		p.done(errs[i])
+// readyLocked takes raft's Ready if there is one and the log has room for
+// it, and notes the last index it hands to the log. The caller holds g.mu.
+func (g *group) readyLocked() (raft.Ready, bool) {
+	rn := g.mu.rn
+	if !rn.HasReady() || !g.hasRoom() {
+		return raft.Ready{}, false
 	}
-	if !ready {
-		return
+	rd := rn.Ready()
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		g.mu.last = rd.Snapshot.GetMetadata().GetIndex()
 	}
-	if changed {
-		g.pushApply(applyItem{leaderChange: true, lead: lead, term: term})
-		if f := n.opts.OnLeaderChange; f != nil {
-			f(g.id, lead, term)
-		}
+	if k := len(rd.Entries); k > 0 {
+		g.mu.last = rd.Entries[k-1].GetIndex()
 	}
-	for _, m := range rd.Messages {
-		switch m.GetTo() {
-		case raft.LocalAppendThread:
-			n.save(g, m)
-		case raft.LocalApplyThread:
-			g.pushApply(applyItem{msg: m})
-		default:
-			ob.add(g, m)
-		}
-	}
+	return rd, true
 }
 
 // gone returns why the group takes no more work, or nil.
