@@ -91,11 +91,20 @@ func (r *recorder) Apply(ents []*raftpb.Entry) error {
 	return nil
 }
 
+// Restore takes a snapshot whose data is the applied proposals, one a
+// line (what snapshotData makes).
 func (r *recorder) Restore(snap *raftpb.Snapshot) error {
 	r.restoredFrom = snap.GetMetadata().GetIndex()
 	r.applied = r.restoredFrom
+	r.datas = nil
+	if d := snap.GetData(); len(d) > 0 {
+		r.datas = strings.Split(string(d), "\n")
+	}
 	return nil
 }
+
+// snapshotData is the state of r as Restore takes it.
+func (r *recorder) snapshotData() []byte { return []byte(strings.Join(r.datas, "\n")) }
 
 func (r *recorder) Checkpoint() uint64 { return 0 }
 

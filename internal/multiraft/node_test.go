@@ -374,3 +374,100 @@ func TestFailoverPreVoteBeforeForget(t *testing.T) {
 	require.Contains(t, []uint64{2, 3}, lead)
 	require.LessOrEqual(t, ticks, 3, "a stagger or two, not an election timeout")
 }
+
+// roomLog is a MemLog with a write queue that is full while full is set.
+type roomLog struct {
+	*multiraftest.MemLog
+	full  bool
+	saves int
+}
+
+func (l *roomLog) Room() bool { return !l.full }
+
+func (l *roomLog) Save(u multiraft.Update, done func(error)) {
+	l.saves++
+	l.MemLog.Save(u, done)
+}
+
+// While the log has no room, raft keeps the group's Ready: nothing more
+// is saved, and proposals wait in raft. The group goes on once there is
+// room again, at the next completed save or tick.
+func TestLogRoomHoldsReady(t *testing.T) {
+	h := newHarness(t, 1, 1)
+	disk := multiraftest.NewMemDisk()
+	rl := &roomLog{MemLog: disk.Log(9)}
+	sm := &recorder{h: h, server: 1, group: 9}
+	h.committed[9] = map[uint64]entryID{}
+	n := h.servers[1].node
+	require.NoError(t, n.AddGroup(multiraft.GroupConfig{ID: 9, Log: rl, StateMachine: sm, Peers: []uint64{1}}))
+	run := func() {
+		for n.Process() || disk.Flush() > 0 {
+		}
+	}
+	run()
+	require.NoError(t, n.Campaign(9))
+	run()
+	st, err := n.Status(9)
+	require.NoError(t, err)
+	require.Equal(t, raft.StateLeader, st.RaftState)
+
+	rl.full = true
+	saves := rl.saves
+	for i := range 3 {
+		require.NoError(t, n.ProposeAsync(9, fmt.Appendf(nil, "x%d", i), func(error) {}))
+	}
+	run()
+	require.Equal(t, saves, rl.saves, "no Ready taken while the log is full")
+	require.Empty(t, sm.datas)
+
+	rl.full = false
+	n.Tick()
+	run()
+	require.Equal(t, []string{"x0", "x1", "x2"}, sm.datas)
+}
+
+// A replica that joins after the log was compacted gets a snapshot: its
+// log saves it, its state machine restores it before applying anything
+// after it.
+func TestJoinFromSnapshot(t *testing.T) {
+	h := newHarness(t, 1, 4)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	h.groups[7] = []uint64{1, 2, 3, 4}
+	sm := &recorder{h: h, server: 4, group: 7}
+	h.servers[4].sms[7] = sm
+	require.NoError(t, h.servers[4].node.AddGroup(multiraft.GroupConfig{ID: 7, Log: h.servers[4].disk.Log(7), StateMachine: sm}))
+	// 4 is cut off while it is added and while the log moves on and is
+	// compacted, so the leader has only a snapshot for it.
+	h.ft.Partition([]uint64{4}, []uint64{1, 2, 3})
+	cc := &raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(4))}
+	require.NoError(t, h.servers[1].node.ProposeConfChangeAsync(7, cc, func(error) {}))
+	h.stabilize()
+	for i := range 5 {
+		h.propose(1, 7, fmt.Sprintf("m%d", i))
+	}
+	h.stabilize()
+	st, err := h.servers[1].node.Status(7)
+	require.NoError(t, err)
+	applied := st.Applied
+	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3, 4}}
+	for _, id := range []uint64{1, 2, 3} {
+		l := h.servers[id].disk.Log(7)
+		_, err := l.CreateSnapshot(applied, cs, h.servers[id].sms[7].snapshotData())
+		require.NoError(t, err)
+		require.NoError(t, l.Compact(applied))
+	}
+	h.ft.Heal()
+	h.propose(1, 7, "after")
+	for range 3 {
+		h.tick()
+		h.stabilize()
+	}
+	require.Equal(t, applied, sm.restoredFrom, "restored from the leader's snapshot")
+	require.Equal(t, []string{"m0", "m1", "m2", "m3", "m4", "after"}, sm.datas,
+		"the snapshot's state, then only what follows it")
+	first, err := h.servers[4].disk.Log(7).FirstIndex()
+	require.NoError(t, err)
+	require.Equal(t, applied+1, first)
+	h.settle(50)
+}
