@@ -82,15 +82,21 @@ func startSkiffConf(t *testing.T, conf string) string {
 }
 
 // runAccountScript runs steps against both servers loaded with conf, each
-// step as its user, and compares them.
+// step as its user (whose password is its name), and compares them.
 func runAccountScript(t *testing.T, conf string, steps []accountStep) {
+	runAccountScriptAs(t, conf, steps, func(user string) nats.Option { return nats.UserInfo(user, user) })
+}
+
+// runAccountScriptAs is runAccountScript with the users' credentials
+// given by login.
+func runAccountScriptAs(t *testing.T, conf string, steps []accountStep, login func(user string) nats.Option) {
 	targets := func(url string, reference bool) map[string]*target {
 		out := map[string]*target{}
 		for _, s := range steps {
 			if out[s.user] != nil {
 				continue
 			}
-			nc, err := nats.Connect(url, nats.UserInfo(s.user, s.user))
+			nc, err := nats.Connect(url, login(s.user))
 			require.NoError(t, err)
 			t.Cleanup(nc.Close)
 			out[s.user] = &target{t: t, nc: nc, strict: true, reference: reference}
