@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,7 +14,9 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/internal/jwttest"
+	"github.com/skiffmq/skiff/server"
 )
 
 // syncBuffer is a log destination tests read while the server writes.
@@ -438,4 +441,74 @@ func TestJWTSystemAccountExports(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "events.CONNECT", m.Subject)
 	requireNoMsg(t, sub)
+}
+
+// TestClusterJWTImports: two servers with the same account JWTs: a stream
+// import (approved by an activation token) delivers each message once to
+// the importer's subscriber on the other server, and a service import's
+// request reaches the exporter's responder there and its response comes
+// back.
+func TestClusterJWTImports(t *testing.T) {
+	op := jwttest.NewOperator(t)
+	e := op.Account("E", jwttest.Exports(
+		&jwt.Export{Subject: "priv.>", Type: jwt.Stream, TokenReq: true},
+		&jwt.Export{Subject: "svc", Type: jwt.Service},
+	))
+	kp, pub := importerKey(t)
+	i := op.Account("I", withKey(kp, pub), jwttest.Imports(
+		&jwt.Import{Account: e.Pub, Subject: "priv.>", LocalSubject: "from.e.>", Type: jwt.Stream,
+			Token: e.Activation(pub, "priv.>", jwt.Stream)},
+		&jwt.Import{Account: e.Pub, Subject: "svc", Type: jwt.Service},
+	))
+	o := operatorOptions(op, e, i)
+	o.Cluster = server.ClusterOptions{Name: "jwt", Port: server.RandomPort}
+	c := clustertest.Start(t, 2, o)
+	eu, iu := e.User("e").CredsFile(t), i.User("i").CredsFile(t)
+	e1, e2 := c.Connect(t, 0, nats.UserCredentials(eu)), c.Connect(t, 1, nats.UserCredentials(eu))
+	i1, i2 := c.Connect(t, 0, nats.UserCredentials(iu)), c.Connect(t, 1, nats.UserCredentials(iu))
+
+	sub, err := i2.SubscribeSync("from.e.>")
+	require.NoError(t, err)
+	require.NoError(t, i2.Flush())
+	c.WaitAccountInterest(t, pub, "from.e.x", 1)
+	const n = 20
+	for k := range n {
+		require.NoError(t, e1.Publish("priv.x", []byte(fmt.Sprint(k))))
+	}
+	require.NoError(t, e1.Flush())
+	for k := range n {
+		m, err := sub.NextMsg(2 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(k), string(m.Data))
+	}
+	requireNoMsg(t, sub)
+
+	_, err = e2.Subscribe("svc", func(m *nats.Msg) { _ = m.Respond([]byte("from s2")) })
+	require.NoError(t, err)
+	require.NoError(t, e2.Flush())
+	c.WaitAccountInterest(t, e.Pub, "svc", 1)
+	r, err := i1.Request("svc", nil, 2*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "from s2", string(r.Data))
+}
+
+// TestJWTLateAccountFailsClosed: an account JWT that becomes valid after
+// the server started is registered at its first user's CONNECT; exports,
+// imports and JetStream are resolved only at start, so such an account
+// that has them is refused, while one without them gets in.
+func TestJWTLateAccountFailsClosed(t *testing.T) {
+	op := jwttest.NewOperator(t)
+	valid := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	e := op.Account("E", jwttest.Exports(&jwt.Export{Subject: "x", Type: jwt.Stream}))
+	late := op.Account("LATE", jwttest.AccountNotBefore(valid), jwttest.Imports(&jwt.Import{Account: e.Pub, Subject: "x", Type: jwt.Stream}))
+	plain := op.Account("PLAIN", jwttest.AccountNotBefore(valid))
+	log, logs := bufferLogger()
+	opts := operatorOptions(op, e, late, plain)
+	opts.Logger = log
+	s := RunServer(t, opts)
+	requireRefused(t, s, late.User("u"))
+	time.Sleep(time.Until(valid) + 100*time.Millisecond)
+	requireRefused(t, s, late.User("u"))
+	require.Contains(t, logs.String(), "became valid after the server started")
+	requireAccepted(t, s, plain.User("u"))
 }
