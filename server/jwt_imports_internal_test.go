@@ -134,3 +134,33 @@ func TestActivation(t *testing.T) {
 		})
 	}
 }
+
+// FuzzActivation: whatever an import's token holds, the checker answers
+// without panicking, and approves only a token that decodes as an
+// activation for the importer.
+func FuzzActivation(f *testing.F) {
+	expKP, err := nkeys.CreateAccount()
+	require.NoError(f, err)
+	exp, err := expKP.PublicKey()
+	require.NoError(f, err)
+	impKP, err := nkeys.CreateAccount()
+	require.NoError(f, err)
+	imp, err := impKP.PublicKey()
+	require.NoError(f, err)
+	c := jwt.NewActivationClaims(imp)
+	c.ImportSubject, c.ImportType = "priv.>", jwt.Stream
+	good, err := c.Encode(expKP)
+	require.NoError(f, err)
+	for _, seed := range []string{"", good, "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ..", "a.b.c", good[:len(good)/2]} {
+		f.Add(seed)
+	}
+	x := &jwtExport{exporter: exp, signers: map[string]jwt.Scope{exp: nil}, tokenReq: true}
+	f.Fuzz(func(t *testing.T, token string) {
+		_, err := x.activation(c.Subject, "priv.a", false, token, time.Now())
+		if err == nil {
+			act, derr := jwt.DecodeActivationClaims(token)
+			require.NoError(t, derr)
+			require.Equal(t, c.Subject, act.Subject)
+		}
+	})
+}
