@@ -306,7 +306,7 @@ func TestDifferentialJWTImports(t *testing.T) {
 	kp, pub := importerKey(t)
 	i := op.Account("I", withKey(kp, pub), jwttest.Imports(
 		&jwt.Import{Account: e.Pub, Subject: "events.>", LocalSubject: "e.>", Type: jwt.Stream},
-		&jwt.Import{Account: e.Pub, Subject: "news.*", To: "pre", Type: jwt.Stream},
+		&jwt.Import{Account: e.Pub, Subject: "news.*", To: "pre", Type: jwt.Stream}, //nolint:staticcheck // the deprecated prefix, as older JWTs carry it
 		&jwt.Import{Account: e.Pub, Subject: jwt.Subject("acct." + pub + ".ev"), Type: jwt.Stream},
 		&jwt.Import{Account: e.Pub, Subject: "one", LocalSubject: "uno", Type: jwt.Service, Share: true},
 		&jwt.Import{Account: e.Pub, Subject: "many.*", Type: jwt.Service},

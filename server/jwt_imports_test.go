@@ -62,7 +62,7 @@ func TestJWTImports(t *testing.T) {
 	ikp, ipub := importerKey(t)
 	imp := op.Account("I", withKey(ikp, ipub), jwttest.Imports(
 		&jwt.Import{Account: exp.Pub, Subject: "events.>", LocalSubject: "e.>", Type: jwt.Stream},
-		&jwt.Import{Account: exp.Pub, Subject: "news.>", To: "pre", Type: jwt.Stream},
+		&jwt.Import{Account: exp.Pub, Subject: "news.>", To: "pre", Type: jwt.Stream}, //nolint:staticcheck // the deprecated prefix, as older JWTs carry it
 		&jwt.Import{Account: exp.Pub, Subject: "time.now", LocalSubject: "clock", Type: jwt.Service},
 		&jwt.Import{Account: exp.Pub, Subject: "priv.>", Type: jwt.Stream, Token: exp.Activation(ipub, "priv.>", jwt.Stream)},
 		&jwt.Import{Account: exp.Pub, Subject: "psvc.*", Type: jwt.Service, Token: exp.Activation(ipub, "psvc.*", jwt.Service)},
