@@ -144,10 +144,21 @@ func publishUntilRefused(subj string) func(*target) any {
 // account, the account limits with their codes, and an account without
 // JetStream.
 func TestDifferentialAccounts(t *testing.T) {
-	consumer := func(stream, name string) func(*target) any {
-		return api("CONSUMER.CREATE."+stream+"."+name,
-			fmt.Sprintf(`{"stream_name":%q,"config":{"durable_name":%q,"ack_policy":"explicit"}}`, stream, name), "config.max_ack_pending")
-	}
+	runAccountScript(t, accountsConf, accountLimitSteps())
+}
+
+// consumerCreate creates a durable consumer with explicit acks.
+func consumerCreate(stream, name string) func(*target) any {
+	return api("CONSUMER.CREATE."+stream+"."+name,
+		fmt.Sprintf(`{"stream_name":%q,"config":{"durable_name":%q,"ack_policy":"explicit"}}`, stream, name), "config.max_ack_pending")
+}
+
+// accountLimitSteps are the steps of users a, b and e, whose accounts have
+// accountsConf's limits (A: 2 streams, 2 consumers, 20000 bytes of memory,
+// 30000 of file; B: none; E: max_bytes required, per-stream bounds, max
+// ack pending 50), configured or in account JWTs.
+func accountLimitSteps() []accountStep {
+	consumer := consumerCreate
 	var steps []accountStep
 	steps = append(steps, as("a",
 		step{name: "info, empty", do: api("INFO", "", append(infoFields, "limits.max_streams", "limits.max_consumers")...)},
@@ -198,7 +209,7 @@ func TestDifferentialAccounts(t *testing.T) {
 			`{"stream_name":"X","config":{"durable_name":"D","ack_policy":"explicit","max_ack_pending":51}}`)},
 		step{name: "info", do: api("INFO", "", append(infoFields, "limits.max_ack_pending")...)},
 	)...)
-	runAccountScript(t, accountsConf, steps)
+	return steps
 }
 
 // TestDifferentialAccountWithoutJetStream: every API of an account without

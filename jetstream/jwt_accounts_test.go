@@ -1,13 +1,9 @@
 package jetstream_test
 
 import (
-	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"sort"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nats-io/jwt/v2"
@@ -59,46 +55,14 @@ func jwtAccounts(t *testing.T) (conf string, login func(user string) nats.Option
 	return op.Conf(list...), func(user string) nats.Option { return nats.UserCredentials(creds[user]) }
 }
 
-// TestDifferentialJWTAccounts: TestDifferentialAccounts's script in
-// operator mode: the same stream name in two accounts, the limits of the
-// account JWTs with their codes, INFO per account.
+// TestDifferentialJWTAccounts: TestDifferentialAccounts's steps in
+// operator mode (the same stream name in two accounts, the limits of the
+// account JWTs with their codes, INFO per account, a tenant at its quota
+// beside one that keeps publishing), then storage-type and tier limits.
 func TestDifferentialJWTAccounts(t *testing.T) {
 	conf, login := jwtAccounts(t)
-	consumer := func(stream, name string) func(*target) any {
-		return api("CONSUMER.CREATE."+stream+"."+name,
-			fmt.Sprintf(`{"stream_name":%q,"config":{"durable_name":%q,"ack_policy":"explicit"}}`, stream, name), "config.max_ack_pending")
-	}
-	var steps []accountStep
-	steps = append(steps, as("a",
-		step{name: "info, empty", do: api("INFO", "", append(infoFields, "limits.max_streams", "limits.max_consumers")...)},
-		step{name: "create ORDERS", do: api("STREAM.CREATE.ORDERS", `{"name":"ORDERS","subjects":["orders.>"]}`, streamFields...)},
-	)...)
-	steps = append(steps, as("b",
-		step{name: "info, empty", do: api("INFO", "", infoFields...)},
-		step{name: "create ORDERS, the same name and subjects", do: api("STREAM.CREATE.ORDERS", `{"name":"ORDERS","subjects":["orders.>"]}`, streamFields...)},
-		step{name: "publish", do: pub("orders.1", "b's")},
-	)...)
-	steps = append(steps, as("a",
-		step{name: "publish", do: pub("orders.1", "a's")},
-		step{name: "max_consumers above the account's", do: api("STREAM.CREATE.X", `{"name":"X","subjects":["x"],"max_consumers":3}`)},
-		step{name: "memory past max_mem", do: api("STREAM.CREATE.X", `{"name":"X","subjects":["x"],"storage":"memory","max_bytes":20001}`)},
-		step{name: "file past max_file", do: api("STREAM.CREATE.X", `{"name":"X","subjects":["x"],"max_bytes":30001}`)},
-		step{name: "memory within", do: api("STREAM.CREATE.M", `{"name":"M","subjects":["m"],"storage":"memory","max_bytes":15000}`, "config.max_bytes")},
-		step{name: "a third stream", do: api("STREAM.CREATE.Y", `{"name":"Y","subjects":["y"]}`)},
-		step{name: "consumer 1", do: consumer("ORDERS", "C1")},
-		step{name: "consumer 2", do: consumer("ORDERS", "C2")},
-		step{name: "consumer 3", do: consumer("ORDERS", "C3")},
-		step{name: "the first message", do: api("STREAM.MSG.GET.ORDERS", `{"seq":1}`, "message.subject", "message.data")},
-		step{name: "publish until refused", do: publishUntilRefused("orders.fill")},
-		step{name: "memory: publish until refused", do: publishUntilRefused("m")},
-		step{name: "info, full", do: api("INFO", "", "streams", "consumers", "reserved_memory", "reserved_storage",
-			"limits.max_memory", "limits.max_storage", "limits.max_streams", "limits.max_consumers")},
-	)...)
-	steps = append(steps, as("b",
-		step{name: "the first message", do: api("STREAM.MSG.GET.ORDERS", `{"seq":1}`, "message.subject", "message.data")},
-		step{name: "publishes while A is full", do: pub("orders.2", "b's")},
-		step{name: "names", do: api("STREAM.NAMES", "", "total", "streams")},
-	)...)
+	consumer := consumerCreate
+	steps := accountLimitSteps()
 	steps = append(steps, as("d",
 		step{name: "memory stream without room", do: api("STREAM.CREATE.M", `{"name":"M","subjects":["m"],"storage":"memory"}`)},
 		step{name: "file stream", do: api("STREAM.CREATE.F", `{"name":"F","subjects":["f"]}`, "config.storage")},
@@ -210,29 +174,13 @@ func TestJWTAccountsPastServerQuota(t *testing.T) {
 	op := jwttest.NewOperator(t)
 	lim := jwt.JetStreamLimits{MemoryStorage: 20000, DiskStorage: 20000, Streams: -1, Consumer: -1}
 	accs := []*jwttest.Account{op.Account("A", jwttest.JetStream(lim)), op.Account("B", jwttest.JetStream(lim))}
-	var logs strings.Builder
-	var mu sync.Mutex
+	logs := &logBuffer{}
 	br := jwtBroker(t, jetstream.Options{MaxMemory: 30000, MaxStore: 1 << 20,
-		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))}, op, accs...)
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}, op, accs...)
 	sort.Slice(accs, func(i, j int) bool { return accs[i].Pub < accs[j].Pub })
 	_, err := jwtConnect(t, br, accs[0].User("u")).AccountInfo(ctx(t))
 	require.NoError(t, err, "the first account fits")
 	_, err = jwtConnect(t, br, accs[1].User("u")).AccountInfo(ctx(t))
 	require.Equal(t, njs.JSErrCodeJetStreamNotEnabledForAccount, apiCode(err), "%v", err)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Contains(t, logs.String(), "account="+accs[1].Pub)
-	require.Contains(t, logs.String(), "insufficient resources")
-}
-
-// lockedWriter serializes writes to w.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	require.Equal(t, 1, logs.count(`insufficient resources" account=`+accs[1].Pub))
 }

@@ -140,14 +140,7 @@ func TestJWTImports(t *testing.T) {
 
 // importerKey makes an account key pair before its account, so that
 // activation tokens can name it.
-func importerKey(t *testing.T) (nkeys.KeyPair, string) {
-	t.Helper()
-	kp, err := nkeys.CreateAccount()
-	require.NoError(t, err)
-	pub, err := kp.PublicKey()
-	require.NoError(t, err)
-	return kp, pub
-}
+func importerKey(t *testing.T) (nkeys.KeyPair, string) { return newKeyOf(t, nkeys.CreateAccount) }
 
 // withKey gives an account option that mints the account under kp.
 func withKey(kp nkeys.KeyPair, pub string) jwttest.AccountOption {

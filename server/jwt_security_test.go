@@ -52,10 +52,7 @@ func TestJWTSecurity(t *testing.T) {
 	exporting := op.Account("EXPORTS", jwttest.Exports(&jwt.Export{Subject: "x.>", Type: jwt.Stream}))
 	latency := op.Account("LATENCY", jwttest.Exports(&jwt.Export{Subject: "svc", Type: jwt.Service,
 		Latency: &jwt.ServiceLatency{Sampling: 100, Results: "lat"}}))
-	calloutUser, err := nkeys.CreateUser()
-	require.NoError(t, err)
-	calloutPub, err := calloutUser.PublicKey()
-	require.NoError(t, err)
+	_, calloutPub := newUserKey(t)
 	callout := op.Account("CALLOUT", jwttest.AccountClaims(func(c *jwt.AccountClaims) {
 		c.Authorization.AuthUsers.Add(calloutPub)
 	}))
