@@ -302,6 +302,7 @@ func TestDifferentialJWTImports(t *testing.T) {
 		&jwt.Export{Subject: "many.*", Type: jwt.Service, ResponseType: jwt.ResponseTypeStream},
 		&jwt.Export{Subject: "chunks", Type: jwt.Service, ResponseType: jwt.ResponseTypeChunked},
 		&jwt.Export{Subject: "nobody", Type: jwt.Service},
+		&jwt.Export{Subject: "calc", Type: jwt.Service},
 	))
 	kp, pub := importerKey(t)
 	i := op.Account("I", withKey(kp, pub), jwttest.Imports(
@@ -312,6 +313,8 @@ func TestDifferentialJWTImports(t *testing.T) {
 		&jwt.Import{Account: e.Pub, Subject: "many.*", Type: jwt.Service},
 		&jwt.Import{Account: e.Pub, Subject: "chunks", Type: jwt.Service},
 		&jwt.Import{Account: e.Pub, Subject: "nobody", Type: jwt.Service},
+		// The deprecated to of a service: the exporter's subject.
+		&jwt.Import{Account: e.Pub, Subject: "calc.local", To: "calc", Type: jwt.Service}, //nolint:staticcheck // as older JWTs carry it
 	))
 	o := op.Account("O", jwttest.Imports(
 		// Not O's token position: left out.
@@ -320,7 +323,7 @@ func TestDifferentialJWTImports(t *testing.T) {
 	conf := writeConf(t, op, e, i, o)
 	eu, iu, ou := e.User("e"), i.User("i"), o.User("o")
 	var s jwtDiffSteps
-	s.send("c1", connectJWTAs(eu, eu.Seed)+"SUB one 1\r\nSUB many.* 2\r\nSUB chunks 3\r\n").op("c1", "sync")
+	s.send("c1", connectJWTAs(eu, eu.Seed)+"SUB one 1\r\nSUB many.* 2\r\nSUB chunks 3\r\nSUB calc 5\r\n").op("c1", "sync")
 	s.send("c2", connectJWTAs(iu, iu.Seed)+"SUB e.> 1\r\nSUB pre.> 2\r\nSUB acct.> 3\r\nSUB _INBOX.> 4\r\n").op("c2", "sync")
 	s.send("c3", connectJWTAs(ou, ou.Seed)+"SUB > 1\r\n").op("c3", "sync")
 	s.send("c1", "PUB events.a.b 1\r\n1\r\nPUB news.x 1\r\n2\r\nPUB acct."+pub+".ev 1\r\n3\r\n").op("c1", "sync")
@@ -332,6 +335,8 @@ func TestDifferentialJWTImports(t *testing.T) {
 	s.send("c2", "PUB chunks _INBOX.r3 1\r\nq\r\n").op("c2", "sync").op("c1", "sync")
 	s.send("c1", "PUB "+diffReplyMark+" 1\r\na\r\nPUB "+diffReplyMark+" 0\r\n\r\nPUB "+diffReplyMark+" 1\r\nc\r\n").
 		op("c1", "sync").op("c2", "sync")
+	s.send("c2", "PUB calc.local _INBOX.r5 1\r\nq\r\n").op("c2", "sync").op("c1", "sync")
+	s.send("c1", "PUB "+diffReplyMark+" 1\r\nz\r\n").op("c1", "sync").op("c2", "sync")
 	nr := `CONNECT {"verbose":false,"protocol":1,"headers":true,"no_responders":true,"jwt":"` + iu.JWT + `","sig":"` +
 		diffSignMark + string(iu.Seed) + diffSignMark + `"}` + "\r\n"
 	s.send("c4", nr+"SUB _INBOX.> 1\r\nHPUB nobody _INBOX.r4 12 12\r\nNATS/1.0\r\n\r\n\r\n").op("c4", "sync")
@@ -341,4 +346,6 @@ func TestDifferentialJWTImports(t *testing.T) {
 	require.Contains(t, ref, `c2 < MSG pre.news.x 2 1 | "2"`)
 	require.Contains(t, ref, `c2 < MSG _INBOX.r2 4 1 | "b"`)
 	require.Contains(t, ref, `c4 < HMSG _INBOX.r4 1`)
+	require.Contains(t, ref, `c1 < MSG calc 5 _R_.<4> 1 | "q"`)
+	require.Contains(t, ref, `c2 < MSG _INBOX.r5 4 1 | "z"`)
 }
