@@ -43,6 +43,7 @@ type Server struct {
 	internalClient *client                // owns internal subscriptions and bridges
 	respPrefix     string                 // "_R_.<random>.": this server's reply subjects of service imports
 	respTables     []*respTable           // of the accounts with service exports or imports, for the sweeper
+	bridgeTimers   []*time.Timer          // remove imports when their activation expires; set in New, stopped at Shutdown
 	jetstream      bool                   // advertised in INFO
 	extraMonitor   map[string]MonitorFunc // endpoints added by HandleMonitor
 	extraMetrics   []prometheus.Collector // collectors added by RegisterMetrics
@@ -129,6 +130,9 @@ func New(opts Options) (*Server, error) {
 	ix, err := s.opts.validateImports()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err) // validated already
+	}
+	if s.trust != nil {
+		ix = s.jwtImportIndex()
 	}
 	s.respTables = s.newBridges(ix)
 	s.newSys()
