@@ -212,6 +212,11 @@ func TestJWTLimits(t *testing.T) {
 		r.Expect("-ERR 'maximum subscriptions exceeded'", "PONG")
 	})
 	t.Run("connections", func(t *testing.T) {
+		// The earlier subtests' connections are closed; wait until the
+		// server has seen them go (it flaked under load).
+		sa, ok := s.LookupAccount(acc.Pub)
+		require.True(t, ok)
+		require.Eventually(t, func() bool { return sa.NumConnections() == 0 }, 5*time.Second, 10*time.Millisecond)
 		a1 := requireAccepted(t, s, acc.User("c1"))
 		a1.ReadLine()
 		a2 := requireAccepted(t, s, acc.User("c2"))
