@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/jwttest"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -535,4 +537,38 @@ func TestSysTenantIsolation(t *testing.T) {
 	require.NoError(t, sys.Flush())
 	m, err := spy.sub.NextMsg(300 * time.Millisecond)
 	require.ErrorIs(t, err, nats.ErrTimeout, "a tenant saw %v", m)
+}
+
+// TestSysOperatorMode: in operator mode the system account is the
+// operator's (its JWT's exports as nsc writes them); events name accounts
+// by their public keys, and every account, registered at start or later,
+// gets the system imports.
+func TestSysOperatorMode(t *testing.T) {
+	committed, err := jwt.DecodeAccountClaims(readJWT(t, "SYS.jwt"))
+	require.NoError(t, err)
+	op := jwttest.NewOperator(t)
+	sysAcc := op.Account("SYS", jwttest.Exports(committed.Exports...))
+	op.Update(jwttest.SystemAccount(sysAcc.Pub))
+	a := op.Account("A")
+	s := RunServer(t, operatorOptions(op, sysAcc, a))
+	require.Equal(t, sysAcc.Pub, s.SystemAccount().Name())
+
+	sys := Connect(t, s, nats.UserCredentials(sysAcc.User("sys").CredsFile(t)))
+	w := watch(t, sys, "$SYS.ACCOUNT.>")
+	user := a.User("alice")
+	na := Connect(t, s, nats.UserCredentials(user.CredsFile(t)))
+	_, ev := decode[natsserver.ConnectEventMsg](t, w.next("$SYS.ACCOUNT."+a.Pub+".CONNECT").Data)
+	require.Equal(t, a.Pub, ev.Client.Account)
+	require.Equal(t, "A", ev.Client.NameTag, "the JWT's name")
+	require.Equal(t, a.Pub, ev.Client.IssuerKey)
+
+	resp, err := sys.Request("$SYS.REQ.SERVER.PING", nil, 5*time.Second)
+	require.NoError(t, err)
+	_, ssm := decode[natsserver.ServerStatsMsg](t, resp.Data)
+	require.Equal(t, s.ID(), ssm.Server.ID)
+
+	_, ui, apiErr := sysRequest[natsserver.UserInfo](t, na, "$SYS.REQ.USER.INFO", nil)
+	require.Nil(t, apiErr)
+	require.Equal(t, user.Pub, ui.UserID)
+	require.Equal(t, a.Pub, ui.Account)
 }
