@@ -407,6 +407,10 @@ func (sy *sysState) remoteConns(in *sysIn) {
 	}
 }
 
+// NumRemoteConnections returns the account's clients on the other
+// servers of the cluster, as their $SYS connection counts last said.
+func (a *Account) NumRemoteConnections() int { return int(a.remoteConns.Load()) }
+
 // recountRemote sums acc's clients on the peers into acc.remoteConns.
 func (sy *sysState) recountRemote(acc *Account) {
 	sy.mu.Lock()
