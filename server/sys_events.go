@@ -43,11 +43,12 @@ func (sy *sysState) subscribeEvents() {
 	sy.on("$SYS.SERVER.ACCOUNT.*.CONNS", false, sy.remoteConns)
 }
 
-// clientInfo describes c, bound to acc, for an event.
+// clientInfo describes c, bound to acc, for an event (the server is the
+// event's own).
 func (s *Server) clientInfo(c *client, acc *Account) ClientInfo {
 	ci := ClientInfo{
-		Start: c.start.UTC(), Host: c.ip, ID: c.cid, Account: acc.name, RTT: c.rtt,
-		Server: s.name, Cluster: s.clusterName(), NameTag: acc.eventNameTag(), Kind: "Client", ClientType: "nats",
+		Start: c.start.UTC(), Host: c.ip, ID: c.cid, Account: acc.name,
+		NameTag: acc.eventNameTag(), Kind: "Client", ClientType: "nats",
 	}
 	if c.ws {
 		ci.ClientType = "websocket"
@@ -111,7 +112,7 @@ func (s *Server) sysDisconnected(c *client, acc *Account, reason string) {
 		Client:     s.clientInfo(c, acc),
 		Reason:     reason,
 	}
-	m.Client.Stop = &now
+	m.Client.Stop, m.Client.RTT = &now, c.rtt
 	m.Sent = MsgBytes{Msgs: c.inMsgs.Load(), Bytes: c.inBytes.Load()}
 	m.Received.Msgs, m.Received.Bytes = c.out.counts()
 	sy.event(subj, &m.Server, m)
@@ -131,10 +132,13 @@ func (s *Server) sysAuthError(c *client, co *connectOpts) {
 	now := time.Now().UTC()
 	m := &DisconnectEventMsg{
 		TypedEvent: TypedEvent{Type: DisconnectEventMsgType, ID: newEventID(), Time: now},
+		// The client is not bound to an account: the global one, as
+		// nats-server names it. The round trip so far is the first
+		// estimate, as at CONNECT.
 		Client: ClientInfo{
-			Start: c.start.UTC(), Stop: &now, Host: c.ip, ID: c.cid, User: cmpOr(co.User, co.Nkey),
-			Name: co.Name, Lang: co.Lang, Version: co.Version, Server: s.name, Cluster: s.clusterName(),
-			Kind: "Client", ClientType: "nats",
+			Start: c.start.UTC(), Stop: &now, Host: c.ip, ID: c.cid, Account: s.gacc.name, NameTag: s.gacc.name,
+			User: cmpOr(co.User, co.Nkey), Name: co.Name, Lang: co.Lang, Version: co.Version,
+			RTT: max(time.Since(c.start), time.Nanosecond), Kind: "Client", ClientType: "nats",
 		},
 		Sent:   MsgBytes{Msgs: c.inMsgs.Load(), Bytes: c.inBytes.Load()},
 		Reason: reasonAuth,

@@ -410,11 +410,32 @@ func (sy *sysState) healthzReq(in *sysIn) {
 	})
 }
 
-// jszDisabled is JSZ's answer on a server without JetStream.
+// jszDisabled is JSZ's answer on a server without JetStream: nothing,
+// in nats-server's shape.
 type jszDisabled struct {
+	Memory          uint64 `json:"memory"`
+	Storage         uint64 `json:"storage"`
+	ReservedMemory  uint64 `json:"reserved_memory"`
+	ReservedStorage uint64 `json:"reserved_storage"`
+	Accounts        int    `json:"accounts"`
+	HAAssets        int    `json:"ha_assets"`
+	API             struct {
+		Level  int    `json:"level"`
+		Total  uint64 `json:"total"`
+		Errors uint64 `json:"errors"`
+	} `json:"api"`
 	ID       string    `json:"server_id"`
 	Now      time.Time `json:"now"`
 	Disabled bool      `json:"disabled"`
+	Config   struct {
+		MaxMemory  int64 `json:"max_memory"`
+		MaxStorage int64 `json:"max_storage"`
+	} `json:"config"`
+	Streams   int    `json:"streams"`
+	Consumers int    `json:"consumers"`
+	Messages  uint64 `json:"messages"`
+	Bytes     uint64 `json:"bytes"`
+	Total     int    `json:"total"`
 }
 
 // jszReq answers JSZ with what JetStream registered, of the server or
@@ -512,7 +533,7 @@ func (sy *sysState) userInfoReq(in *sysIn) {
 		return
 	}
 	resp := &ServerAPIResponse{Server: &ServerInfo{}}
-	ui := &UserInfo{Account: c.acc.name}
+	ui := &UserInfo{Account: c.acc.name, AccountName: c.acc.eventNameTag()}
 	c.mu.Lock()
 	ui.UserID = c.mu.user
 	c.mu.Unlock()

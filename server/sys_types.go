@@ -165,8 +165,10 @@ type EventFilterOptions struct {
 // UserInfo answers $SYS.REQ.USER.INFO: whom the requester is connected
 // as, and its permissions.
 type UserInfo struct {
-	UserID      string        `json:"user"`
-	Account     string        `json:"account"`
+	UserID  string `json:"user"`
+	Account string `json:"account"`
+	// AccountName is the account's name as its JWT gives it, or its name.
+	AccountName string        `json:"account_name,omitempty"`
 	Permissions *UserPerms    `json:"permissions,omitempty"`
 	Expires     time.Duration `json:"expires,omitempty"`
 }
