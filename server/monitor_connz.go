@@ -82,6 +82,8 @@ type connzQuery struct {
 	auth          bool
 	offset, limit int
 	cid           uint64 // 0: every connection
+	acc           string // only this account's connections; "": every account
+	user          string // only this user's; "": every user
 }
 
 func parseConnzQuery(r *http.Request) (connzQuery, error) {
@@ -139,6 +141,9 @@ func (m *monitor) connz(cq connzQuery, now time.Time) *Connz {
 	clients := m.s.clients()
 	if cq.cid != 0 {
 		clients = slices.DeleteFunc(clients, func(c *client) bool { return c.cid != cq.cid })
+	}
+	if cq.acc != "" || cq.user != "" {
+		clients = slices.DeleteFunc(clients, func(c *client) bool { return !c.selected(cq.acc, cq.user) })
 	}
 	type entry struct {
 		info *ConnInfo

@@ -36,6 +36,36 @@ func TestSysClusterPing(t *testing.T) {
 	requireNoMsg(t, sub)
 }
 
+// TestSysClusterTenantConnz: a tenant's PING.CONNZ, through its system
+// import, is answered by every server, each with the tenant's
+// connections there only.
+func TestSysClusterTenantConnz(t *testing.T) {
+	c := clustertest.Start(t, 3, sysOptions())
+	c.WaitAccountInterest(t, "SYS", "$SYS.REQ.ACCOUNT.*.CONNZ", 0, 1, 2)
+	for i := range 3 {
+		connectAs(t, c.Servers[i], "a", nats.Name("a-"+c.Servers[i].Name()))
+		connectAs(t, c.Servers[i], "b", nats.Name("b-"+c.Servers[i].Name()))
+	}
+	a := connectAs(t, c.Servers[0], "a2")
+	inbox := nats.NewInbox()
+	sub, err := a.SubscribeSync(inbox)
+	require.NoError(t, err)
+	require.NoError(t, a.PublishRequest("$SYS.REQ.SERVER.PING.CONNZ", inbox, nil))
+	names := map[string][]string{}
+	for range 3 {
+		m, err := sub.NextMsg(5 * time.Second)
+		require.NoError(t, err)
+		var r natsserver.ServerAPIConnzResponse
+		require.NoError(t, json.Unmarshal(m.Data, &r))
+		require.Nil(t, r.Error)
+		for _, ci := range r.Data.Conns {
+			names[r.Server.Name] = append(names[r.Server.Name], ci.Name)
+		}
+	}
+	require.Equal(t, map[string][]string{"s1": {"a-s1", ""}, "s2": {"a-s2"}, "s3": {"a-s3"}}, names)
+	requireNoMsg(t, sub)
+}
+
 // TestSysClusterMaxConnections: an account's max_connections counts its
 // clients on every server, as the servers' $SYS connection counts tell;
 // a server that shuts down gives its clients' places back.

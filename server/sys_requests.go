@@ -247,8 +247,6 @@ func (o *ConnzOptions) query() (connzQuery, error) {
 	switch {
 	case o.State != 0:
 		return bad("state=%d: Skiff keeps no closed connections; only state 0 (open)", o.State)
-	case o.User != "", o.Account != "":
-		return bad("user and acc: Skiff's connz does not filter by user or account yet")
 	case o.FilterSubject != "":
 		return bad("filter_subject: Skiff's connz does not filter by subject")
 	case o.MQTTClient != "":
@@ -257,6 +255,7 @@ func (o *ConnzOptions) query() (connzQuery, error) {
 		return bad("offset %d, limit %d: want non-negative numbers", o.Offset, o.Limit)
 	}
 	cq.order, cq.auth, cq.offset, cq.cid = order, o.Username, o.Offset, o.CID
+	cq.acc, cq.user = o.Account, o.User
 	cq.limit = o.Limit
 	if cq.limit == 0 {
 		cq.limit = defaultListLimit
@@ -275,15 +274,33 @@ func (o *ConnzOptions) query() (connzQuery, error) {
 func (sy *sysState) connzReq(in *sysIn, acc *Account) {
 	var o connzEventOptions
 	sy.zreq(in, &o, &o.EventFilterOptions, func() (any, error) {
-		if acc != nil {
-			return nil, fmt.Errorf("account %q: Skiff's connz does not filter by account yet", acc.name)
-		}
 		cq, err := o.query()
 		if err != nil {
 			return nil, err
 		}
+		if acc != nil {
+			cq.acc = acc.name // whatever the body says: a tenant's import asks here
+		}
 		return sy.s.mon.connz(cq, time.Now()), nil
 	})
+}
+
+// accountLocked returns the account the client publishes in: the one
+// CONNECT bound it to, or, before that, the global account (where a
+// client of a server without authentication may publish before CONNECT).
+func (c *client) accountLocked() *Account {
+	if c.mu.acc != nil {
+		return c.mu.acc
+	}
+	return c.srv.gacc
+}
+
+// selected reports whether the client is in account acc and
+// authenticated as user (each "" for any), for connz's filters.
+func (c *client) selected(acc, user string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return (acc == "" || c.accountLocked().name == acc) && (user == "" || c.mu.user == user)
 }
 
 // SubszOptions are the options of SUBSZ: /subsz's query parameters, with

@@ -526,13 +526,48 @@ func TestSysTenantIsolation(t *testing.T) {
 		require.ErrorIs(t, err, nats.ErrNoResponders, "%s from a tenant", subj)
 	}
 
+	// Its imports answer about its own connections, whatever it asks.
+	a2 := connectAs(t, s, "a2", nats.Name("a2-app"))
+	connectAs(t, s, "b", nats.Name("b-app"))
+	for _, subj := range []string{"$SYS.REQ.SERVER.PING.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ"} {
+		for body, want := range map[*natsserver.ConnzOptions]int{
+			{}: 2, {Account: "B", Username: true}: 2, {User: "a2"}: 1,
+			{User: "b"}: 0, // b is B's: the user filter applies within A
+		} {
+			_, cz, apiErr := sysRequest[natsserver.Connz](t, a, subj, body)
+			require.Nil(t, apiErr, "%s %+v", subj, *body)
+			require.Equal(t, want, cz.Total, "%s %+v: of a's and a2's", subj, *body)
+			for _, c := range cz.Conns {
+				require.NotEqual(t, "b-app", c.Name)
+			}
+		}
+	}
+	cid, err := a2.GetClientID()
+	require.NoError(t, err)
+	_, cz, _ := sysRequest[natsserver.Connz](t, a, "$SYS.REQ.SERVER.PING.CONNZ", natsserver.ConnzOptions{CID: cid})
+	require.Equal(t, 1, cz.Total)
+	require.Equal(t, "a2-app", cz.Conns[0].Name)
+
+	// The system account's users filter as they like.
+	sys := connectAs(t, s, "sys")
+	for body, want := range map[*natsserver.ConnzOptions]int{
+		{Account: "B"}: 1, {Account: "A"}: 2, {User: "a2"}: 1, {}: 4,
+	} {
+		_, cz, apiErr := sysRequest[natsserver.Connz](t, sys, "$SYS.REQ.SERVER.PING.CONNZ", body)
+		require.Nil(t, apiErr)
+		require.Equal(t, want, cz.Total, "%+v", *body)
+	}
+	_, cz, apiErr := sysRequest[natsserver.Connz](t, sys, "$SYS.REQ.ACCOUNT.B.CONNZ", natsserver.ConnzOptions{Account: "A"})
+	require.Nil(t, apiErr)
+	require.Equal(t, 1, cz.Total, "the subject's account, not the body's")
+	require.Equal(t, "b-app", cz.Conns[0].Name)
+
 	// Nothing of the system account's events reaches a tenant subscribed
 	// to $SYS.> in its own namespace.
-	spy := watch(t, connectAs(t, s, "a2"), "$SYS.>")
-	sys := connectAs(t, s, "sys")
+	spy := watch(t, a2, "$SYS.>")
 	watch(t, sys, "$SYS.>") // someone listens: the events are sent
 	connectAs(t, s, "b").Close()
-	_, err := sys.Request("$SYS.REQ.SERVER.PING", nil, 5*time.Second)
+	_, err = sys.Request("$SYS.REQ.SERVER.PING", nil, 5*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, sys.Flush())
 	m, err := spy.sub.NextMsg(300 * time.Millisecond)
