@@ -194,3 +194,36 @@ func TestSysOrphanedPeer(t *testing.T) {
 	require.Eventually(t, func() bool { return acc.remoteConns.Load() == 0 }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, 1, sy.activeServers())
 }
+
+// FuzzSysRequestOptions feeds request bodies to the option checks of the
+// z requests: whatever a requester sends, they answer with options or an
+// error, never a panic, and never a page past the list bounds.
+func FuzzSysRequestOptions(f *testing.F) {
+	for _, seed := range []string{
+		``, `{}`, `{"sort":"rtt"}`, `{"sort":"subs","limit":50000,"offset":3}`, `{"state":2}`,
+		`{"acc":"A","user":"a","auth":true,"subscriptions_detail":true}`, `{"limit":-1}`,
+		`{"subscriptions":true,"test":"a.*","account":"NOPE"}`, `{"server_name":"x","exact_match":true,"tags":["t"]}`,
+		`{"cid":18446744073709551615}`, `not json`, `[1,2]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	s, err := New(Options{Accounts: []AccountConfig{{Name: "A"}}})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var co connzEventOptions
+		if json.Unmarshal(body, &co) == nil {
+			s.filtered(&co.EventFilterOptions)
+			if cq, err := co.query(); err == nil {
+				require.True(t, cq.limit > 0 && cq.limit <= maxListLimit, "limit %d", cq.limit)
+				require.GreaterOrEqual(t, cq.offset, 0)
+			}
+		}
+		var so subszEventOptions
+		if json.Unmarshal(body, &so) == nil {
+			if sq, err := so.query(s); err == nil {
+				require.True(t, sq.limit > 0 && sq.limit <= maxListLimit, "limit %d", sq.limit)
+				require.GreaterOrEqual(t, sq.offset, 0)
+			}
+		}
+	})
+}
