@@ -17,20 +17,22 @@ import (
 // accountsOptions are two accounts, A (users a and a2) and B (b and b2),
 // and a user of the global account, g. Passwords are the names.
 func accountsOptions() server.Options {
-	users := func(names ...string) []server.User {
-		var us []server.User
-		for _, n := range names {
-			us = append(us, server.User{Name: n, Password: n})
-		}
-		return us
-	}
 	return server.Options{
-		Users: users("g"),
+		Users: namedUsers("g"),
 		Accounts: []server.AccountConfig{
-			{Name: "A", Users: users("a", "a2")},
-			{Name: "B", Users: users("b", "b2")},
+			{Name: "A", Users: namedUsers("a", "a2")},
+			{Name: "B", Users: namedUsers("b", "b2")},
 		},
 	}
+}
+
+// namedUsers are users whose passwords are their names.
+func namedUsers(names ...string) []server.User {
+	var us []server.User
+	for _, n := range names {
+		us = append(us, server.User{Name: n, Password: n})
+	}
+	return us
 }
 
 // connectAs connects a nats.go client as user (password = name).

@@ -36,6 +36,18 @@ func newSysTestServer(t *testing.T, maxConns int, cluster bool) *Server {
 	return s
 }
 
+// sysSubscribe subscribes the system account's user to subject on s.
+func sysSubscribe(t *testing.T, s *Server, subject string) *nats.Subscription {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("sys", "sys"))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	sub, err := nc.SubscribeSync(subject)
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	return sub
+}
+
 // TestSysSendQueueBounded: the send queue never blocks who fills it; past
 // its bound a message is dropped and counted.
 func TestSysSendQueueBounded(t *testing.T) {
@@ -95,12 +107,7 @@ func TestSysEventsOnlyIfListened(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // STATSZ timers and connection counts come and go
 	require.Zero(t, sy.seq.Load(), "nothing sent")
 
-	sys, err := nats.Connect(s.ClientURL(), nats.UserInfo("sys", "sys"))
-	require.NoError(t, err)
-	defer sys.Close()
-	sub, err := sys.SubscribeSync("$SYS.SERVER.*.STATSZ")
-	require.NoError(t, err)
-	require.NoError(t, sys.Flush())
+	sub := sysSubscribe(t, s, "$SYS.SERVER.*.STATSZ")
 	_, err = sub.NextMsg(5 * time.Second)
 	require.NoError(t, err, "the heartbeat goes out once someone listens")
 	require.Positive(t, sy.seq.Load())
@@ -112,12 +119,7 @@ func TestSysConnsCoalesced(t *testing.T) {
 	sy := s.sys
 	sy.connsWait = 300 * time.Millisecond
 	require.NoError(t, s.Start())
-	sys, err := nats.Connect(s.ClientURL(), nats.UserInfo("sys", "sys"))
-	require.NoError(t, err)
-	defer sys.Close()
-	sub, err := sys.SubscribeSync("$SYS.ACCOUNT.A.SERVER.CONNS")
-	require.NoError(t, err)
-	require.NoError(t, sys.Flush())
+	sub := sysSubscribe(t, s, "$SYS.ACCOUNT.A.SERVER.CONNS")
 	acc, _ := s.LookupAccount("A")
 	for range 50 {
 		sy.connsChanged(acc)

@@ -493,37 +493,19 @@ func (sy *sysState) connsReq(in *sysIn, acc *Account) {
 
 // kickReq closes the connection a KICK names.
 func (sy *sysState) kickReq(in *sysIn) {
-	var req ClientIDReq
-	if json.Unmarshal(in.data, &req) != nil {
-		return
-	}
-	var o EventFilterOptions
-	sy.zreq(in, &o, &o, func() (any, error) {
-		c := sy.s.clientByID(req.CID)
-		if c == nil {
-			return nil, errors.New("no such client or leafnode id")
-		}
+	sy.clientReq(in, "no such client or leafnode id", func(c *client) error {
 		c.log.Info("client kicked through $SYS")
 		c.close(reasonKicked, true)
-		return nil, nil
+		return nil
 	})
 }
 
 // ldmReq tells the connection an LDM names that the server is entering
 // lame duck mode, so that it moves to another server.
 func (sy *sysState) ldmReq(in *sysIn) {
-	var req ClientIDReq
-	if json.Unmarshal(in.data, &req) != nil {
-		return
-	}
-	var o EventFilterOptions
-	sy.zreq(in, &o, &o, func() (any, error) {
-		c := sy.s.clientByID(req.CID)
-		if c == nil {
-			return nil, errors.New("no such client id")
-		}
+	sy.clientReq(in, "no such client id", func(c *client) error {
 		if !c.asyncInfo.Load() {
-			return nil, errors.New("client does not support Lame Duck Mode or is not ready to receive the notification")
+			return errors.New("client does not support Lame Duck Mode or is not ready to receive the notification")
 		}
 		info := sy.s.info
 		info.LameDuckMode = true
@@ -531,7 +513,25 @@ func (sy *sysState) ldmReq(in *sysIn) {
 		if c.out.queue(appendInfoJSON(nil, &info)) {
 			c.out.wake()
 		}
-		return nil, nil
+		return nil
+	})
+}
+
+// clientReq runs do on the connection a KICK or LDM body names, and
+// answers with its error (unknown when there is no such connection). A
+// body that does not parse gets no answer, as from nats-server.
+func (sy *sysState) clientReq(in *sysIn, unknown string, do func(*client) error) {
+	var req ClientIDReq
+	if json.Unmarshal(in.data, &req) != nil {
+		return
+	}
+	var o EventFilterOptions
+	sy.zreq(in, &o, &o, func() (any, error) {
+		c := sy.s.clientByID(req.CID)
+		if c == nil {
+			return nil, errors.New(unknown)
+		}
+		return nil, do(c)
 	})
 }
 

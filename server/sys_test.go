@@ -21,19 +21,12 @@ import (
 // sysOptions are accounts SYS (the system account, user sys), A (users a,
 // a2) and B (user b); passwords are the user names.
 func sysOptions() server.Options {
-	users := func(names ...string) []server.User {
-		var us []server.User
-		for _, n := range names {
-			us = append(us, server.User{Name: n, Password: n})
-		}
-		return us
-	}
 	return server.Options{
 		SystemAccount: "SYS",
 		Accounts: []server.AccountConfig{
-			{Name: "SYS", Users: users("sys")},
-			{Name: "A", Users: users("a", "a2")},
-			{Name: "B", Users: users("b")},
+			{Name: "SYS", Users: namedUsers("sys")},
+			{Name: "A", Users: namedUsers("a", "a2")},
+			{Name: "B", Users: namedUsers("b")},
 		},
 	}
 }
