@@ -401,7 +401,9 @@ func (sy *sysState) remoteConns(in *sysIn) {
 	isNew := sy.heard(m.Server.ID, m.Server.Name)
 	if acc := sy.s.accounts.lookup(m.Account); acc != nil {
 		sy.mu.Lock()
-		sy.mu.servers[m.Server.ID].conns[acc] = int32(max(m.Conns, 0))
+		if rs := sy.mu.servers[m.Server.ID]; rs != nil { // not forgotten since
+			rs.conns[acc] = int32(max(m.Conns, 0))
+		}
 		sy.mu.Unlock()
 		sy.recountRemote(acc)
 		sy.enforceMaxConns(acc)

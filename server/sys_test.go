@@ -320,11 +320,11 @@ func TestSysShutdownEvents(t *testing.T) {
 
 	o := sysOptions()
 	o.LameDuckGracePeriod, o.LameDuckDuration = 10*time.Millisecond, 500*time.Millisecond
-	s = RunServer(t, o)
-	w = watch(t, connectAs(t, s, "sys", nats.NoReconnect()), "$SYS.SERVER.>")
-	go func() { _ = s.LameDuck(context.Background()) }()
-	_, si = decode[natsserver.ServerInfo](t, w.next("$SYS.SERVER."+s.ID()+".LAMEDUCK").Data)
-	require.Equal(t, s.ID(), si.ID)
+	ld := RunServer(t, o)
+	w = watch(t, connectAs(t, ld, "sys", nats.NoReconnect()), "$SYS.SERVER.>")
+	go func() { _ = ld.LameDuck(context.Background()) }()
+	_, si = decode[natsserver.ServerInfo](t, w.next("$SYS.SERVER."+ld.ID()+".LAMEDUCK").Data)
+	require.Equal(t, ld.ID(), si.ID)
 }
 
 // sysRequest sends a request to the system account and returns the
