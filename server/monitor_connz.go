@@ -41,10 +41,18 @@ type ConnInfo struct {
 	Name         string    `json:"name,omitempty"`
 	Lang         string    `json:"lang,omitempty"`
 	Version      string    `json:"version,omitempty"`
-	// AuthorizedUser is filled only when asked for with auth=true.
+	// AuthorizedUser, Account, IssuerKey and NameTag are filled only
+	// when asked for with auth=true, as in nats-server: the user the
+	// client authenticated as; its account, unless the global one; the
+	// account of an nkey user (nats-server names it the issuer); and the
+	// account's name tag, its name. (A JWT user's jwt and tags are not
+	// shown: Skiff has no JWT users yet.)
 	AuthorizedUser string      `json:"authorized_user,omitempty"`
+	Account        string      `json:"account,omitempty"`
 	Subs           []string    `json:"subscriptions_list,omitempty"`
 	SubsDetail     []SubDetail `json:"subscriptions_list_detail,omitempty"`
+	IssuerKey      string      `json:"issuer_key,omitempty"`
+	NameTag        string      `json:"name_tag,omitempty"`
 }
 
 // connOrder is one way /connz sorts: how to compare two connections, and
@@ -82,6 +90,8 @@ type connzQuery struct {
 	auth          bool
 	offset, limit int
 	cid           uint64 // 0: every connection
+	acc           string // only this account's connections; "": every account
+	user          string // only this user's; "": every user
 }
 
 func parseConnzQuery(r *http.Request) (connzQuery, error) {
@@ -114,6 +124,7 @@ func parseConnzQuery(r *http.Request) (connzQuery, error) {
 	cq.auth = q.bool("auth")
 	cq.offset, cq.limit = q.page()
 	cq.cid = q.uint64("cid")
+	cq.acc, cq.user = q.v.Get("acc"), q.v.Get("user")
 	return cq, q.err
 }
 
@@ -139,6 +150,9 @@ func (m *monitor) connz(cq connzQuery, now time.Time) *Connz {
 	clients := m.s.clients()
 	if cq.cid != 0 {
 		clients = slices.DeleteFunc(clients, func(c *client) bool { return c.cid != cq.cid })
+	}
+	if cq.acc != "" || cq.user != "" {
+		clients = slices.DeleteFunc(clients, func(c *client) bool { return !c.selected(cq.acc, cq.user) })
 	}
 	type entry struct {
 		info *ConnInfo
