@@ -80,6 +80,7 @@ func (s *Server) newBridges(ix *importIndex) []*respTable {
 	}
 	for _, ac := range s.opts.Accounts {
 		acc := s.accounts.lookup(ac.Name)
+		acc.ports = accountPorts{exports: ix.exports[ac.Name], streams: ix.streams[ac.Name], svcs: ix.svcs[ac.Name]}
 		for _, e := range ix.exports[ac.Name] {
 			if e.Service {
 				table(acc)

@@ -19,8 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/server"
@@ -472,12 +470,7 @@ func TestMonitorMetrics(t *testing.T) {
 	require.NoError(t, pub.Flush())
 	receiveN(t, sub, 3)
 
-	status, ct, body := monitorGet(t, s, "/metrics")
-	require.Equal(t, http.StatusOK, status)
-	require.True(t, strings.HasPrefix(ct, "text/plain"), ct)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
-	require.NoError(t, err, "%s", body)
+	families := scrapeMetrics(t, s)
 
 	for name, want := range map[string]struct {
 		kind  dto.MetricType
@@ -497,7 +490,7 @@ func TestMonitorMetrics(t *testing.T) {
 		"skiff_info":                 {dto.MetricType_GAUGE, 1},
 	} {
 		f := families[name]
-		require.NotNil(t, f, "%s missing from:\n%s", name, body)
+		require.NotNil(t, f, "%s missing", name)
 		require.Equal(t, want.kind, f.GetType(), name)
 		require.Len(t, f.GetMetric(), 1, name)
 		m := f.GetMetric()[0]
