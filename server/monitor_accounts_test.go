@@ -4,10 +4,12 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 	dto "github.com/prometheus/client_model/go"
@@ -470,4 +472,43 @@ func TestMonitorAccountMetrics(t *testing.T) {
 	require.Equal(t, float64(2), got["skiff_account_pending_responses"]["A"])
 	require.Equal(t, float64(8), got["skiff_account_in_msgs_total"]["A"], "a2's 7 (closed) and a's response")
 	require.Contains(t, scrapeMetrics(t, s), "skiff_bridge_drops_total")
+}
+
+// TestMonitorAccountFieldNamesMatchReference checks the account endpoints'
+// types against nats-server's, and that their answers decode into them.
+func TestMonitorAccountFieldNamesMatchReference(t *testing.T) {
+	for _, pair := range [][2]any{
+		{server.Accountz{}, natsserver.Accountz{}},
+		{server.AccountInfo{}, natsserver.AccountInfo{}},
+		{server.ExtExport{}, natsserver.ExtExport{}},
+		{server.ExtImport{}, natsserver.ExtImport{}},
+		{server.SublistStats{}, natsserver.SublistStats{}},
+		{server.AccountStatz{}, natsserver.AccountStatz{}},
+		{server.AccountStat{}, natsserver.AccountStat{}},
+		{server.DataStats{}, natsserver.DataStats{}},
+		{server.AccountzOptions{}, natsserver.AccountzOptions{}},
+		{server.AccountStatzOptions{}, natsserver.AccountStatzOptions{}},
+	} {
+		ours, ref := reflect.TypeOf(pair[0]), reflect.TypeOf(pair[1])
+		allowed := jsonKeys(ref)
+		for k := range jsonKeys(ours) {
+			require.True(t, allowed[k], "%v.%s is not a field of %v", ours, k, ref)
+		}
+	}
+
+	s := accountsServer(t, nil)
+	runAccountTraffic(t, s.ClientURL(), s.NumClients)
+	var az natsserver.Accountz
+	MonitorJSON(t, s, "/accountz?acc=B", &az)
+	require.Equal(t, "B", az.Account.AccountName)
+	require.Len(t, az.Account.Imports, 6)
+	require.Equal(t, "echo", string(az.Account.Imports[3].LocalSubject))
+	require.True(t, az.Account.Imports[3].IsService())
+	MonitorJSON(t, s, "/accountz?acc=A", &az)
+	require.Len(t, az.Account.Responses, 2)
+	require.Equal(t, uint32(1), az.Account.Sublist.MaxFanout)
+	var stz natsserver.AccountStatz
+	MonitorJSON(t, s, "/accstatz", &stz)
+	require.Len(t, stz.Accounts, 4)
+	require.Equal(t, int64(2), stz.Accounts[3].Received.Msgs) // C
 }
