@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
@@ -224,21 +223,10 @@ func fetchJSON(t *testing.T, u string) map[string]any {
 }
 
 // startMonitoredReference starts nats-server in process with the
-// configuration file conf (without a system account: Skiff has none yet)
-// and its monitoring port, and shuts it down when the test ends.
+// configuration file conf and its monitoring port.
 func startMonitoredReference(t *testing.T, conf string) *natsserver.Server {
 	t.Helper()
-	o, err := natsserver.ProcessConfigFile(conf)
-	require.NoError(t, err)
-	o.Host, o.Port, o.NoLog, o.NoSigs, o.NoSystemAccount = "127.0.0.1", -1, true, true, true
+	o := referenceConfOptions(t, conf)
 	o.HTTPHost, o.HTTPPort = "127.0.0.1", -1
-	ns, err := natsserver.NewServer(o)
-	require.NoError(t, err)
-	ns.Start()
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	require.True(t, ns.ReadyForConnections(5*time.Second), "nats-server did not start")
-	return ns
+	return runReference(t, o)
 }

@@ -587,25 +587,33 @@ func requireKeysIn(t *testing.T, what string, obj any, ref reflect.Type) {
 	}
 }
 
-// TestMonitorFieldNamesMatchReference checks Skiff's monitoring JSON
-// against nats-server's types, which tools decode it into: the declared
-// field names, the keys of real responses, and that a response decodes
-// into the reference type with the same values.
-func TestMonitorFieldNamesMatchReference(t *testing.T) {
-	for _, pair := range [][2]any{
-		{server.Varz{}, natsserver.Varz{}},
-		{server.SlowConsumersStats{}, natsserver.SlowConsumersStats{}},
-		{server.Connz{}, natsserver.Connz{}},
-		{server.ConnInfo{}, natsserver.ConnInfo{}},
-		{server.Subsz{}, natsserver.Subsz{}},
-		{server.SubDetail{}, natsserver.SubDetail{}},
-	} {
+// requireFieldsOfReference requires, for each pair of a Skiff type and a
+// nats-server type, every JSON field name of the first to be one of the
+// second's.
+func requireFieldsOfReference(t *testing.T, pairs [][2]any) {
+	t.Helper()
+	for _, pair := range pairs {
 		ours, ref := reflect.TypeOf(pair[0]), reflect.TypeOf(pair[1])
 		allowed := jsonKeys(ref)
 		for k := range jsonKeys(ours) {
 			require.True(t, allowed[k], "%v.%s is not a field of %v", ours, k, ref)
 		}
 	}
+}
+
+// TestMonitorFieldNamesMatchReference checks Skiff's monitoring JSON
+// against nats-server's types, which tools decode it into: the declared
+// field names, the keys of real responses, and that a response decodes
+// into the reference type with the same values.
+func TestMonitorFieldNamesMatchReference(t *testing.T) {
+	requireFieldsOfReference(t, [][2]any{
+		{server.Varz{}, natsserver.Varz{}},
+		{server.SlowConsumersStats{}, natsserver.SlowConsumersStats{}},
+		{server.Connz{}, natsserver.Connz{}},
+		{server.ConnInfo{}, natsserver.ConnInfo{}},
+		{server.Subsz{}, natsserver.Subsz{}},
+		{server.SubDetail{}, natsserver.SubDetail{}},
+	})
 
 	s := RunMonitored(t, server.Options{})
 	nc := Connect(t, s, nats.Name("n"))
