@@ -35,7 +35,7 @@ type Account struct {
 		sync.Mutex
 		clients map[*client]struct{} // bound at CONNECT, until closed
 		// closed sums the traffic of its clients that closed; with the
-		// live clients' own counters it is the account's (accountStats).
+		// live clients' own counters it is the account's (usage).
 		closed counters
 		// slowConsumers counts its clients closed as slow consumers.
 		slowConsumers int64
@@ -84,7 +84,7 @@ func (a *Account) addClient(c *client) bool {
 
 // removeClient unbinds c, which closed for reason, and adds its traffic to
 // the account's closed totals. Called once c queues nothing more, so that
-// its counters are final; both happen under a.mu, so that accountStats
+// its counters are final; both happen under a.mu, so that usage
 // counts c either live or closed, never in neither or both.
 func (a *Account) removeClient(c *client, reason string) {
 	a.mu.Lock()

@@ -4,8 +4,9 @@ package server
 // as /accstatz, /accountz and /metrics report it.
 type accountUsage struct {
 	conns, subs int
-	// traffic is that of the account's clients: in, the messages and
-	// payload bytes they published; out, those queued for them.
+	// traffic is that of the account's clients: in, the messages (and
+	// their bytes, headers and payload) they published; out, those
+	// queued for them.
 	traffic       counters
 	slowConsumers int64 // its clients closed as slow consumers
 }

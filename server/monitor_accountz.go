@@ -40,7 +40,7 @@ type Accountz struct {
 type AccountInfo struct {
 	AccountName string    `json:"account_name"`
 	LastUpdate  time.Time `json:"update_time,omitempty"` // when the account was registered
-	IsSystem    bool      `json:"is_system,omitempty"`
+	IsSystem    bool      `json:"is_system,omitempty"`   // false: Skiff has no system account yet
 	// Expired and Complete are about the account's JWT and its imports'
 	// activations: a configured account never expires, and its imports
 	// are checked when the server starts (New refuses a bad one), so it
@@ -147,16 +147,17 @@ func (s *Server) Accountz(opts AccountzOptions) (*Accountz, error) {
 // info describes the account now.
 func (a *Account) info() *AccountInfo {
 	u := a.usage()
+	st := a.sublistStats(u)
 	ai := &AccountInfo{
 		AccountName: a.name,
 		LastUpdate:  a.updated.UTC(),
 		Complete:    true,
 		JetStream:   a.jetStreamEnabled(),
 		ClientCnt:   u.conns,
-		SubCnt:      uint32(u.subs),
+		SubCnt:      st.NumSubs, // of the same snapshot
 		Exports:     a.ports.extExports(),
 		Imports:     a.ports.extImports(),
-		Sublist:     a.sublistStats(u),
+		Sublist:     st,
 		Responses:   a.resp.extResponses(),
 	}
 	a.identity(ai)

@@ -686,6 +686,7 @@ func TestMonitorUnderChurn(t *testing.T) {
 		}
 	}()
 	var last server.Varz
+	var lastAcc server.AccountStat
 	for range 30 {
 		v := getVarz(t, s)
 		require.GreaterOrEqual(t, v.InMsgs, last.InMsgs)
@@ -693,6 +694,17 @@ func TestMonitorUnderChurn(t *testing.T) {
 		require.GreaterOrEqual(t, v.InBytes, last.InBytes)
 		require.GreaterOrEqual(t, v.OutBytes, last.OutBytes)
 		last = v
+		var stz server.AccountStatz
+		MonitorJSON(t, s, "/accstatz?unused=1", &stz)
+		require.Len(t, stz.Accounts, 1)
+		acc := *stz.Accounts[0]
+		require.GreaterOrEqual(t, acc.Received.Msgs, lastAcc.Received.Msgs)
+		require.GreaterOrEqual(t, acc.Received.Bytes, lastAcc.Received.Bytes)
+		require.GreaterOrEqual(t, acc.Sent.Msgs, lastAcc.Sent.Msgs)
+		require.GreaterOrEqual(t, acc.Sent.Bytes, lastAcc.Sent.Bytes)
+		lastAcc = acc
+		var az server.Accountz
+		MonitorJSON(t, s, "/accountz?acc=%24G", &az)
 		var c server.Connz
 		MonitorJSON(t, s, "/connz?subs=detail&sort=msgs_from", &c)
 		getSubsz(t, s, "?subs=1&test=churn.1")
@@ -705,6 +717,11 @@ func TestMonitorUnderChurn(t *testing.T) {
 		v := getVarz(t, s)
 		return v.Connections == 0 && v.InMsgs == published.Load()
 	}, 5*time.Second, 10*time.Millisecond)
+	// Every connection bound to $G at CONNECT: the account's totals are
+	// the server's.
+	stz := s.AccountStatz(server.AccountStatzOptions{IncludeUnused: true})
+	require.Equal(t, published.Load(), stz.Accounts[0].Received.Msgs)
+	require.Equal(t, getVarz(t, s).OutMsgs, stz.Accounts[0].Sent.Msgs)
 }
 
 // TestMonitorExtensions adds an endpoint and a collector before Start, as
