@@ -49,6 +49,11 @@ tools/bin/nats-server: tools/nats/go.mod tools/nats/go.sum
 	cd tools/nats && $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
 	@touch $@
 
+## tools/bin/nsc: the pinned nsc (tools/nsc), which testdata/jwt/gen.sh runs
+tools/bin/nsc: tools/nsc/go.mod tools/nsc/go.sum
+	cd tools/nsc && $(GO) build -o ../bin/nsc github.com/nats-io/nsc/v2
+	@touch $@
+
 ## lint: gofmt, go vet and golangci-lint (built from tools/lint, pinned)
 lint: vet
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"math"
+	"strings"
 
 	"github.com/skiffmq/skiff/server"
 )
@@ -10,12 +11,10 @@ import (
 // the phase of issue 14 that brings them (docs/accounts.md).
 const (
 	whyLatency        = "service latency tracking is not implemented"
-	whyAccountJS      = "JetStream per account is not implemented yet (JetStream is refused with accounts)"
-	whyAccountNkey    = "account nkey identities serve leaf nodes and operator mode, which are not implemented"
+	whyAccountNkey    = "an account nkey identity in a configured account serves leaf nodes, which are not implemented (operator mode names accounts by their JWT's key)"
 	whyAccountMapping = "subject mappings are not implemented"
 	whyAccountTrace   = "message tracing is not implemented"
-	whySystemAccount  = "the system account and $SYS are not implemented yet"
-	whyOperator       = "operators and JWT authentication are not implemented yet; Skiff refuses to start rather than run without them"
+	whySystemAccount  = "the system account and $SYS are not implemented yet (system_account names the system account of operator mode only)"
 )
 
 // applyAccounts reads the accounts block: a block of accounts by name, or
@@ -92,7 +91,7 @@ var accountKeys = func() keys[*server.AccountConfig] {
 	k.on(func(a *server.AccountConfig, v value) error { return accountLimitKeys.apply(&a.Limits, v) }, "limits")
 	k.on(func(a *server.AccountConfig, v value) (err error) { a.Exports, err = exports(v); return }, "exports")
 	k.on(func(a *server.AccountConfig, v value) (err error) { a.Imports, err = imports(v); return }, "imports")
-	k.refuse(whyAccountJS, "jetstream")
+	k.on(applyAccountJetStream, "jetstream")
 	k.refuse(whyAccountNkey, "nkey")
 	k.refuse(whyAccountMapping, "mappings", "maps")
 	k.refuse(whyAccountTrace, "msg_trace", "trace_dest")
@@ -127,4 +126,91 @@ func accountLimit(v value) (int, error) {
 		return 0, v.errorf(ErrInvalidValue, "%d is out of range (at most %d)", n, math.MaxInt32)
 	}
 	return int(n), nil
+}
+
+// applyAccountJetStream reads an account's `jetstream`: enabled, disabled,
+// a boolean, or a block of limits (which enables it), as nats-server's
+// parseJetStreamForAccount. It takes effect on a server with JetStream
+// (package jetstream says which accounts have it).
+func applyAccountJetStream(a *server.AccountConfig, v value) error {
+	switch x := v.v.(type) {
+	case bool:
+		a.JetStream = nil
+		if x {
+			a.JetStream = &server.JetStreamLimits{}
+		}
+		return nil
+	case string:
+		switch strings.ToLower(x) {
+		case "enabled", "enable":
+			a.JetStream = &server.JetStreamLimits{}
+		case "disabled", "disable":
+			a.JetStream = nil
+		default:
+			return v.errorf(ErrInvalidValue, "Expected 'enabled' or 'disabled' for string value, got '%s'", x)
+		}
+		return nil
+	case map[string]any:
+		a.JetStream = &server.JetStreamLimits{}
+		return jsAccountKeys.apply(a.JetStream, v)
+	}
+	return v.typeError("enabled, disabled, a boolean or a block of limits")
+}
+
+var jsAccountKeys = func() keys[*server.JetStreamLimits] {
+	k := newKeys[*server.JetStreamLimits]()
+	k.on(func(l *server.JetStreamLimits, v value) (err error) { l.MaxMemory, err = accountQuota(v); return },
+		"max_memory", "max_mem", "mem", "memory")
+	k.on(func(l *server.JetStreamLimits, v value) (err error) { l.MaxStore, err = accountQuota(v); return },
+		"max_store", "max_file", "max_disk", "store", "disk")
+	k.on(func(l *server.JetStreamLimits, v value) (err error) { l.MaxStreams, err = jsCount(v); return },
+		"max_streams", "streams")
+	k.on(func(l *server.JetStreamLimits, v value) (err error) { l.MaxConsumers, err = jsCount(v); return },
+		"max_consumers", "consumers")
+	k.on(func(l *server.JetStreamLimits, v value) (err error) { l.MaxAckPending, err = jsCount(v); return },
+		"max_ack_pending")
+	k.on(func(l *server.JetStreamLimits, v value) (err error) { l.MaxBytesRequired, err = v.boolean(); return },
+		"max_bytes_required", "max_stream_bytes", "max_bytes")
+	k.on(func(l *server.JetStreamLimits, v value) (err error) { l.MemoryMaxStreamBytes, err = jsBytes(v); return },
+		"mem_max_stream_bytes", "memory_max_stream_bytes")
+	k.on(func(l *server.JetStreamLimits, v value) (err error) { l.StoreMaxStreamBytes, err = jsBytes(v); return },
+		"disk_max_stream_bytes", "store_max_stream_bytes")
+	k.refuse(whyCluster, "cluster_traffic")
+	return k
+}()
+
+// accountQuota reads an account's max_memory or max_store: a size, or a
+// negative number for none (as nats-server, where every negative is
+// none). Zero, which nats-server reads as "no stream of that storage at
+// all", is refused: an Options zero means no limit.
+func accountQuota(v value) (int64, error) {
+	n, err := v.size()
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, v.errorf(ErrUnsupported, "0 allows no stream of this storage at all in nats-server and is not implemented; write a positive size, or -1 for no limit")
+	}
+	return max(n, server.NoLimit), nil
+}
+
+// jsCount reads an account's max_streams, max_consumers or
+// max_ack_pending: a bound, or zero or a negative number for none, as
+// nats-server reads them.
+func jsCount(v value) (int, error) {
+	n, err := v.integer()
+	switch {
+	case err != nil:
+		return 0, err
+	case n > math.MaxInt32:
+		return 0, v.errorf(ErrInvalidValue, "%d is out of range (at most %d)", n, math.MaxInt32)
+	}
+	return int(max(n, server.NoLimit)), nil
+}
+
+// jsBytes reads an account's mem_max_stream_bytes or
+// disk_max_stream_bytes: a size, or zero or a negative number for none.
+func jsBytes(v value) (int64, error) {
+	n, err := v.size()
+	return max(n, server.NoLimit), err
 }

@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/server"
@@ -102,17 +104,46 @@ func TestDifferentialAccountRefusals(t *testing.T) {
 	}
 }
 
-// TestStartRefusesJetStreamWithAccounts: until JetStream keeps streams per
-// account, a stream created in one account would be the other accounts'
-// too; the broker refuses to start rather than share them.
-func TestStartRefusesJetStreamWithAccounts(t *testing.T) {
-	cfg, _ := testConfig(t)
-	cfg.Server.Accounts = []server.AccountConfig{{Name: "A", Users: []server.User{{Name: "a", Password: "p"}}}}
-	_, err := Start(cfg)
-	require.ErrorIs(t, err, ErrJetStreamWithAccounts)
+// TestConfigAccountJetStream: an account's jetstream is enabled, disabled
+// or a block of limits, with nats-server's keys and aliases.
+func TestConfigAccountJetStream(t *testing.T) {
+	cfg, err := ParseConfig(`
+accounts {
+  A: { jetstream: { max_mem: 1MB, max_file: 2GB, max_streams: 3, max_consumers: 4, max_ack_pending: 5,
+                    max_bytes_required: true, mem_max_stream_bytes: 6KB, disk_max_stream_bytes: 7KB } }
+  B: { jetstream: enabled }
+  C: { jetstream: disabled }
+  D: { jetstream: { max_store: -1 } }
+}
+`)
+	require.NoError(t, err)
+	acc := cfg.Server.Accounts
+	require.Equal(t, &server.JetStreamLimits{MaxMemory: 1 << 20, MaxStore: 2 << 30, MaxStreams: 3, MaxConsumers: 4,
+		MaxAckPending: 5, MaxBytesRequired: true, MemoryMaxStreamBytes: 6 << 10, StoreMaxStreamBytes: 7 << 10}, acc[0].JetStream)
+	require.Equal(t, &server.JetStreamLimits{}, acc[1].JetStream)
+	require.Nil(t, acc[2].JetStream)
+	require.Equal(t, &server.JetStreamLimits{MaxStore: server.NoLimit}, acc[3].JetStream)
+}
 
-	cfg.JetStreamEnabled = false
+// TestStartJetStreamWithAccounts: JetStream runs with accounts, a stream
+// in each account that has it and none in the one that has not.
+func TestStartJetStreamWithAccounts(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.Server.Host = "127.0.0.1"
+	cfg.Server.Accounts = []server.AccountConfig{
+		{Name: "A", Users: []server.User{{Name: "a", Password: "p"}}, JetStream: &server.JetStreamLimits{MaxStreams: 1}},
+		{Name: "B", Users: []server.User{{Name: "b", Password: "p"}}},
+	}
 	b, err := Start(cfg)
 	require.NoError(t, err)
-	require.NoError(t, b.Shutdown(context.Background()))
+	defer func() { require.NoError(t, b.Shutdown(context.Background())) }()
+	for user, want := range map[string]string{"a": `"max_streams":1`, "b": `"err_code":10039`} {
+		nc, err := nats.Connect(b.ClientURL(), nats.UserInfo(user, "p"))
+		require.NoError(t, err)
+		m, err := nc.Request("$JS.API.INFO", nil, 5*time.Second)
+		nc.Close()
+		require.NoError(t, err)
+		require.Contains(t, string(m.Data), want, "user %s", user)
+	}
+	require.DirExists(t, filepath.Join(cfg.JetStream.StoreDir, "accounts", "A", "streams"))
 }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +53,26 @@ func TestClusterRefusesJetStream(t *testing.T) {
 	cfg.JetStream.StoreDir = t.TempDir()
 	_, err := Start(cfg)
 	require.ErrorIs(t, err, ErrJetStreamInCluster)
+	require.Contains(t, err.Error(), "jetstream: disabled")
+
+	cfg.JetStreamEnabled = false
+	b, err := Start(cfg)
+	require.NoError(t, err)
+	require.NoError(t, b.Shutdown(t.Context()))
+}
+
+// TestOperatorModeRefusesJetStream: account JWTs' JetStream limits are not
+// applied yet, so operator mode with JetStream does not start, saying how
+// to turn it off; without JetStream it starts.
+func TestOperatorModeRefusesJetStream(t *testing.T) {
+	text, err := os.ReadFile("../testdata/jwt/resolver.conf")
+	require.NoError(t, err)
+	cfg, err := ParseConfig(strings.ReplaceAll(string(text), "operator: eyJ", "port: -1\nhttp_port: 0\noperator: eyJ"))
+	require.NoError(t, err)
+	cfg.JetStream.StoreDir = t.TempDir()
+	require.True(t, cfg.JetStreamEnabled)
+	_, err = Start(cfg)
+	require.ErrorIs(t, err, ErrJetStreamOperatorMode)
 	require.Contains(t, err.Error(), "jetstream: disabled")
 
 	cfg.JetStreamEnabled = false

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
@@ -48,6 +50,11 @@ type meaning struct {
 	LameDuck, LameDuckGrace       time.Duration
 	Accounts                      []meaningAccount // by name
 	NoAuthUser                    string
+	// Operator mode: the operators' public keys, the trusted keys, the
+	// resolver's kind and preloaded accounts, the pinned accounts.
+	Operators, TrustedKeys  []string
+	SystemAccount, Resolver string
+	Preload, Pinned         []string
 }
 
 type meaningUser struct {
@@ -63,6 +70,7 @@ type meaningAccount struct {
 	Name                         string
 	MaxConn, MaxSubs, MaxPayload int
 	Exports, Imports             []string
+	JetStream                    *meaningJS // nil: none
 }
 
 // meaningExport and meaningImport render an export or an import: for an
@@ -159,6 +167,23 @@ func natsImports(a *natsserver.Account) (exports, imports []string) {
 	return exports, imports
 }
 
+// meaningJS is an account's JetStream limits, -1 for none.
+type meaningJS struct {
+	MaxMemory, MaxStore                     int64
+	MaxStreams, MaxConsumers, MaxAckPending int64
+	MemMaxStreamBytes, StoreMaxStreamBytes  int64
+	MaxBytesRequired                        bool
+}
+
+// jsLimit renders a JetStream limit as "none" or a bound: zero and
+// below mean none in both servers' JetStream limits.
+func jsLimit(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
 // skiffUser is one user's meaning: perms are its own or its account's
 // default ones, as nats-server applies them while reading.
 func skiffUser(name, password string, perms *server.Permissions, account string) meaningUser {
@@ -223,9 +248,16 @@ func skiffMeaning(c Config) meaning {
 	m.NoAuthUser = o.NoAuthUser
 	for _, a := range o.Accounts {
 		exports, imports := skiffImports(a)
-		m.Accounts = append(m.Accounts, meaningAccount{Name: a.Name, MaxConn: skiffLimit(a.Limits.MaxConnections),
+		ma := meaningAccount{Name: a.Name, MaxConn: skiffLimit(a.Limits.MaxConnections),
 			MaxSubs: skiffLimit(a.Limits.MaxSubscriptions), MaxPayload: skiffLimit(a.Limits.MaxPayload),
-			Exports: exports, Imports: imports})
+			Exports: exports, Imports: imports}
+		if j := a.JetStream; j != nil {
+			ma.JetStream = &meaningJS{MaxMemory: jsLimit(j.MaxMemory), MaxStore: jsLimit(j.MaxStore),
+				MaxStreams: jsLimit(int64(j.MaxStreams)), MaxConsumers: jsLimit(int64(j.MaxConsumers)),
+				MaxAckPending: jsLimit(int64(j.MaxAckPending)), MemMaxStreamBytes: jsLimit(j.MemoryMaxStreamBytes),
+				StoreMaxStreamBytes: jsLimit(j.StoreMaxStreamBytes), MaxBytesRequired: j.MaxBytesRequired}
+		}
+		m.Accounts = append(m.Accounts, ma)
 		perms := func(p *server.Permissions) *server.Permissions {
 			if p == nil {
 				return a.DefaultPermissions
@@ -239,6 +271,19 @@ func skiffMeaning(c Config) meaning {
 			m.Nkeys = append(m.Nkeys, skiffUser(u.PublicKey, "", perms(u.Permissions), a.Name))
 		}
 	}
+	for _, j := range o.TrustedOperators {
+		opc, err := jwt.DecodeOperatorClaims(j)
+		if err != nil {
+			panic(err) // LoadConfig decoded it already
+		}
+		m.Operators = append(m.Operators, opc.Subject)
+	}
+	m.TrustedKeys, m.SystemAccount = o.TrustedKeys, o.SystemAccount
+	if o.Resolver.Type == server.ResolverMemory {
+		m.Resolver = "MEMORY"
+	}
+	m.Preload = slices.Sorted(maps.Keys(o.Resolver.Preload))
+	m.Pinned = slices.Sorted(slices.Values(o.ResolverPinnedAccounts))
 	sortMeaning(&m)
 	return m
 }
@@ -281,12 +326,42 @@ func natsMeaning(o *natsserver.Options) meaning {
 		// The limits are unexported fields of nats-server's Account.
 		l := reflect.ValueOf(a).Elem()
 		exports, imports := natsImports(a)
-		m.Accounts = append(m.Accounts, meaningAccount{Name: a.Name, MaxConn: int(l.FieldByName("mconns").Int()),
+		ma := meaningAccount{Name: a.Name, MaxConn: int(l.FieldByName("mconns").Int()),
 			MaxSubs: int(l.FieldByName("msubs").Int()), MaxPayload: int(l.FieldByName("mpay").Int()),
-			Exports: exports, Imports: imports})
+			Exports: exports, Imports: imports}
+		// jsLimits: by tier, "" for the limits of every tier.
+		if j := l.FieldByName("jsLimits").MapIndex(reflect.ValueOf("")); j.IsValid() {
+			f := func(name string) int64 { return jsLimit(j.FieldByName(name).Int()) }
+			ma.JetStream = &meaningJS{MaxMemory: f("MaxMemory"), MaxStore: f("MaxStore"), MaxStreams: f("MaxStreams"),
+				MaxConsumers: f("MaxConsumers"), MaxAckPending: f("MaxAckPending"),
+				MemMaxStreamBytes: f("MemoryMaxStreamBytes"), StoreMaxStreamBytes: f("StoreMaxStreamBytes"),
+				MaxBytesRequired: j.FieldByName("MaxBytesRequired").Bool()}
+		}
+		m.Accounts = append(m.Accounts, ma)
 	}
+	for _, opc := range o.TrustedOperators {
+		m.Operators = append(m.Operators, opc.Subject)
+	}
+	m.TrustedKeys, m.SystemAccount = o.TrustedKeys, o.SystemAccount
+	if _, ok := o.AccountResolver.(*natsserver.MemAccResolver); ok {
+		m.Resolver = "MEMORY"
+	}
+	// The preloads and pinned accounts are unexported maps.
+	opts := reflect.ValueOf(o).Elem()
+	m.Preload = mapKeys(opts.FieldByName("resolverPreloads"))
+	m.Pinned = mapKeys(opts.FieldByName("resolverPinnedAccounts"))
 	sortMeaning(&m)
 	return m
+}
+
+// mapKeys returns the sorted string keys of a map read by reflection.
+func mapKeys(v reflect.Value) []string {
+	var keys []string
+	for _, k := range v.MapKeys() {
+		keys = append(keys, k.String())
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // TestDifferentialConfig reads the same files with Skiff and with
@@ -296,6 +371,9 @@ func natsMeaning(o *natsserver.Options) meaning {
 // seconds or quoted, aliases, default permissions, TLS).
 func TestDifferentialConfig(t *testing.T) {
 	cert, key := writeTestCert(t)
+	set := committedJWTSet()
+	resolverConf, err := os.ReadFile(filepath.Join("..", "testdata", "jwt", "resolver.conf"))
+	require.NoError(t, err)
 	configs := map[string]string{
 		"limits": `
 server_name: n1
@@ -397,6 +475,21 @@ authorization {
 }
 no_auth_user: bob
 `,
+		"accounts with jetstream": `
+accounts {
+  A: { jetstream: { max_mem: 1G, max_file: 10G, max_streams: 10, max_consumers: 100, max_ack_pending: 50,
+                    max_bytes_required: true, mem_max_stream_bytes: 1MB, disk_max_stream_bytes: 2MB } }
+  B: { jetstream: enabled }
+  C: { jetstream: disabled }
+  D: { jetstream: { memory: 512MB, store: 1G, streams: 2, consumers: 3, max_bytes: false,
+                    memory_max_stream_bytes: 10KB, store_max_stream_bytes: 20KB } }
+  E: { jetstream: true }
+  F: { jetstream: { max_memory: -1, disk: 5GB, max_stream_bytes: true, max_streams: 0 } }
+  G: { jetstream: false }
+  H: { jetstream: {} }
+  I: {}
+}
+`,
 		"exports and imports": `
 accounts {
   A: {
@@ -429,6 +522,9 @@ accounts {
 		"accounts as a list": `
 accounts: [A, B, "C.x"]
 `,
+		"operator mode (the committed nsc set)": string(resolverConf) + "resolver_pinned_accounts: [" + set.accountPub + "]\n",
+		"operator inline, system":               "operators: [\"" + set.operatorJWT + "\"]\nresolver: MEM\nsystem: " + set.accountPub + "\n",
+		"trusted keys":                          "trusted_keys: " + set.operatorPub + "\nresolver { type: MEMORY }\n",
 		"tls first": `
 tls {
   cert_file: "` + cert + `"

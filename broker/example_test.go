@@ -15,7 +15,7 @@ func ExampleParseConfig() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, broker.ErrUnsupported))
 	// Output:
-	// config: line 2: system_account: not supported by Skiff: the system account and $SYS are not implemented yet
+	// config: line 2: system_account: not supported by Skiff: the system account and $SYS are not implemented yet (system_account names the system account of operator mode only)
 	// true
 }
 

@@ -4,11 +4,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/stretchr/testify/require"
 )
 
@@ -76,15 +79,28 @@ func referenceKeys() []refKey {
 		refKey{path: "tls", with: tlsBase + "}"},
 		refKey{path: "allow_non_tls", base: tlsBase + "}", with: tlsBase + "}\nallow_non_tls: true"},
 	)
+	// Operator mode, applied: the committed nsc set's operator (a file,
+	// or the JWT inline) and accounts.
+	set := committedJWTSet()
+	for _, kv := range [][2]string{
+		{"operator", `"` + set.operatorFile + `"`}, {"operators", `["` + set.operatorFile + `"]`},
+		{"roots", `["` + set.operatorJWT + `"]`}, {"root", `"` + set.operatorJWT + `"`},
+		{"root_operators", `["` + set.operatorFile + `"]`}, {"root_operator", `"` + set.operatorFile + `"`},
+		{"resolver", "MEMORY"}, {"account_resolver", "MEM"}, {"accounts_resolver", "{ type: memory }"},
+		{"resolver_preload", "{ " + set.accountPub + `: "` + set.accountJWT + `" }`},
+		{"resolver_pinned_accounts", "[" + set.accountPub + "]"},
+		{"trusted", "[" + set.operatorPub + "]"}, {"trusted_keys", set.operatorPub},
+	} {
+		rows = append(rows, top(kv[0], kv[1]))
+	}
+	for _, k := range []string{"system_account", "system"} {
+		rows = append(rows, in("operator: \""+set.operatorFile+"\"\n", "", k, k+": "+set.accountPub, ""))
+	}
 	// Top level, refused.
 	for _, kv := range [][2]string{
-		{"operator", `"./op.jwt"`},
-		{"operators", `["./op.jwt"]`}, {"roots", `["./op.jwt"]`}, {"root", `"./op.jwt"`},
-		{"root_operators", `["./op.jwt"]`}, {"root_operator", `"./op.jwt"`}, {"resolver", "MEMORY"},
-		{"account_resolver", "MEMORY"}, {"accounts_resolver", "MEMORY"}, {"resolver_tls", "{ verify: true }"},
-		{"resolver_preload", "{ A: jwt }"}, {"resolver_pinned_accounts", "[A]"},
-		{"system_account", "SYS"}, {"system", "SYS"}, {"no_system_account", "true"}, {"no_system", "true"},
-		{"no_sys_acc", "true"}, {"trusted", "[KEY]"}, {"trusted_keys", "[KEY]"}, {"default_sentinel", "jwt"},
+		{"resolver_tls", "{ verify: true }"},
+		{"no_system_account", "true"}, {"no_system", "true"},
+		{"no_sys_acc", "true"}, {"default_sentinel", "jwt"},
 		{"gateway", "{ name: g }"}, {"leaf", "{ port: 7422 }"},
 		{"leafnodes", "{ port: 7422 }"}, {"client_advertise", `"h:4222"`}, {"connect_error_reports", "5"},
 		{"reconnect_error_reports", "5"}, {"server_tags", "[a]"}, {"default_js_domain", "{ A: d }"},
@@ -157,11 +173,12 @@ func referenceKeys() []refKey {
 		in(accBase+"    users: [ {user: a, password: p} ]\n", accEnd, "accounts.A.default_permissions",
 			"    default_permissions: { publish: x }", ""),
 		in(accBase, accEnd, "accounts.A.limits", "    limits: { max_connections: 5 }", ""),
+		in(accBase, accEnd, "accounts.A.jetstream", "    jetstream: enabled", ""),
 		in(accBase+"    users: [\n      {user: a, password: p}\n", "    ]\n"+accEnd, "accounts.A.users[1].nkey",
 			"      {nkey: "+testNkey+"}", ""),
 	)
 	for _, kv := range [][2]string{
-		{"nkey", "ABQA6QHS32OGY6I53KK5PWU3FWUYBTJYLRLCVPNP2JDKFYNA3V2XPAKA"}, {"jetstream", "enabled"}, {"mappings", "{ a: b }"},
+		{"nkey", "ABQA6QHS32OGY6I53KK5PWU3FWUYBTJYLRLCVPNP2JDKFYNA3V2XPAKA"}, {"mappings", "{ a: b }"},
 		{"maps", "{ a: b }"}, {"msg_trace", "{ dest: t }"}, {"trace_dest", "t"},
 	} {
 		p := "accounts.A." + kv[0]
@@ -210,6 +227,21 @@ func referenceKeys() []refKey {
 		p := "accounts.A.limits." + k
 		rows = append(rows, in(limBase, limEnd, p, "      "+k+": 5", p))
 	}
+	// An account's jetstream block: every limit is applied; the
+	// clustered one is refused.
+	const jsBase, jsEnd = accBase + "    jetstream {\n", "    }\n" + accEnd
+	for _, kv := range [][2]string{
+		{"max_memory", "1MB"}, {"max_mem", "1MB"}, {"mem", "1MB"}, {"memory", "1MB"},
+		{"max_store", "1GB"}, {"max_file", "1GB"}, {"max_disk", "1GB"}, {"store", "1GB"}, {"disk", "1GB"},
+		{"max_streams", "5"}, {"streams", "5"}, {"max_consumers", "5"}, {"consumers", "5"},
+		{"max_bytes_required", "true"}, {"max_stream_bytes", "true"}, {"max_bytes", "true"},
+		{"mem_max_stream_bytes", "1KB"}, {"memory_max_stream_bytes", "1KB"},
+		{"disk_max_stream_bytes", "1KB"}, {"store_max_stream_bytes", "1KB"}, {"max_ack_pending", "5"},
+	} {
+		rows = append(rows, in(jsBase, jsEnd, "accounts.A.jetstream."+kv[0], "      "+kv[0]+": "+kv[1], ""))
+	}
+	rows = append(rows, in(jsBase, jsEnd, "accounts.A.jetstream.cluster_traffic", "      cluster_traffic: owner",
+		"accounts.A.jetstream.cluster_traffic"))
 
 	// tls
 	for _, kv := range [][2]string{
@@ -358,13 +390,16 @@ func tlsSummary(c *tls.Config) string {
 // TestRefusedConfigLeavesNothingOpen: the hole this guards against was a
 // server started without the accounts, JWT or cluster settings its file
 // asked for, open to any client. Such a file fails to load: an account
-// with an export Skiff cannot honour (latency tracking), a limit it would read otherwise, an
-// operator, the system account.
+// with an export Skiff cannot honour (latency tracking), a limit it would
+// read otherwise, an operator whose resolver is not implemented, the
+// system account of configured accounts.
 func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
 	for _, text := range []string{
 		"accounts { A: { users: [ {user: a, password: b} ], exports: [ {service: x, latency: y} ] } }",
 		"accounts { A: { users: [ {user: a, password: b} ], limits: { max_connections: 0 } } }",
-		"operator: \"./op.jwt\"\nresolver: MEMORY\nresolver_preload { A: jwt }",
+		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: \"URL(http://127.0.0.1:9090/jwt/v1/accounts/)\"",
+		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: { type: full, dir: \"/tmp/jwt\" }",
+		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: MEMORY\nresolver_tls { verify: true }",
 		"system_account: SYS",
 		"cluster { listen: 127.0.0.1:6222, pool_size: 3 }",
 		"cluster { listen: 127.0.0.1:6222, tls: { cert_file: a, key_file: b } }",
@@ -373,4 +408,36 @@ func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
 		_, err := ParseConfig(text)
 		require.True(t, errors.Is(err, ErrUnsupported), "%q: %v", text, err)
 	}
+}
+
+// jwtSet is the committed nsc material (testdata/jwt) the operator-mode
+// rows use.
+type jwtSet struct {
+	operatorFile, operatorJWT, operatorPub string
+	accountPub, accountJWT                 string
+}
+
+func committedJWTSet() jwtSet {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "jwt", name))
+		if err != nil {
+			panic(err) // the committed set is part of the repository
+		}
+		tok, err := jwt.ParseDecoratedJWT(b)
+		if err != nil {
+			panic(err)
+		}
+		return tok
+	}
+	set := jwtSet{operatorFile: "../testdata/jwt/operator.jwt", operatorJWT: read("operator.jwt"), accountJWT: read("A.jwt")}
+	opc, err := jwt.DecodeOperatorClaims(set.operatorJWT)
+	if err != nil {
+		panic(err)
+	}
+	ac, err := jwt.DecodeAccountClaims(set.accountJWT)
+	if err != nil {
+		panic(err)
+	}
+	set.operatorPub, set.accountPub = opc.Subject, ac.Subject
+	return set
 }

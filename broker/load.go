@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -46,13 +47,27 @@ type loader struct {
 	// allowNonTLS is the top-level allow_non_tls (nil if absent), which
 	// may come before or after the tls block it qualifies.
 	allowNonTLS *bool
+	// systemAccount is the system_account value (nil if absent), which
+	// only operator mode takes.
+	systemAccount *value
 }
 
 func fromMap(m map[string]any, file string) (Config, error) {
 	l := &loader{cfg: DefaultConfig()}
 	root := value{v: m, file: file}
+	var errs []error
 	if err := topKeys.applyEntries(l, entries(m, "", root)); err != nil {
-		return Config{}, err
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = append(errs, joined.Unwrap()...)
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	if err := l.checkSystemAccount(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
 	}
 	if l.allowNonTLS != nil && l.cfg.Server.TLS != nil {
 		l.cfg.Server.TLSRequired = !*l.allowNonTLS
@@ -133,10 +148,8 @@ var topKeys = func() keys[*loader] {
 
 	k.on(srv(applyAccounts), "accounts")
 	k.on(srv(func(o *server.Options, v value) (err error) { o.NoAuthUser, err = v.str(); return }), "no_auth_user")
-	k.refuse(whyOperator, "operator", "operators", "roots", "root", "root_operators", "root_operator",
-		"resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
-		"resolver_pinned_accounts", "trusted", "trusted_keys", "default_sentinel")
-	k.refuse(whySystemAccount, "system_account", "system", "no_system_account", "no_system", "no_sys_acc")
+	operatorKeys(k)
+	k.refuse(whySystemAccount, "no_system_account", "no_system", "no_sys_acc")
 	k.on(srv(applyCluster), "cluster")
 	k.refuse(whyCluster, "gateway", "leaf", "leafnodes", "client_advertise",
 		"connect_error_reports", "reconnect_error_reports", "server_tags", "default_js_domain")

@@ -17,7 +17,7 @@ import (
 // referenceBlocks maps the functions of nats-server's opts.go that read a
 // block's keys to the key path TestEveryReferenceKey's rows use for that
 // block ("" is the top level). Blocks Skiff refuses whole (gateway,
-// leafnodes, an account's jetstream and mappings, mqtt, websocket
+// leafnodes, an account's mappings, mqtt, websocket
 // authorization, auth callout, ...) are absent: no key inside them can be
 // read.
 var referenceBlocks = map[string]string{
@@ -35,6 +35,9 @@ var referenceBlocks = map[string]string{
 	"parseExportStreamOrService": "accounts.A.exports[0].",
 	"parseImportStreamOrService": "accounts.A.imports[0].",
 	"parseAccount":               "accounts.A.imports[0].stream.",
+	// parseJetStreamForAccount's first key switch is on a limit's name
+	// (its switch on "enabled"/"disabled" is on a value).
+	"parseJetStreamForAccount": "accounts.A.jetstream.",
 }
 
 // inBase are keys a block's rows all carry in their base configuration

@@ -77,15 +77,11 @@ func (rs Reasons) lenientReason(r Result) string {
 // autoReason classifies a failure from its message alone, where the
 // message says it all: configuration keys Skiff refuses, named with the
 // feature they wait for, a clustered server with JetStream, which Skiff
-// refuses until streams are replicated, a server with accounts and
-// JetStream, refused until JetStream is per account, or a cluster flag
-// compat/bin's wrapper refuses.
+// refuses until streams are replicated, or a cluster flag compat/bin's
+// wrapper refuses.
 func autoReason(msg string) string {
 	if strings.Contains(msg, "JetStream in a cluster is not implemented") {
 		return "waits for replicated streams (JetStream in a cluster): Skiff refuses a clustered server with JetStream on"
-	}
-	if strings.Contains(msg, "JetStream with accounts is not implemented") {
-		return "waits for JetStream per account: Skiff refuses a server with accounts and JetStream on"
 	}
 	if strings.Contains(msg, "is not implemented by Skiff's clustering") {
 		return "waits for clustering: compat's wrapper refuses a cluster flag Skiff does not have"
@@ -117,6 +113,10 @@ func autoReason(msg string) string {
 
 // featureOf names the feature a refused configuration key belongs to.
 func featureOf(key string) string {
+	if key == "resolver" || key == "resolver_tls" || strings.HasPrefix(key, "resolver.") {
+		// Operator mode with resolver: MEMORY is implemented; these are not.
+		return "the full, URL and cache account resolvers (JWT)"
+	}
 	last := key[strings.LastIndex(key, ".")+1:]
 	switch last {
 	case "cluster", "routes", "gateway":
@@ -125,8 +125,6 @@ func featureOf(key string) string {
 		return "account exports and imports"
 	case "system_account", "system", "no_system_account", "no_system", "no_sys_acc":
 		return "the system account"
-	case "operator", "operators", "resolver", "resolver_preload", "trusted", "trusted_keys":
-		return "JWT authentication (operators, resolvers)"
 	case "leafnodes", "domain":
 		return "leaf nodes and JetStream domains"
 	case "max_mem_store", "max_memory_store", "max_mem", "max_file_store", "max_file", "strict":

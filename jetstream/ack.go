@@ -55,10 +55,10 @@ func parseAckSubject(subj string) (stream, consumer string, dc, sseq, dseq uint6
 	return toks[2], toks[3], dc, sseq, dseq, true
 }
 
-// handleAck receives $JS.ACK.> on the acknowledger's goroutine and queues
-// the ack on its consumer.
-func (js *JetStream) handleAck(m *server.Msg) {
-	if js.refuseInternal(m) {
+// handleAck receives $JS.ACK.> of the account on the acknowledger's
+// goroutine and queues the ack on its consumer.
+func (ja *jsAccount) handleAck(m *server.Msg) {
+	if ja.js.refuseInternal(m) || ja.refuseForeign(m, nil) {
 		return
 	}
 	stream, name, dc, sseq, dseq, ok := parseAckSubject(m.Subject)
@@ -72,27 +72,27 @@ func (js *JetStream) handleAck(m *server.Msg) {
 	if m.Reply != "" {
 		a.reply = strings.Clone(m.Reply)
 	}
-	js.toConsumer(stream, name, func(c *consumer) { c.in.acks = append(c.in.acks, a) })
+	ja.toConsumer(stream, name, func(c *consumer) { c.in.acks = append(c.in.acks, a) })
 }
 
 // handleFlowControl receives a subscriber's answer to a flow control
-// request, $JS.FC.<stream>.<consumer>.<n>.
-func (js *JetStream) handleFlowControl(m *server.Msg) {
-	if js.refuseInternal(m) {
+// request, $JS.FC.<stream>.<consumer>.<n>, in the account.
+func (ja *jsAccount) handleFlowControl(m *server.Msg) {
+	if ja.js.refuseInternal(m) || ja.refuseForeign(m, nil) {
 		return
 	}
 	toks := strings.Split(m.Subject, ".")
 	if len(toks) != 5 {
 		return
 	}
-	js.toConsumer(toks[2], toks[3], func(c *consumer) { c.in.fc = append(c.in.fc, strings.Clone(m.Subject)) })
+	ja.toConsumer(toks[2], toks[3], func(c *consumer) { c.in.fc = append(c.in.fc, strings.Clone(m.Subject)) })
 }
 
-// toConsumer hands an input to the consumer name of stream: queue appends
-// it to c.in, under c.in's lock, and the consumer is woken. It reports
-// false, calling nothing, when there is no such consumer.
-func (js *JetStream) toConsumer(stream, name string, queue func(c *consumer)) bool {
-	st := js.lookup(stream)
+// toConsumer hands an input to the consumer name of the account's stream:
+// queue appends it to c.in, under c.in's lock, and the consumer is woken.
+// It reports false, calling nothing, when there is no such consumer.
+func (ja *jsAccount) toConsumer(stream, name string, queue func(c *consumer)) bool {
+	st := ja.lookup(stream)
 	if st == nil {
 		return false
 	}
@@ -120,7 +120,7 @@ func (c *consumer) applyAckLocked(pub *server.Publisher, a *ackMsg, now time.Tim
 		c.ackLocked(a.sseq, now)
 	case ackNak:
 		if _, pending := c.pending[a.sseq]; pending {
-			c.st.js.advise(advMsgNaked+c.st.name+"."+c.name, func() any { return c.deliveryEvent("nak", a) })
+			c.st.ja.advise(advMsgNaked+c.st.name+"."+c.name, func() any { return c.deliveryEvent("nak", a) })
 		}
 		c.nakLocked(a.sseq, arg, now)
 	case ackProgress:
@@ -154,7 +154,7 @@ func errorBody(e *APIError) []byte {
 // adviseTermLocked queues the advisory of a message terminated by +TERM, with
 // the reason that followed it. mu held.
 func (c *consumer) adviseTermLocked(a *ackMsg, reason string) {
-	c.st.js.advise(advMsgTerminated+c.st.name+"."+c.name, func() any {
+	c.st.ja.advise(advMsgTerminated+c.st.name+"."+c.name, func() any {
 		return msgTerminated{delivery: c.deliveryEvent("terminated", a), Reason: reason}
 	})
 }

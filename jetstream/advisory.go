@@ -110,21 +110,23 @@ type advisory struct {
 	body    []byte
 }
 
-// wants reports whether anything subscribes to an advisory subject.
-func (js *JetStream) wants(subject string) bool { return js.srv.HasSubscribers(subject) }
+// wants reports whether anything in the account subscribes to an advisory
+// subject.
+func (ja *jsAccount) wants(subject string) bool { return ja.acc.HasSubscribers(subject) }
 
-// advise queues an advisory if anything subscribes to its subject; build
-// makes it. Any goroutine may call it, with any lock held.
-func (js *JetStream) advise(subject string, build func() any) {
-	if !js.wants(subject) {
+// advise queues an advisory of the account if anything in it subscribes
+// to its subject; build makes it. Any goroutine may call it, with any lock
+// held.
+func (ja *jsAccount) advise(subject string, build func() any) {
+	if !ja.wants(subject) {
 		return
 	}
 	body, err := jsonMarshal(build())
 	if err != nil {
-		js.log.Warn("advisory not encoded", "subject", subject, "err", err)
+		ja.js.log.Warn("advisory not encoded", "account", ja.name, "subject", subject, "err", err)
 		return
 	}
-	a := &js.adv
+	a := &ja.adv
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.mu.queue) >= advisoryQueueLength {
@@ -135,10 +137,11 @@ func (js *JetStream) advise(subject string, build func() any) {
 	a.waiting.Store(true)
 }
 
-// publishAdvisories publishes the queued advisories with p. Call it with
-// no lock held; the caller flushes p.
-func (js *JetStream) publishAdvisories(p *server.Publisher) {
-	a := &js.adv
+// publishAdvisories publishes the account's queued advisories with p, a
+// publisher in the account. Call it with no lock held; the caller flushes
+// p.
+func (ja *jsAccount) publishAdvisories(p *server.Publisher) {
+	a := &ja.adv
 	if !a.waiting.Load() {
 		return
 	}
@@ -154,14 +157,14 @@ func (js *JetStream) publishAdvisories(p *server.Publisher) {
 	p.ActFor(server.Principal{})
 }
 
-func (js *JetStream) adviseStream(prefix, stream, action string) {
-	js.advise(prefix+stream, func() any {
+func (ja *jsAccount) adviseStream(prefix, stream, action string) {
+	ja.advise(prefix+stream, func() any {
 		return streamAction{typedEvent: newEvent("stream_action"), Stream: stream, Action: action}
 	})
 }
 
-func (js *JetStream) adviseConsumer(prefix, stream, consumer, action string) {
-	js.advise(prefix+stream+"."+consumer, func() any {
+func (ja *jsAccount) adviseConsumer(prefix, stream, consumer, action string) {
+	ja.advise(prefix+stream+"."+consumer, func() any {
 		return consumerAction{typedEvent: newEvent("consumer_action"), Stream: stream, Consumer: consumer, Action: action}
 	})
 }

@@ -29,7 +29,8 @@ const streamWorkers = 4
 
 // apiRequest is a queued API request.
 type apiRequest struct {
-	subject string // without the $JS.API. prefix
+	ja      *jsAccount // the account it was made in
+	subject string     // without the $JS.API. prefix
 	reply   string
 	data    []byte
 	client  *server.ClientInfo // the requester, if the API is audited
@@ -46,33 +47,38 @@ type apiResponse struct {
 
 const typePrefix = "io.nats.jetstream.api.v1."
 
-// handleAPI receives $JS.API.> on the requester's goroutine.
-func (js *JetStream) handleAPI(m *server.Msg) {
+// handleAPI receives $JS.API.> of the account on the requester's
+// goroutine.
+func (ja *jsAccount) handleAPI(m *server.Msg) {
 	if m.Reply == "" {
 		return // nobody to answer, as the reference server
 	}
+	js := ja.js
 	if js.refuseInternal(m) {
 		return
 	}
 	subj := strings.TrimPrefix(m.Subject, apiPrefix)
 	route, args := routeAPI(subj)
-	if route != nil && route.worker == onRequester {
-		route.direct(js, m, args)
+	if ja.refuseForeign(m, route) {
 		return
 	}
-	req := apiRequest{subject: strings.Clone(subj), reply: strings.Clone(m.Reply), data: bytes.Clone(m.Data), principal: m.Principal()}
-	if js.wants(advAPI) {
+	if route != nil && route.worker == onRequester {
+		route.direct(ja, m, args)
+		return
+	}
+	req := apiRequest{ja: ja, subject: strings.Clone(subj), reply: strings.Clone(m.Reply), data: bytes.Clone(m.Data), principal: m.Principal()}
+	if ja.wants(advAPI) {
 		req.client = m.Client()
 	}
 	queue := js.apiQueue // an unknown API too: the worker answers no responders
 	if route != nil && route.worker == onStreamWorker {
-		queue = js.streamQueues[nameHash(args[0])%streamWorkers]
+		queue = js.streamQueues[streamWorker(ja.name, args[0])]
 	}
 	select {
 	case queue <- req:
 	default:
-		js.apiTotal.Add(1)
-		js.apiErrs.Add(1)
+		ja.apiTotal.Add(1)
+		ja.apiErrs.Add(1)
 		reply := req.reply
 		body := errorResponse("system_overloaded", apiErr(503, 10167, "too many requests"))
 		pr := req.principal
@@ -81,9 +87,9 @@ func (js *JetStream) handleAPI(m *server.Msg) {
 }
 
 // handleNext queues a pull request on its consumer.
-func (js *JetStream) handleNext(rest string, m *server.Msg) {
+func (ja *jsAccount) handleNext(rest string, m *server.Msg) {
 	stream, name, ok := strings.Cut(rest, ".")
-	if ok && !strings.Contains(name, ".") && js.toConsumer(stream, name, func(c *consumer) {
+	if ok && !strings.Contains(name, ".") && ja.toConsumer(stream, name, func(c *consumer) {
 		c.in.reqs = append(c.in.reqs, pullMsg{reply: strings.Clone(m.Reply), body: bytes.Clone(m.Data), at: time.Now(), principal: m.Principal()})
 	}) {
 		return
@@ -94,9 +100,17 @@ func (js *JetStream) handleNext(rest string, m *server.Msg) {
 	m.AfterRead(func(p *server.Publisher) { status(p, reply, 503, "") })
 }
 
-// nameHash is FNV-1a: it spreads stream names over the stream workers.
-func nameHash(name string) uint32 {
-	h := uint32(2166136261)
+// streamWorker returns the stream worker of a stream: its account's and
+// its name's hash, so that the requests about one stream (account,
+// stream) are answered in order.
+func streamWorker(account, stream string) uint32 {
+	h := nameHash(2166136261, account)
+	h *= 16777619 // the separator, byte 0, which no name has (its xor leaves h)
+	return nameHash(h, stream) % streamWorkers
+}
+
+// nameHash is FNV-1a from h over name.
+func nameHash(h uint32, name string) uint32 {
 	for i := 0; i < len(name); i++ {
 		h = (h ^ uint32(name[i])) * 16777619
 	}
@@ -106,29 +120,37 @@ func nameHash(name string) uint32 {
 // apiWorker answers the API requests of queue until Close.
 func (js *JetStream) apiWorker(queue chan apiRequest) {
 	defer js.wg.Done()
-	pub := js.srv.NewPublisher()
+	// A publisher per account: answers and advisories go into the
+	// account of the request.
+	pubs := map[*jsAccount]*server.Publisher{}
 	for {
 		select {
 		case <-js.stop:
 			return
 		case req := <-queue:
-			replies, isErr := js.dispatch(&req)
+			ja := req.ja
+			pub := pubs[ja]
+			if pub == nil {
+				pub = ja.acc.NewPublisher()
+				pubs[ja] = pub
+			}
+			replies, isErr := ja.dispatch(&req)
 			// Counted once answered, as the reference server: INFO's
 			// api.total counts the requests before it. Pull requests
 			// (CONSUMER.MSG.NEXT) go to their consumer and are not API
 			// requests there either.
-			js.apiTotal.Add(1)
+			ja.apiTotal.Add(1)
 			if isErr {
-				js.apiErrs.Add(1)
+				ja.apiErrs.Add(1)
 			}
 			pub.ActFor(req.principal)
 			for _, r := range replies {
 				pub.Publish(req.reply, "", r.hdr, r.body)
 			}
 			if req.client != nil && audited(&req, replies, isErr) {
-				js.audit(&req, replies[0].body)
+				ja.audit(&req, replies[0].body)
 			}
-			js.publishAdvisories(pub)
+			ja.publishAdvisories(pub)
 			pub.Flush()
 		}
 	}
@@ -146,8 +168,9 @@ func audited(req *apiRequest, replies []apiReply, isErr bool) bool {
 }
 
 // audit queues the API audit advisory of an answered request.
-func (js *JetStream) audit(req *apiRequest, response []byte) {
-	js.advise(advAPI, func() any {
+func (ja *jsAccount) audit(req *apiRequest, response []byte) {
+	js := ja.js
+	ja.advise(advAPI, func() any {
 		return apiAudit{
 			typedEvent: newEvent("api_audit"), Server: js.srv.Name(), Client: req.client,
 			Subject: apiPrefix + req.subject, Request: string(req.data), Response: string(response),
@@ -162,10 +185,10 @@ type apiReply struct {
 }
 
 // dispatch answers a request with its route's handler.
-func (js *JetStream) dispatch(req *apiRequest) ([]apiReply, bool) {
+func (ja *jsAccount) dispatch(req *apiRequest) ([]apiReply, bool) {
 	var v any
 	if route, args := routeAPI(req.subject); route != nil && route.answer != nil {
-		v = route.answer(js, *req, args)
+		v = route.answer(ja, *req, args)
 	}
 	if replies, ok := v.([]apiReply); ok {
 		return replies, false // DIRECT.GET's messages
@@ -226,13 +249,13 @@ func newResponse(kind string) apiResponse { return apiResponse{Type: typePrefix 
 
 // streamRequest decodes a request about the stream name into req and
 // returns the stream.
-func (js *JetStream) streamRequest(name string, data []byte, req any) (*stream, *APIError) {
-	if err := js.decode(data, req); err != nil {
+func (ja *jsAccount) streamRequest(name string, data []byte, req any) (*stream, *APIError) {
+	if err := ja.js.decode(data, req); err != nil {
 		return nil, err
 	}
-	st := js.lookup(name)
+	st := ja.lookup(name)
 	if st == nil {
-		return nil, js.errNoStream(name)
+		return nil, ja.errNoStream(name)
 	}
 	return st, nil
 }
@@ -311,26 +334,42 @@ type apiStats struct {
 // not have.
 const APILevel = 1
 
-// usage sums what every stream holds, for $JS.API.INFO and /jsz.
+// usage sums what streams hold, for $JS.API.INFO and /jsz.
 type usage struct {
 	memory, storage, msgs uint64 // bytes in memory and file streams; messages
-	streams, consumers    int
+	// reserved: the max_bytes memory and file streams reserve.
+	reservedMemory, reservedStorage uint64
+	streams, consumers              int
 }
 
-func (js *JetStream) usage() usage {
-	js.mu.RLock()
-	streams := make([]*stream, 0, len(js.mu.streams))
-	for _, st := range js.mu.streams {
-		streams = append(streams, st)
-	}
-	js.mu.RUnlock()
+func (u *usage) add(o usage) {
+	u.memory += o.memory
+	u.storage += o.storage
+	u.msgs += o.msgs
+	u.reservedMemory += o.reservedMemory
+	u.reservedStorage += o.reservedStorage
+	u.streams += o.streams
+	u.consumers += o.consumers
+}
+
+// usage sums what the account's streams hold.
+func (ja *jsAccount) usage() usage {
+	streams := ja.streams()
 	u := usage{streams: len(streams)}
 	for _, st := range streams {
 		s := st.store.State()
-		if st.config().Storage == MemoryStorage {
+		cfg := st.config()
+		if cfg.Storage == MemoryStorage {
 			u.memory += s.Bytes
 		} else {
 			u.storage += s.Bytes
+		}
+		if cfg.MaxBytes > 0 {
+			if cfg.Storage == MemoryStorage {
+				u.reservedMemory += uint64(cfg.MaxBytes)
+			} else {
+				u.reservedStorage += uint64(cfg.MaxBytes)
+			}
 		}
 		u.msgs += s.Msgs
 		u.consumers += st.numConsumers()
@@ -338,19 +377,43 @@ func (js *JetStream) usage() usage {
 	return u
 }
 
-func (js *JetStream) apiStats() apiStats {
-	return apiStats{Level: APILevel, Total: js.apiTotal.Load(), Errors: js.apiErrs.Load()}
+func (ja *jsAccount) apiStats() apiStats {
+	return apiStats{Level: APILevel, Total: ja.apiTotal.Load(), Errors: ja.apiErrs.Load()}
 }
 
-func (js *JetStream) accountInfo() *accountInfoResponse {
-	r := &accountInfoResponse{apiResponse: newResponse("account_info")}
-	u := js.usage()
-	r.Memory, r.Storage, r.Streams, r.Consumers = u.memory, u.storage, u.streams, u.consumers
-	r.Limits = accountLimits{
-		MaxMemory: -1, MaxStorage: -1,
-		MaxStreams: js.opts.MaxStreams, MaxConsumers: js.opts.MaxConsumers,
-		MaxAckPending: MaxAckPendingLimit, MemoryMaxStreamBytes: -1, StorageMaxStreamByte: -1,
+// apiStats sums every account's API counters.
+func (js *JetStream) apiStats() apiStats {
+	s := apiStats{Level: APILevel}
+	for _, ja := range js.sortedAccounts() {
+		s.Total += ja.apiTotal.Load()
+		s.Errors += ja.apiErrs.Load()
 	}
-	r.API = js.apiStats()
+	return s
+}
+
+// accountInfo answers $JS.API.INFO: the account's usage, limits and API
+// counters. A limit the account does not set is -1 (none), as in
+// nats-server, but for the number of streams, of consumers and the
+// max_ack_pending a consumer may ask for, where the server's bound is
+// given: Skiff has those bounds server-wide and nats-server does not.
+func (ja *jsAccount) accountInfo() *accountInfoResponse {
+	r := &accountInfoResponse{apiResponse: newResponse("account_info")}
+	u := ja.usage()
+	r.Memory, r.Storage, r.Streams, r.Consumers = u.memory, u.storage, u.streams, u.consumers
+	r.ReservedMemory, r.ReservedStorage = u.reservedMemory, u.reservedStorage
+	l, o := ja.lim, ja.js.opts
+	or := func(n, server int) int {
+		if n == noLimit {
+			return server
+		}
+		return n
+	}
+	r.Limits = accountLimits{
+		MaxMemory: l.maxMemory, MaxStorage: l.maxStore,
+		MaxStreams: or(l.maxStreams, o.MaxStreams), MaxConsumers: or(l.maxConsumers, o.MaxConsumers),
+		MaxAckPending: or(l.maxAckPend, MaxAckPendingLimit), MemoryMaxStreamBytes: l.memMaxStreamBytes,
+		StorageMaxStreamByte: l.storeMaxStreamBytes, MaxBytesRequired: l.maxBytesRequired,
+	}
+	r.API = ja.apiStats()
 	return r
 }

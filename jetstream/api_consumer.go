@@ -36,10 +36,10 @@ type createConsumerRequest struct {
 // (CREATE.<stream>), legacy durable (DURABLE.CREATE.<stream>.<name>) and
 // the current one (CREATE.<stream>.<name>[.<filter>]), with the reference
 // server's checks in its order.
-func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphemeral, legacyDurable bool, data []byte, pr server.Principal) any {
+func (ja *jsAccount) consumerCreate(streamName, name, filter string, legacyEphemeral, legacyDurable bool, data []byte, pr server.Principal) any {
 	r := &consumerInfoResponse{apiResponse: newResponse("consumer_create")}
 	var req createConsumerRequest
-	if r.Error = js.decode(data, &req); r.Error != nil {
+	if r.Error = ja.js.decode(data, &req); r.Error != nil {
 		return r
 	}
 	if r.Error = unsupportedConsumer(data); r.Error != nil {
@@ -97,9 +97,9 @@ func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphem
 		r.Error = errBadRequest()
 		return r
 	}
-	st := js.lookup(streamName)
+	st := ja.lookup(streamName)
 	if st == nil {
-		r.Error = js.errNoStream(streamName)
+		r.Error = ja.errNoStream(streamName)
 		return r
 	}
 	info, aerr := st.addConsumer(req.Config, req.Action, pr)
@@ -111,11 +111,11 @@ func (js *JetStream) consumerCreate(streamName, name, filter string, legacyEphem
 	return r
 }
 
-func (js *JetStream) consumerInfo(streamName, name string) any {
+func (ja *jsAccount) consumerInfo(streamName, name string) any {
 	r := &consumerInfoResponse{apiResponse: newResponse("consumer_info")}
-	st := js.lookup(streamName)
+	st := ja.lookup(streamName)
 	if st == nil {
-		r.Error = js.errNoStream(streamName)
+		r.Error = ja.errNoStream(streamName)
 		return r
 	}
 	c := st.consumer(name)
@@ -130,11 +130,11 @@ func (js *JetStream) consumerInfo(streamName, name string) any {
 	return r
 }
 
-func (js *JetStream) consumerDelete(streamName, name string) any {
+func (ja *jsAccount) consumerDelete(streamName, name string) any {
 	r := &successResponse{apiResponse: newResponse("consumer_delete")}
-	st := js.lookup(streamName)
+	st := ja.lookup(streamName)
 	if st == nil {
-		r.Error = js.errNoStream(streamName)
+		r.Error = ja.errNoStream(streamName)
 		return r
 	}
 	if !st.deleteConsumer(name) {
@@ -152,10 +152,10 @@ func (js *JetStream) consumerDelete(streamName, name string) any {
 	return r
 }
 
-func (js *JetStream) consumerNames(streamName string, data []byte) any {
+func (ja *jsAccount) consumerNames(streamName string, data []byte) any {
 	r := &consumerNamesResponse{apiResponse: newResponse("consumer_names"), Consumers: []string{}}
 	var req pagedRequest
-	st, aerr := js.streamRequest(streamName, data, &req)
+	st, aerr := ja.streamRequest(streamName, data, &req)
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -166,10 +166,10 @@ func (js *JetStream) consumerNames(streamName string, data []byte) any {
 	return r
 }
 
-func (js *JetStream) consumerList(streamName string, data []byte) any {
+func (ja *jsAccount) consumerList(streamName string, data []byte) any {
 	r := &consumerListResponse{apiResponse: newResponse("consumer_list"), Consumers: []*ConsumerInfo{}}
 	var req pagedRequest
-	st, aerr := js.streamRequest(streamName, data, &req)
+	st, aerr := ja.streamRequest(streamName, data, &req)
 	if aerr != nil {
 		r.Error = aerr
 		return r

@@ -33,12 +33,17 @@ type apiArgs [3]string
 type apiRoute struct {
 	toks   []string // the subject pattern after $JS.API., by token
 	worker apiWorker
+	// kind names the route's response type (kind + "_response"), for
+	// the answer of an account without JetStream; "" where nats-server
+	// has no subscription there (the requester sees no responders), and
+	// unanswered where nats-server leaves the request without an answer.
+	kind string
 	// answer builds the answer of a queued request (onAPIWorker,
 	// onStreamWorker): a JSON response, noAnswer, or, for DIRECT.GET,
 	// the []apiReply to publish.
-	answer func(js *JetStream, req apiRequest, a apiArgs) any
+	answer func(ja *jsAccount, req apiRequest, a apiArgs) any
 	// direct handles a request onRequester.
-	direct func(js *JetStream, m *server.Msg, a apiArgs)
+	direct func(ja *jsAccount, m *server.Msg, a apiArgs)
 }
 
 // apiRoutes are the APIs the server answers, by subject after $JS.API.:
@@ -46,56 +51,61 @@ type apiRoute struct {
 // subject matches two routes; one that matches none is not an API the
 // reference server has, and is answered with no responders.
 var apiRoutes = []apiRoute{
-	requester("CONSUMER.MSG.NEXT.>", func(js *JetStream, m *server.Msg, a apiArgs) { js.handleNext(a[0], m) }),
+	requester("CONSUMER.MSG.NEXT.>", func(ja *jsAccount, m *server.Msg, a apiArgs) { ja.handleNext(a[0], m) }),
 
-	queued("INFO", onAPIWorker, func(js *JetStream, _ apiRequest, _ apiArgs) any { return js.accountInfo() }),
+	queued("INFO", "account_info", onAPIWorker, func(ja *jsAccount, _ apiRequest, _ apiArgs) any { return ja.accountInfo() }),
 
-	queued("STREAM.CREATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamCreate(a[0], r.data) }),
-	queued("STREAM.UPDATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamUpdate(a[0], r.data) }),
-	queued("STREAM.DELETE.*", onStreamWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.streamDelete(a[0]) }),
-	queued("STREAM.INFO.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamInfo(a[0], r.data) }),
-	queued("STREAM.PURGE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.streamPurge(a[0], r.data) }),
-	queued("STREAM.NAMES", onAPIWorker, func(js *JetStream, r apiRequest, _ apiArgs) any { return js.streamNames(r.data) }),
-	queued("STREAM.LIST", onAPIWorker, func(js *JetStream, r apiRequest, _ apiArgs) any { return js.streamList(r.data) }),
-	queued("STREAM.MSG.GET.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgGet(a[0], r.data) }),
-	queued("STREAM.MSG.DELETE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.msgDelete(a[0], r.data) }),
+	queued("STREAM.CREATE.*", "stream_create", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamCreate(a[0], r.data) }),
+	queued("STREAM.UPDATE.*", "stream_update", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamUpdate(a[0], r.data) }),
+	queued("STREAM.DELETE.*", "stream_delete", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.streamDelete(a[0]) }),
+	queued("STREAM.INFO.*", "stream_info", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamInfo(a[0], r.data) }),
+	queued("STREAM.PURGE.*", "stream_purge", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamPurge(a[0], r.data) }),
+	queued("STREAM.NAMES", "stream_names", onAPIWorker, func(ja *jsAccount, r apiRequest, _ apiArgs) any { return ja.streamNames(r.data) }),
+	queued("STREAM.LIST", "stream_list", onAPIWorker, func(ja *jsAccount, r apiRequest, _ apiArgs) any { return ja.streamList(r.data) }),
+	queued("STREAM.MSG.GET.*", "stream_msg_get", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgGet(a[0], r.data) }),
+	queued("STREAM.MSG.DELETE.*", "stream_msg_delete", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgDelete(a[0], r.data) }),
 
 	// DIRECT.GET.<stream>[.<subject>]
-	queued("DIRECT.GET.*", onStreamWorker, directGetRoute),
-	queued("DIRECT.GET.*.>", onStreamWorker, directGetRoute),
+	queued("DIRECT.GET.*", "", onStreamWorker, directGetRoute),
+	queued("DIRECT.GET.*.>", "", onStreamWorker, directGetRoute),
 
 	// The three create forms (see consumerCreate): CREATE.<stream>,
 	// CREATE.<stream>.<consumer>[.<filter>] and
 	// DURABLE.CREATE.<stream>.<consumer>.
-	queued("CONSUMER.CREATE.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
-		return js.consumerCreate(a[0], "", "", true, false, r.data, r.principal)
+	queued("CONSUMER.CREATE.*", "consumer_create", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any {
+		return ja.consumerCreate(a[0], "", "", true, false, r.data, r.principal)
 	}),
-	queued("CONSUMER.CREATE.*.*", onStreamWorker, consumerCreateRoute),
-	queued("CONSUMER.CREATE.*.*.>", onStreamWorker, consumerCreateRoute),
-	queued("CONSUMER.DURABLE.CREATE.*.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any {
-		return js.consumerCreate(a[0], a[1], "", false, true, r.data, r.principal)
+	queued("CONSUMER.CREATE.*.*", "consumer_create", onStreamWorker, consumerCreateRoute),
+	queued("CONSUMER.CREATE.*.*.>", "consumer_create", onStreamWorker, consumerCreateRoute),
+	queued("CONSUMER.DURABLE.CREATE.*.*", "consumer_create", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any {
+		return ja.consumerCreate(a[0], a[1], "", false, true, r.data, r.principal)
 	}),
-	queued("CONSUMER.INFO.*.*", onStreamWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerInfo(a[0], a[1]) }),
-	queued("CONSUMER.DELETE.*.*", onStreamWorker, func(js *JetStream, _ apiRequest, a apiArgs) any { return js.consumerDelete(a[0], a[1]) }),
-	queued("CONSUMER.PAUSE.*.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerPause(a[0], a[1], r.data) }),
-	queued("CONSUMER.RESET.*.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerReset(a[0], a[1], r.data) }),
-	queued("CONSUMER.NAMES.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerNames(a[0], r.data) }),
-	queued("CONSUMER.LIST.*", onStreamWorker, func(js *JetStream, r apiRequest, a apiArgs) any { return js.consumerList(a[0], r.data) }),
+	queued("CONSUMER.INFO.*.*", "consumer_info", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.consumerInfo(a[0], a[1]) }),
+	queued("CONSUMER.DELETE.*.*", "consumer_delete", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.consumerDelete(a[0], a[1]) }),
+	queued("CONSUMER.PAUSE.*.*", "consumer_pause", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerPause(a[0], a[1], r.data) }),
+	queued("CONSUMER.RESET.*.*", unanswered, onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerReset(a[0], a[1], r.data) }),
+	queued("CONSUMER.NAMES.*", "consumer_names", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerNames(a[0], r.data) }),
+	queued("CONSUMER.LIST.*", "consumer_list", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerList(a[0], r.data) }),
 }
 
-func directGetRoute(js *JetStream, r apiRequest, a apiArgs) any {
-	return js.directGet(a[0], a[1], r.data)
+func directGetRoute(ja *jsAccount, r apiRequest, a apiArgs) any {
+	return ja.directGet(a[0], a[1], r.data)
 }
 
-func consumerCreateRoute(js *JetStream, r apiRequest, a apiArgs) any {
-	return js.consumerCreate(a[0], a[1], a[2], false, false, r.data, r.principal)
+func consumerCreateRoute(ja *jsAccount, r apiRequest, a apiArgs) any {
+	return ja.consumerCreate(a[0], a[1], a[2], false, false, r.data, r.principal)
 }
 
-func queued(pattern string, w apiWorker, answer func(*JetStream, apiRequest, apiArgs) any) apiRoute {
-	return apiRoute{toks: strings.Split(pattern, "."), worker: w, answer: answer}
+// unanswered is the kind of a route an account without JetStream leaves
+// unanswered, as nats-server's, whose subscription for it is each
+// consumer's own: the requester times out.
+const unanswered = "-"
+
+func queued(pattern, kind string, w apiWorker, answer func(*jsAccount, apiRequest, apiArgs) any) apiRoute {
+	return apiRoute{toks: strings.Split(pattern, "."), kind: kind, worker: w, answer: answer}
 }
 
-func requester(pattern string, direct func(*JetStream, *server.Msg, apiArgs)) apiRoute {
+func requester(pattern string, direct func(*jsAccount, *server.Msg, apiArgs)) apiRoute {
 	return apiRoute{toks: strings.Split(pattern, "."), worker: onRequester, direct: direct}
 }
 

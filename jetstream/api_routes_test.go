@@ -1,10 +1,13 @@
 package jetstream
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/server"
 )
 
 // routeCase is a subject, the pattern of the route it must find ("" for
@@ -96,4 +99,30 @@ func TestRouteAPIAllocs(t *testing.T) {
 			t.Fatal("no route")
 		}
 	}))
+}
+
+// TestRouteKinds: the response type an account without JetStream answers
+// a route with (its kind) is the one the route's handler answers with.
+func TestRouteKinds(t *testing.T) {
+	opts := server.DefaultOptions()
+	opts.Host, opts.Port = "127.0.0.1", server.RandomPort
+	s, err := server.New(opts)
+	require.NoError(t, err)
+	js, err := New(s, Options{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	defer func() { _ = js.Close() }()
+	ja := js.account(server.GlobalAccountName)
+	for i := range apiRoutes {
+		r := &apiRoutes[i]
+		if r.answer == nil || r.kind == "" || r.kind == unanswered {
+			continue
+		}
+		subj := strings.NewReplacer("*", "S", ">", "s").Replace(strings.Join(r.toks, "."))
+		_, args := routeAPI(subj)
+		b, err := json.Marshal(r.answer(ja, apiRequest{ja: ja, subject: subj}, args))
+		require.NoError(t, err)
+		var v struct{ Type string }
+		require.NoError(t, json.Unmarshal(b, &v))
+		require.Equal(t, typePrefix+r.kind+"_response", v.Type, subj)
+	}
 }

@@ -71,10 +71,10 @@ type streamListResponse struct {
 	Streams []*StreamInfo `json:"streams"`
 }
 
-func (js *JetStream) streamCreate(name string, data []byte) any {
+func (ja *jsAccount) streamCreate(name string, data []byte) any {
 	r := &streamChangeResponse{apiResponse: newResponse("stream_create")}
 	var cfg StreamConfig
-	if r.Error = js.decode(data, &cfg); r.Error != nil {
+	if r.Error = ja.js.decode(data, &cfg); r.Error != nil {
 		return r
 	}
 	if r.Error = unsupportedStream(data); r.Error != nil {
@@ -88,15 +88,18 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 		return r
 	}
 	// A stream that does not choose its sync policy gets the server's.
-	if r.Error = syncDefaults(data, &cfg, js.opts.Sync, js.opts.SyncInterval); r.Error != nil {
+	if r.Error = syncDefaults(data, &cfg, ja.js.opts.Sync, ja.js.opts.SyncInterval); r.Error != nil {
 		return r
 	}
-	ncfg, aerr := js.normalize(cfg)
+	ncfg, aerr := ja.js.normalize(cfg)
 	if aerr != nil {
 		r.Error = aerr
 		return r
 	}
-	if st, aerr := js.reserveStream(name, ncfg); st != nil || aerr != nil {
+	if r.Error = ja.checkMaxBytes(&ncfg); r.Error != nil {
+		return r
+	}
+	if st, aerr := ja.reserveStream(name, ncfg); st != nil || aerr != nil {
 		if aerr != nil {
 			r.Error = aerr
 			return r
@@ -106,71 +109,77 @@ func (js *JetStream) streamCreate(name string, data []byte) any {
 		return r
 	}
 	// Opening the stream (its files, a subscription per subject) runs
-	// without js.mu: the name and subjects are reserved.
-	st, err := js.openStream(ncfg, time.Now().UTC(), true)
+	// without ja.mu: the name and subjects are reserved.
+	st, err := ja.openStream(ncfg, time.Now().UTC(), true)
 	if err != nil {
-		js.log.Warn("stream create failed", "stream", name, "err", err)
+		ja.js.log.Warn("stream create failed", "account", ja.name, "stream", name, "err", err)
 		// What the failed create wrote would come back at the next start,
 		// as a stream never created or a directory without metadata.
-		if rmErr := os.RemoveAll(filepath.Join(js.opts.StoreDir, "streams", name)); rmErr != nil {
-			js.log.Warn("failed stream create not cleaned up", "stream", name, "err", rmErr)
+		if rmErr := os.RemoveAll(filepath.Join(ja.dir, name)); rmErr != nil {
+			ja.js.log.Warn("failed stream create not cleaned up", "account", ja.name, "stream", name, "err", rmErr)
 		}
-		js.mu.Lock()
-		delete(js.mu.creating, name)
-		js.unindexSubjectsLocked(ncfg.Subjects)
-		js.mu.Unlock()
+		ja.mu.Lock()
+		delete(ja.mu.creating, name)
+		ja.unindexSubjectsLocked(ncfg.Subjects)
+		ja.mu.Unlock()
 		r.Error = apiErr(500, 10049, err.Error())
 		return r
 	}
-	js.mu.Lock()
-	delete(js.mu.creating, name)
-	js.mu.streams[name] = st
-	js.mu.Unlock()
-	js.log.Info("stream created", "stream", name, "subjects", len(ncfg.Subjects), "storage", ncfg.Storage)
+	ja.mu.Lock()
+	delete(ja.mu.creating, name)
+	ja.mu.streams[name] = st
+	ja.mu.Unlock()
+	ja.js.log.Info("stream created", "account", ja.name, "stream", name, "subjects", len(ncfg.Subjects), "storage", ncfg.Storage)
 	r.StreamInfo, r.DidCreate = st.info(), true
-	js.adviseStream(advStreamCreated, name, "create")
+	ja.adviseStream(advStreamCreated, name, "create")
 	return r
 }
 
 // reserveStream checks that a stream named name with cfg may be created
 // and reserves its name and subjects. It returns the stream if one
 // exists with the same configuration, or an error.
-func (js *JetStream) reserveStream(name string, cfg StreamConfig) (*stream, *APIError) {
-	js.mu.Lock()
-	defer js.mu.Unlock()
+func (ja *jsAccount) reserveStream(name string, cfg StreamConfig) (*stream, *APIError) {
+	js := ja.js
+	js.reserveMu.Lock()
+	defer js.reserveMu.Unlock()
+	ja.mu.Lock()
+	defer ja.mu.Unlock()
 	switch {
-	case js.mu.closed:
+	case js.closed.Load():
 		return nil, errNotEnabled()
-	case js.mu.streams[name] != nil:
-		st := js.mu.streams[name]
+	case ja.mu.streams[name] != nil:
+		st := ja.mu.streams[name]
 		if !sameConfig(st.config(), cfg) {
 			return nil, errStreamNameExist()
 		}
 		return st, nil
-	case js.mu.failed[name] != nil:
-		return nil, errStreamFailedExists(js.mu.failed[name])
-	case js.mu.creating[name]:
+	case ja.mu.failed[name] != nil:
+		return nil, errStreamFailedExists(ja.mu.failed[name])
+	case ja.mu.creating[name].Name != "":
 		// Creates of one name run one after the other (streamWorker):
 		// only a bug gets here.
 		return nil, errStreamNameExist()
-	case len(js.mu.streams)+len(js.mu.creating) >= js.opts.MaxStreams:
+	case ja.lim.maxStreams != noLimit && len(ja.mu.streams)+len(ja.mu.creating) >= ja.lim.maxStreams,
+		js.numStreamsLocked(ja) >= js.opts.MaxStreams:
 		return nil, errMaxStreams()
-	case js.overlapsLocked(cfg.Subjects):
-		return nil, errSubjectOverlap()
 	}
-	if aerr := js.checkReserveLocked(&cfg); aerr != nil {
+	// The limits before the overlap, as nats-server checks them.
+	if aerr := ja.checkReserveLocked(&cfg); aerr != nil {
 		return nil, aerr
 	}
-	js.mu.creating[name] = true
-	js.indexSubjectsLocked(name, cfg.Subjects)
+	if ja.overlapsLocked(cfg.Subjects) {
+		return nil, errSubjectOverlap()
+	}
+	ja.mu.creating[name] = cfg
+	ja.indexSubjectsLocked(name, cfg.Subjects)
 	return nil, nil
 }
 
 // overlapsLocked reports whether subjects overlap another stream's (those
-// in js.mu.subjects). js.mu held.
-func (js *JetStream) overlapsLocked(subjects []string) bool {
+// in ja.mu.subjects). ja.mu held.
+func (ja *jsAccount) overlapsLocked(subjects []string) bool {
 	for _, s := range subjects {
-		if _, _, ok := js.mu.subjects.intersecting(s); ok {
+		if _, _, ok := ja.mu.subjects.intersecting(s); ok {
 			return true
 		}
 	}
@@ -178,25 +187,25 @@ func (js *JetStream) overlapsLocked(subjects []string) bool {
 }
 
 // indexSubjectsLocked adds a stream's subjects to the overlap index.
-// js.mu held.
-func (js *JetStream) indexSubjectsLocked(name string, subjects []string) {
+// ja.mu held.
+func (ja *jsAccount) indexSubjectsLocked(name string, subjects []string) {
 	for _, s := range subjects {
-		js.mu.subjects.add(s, name)
+		ja.mu.subjects.add(s, name)
 	}
 }
 
 // unindexSubjectsLocked removes a stream's subjects from the overlap
-// index. js.mu held.
-func (js *JetStream) unindexSubjectsLocked(subjects []string) {
+// index. ja.mu held.
+func (ja *jsAccount) unindexSubjectsLocked(subjects []string) {
 	for _, s := range subjects {
-		js.mu.subjects.remove(s)
+		ja.mu.subjects.remove(s)
 	}
 }
 
-func (js *JetStream) streamUpdate(name string, data []byte) any {
+func (ja *jsAccount) streamUpdate(name string, data []byte) any {
 	r := &streamChangeResponse{apiResponse: newResponse("stream_update")}
 	var cfg StreamConfig
-	if r.Error = js.decode(data, &cfg); r.Error != nil {
+	if r.Error = ja.js.decode(data, &cfg); r.Error != nil {
 		return r
 	}
 	if r.Error = unsupportedStream(data); r.Error != nil {
@@ -208,9 +217,9 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 	}
 	// mirror_direct is refused at create only: nats-server keeps it on an
 	// update of a stream that is no mirror, where it does nothing.
-	st := js.lookup(name)
+	st := ja.lookup(name)
 	if st == nil {
-		r.Error = js.errNoStream(name)
+		r.Error = ja.errNoStream(name)
 		return r
 	}
 	// Clients that know nothing of Skiff's sync policy (the nats CLI's
@@ -219,7 +228,7 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 	if r.Error = syncDefaults(data, &cfg, old.Sync, old.SyncInterval); r.Error != nil {
 		return r
 	}
-	ncfg, aerr := js.normalize(cfg)
+	ncfg, aerr := ja.js.normalize(cfg)
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -228,38 +237,45 @@ func (js *JetStream) streamUpdate(name string, data []byte) any {
 		r.Error = aerr
 		return r
 	}
-	// The new subjects are indexed before the update runs, without js.mu
+	if r.Error = ja.checkMaxBytes(&ncfg); r.Error != nil {
+		return r
+	}
+	// The new subjects are indexed before the update runs, without ja.mu
 	// (a subscription per subject): a concurrent create cannot take them.
 	// Updates and deletes of one stream run one after the other
 	// (streamWorker), so the stream stays as looked up.
-	js.mu.Lock()
-	js.unindexSubjectsLocked(old.Subjects)
-	if js.overlapsLocked(ncfg.Subjects) {
-		js.indexSubjectsLocked(name, old.Subjects)
-		js.mu.Unlock()
+	ja.js.reserveMu.Lock()
+	ja.mu.Lock()
+	ja.unindexSubjectsLocked(old.Subjects)
+	if ja.overlapsLocked(ncfg.Subjects) {
+		ja.indexSubjectsLocked(name, old.Subjects)
+		ja.mu.Unlock()
+		ja.js.reserveMu.Unlock()
 		r.Error = errSubjectOverlap()
 		return r
 	}
-	if r.Error = js.checkReserveLocked(&ncfg); r.Error == nil {
+	if r.Error = ja.checkReserveLocked(&ncfg); r.Error == nil {
 		r.Error = st.checkConsumerLimits(old.ConsumerLimits, ncfg.ConsumerLimits)
 	}
 	if r.Error != nil {
-		js.indexSubjectsLocked(name, old.Subjects)
-		js.mu.Unlock()
+		ja.indexSubjectsLocked(name, old.Subjects)
+		ja.mu.Unlock()
+		ja.js.reserveMu.Unlock()
 		return r
 	}
-	js.indexSubjectsLocked(name, ncfg.Subjects)
-	js.mu.Unlock()
+	ja.indexSubjectsLocked(name, ncfg.Subjects)
+	ja.mu.Unlock()
+	ja.js.reserveMu.Unlock()
 	if err := st.update(ncfg); err != nil {
-		js.mu.Lock()
-		js.unindexSubjectsLocked(ncfg.Subjects)
-		js.indexSubjectsLocked(name, st.config().Subjects)
-		js.mu.Unlock()
+		ja.mu.Lock()
+		ja.unindexSubjectsLocked(ncfg.Subjects)
+		ja.indexSubjectsLocked(name, st.config().Subjects)
+		ja.mu.Unlock()
 		r.Error = apiErr(500, 10069, err.Error())
 		return r
 	}
 	r.StreamInfo = st.info()
-	js.adviseStream(advStreamUpdated, name, "modify")
+	ja.adviseStream(advStreamUpdated, name, "modify")
 	return r
 }
 
@@ -328,10 +344,10 @@ const (
 	deletedDetailsLimit = 100_000
 )
 
-func (js *JetStream) streamInfo(name string, data []byte) any {
+func (ja *jsAccount) streamInfo(name string, data []byte) any {
 	r := &streamInfoResponse{apiResponse: newResponse("stream_info")}
 	var req streamInfoRequest
-	st, aerr := js.streamRequest(name, data, &req)
+	st, aerr := ja.streamRequest(name, data, &req)
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -354,17 +370,17 @@ func (js *JetStream) streamInfo(name string, data []byte) any {
 	return r
 }
 
-func (js *JetStream) streamDelete(name string) any {
+func (ja *jsAccount) streamDelete(name string) any {
 	r := &successResponse{apiResponse: newResponse("stream_delete")}
-	js.mu.Lock()
-	st := js.mu.streams[name]
-	delete(js.mu.streams, name)
+	ja.mu.Lock()
+	st := ja.mu.streams[name]
+	delete(ja.mu.streams, name)
 	if st != nil {
-		js.unindexSubjectsLocked(st.config().Subjects)
+		ja.unindexSubjectsLocked(st.config().Subjects)
 	}
-	js.mu.Unlock()
+	ja.mu.Unlock()
 	if st == nil {
-		switch found, err := js.deleteFailedStream(name); {
+		switch found, err := ja.deleteFailedStream(name); {
 		case !found:
 			r.Error = errStreamNotFound()
 			return r
@@ -372,16 +388,16 @@ func (js *JetStream) streamDelete(name string) any {
 			r.Error = apiErr(500, 10050, "stream delete failed: "+err.Error())
 			return r
 		}
-		js.log.Info("failed stream deleted", "stream", name)
+		ja.js.log.Info("failed stream deleted", "account", ja.name, "stream", name)
 		r.Success = true
 		return r
 	}
 	if err := st.close(true); err != nil {
-		js.log.Warn("stream delete", "stream", name, "err", err)
+		ja.js.log.Warn("stream delete", "account", ja.name, "stream", name, "err", err)
 	}
-	js.log.Info("stream deleted", "stream", name)
+	ja.js.log.Info("stream deleted", "account", ja.name, "stream", name)
 	r.Success = true
-	js.adviseStream(advStreamDeleted, name, "delete")
+	ja.adviseStream(advStreamDeleted, name, "delete")
 	return r
 }
 
@@ -391,10 +407,10 @@ type purgeRequest struct {
 	Keep   uint64 `json:"keep"`
 }
 
-func (js *JetStream) streamPurge(name string, data []byte) any {
+func (ja *jsAccount) streamPurge(name string, data []byte) any {
 	r := &purgeResponse{apiResponse: newResponse("stream_purge")}
 	var req purgeRequest
-	st, aerr := js.streamRequest(name, data, &req)
+	st, aerr := ja.streamRequest(name, data, &req)
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -424,27 +440,27 @@ func (js *JetStream) streamPurge(name string, data []byte) any {
 	return r
 }
 
-func (js *JetStream) streamNames(data []byte) any {
+func (ja *jsAccount) streamNames(data []byte) any {
 	r := &streamNamesResponse{apiResponse: newResponse("stream_names")} // null when none, as the reference
 	var req pagedRequest
-	if r.Error = js.decode(data, &req); r.Error != nil {
+	if r.Error = ja.js.decode(data, &req); r.Error != nil {
 		return r
 	}
-	names := js.namesMatching(req.Subject)
+	names := ja.namesMatching(req.Subject)
 	r.paged, r.Streams = page(names, req.Offset, namesLimit)
 	return r
 }
 
-func (js *JetStream) streamList(data []byte) any {
+func (ja *jsAccount) streamList(data []byte) any {
 	r := &streamListResponse{apiResponse: newResponse("stream_list"), Streams: []*StreamInfo{}}
 	var req pagedRequest
-	if r.Error = js.decode(data, &req); r.Error != nil {
+	if r.Error = ja.js.decode(data, &req); r.Error != nil {
 		return r
 	}
-	names := js.namesMatching(req.Subject)
+	names := ja.namesMatching(req.Subject)
 	r.paged, names = page(names, req.Offset, listLimit)
 	for _, n := range names {
-		if st := js.lookup(n); st != nil {
+		if st := ja.lookup(n); st != nil {
 			r.Streams = append(r.Streams, st.info())
 		}
 	}
@@ -453,14 +469,14 @@ func (js *JetStream) streamList(data []byte) any {
 
 // namesMatching returns the sorted names of the streams with a subject
 // that can overlap filter ("" for all).
-func (js *JetStream) namesMatching(filter string) []string {
+func (ja *jsAccount) namesMatching(filter string) []string {
 	var out []string
-	for _, n := range js.sortedStreamNames() {
+	for _, n := range ja.sortedStreamNames() {
 		if filter == "" {
 			out = append(out, n)
 			continue
 		}
-		if st := js.lookup(n); st != nil && slices.ContainsFunc(st.config().Subjects, func(s string) bool {
+		if st := ja.lookup(n); st != nil && slices.ContainsFunc(st.config().Subjects, func(s string) bool {
 			return subject.Intersects(s, filter)
 		}) {
 			out = append(out, n)
@@ -531,10 +547,10 @@ func (st *stream) find(req *msgGetRequest) (*store.Msg, error) {
 	}
 }
 
-func (js *JetStream) msgGet(name string, data []byte) any {
+func (ja *jsAccount) msgGet(name string, data []byte) any {
 	r := &msgGetResponse{apiResponse: newResponse("stream_msg_get")}
 	var req msgGetRequest
-	st, aerr := js.streamRequest(name, data, &req)
+	st, aerr := ja.streamRequest(name, data, &req)
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -558,10 +574,10 @@ type msgDeleteRequest struct {
 	NoErase bool   `json:"no_erase"`
 }
 
-func (js *JetStream) msgDelete(name string, data []byte) any {
+func (ja *jsAccount) msgDelete(name string, data []byte) any {
 	r := &successResponse{apiResponse: newResponse("stream_msg_delete")}
 	var req msgDeleteRequest
-	st, aerr := js.streamRequest(name, data, &req)
+	st, aerr := ja.streamRequest(name, data, &req)
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -591,12 +607,12 @@ func (js *JetStream) msgDelete(name string, data []byte) any {
 // directGet answers DIRECT.GET: the message itself with Nats-Stream,
 // Nats-Subject, Nats-Sequence and Nats-Time-Stamp headers, or a status.
 // With a subject after the stream name, the last message on it.
-func (js *JetStream) directGet(name, subj string, data []byte) []apiReply {
+func (ja *jsAccount) directGet(name, subj string, data []byte) []apiReply {
 	statusReply := func(code int, text string) []apiReply {
 		hb := headerBuilder{}
 		return []apiReply{{hdr: hb.status(code, text).bytes()}}
 	}
-	st := js.lookup(name)
+	st := ja.lookup(name)
 	if st == nil || !st.config().AllowDirect {
 		return statusReply(503, "") // no responders, as without a direct subscription
 	}

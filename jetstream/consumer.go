@@ -205,7 +205,7 @@ func (c *consumer) changed() {
 // requests, delivers, persists, and sleeps until there is more to do.
 func (c *consumer) run() {
 	defer close(c.done)
-	pub := c.st.js.srv.NewPublisher()
+	pub := c.st.ja.acc.NewPublisher()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -240,10 +240,10 @@ func (c *consumer) run() {
 		for _, r := range replies {
 			pub.Publish(r, "", nil, replyBody)
 		}
-		c.st.js.publishAdvisories(pub)
+		c.st.ja.publishAdvisories(pub)
 		pub.Flush()
 		if del {
-			go c.st.js.deleteInactive(c)
+			go c.st.ja.deleteInactive(c)
 			<-c.quit
 			return
 		}
@@ -419,7 +419,7 @@ func (c *consumer) close(destroy bool) error {
 	close(c.quit)
 	<-c.done
 	if len(waiting) > 0 {
-		pub := c.st.js.srv.NewPublisher()
+		pub := c.st.ja.acc.NewPublisher()
 		for _, r := range waiting {
 			if destroy {
 				status(pub, r.reply, 409, "Consumer Deleted")

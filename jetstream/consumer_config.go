@@ -22,8 +22,9 @@ const (
 
 // normalizeConsumer fills a consumer configuration's defaults and checks
 // it against its stream's, in the order of the reference server's checks,
-// so that a bad configuration gets the same error from both.
-func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig) (ConsumerConfig, *APIError) {
+// so that a bad configuration gets the same error from both. accMaxAck is
+// the account's max_ack_pending (noLimit for none).
+func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig, accMaxAck int) (ConsumerConfig, *APIError) {
 	if cfg.MaxDeliver == 0 || cfg.MaxDeliver < -1 {
 		cfg.MaxDeliver = -1
 	}
@@ -61,6 +62,9 @@ func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig) (ConsumerConfig, 
 	}
 	if cfg.MaxAckPending == 0 && cfg.AckPolicy != AckNone {
 		cfg.MaxAckPending = DefaultMaxAckPending
+		if accMaxAck > 0 && accMaxAck < cfg.MaxAckPending {
+			cfg.MaxAckPending = accMaxAck
+		}
 	}
 	if cfg.Durable == "" && cfg.InactiveThreshold == 0 {
 		cfg.InactiveThreshold = DefaultInactiveThreshold
@@ -138,6 +142,9 @@ func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig) (ConsumerConfig, 
 	}
 	if cfg.MaxAckPending > MaxAckPendingLimit {
 		return cfg, apiErr(400, 10121, fmt.Sprintf("consumer max ack pending exceeds system limit of %d", MaxAckPendingLimit))
+	}
+	if accMaxAck > 0 && cfg.MaxAckPending > accMaxAck {
+		return cfg, apiErr(400, 10121, fmt.Sprintf("consumer max ack pending exceeds system limit of %d", accMaxAck))
 	}
 	if l := scfg.ConsumerLimits.MaxAckPending; l > 0 && cfg.MaxAckPending > l {
 		return cfg, apiErr(400, 10121, fmt.Sprintf("consumer max ack pending exceeds system limit of %d", l))

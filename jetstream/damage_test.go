@@ -69,7 +69,7 @@ func TestCorruptRecordInSealedSegmentIsSkipped(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			require.NoError(t, os.CopyFS(dir, os.DirFS(orig)))
-			segs, err := filepath.Glob(filepath.Join(dir, "streams", "BIG", "msgs", "*.log"))
+			segs, err := filepath.Glob(filepath.Join(globalStreams(dir), "BIG", "msgs", "*.log"))
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, len(segs), 2, "the messages span a sealed segment and the active one")
 			first := segs[0]
@@ -155,9 +155,9 @@ func TestDamageInLastSegmentKeepsLaterRecords(t *testing.T) {
 		require.NoError(t, err)
 	}
 	b.stop()
-	segs, err := filepath.Glob(filepath.Join(dir, "streams", "L", "*", "*.log"))
+	segs, err := filepath.Glob(filepath.Join(globalStreams(dir), "L", "*", "*.log"))
 	if len(segs) == 0 {
-		segs, err = filepath.Glob(filepath.Join(dir, "streams", "L", "*.log"))
+		segs, err = filepath.Glob(filepath.Join(globalStreams(dir), "L", "*.log"))
 	}
 	require.NoError(t, err)
 	require.Len(t, segs, 1)
@@ -204,7 +204,7 @@ func TestCorruptConsumerSnapshotFailsOnlyThatConsumer(t *testing.T) {
 	_, err = js.Publish(ctx(t), "s", []byte("1"))
 	require.NoError(t, err)
 	b.stop()
-	snap := filepath.Join(dir, "streams", "S", "consumers", "BAD", "state", "consumer.snap")
+	snap := filepath.Join(globalStreams(dir), "S", "consumers", "BAD", "state", "consumer.snap")
 	require.NoError(t, os.WriteFile(snap, []byte("not a snapshot at all, certainly not a valid one"), 0o644))
 
 	b = startBrokerMonitored(t, jetstream.Options{StoreDir: dir}, server.RandomPort)
@@ -257,7 +257,7 @@ func TestMissingConsumerLogIsLogged(t *testing.T) {
 		require.NoError(t, m.DoubleAck(ctx(t)))
 	}
 	b.stop()
-	require.NoError(t, os.Remove(filepath.Join(dir, "streams", "S", "consumers", "C", "state", "consumer.log")))
+	require.NoError(t, os.Remove(filepath.Join(globalStreams(dir), "S", "consumers", "C", "state", "consumer.log")))
 
 	var logged syncBuffer
 	startBrokerWith(t, jetstream.Options{StoreDir: dir, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
@@ -344,7 +344,7 @@ func consumerWithAcks(t *testing.T, dir string, n int) string {
 	require.NoError(t, err)
 	require.Equal(t, uint64(n), info.AckFloor.Stream)
 	b.stop()
-	return filepath.Join(dir, "streams", "S", "consumers", "C", "state", "consumer.log")
+	return filepath.Join(globalStreams(dir), "S", "consumers", "C", "state", "consumer.log")
 }
 
 // ackFloorAfterRestart starts a broker on dir and returns C's ack floor
@@ -425,7 +425,7 @@ func TestBadStreamFailsOnlyThatStream(t *testing.T) {
 				require.NoError(t, err)
 			}
 			b.stop()
-			badDir := filepath.Join(dir, "streams", "BAD")
+			badDir := filepath.Join(globalStreams(dir), "BAD")
 			tc.damage(t, badDir)
 
 			var logs syncBuffer

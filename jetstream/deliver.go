@@ -48,7 +48,7 @@ func (c *consumer) nextLocked() (cand candidate, ok, stalled bool) {
 			c.popRedeliveryLocked(seq)
 			c.forgetLocked(seq)
 			c.moveFloorLocked()
-			c.st.js.advise(advMaxDeliveries+c.st.name+"."+c.name, func() any {
+			c.st.ja.advise(advMaxDeliveries+c.st.name+"."+c.name, func() any {
 				return maxDeliveries{typedEvent: newEvent("max_deliver"), Stream: c.st.name, Consumer: c.name,
 					StreamSeq: seq, Deliveries: dc - 1}
 			})

@@ -45,143 +45,139 @@ func refusedInternal(t *testing.T, b *broker) int {
 // the server's, even for a user who may publish anywhere: delivered into
 // the API they are refused, never executed.
 func TestDeputyPushDeliveryNeverAnAPIRequest(t *testing.T) {
-	b := startAuthBroker(t, t.TempDir(), nil)
-	admin, _, _ := deputySetup(t, b)
-	nc, _ := connectAs(t, b, adminUser, adminPass)
-	_, err := admin.CreateStream(ctx(t), njs.StreamConfig{Name: "SRC", Subjects: []string{"src.>"}})
-	require.NoError(t, err)
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		b := startAuthBroker(t, acc, t.TempDir(), nil)
+		admin, _, _ := deputySetup(t, b)
+		nc, _ := connectAs(t, b, adminUser, adminPass)
+		_, err := admin.CreateStream(ctx(t), njs.StreamConfig{Name: "SRC", Subjects: []string{"src.>"}})
+		require.NoError(t, err)
 
-	const deliver = "$JS.API.STREAM.DELETE.VICTIM"
-	sub, err := nc.SubscribeSync(deliver) // so the consumer is active
-	require.NoError(t, err)
-	require.NoError(t, nc.Flush())
-	_, err = admin.CreateOrUpdateConsumer(ctx(t), "SRC", njs.ConsumerConfig{
-		Durable: "push", DeliverSubject: deliver, AckPolicy: njs.AckExplicitPolicy,
-		IdleHeartbeat: 100 * time.Millisecond, FlowControl: true,
+		const deliver = "$JS.API.STREAM.DELETE.VICTIM"
+		sub, err := nc.SubscribeSync(deliver) // so the consumer is active
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+		_, err = admin.CreateOrUpdateConsumer(ctx(t), "SRC", njs.ConsumerConfig{
+			Durable: "push", DeliverSubject: deliver, AckPolicy: njs.AckExplicitPolicy,
+			IdleHeartbeat: 100 * time.Millisecond, FlowControl: true,
+		})
+		require.NoError(t, err)
+		_, err = admin.Publish(ctx(t), "src.1", []byte("delete it"))
+		require.NoError(t, err)
+
+		var sawData, sawHeartbeat bool
+		deadline := time.Now().Add(5 * time.Second)
+		for (!sawData || !sawHeartbeat) && time.Now().Before(deadline) {
+			m, err := sub.NextMsg(time.Second)
+			if err != nil {
+				continue
+			}
+			if len(m.Data) > 0 {
+				sawData = true
+			} else {
+				sawHeartbeat = true
+			}
+		}
+		require.True(t, sawData && sawHeartbeat, "the subscriber saw the delivery and a heartbeat")
+
+		_, err = admin.Stream(ctx(t), "VICTIM")
+		require.NoError(t, err, "a push delivery was executed as an API request")
+		require.Positive(t, refusedInternal(t, b))
 	})
-	require.NoError(t, err)
-	_, err = admin.Publish(ctx(t), "src.1", []byte("delete it"))
-	require.NoError(t, err)
-
-	var sawData, sawHeartbeat bool
-	deadline := time.Now().Add(5 * time.Second)
-	for (!sawData || !sawHeartbeat) && time.Now().Before(deadline) {
-		m, err := sub.NextMsg(time.Second)
-		if err != nil {
-			continue
-		}
-		if len(m.Data) > 0 {
-			sawData = true
-		} else {
-			sawHeartbeat = true
-		}
-	}
-	require.True(t, sawData && sawHeartbeat, "the subscriber saw the delivery and a heartbeat")
-
-	_, err = admin.Stream(ctx(t), "VICTIM")
-	require.NoError(t, err, "a push delivery was executed as an API request")
-	require.Positive(t, refusedInternal(t, b))
 }
 
 // A push consumer whose deliver subject is another consumer's ack subject
 // (mallory may publish on $JS.ACK.>) must not acknowledge for it.
 func TestDeputyPushDeliveryCannotAck(t *testing.T) {
-	b := startAuthBroker(t, t.TempDir(), nil)
-	admin, mallory, nc := deputySetup(t, b)
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		b := startAuthBroker(t, acc, t.TempDir(), nil)
+		admin, mallory, nc := deputySetup(t, b)
 
-	vc, err := admin.Consumer(ctx(t), "VICTIM", "vc")
-	require.NoError(t, err)
-	batch, err := vc.Fetch(1, njs.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	var ackSubject string
-	for m := range batch.Messages() {
-		ackSubject = m.Reply()
-	}
-	require.NotEmpty(t, ackSubject)
+		vc, err := admin.Consumer(ctx(t), "VICTIM", "vc")
+		require.NoError(t, err)
+		ackSubject := fetchOne(t, vc).Reply()
 
-	sub, err := nc.SubscribeSync(ackSubject)
-	require.NoError(t, err)
-	require.NoError(t, nc.Flush())
-	_, err = mallory.CreateOrUpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
-		Durable: "acker", DeliverSubject: ackSubject, AckPolicy: njs.AckNonePolicy,
+		sub, err := nc.SubscribeSync(ackSubject)
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+		_, err = mallory.CreateOrUpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
+			Durable: "acker", DeliverSubject: ackSubject, AckPolicy: njs.AckNonePolicy,
+		})
+		require.NoError(t, err, "mallory may publish on $JS.ACK.>")
+		_, err = sub.NextMsg(5 * time.Second)
+		require.NoError(t, err, "the delivery reached the ack subject")
+		time.Sleep(50 * time.Millisecond) // whatever the server did with it is done
+
+		info, err := vc.Info(ctx(t))
+		require.NoError(t, err)
+		require.Equal(t, uint64(0), info.AckFloor.Stream, "the victim's message was acknowledged by a push delivery")
+		require.Equal(t, 1, info.NumAckPending)
+		require.Positive(t, refusedInternal(t, b))
 	})
-	require.NoError(t, err, "mallory may publish on $JS.ACK.>")
-	_, err = sub.NextMsg(5 * time.Second)
-	require.NoError(t, err, "the delivery reached the ack subject")
-	time.Sleep(50 * time.Millisecond) // whatever the server did with it is done
-
-	info, err := vc.Info(ctx(t))
-	require.NoError(t, err)
-	require.Equal(t, uint64(0), info.AckFloor.Stream, "the victim's message was acknowledged by a push delivery")
-	require.Equal(t, 1, info.NumAckPending)
-	require.Positive(t, refusedInternal(t, b))
 }
 
 // An acknowledgement with +NXT asks for the next message, delivered to the
 // ack's reply subject, which nobody checks: naming the API there must not
 // make the delivery an API request.
 func TestDeputyAckNextReplyCannotReachAPI(t *testing.T) {
-	b := startAuthBroker(t, t.TempDir(), nil)
-	admin, mallory, nc := deputySetup(t, b)
-	_, err := mallory.Publish(ctx(t), "own.y", []byte("second"))
-	require.NoError(t, err)
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		b := startAuthBroker(t, acc, t.TempDir(), nil)
+		admin, mallory, nc := deputySetup(t, b)
+		_, err := mallory.Publish(ctx(t), "own.y", []byte("second"))
+		require.NoError(t, err)
 
-	c, err := mallory.Consumer(ctx(t), "OWN", "pc")
-	require.NoError(t, err)
-	batch, err := c.Fetch(1, njs.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	var first njs.Msg
-	for m := range batch.Messages() {
-		first = m
-	}
-	require.NotNil(t, first)
-	_, err = nc.SubscribeSync("$JS.API.STREAM.DELETE.VICTIM") // pulls go only where someone listens
-	require.NoError(t, err)
-	require.NoError(t, nc.PublishMsg(&nats.Msg{
-		Subject: first.Reply(), Reply: "$JS.API.STREAM.DELETE.VICTIM", Data: []byte("+NXT"),
-	}))
-	require.NoError(t, nc.Flush())
-	require.Eventually(t, func() bool {
-		info, err := c.Info(ctx(t))
-		return err == nil && info.Delivered.Stream == 2
-	}, 5*time.Second, 10*time.Millisecond, "+NXT delivered the next message")
-	time.Sleep(50 * time.Millisecond)
+		c, err := mallory.Consumer(ctx(t), "OWN", "pc")
+		require.NoError(t, err)
+		first := fetchOne(t, c)
+		_, err = nc.SubscribeSync("$JS.API.STREAM.DELETE.VICTIM") // pulls go only where someone listens
+		require.NoError(t, err)
+		require.NoError(t, nc.PublishMsg(&nats.Msg{
+			Subject: first.Reply(), Reply: "$JS.API.STREAM.DELETE.VICTIM", Data: []byte("+NXT"),
+		}))
+		require.NoError(t, nc.Flush())
+		require.Eventually(t, func() bool {
+			info, err := c.Info(ctx(t))
+			return err == nil && info.Delivered.Stream == 2
+		}, 5*time.Second, 10*time.Millisecond, "+NXT delivered the next message")
+		time.Sleep(50 * time.Millisecond)
 
-	_, err = admin.Stream(ctx(t), "VICTIM")
-	require.NoError(t, err, "a +NXT delivery was executed as an API request")
-	require.Positive(t, refusedInternal(t, b))
+		_, err = admin.Stream(ctx(t), "VICTIM")
+		require.NoError(t, err, "a +NXT delivery was executed as an API request")
+		require.Positive(t, refusedInternal(t, b))
+	})
 }
 
 // PubAcks and API answers go to the requester's reply subject: they must
 // not be stored by a stream the requester may not publish to.
 func TestDeputyRepliesCannotWriteToAnotherStream(t *testing.T) {
-	b := startAuthBroker(t, t.TempDir(), nil)
-	admin, _, nc := deputySetup(t, b)
-	// Mallory listens there too, so that the pull request below has
-	// someone to answer (pulls go only where someone listens).
-	_, err := nc.SubscribeSync("victim.>")
-	require.NoError(t, err)
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		b := startAuthBroker(t, acc, t.TempDir(), nil)
+		admin, _, nc := deputySetup(t, b)
+		// Mallory listens there too, so that the pull request below has
+		// someone to answer (pulls go only where someone listens).
+		_, err := nc.SubscribeSync("victim.>")
+		require.NoError(t, err)
 
-	// A publish to mallory's own stream whose PubAck goes to victim.pubacks.
-	require.NoError(t, nc.PublishMsg(&nats.Msg{Subject: "own.z", Reply: "victim.pubacks", Data: []byte("x")}))
-	require.NoError(t, nc.Flush())
-	own, err := admin.Stream(ctx(t), "OWN")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		info, err := own.Info(ctx(t))
-		return err == nil && info.State.Msgs == 2
-	}, 5*time.Second, 10*time.Millisecond, "mallory's publish was stored")
-	// An API request whose answer goes to victim.answers.
-	require.NoError(t, nc.PublishRequest("$JS.API.INFO", "victim.answers", nil))
-	// A pull request whose messages and 404 go to victim.status.
-	require.NoError(t, nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT.OWN.pc", "victim.status", []byte(`{"batch":5,"no_wait":true}`)))
-	require.NoError(t, nc.Flush())
+		// A publish to mallory's own stream whose PubAck goes to victim.pubacks.
+		require.NoError(t, nc.PublishMsg(&nats.Msg{Subject: "own.z", Reply: "victim.pubacks", Data: []byte("x")}))
+		require.NoError(t, nc.Flush())
+		own, err := admin.Stream(ctx(t), "OWN")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			info, err := own.Info(ctx(t))
+			return err == nil && info.State.Msgs == 2
+		}, 5*time.Second, 10*time.Millisecond, "mallory's publish was stored")
+		// An API request whose answer goes to victim.answers.
+		require.NoError(t, nc.PublishRequest("$JS.API.INFO", "victim.answers", nil))
+		// A pull request whose messages and 404 go to victim.status.
+		require.NoError(t, nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT.OWN.pc", "victim.status", []byte(`{"batch":5,"no_wait":true}`)))
+		require.NoError(t, nc.Flush())
 
-	// The PubAck, the API answer, and the pull's two messages and its 404.
-	require.Eventually(t, func() bool { return refusedInternal(t, b) == 5 }, 5*time.Second, 10*time.Millisecond,
-		"the replies were refused by the victim's stream")
+		// The PubAck, the API answer, and the pull's two messages and its 404.
+		require.Eventually(t, func() bool { return refusedInternal(t, b) == 5 }, 5*time.Second, 10*time.Millisecond,
+			"the replies were refused by the victim's stream")
 
-	require.Equal(t, uint64(1), victimMsgs(t, admin), "a reply was stored in the victim's stream")
+		require.Equal(t, uint64(1), victimMsgs(t, admin), "a reply was stored in the victim's stream")
+	})
 }
 
 // A message a peer forwards over a route does not say whether its server
@@ -196,17 +192,4 @@ func TestNewRefusesClusteredServer(t *testing.T) {
 	require.NoError(t, err)
 	_, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
 	require.ErrorIs(t, err, jetstream.ErrClustered)
-}
-
-// Streams are not kept per account yet: every stream would be $G's, and a
-// stream of one account must never be visible to another, so JetStream
-// refuses a server with configured accounts.
-func TestNewRefusesAccounts(t *testing.T) {
-	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
-	opts.Accounts = []server.AccountConfig{{Name: "A", Users: []server.User{{Name: "a", Password: "a"}}}}
-	s, err := server.New(opts)
-	require.NoError(t, err)
-	_, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
-	require.ErrorIs(t, err, jetstream.ErrAccounts)
 }

@@ -31,27 +31,35 @@ var malloryPerms = &server.Permissions{
 	},
 }
 
+// forEachAccountKind runs a deputy test with its users in the global
+// account (a server without accounts), and in a configured account with
+// JetStream: the rules hold in either.
+func forEachAccountKind(t *testing.T, test func(t *testing.T, acc string)) {
+	for _, acc := range []string{server.GlobalAccountName, "TENANT"} {
+		t.Run("account="+acc, func(t *testing.T) { test(t, acc) })
+	}
+}
+
 // startAuthBroker starts a broker whose users are admin (no limits) and
-// mallory (malloryPerms, or perms when given).
-func startAuthBroker(t *testing.T, dir string, perms *server.Permissions) *broker {
+// mallory (malloryPerms, or perms when given), in the account acc: the
+// global account, or a configured one with JetStream.
+func startAuthBroker(t *testing.T, acc, dir string, perms *server.Permissions) *broker {
 	t.Helper()
 	if perms == nil {
 		perms = malloryPerms
 	}
-	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, server.RandomPort
-	opts.Users = []server.User{
+	users := []server.User{
 		{Name: adminUser, Password: adminPass},
 		{Name: malloryUser, Password: malloryPass, Permissions: perms},
 	}
-	s, err := server.New(opts)
-	require.NoError(t, err)
-	js, err := jetstream.New(s, jetstream.Options{StoreDir: dir})
-	require.NoError(t, err)
-	require.NoError(t, s.Start())
-	b := &broker{srv: s, js: js, dir: dir}
-	t.Cleanup(b.stop)
-	return b
+	return startBrokerConfigured(t, jetstream.Options{StoreDir: dir}, func(o *server.Options) {
+		o.HTTPPort = server.RandomPort
+		if acc == server.GlobalAccountName {
+			o.Users = users
+		} else {
+			o.Accounts = []server.AccountConfig{{Name: acc, Users: users, JetStream: &server.JetStreamLimits{}}}
+		}
+	})
 }
 
 func connectAs(t *testing.T, b *broker, user, pass string) (*nats.Conn, njs.JetStream) {
@@ -113,98 +121,100 @@ func waitDelivered(t *testing.T, mallory njs.JetStream) {
 }
 
 func TestDeputyPushDeliverSubjectNeedsPublishPermission(t *testing.T) {
-	b := startAuthBroker(t, t.TempDir(), nil)
-	admin, mallory, _ := deputySetup(t, b)
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		b := startAuthBroker(t, acc, t.TempDir(), nil)
+		admin, mallory, _ := deputySetup(t, b)
 
-	for _, deliver := range []string{"$JS.API.STREAM.DELETE.VICTIM", "victim.injected"} {
-		_, err := mallory.CreateOrUpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
-			Durable: "push", DeliverSubject: deliver, AckPolicy: njs.AckExplicitPolicy,
+		for _, deliver := range []string{"$JS.API.STREAM.DELETE.VICTIM", "victim.injected"} {
+			_, err := mallory.CreateOrUpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
+				Durable: "push", DeliverSubject: deliver, AckPolicy: njs.AckExplicitPolicy,
+			})
+			require.Error(t, err, deliver)
+			require.Equal(t, njs.ErrorCode(10112), apiCode(err), deliver)
+		}
+		// A deliver subject mallory may publish on is fine, and delivers.
+		nc, _ := connectAs(t, b, malloryUser, malloryPass)
+		sub, err := nc.SubscribeSync("mallory.deliver")
+		require.NoError(t, err)
+		_, err = mallory.CreateOrUpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
+			Durable: "push", DeliverSubject: "mallory.deliver", AckPolicy: njs.AckExplicitPolicy,
 		})
-		require.Error(t, err, deliver)
-		require.Equal(t, njs.ErrorCode(10112), apiCode(err), deliver)
-	}
-	// A deliver subject mallory may publish on is fine, and delivers.
-	nc, _ := connectAs(t, b, malloryUser, malloryPass)
-	sub, err := nc.SubscribeSync("mallory.deliver")
-	require.NoError(t, err)
-	_, err = mallory.CreateOrUpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
-		Durable: "push", DeliverSubject: "mallory.deliver", AckPolicy: njs.AckExplicitPolicy,
-	})
-	require.NoError(t, err)
-	m, err := sub.NextMsg(5 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "own.x", m.Subject)
+		require.NoError(t, err)
+		m, err := sub.NextMsg(5 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "own.x", m.Subject)
 
-	// An update cannot move the deliver subject where mallory may not
-	// publish either.
-	_, err = mallory.UpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
-		Durable: "push", DeliverSubject: "victim.injected", AckPolicy: njs.AckExplicitPolicy,
-	})
-	require.Equal(t, njs.ErrorCode(10112), apiCode(err))
+		// An update cannot move the deliver subject where mallory may not
+		// publish either.
+		_, err = mallory.UpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
+			Durable: "push", DeliverSubject: "victim.injected", AckPolicy: njs.AckExplicitPolicy,
+		})
+		require.Equal(t, njs.ErrorCode(10112), apiCode(err))
 
-	_, err = admin.Stream(ctx(t), "VICTIM")
-	require.NoError(t, err)
+		_, err = admin.Stream(ctx(t), "VICTIM")
+		require.NoError(t, err)
+	})
 }
 
 func TestDeputyPullReplyCannotReachAPI(t *testing.T) {
-	b := startAuthBroker(t, t.TempDir(), nil)
-	admin, mallory, nc := deputySetup(t, b)
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		b := startAuthBroker(t, acc, t.TempDir(), nil)
+		admin, mallory, nc := deputySetup(t, b)
 
-	// Mallory may not delete the stream itself.
-	_, err := nc.Request("$JS.API.STREAM.DELETE.VICTIM", nil, time.Second)
-	require.Error(t, err)
+		// Mallory may not delete the stream itself.
+		_, err := nc.Request("$JS.API.STREAM.DELETE.VICTIM", nil, time.Second)
+		require.Error(t, err)
 
-	// A pull request's reply subject is not checked against publish
-	// permissions (replies never are), so mallory names the API there:
-	// the server's delivery must not be taken as an API request.
-	pullTo(t, nc, "$JS.API.STREAM.DELETE.VICTIM")
-	waitDelivered(t, mallory)
+		// A pull request's reply subject is not checked against publish
+		// permissions (replies never are), so mallory names the API there:
+		// the server's delivery must not be taken as an API request.
+		pullTo(t, nc, "$JS.API.STREAM.DELETE.VICTIM")
+		waitDelivered(t, mallory)
 
-	_, err = admin.Stream(ctx(t), "VICTIM")
-	require.NoError(t, err, "the victim's stream was deleted through the server")
+		_, err = admin.Stream(ctx(t), "VICTIM")
+		require.NoError(t, err, "the victim's stream was deleted through the server")
+	})
 }
 
 func TestDeputyPullReplyCannotAck(t *testing.T) {
-	b := startAuthBroker(t, t.TempDir(), nil)
-	admin, mallory, nc := deputySetup(t, b)
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		b := startAuthBroker(t, acc, t.TempDir(), nil)
+		admin, mallory, nc := deputySetup(t, b)
 
-	// The victim's consumer holds message 1, unacknowledged.
-	vc, err := admin.Consumer(ctx(t), "VICTIM", "vc")
-	require.NoError(t, err)
-	batch, err := vc.Fetch(1, njs.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	var victimMsg njs.Msg
-	for m := range batch.Messages() {
-		victimMsg = m
-	}
-	require.NotNil(t, victimMsg)
-	meta, err := victimMsg.Metadata()
-	require.NoError(t, err)
-	require.Equal(t, uint64(1), meta.Sequence.Stream)
+		// The victim's consumer holds message 1, unacknowledged.
+		vc, err := admin.Consumer(ctx(t), "VICTIM", "vc")
+		require.NoError(t, err)
+		victimMsg := fetchOne(t, vc)
+		meta, err := victimMsg.Metadata()
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), meta.Sequence.Stream)
 
-	// Mallory names the victim's ack subject as a reply: the server's
-	// delivery to it must not acknowledge the victim's message.
-	pullTo(t, nc, victimMsg.Reply())
-	waitDelivered(t, mallory)
+		// Mallory names the victim's ack subject as a reply: the server's
+		// delivery to it must not acknowledge the victim's message.
+		pullTo(t, nc, victimMsg.Reply())
+		waitDelivered(t, mallory)
 
-	info, err := vc.Info(ctx(t))
-	require.NoError(t, err)
-	require.Equal(t, uint64(0), info.AckFloor.Stream, "the victim's message was acknowledged through the server")
-	require.Equal(t, 1, info.NumAckPending)
+		info, err := vc.Info(ctx(t))
+		require.NoError(t, err)
+		require.Equal(t, uint64(0), info.AckFloor.Stream, "the victim's message was acknowledged through the server")
+		require.Equal(t, 1, info.NumAckPending)
+	})
 }
 
 func TestDeputyPullReplyCannotWriteToAnotherStream(t *testing.T) {
-	b := startAuthBroker(t, t.TempDir(), nil)
-	admin, mallory, nc := deputySetup(t, b)
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		b := startAuthBroker(t, acc, t.TempDir(), nil)
+		admin, mallory, nc := deputySetup(t, b)
 
-	// Mallory may not publish to the victim's subjects...
-	require.NoError(t, nc.Publish("victim.injected", []byte("x")))
-	require.NoError(t, nc.Flush())
-	// ...so has the server deliver mallory's own message there.
-	pullTo(t, nc, "victim.injected")
-	waitDelivered(t, mallory)
+		// Mallory may not publish to the victim's subjects...
+		require.NoError(t, nc.Publish("victim.injected", []byte("x")))
+		require.NoError(t, nc.Flush())
+		// ...so has the server deliver mallory's own message there.
+		pullTo(t, nc, "victim.injected")
+		waitDelivered(t, mallory)
 
-	require.Equal(t, uint64(1), victimMsgs(t, admin), "a message was stored in the victim's stream through the server")
+		require.Equal(t, uint64(1), victimMsgs(t, admin), "a message was stored in the victim's stream through the server")
+	})
 }
 
 // victimMsgs returns how many messages the victim's stream holds.
@@ -221,56 +231,60 @@ func victimMsgs(t *testing.T, admin njs.JetStream) uint64 {
 // there: the server's delivery is stored, as the user's own publish would
 // be.
 func TestDeputyDeliveryStoredWhenPermitted(t *testing.T) {
-	b := startAuthBroker(t, t.TempDir(), nil)
-	admin, _, _ := deputySetup(t, b)
-	_, err := admin.CreateStream(ctx(t), njs.StreamConfig{Name: "COPY", Subjects: []string{"copy.>"}})
-	require.NoError(t, err)
-	nc, _ := connectAs(t, b, adminUser, adminPass)
-	_, err = nc.SubscribeSync("copy.in") // a push consumer needs a subscriber
-	require.NoError(t, err)
-	_, err = admin.CreateOrUpdateConsumer(ctx(t), "VICTIM", njs.ConsumerConfig{
-		Durable: "tocopy", DeliverSubject: "copy.in", AckPolicy: njs.AckNonePolicy,
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		b := startAuthBroker(t, acc, t.TempDir(), nil)
+		admin, _, _ := deputySetup(t, b)
+		_, err := admin.CreateStream(ctx(t), njs.StreamConfig{Name: "COPY", Subjects: []string{"copy.>"}})
+		require.NoError(t, err)
+		nc, _ := connectAs(t, b, adminUser, adminPass)
+		_, err = nc.SubscribeSync("copy.in") // a push consumer needs a subscriber
+		require.NoError(t, err)
+		_, err = admin.CreateOrUpdateConsumer(ctx(t), "VICTIM", njs.ConsumerConfig{
+			Durable: "tocopy", DeliverSubject: "copy.in", AckPolicy: njs.AckNonePolicy,
+		})
+		require.NoError(t, err)
+		s, err := admin.Stream(ctx(t), "COPY")
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			info, err := s.Info(ctx(t))
+			return err == nil && info.State.Msgs == 1
+		}, 5*time.Second, 10*time.Millisecond)
 	})
-	require.NoError(t, err)
-	s, err := admin.Stream(ctx(t), "COPY")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		info, err := s.Info(ctx(t))
-		return err == nil && info.State.Msgs == 1
-	}, 5*time.Second, 10*time.Millisecond)
 }
 
 // The owner of a push consumer is kept with it: after a restart under
 // permissions that no longer allow its deliver subject, it delivers
 // nothing.
 func TestDeputyOwnerPersists(t *testing.T) {
-	dir := t.TempDir()
-	b := startAuthBroker(t, dir, nil)
-	_, mallory, _ := deputySetup(t, b)
-	_, err := mallory.CreateOrUpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
-		Durable: "push", DeliverSubject: "mallory.deliver", AckPolicy: njs.AckExplicitPolicy,
+	forEachAccountKind(t, func(t *testing.T, acc string) {
+		dir := t.TempDir()
+		b := startAuthBroker(t, acc, dir, nil)
+		_, mallory, _ := deputySetup(t, b)
+		_, err := mallory.CreateOrUpdateConsumer(ctx(t), "OWN", njs.ConsumerConfig{
+			Durable: "push", DeliverSubject: "mallory.deliver", AckPolicy: njs.AckExplicitPolicy,
+		})
+		require.NoError(t, err)
+		b.stop()
+
+		stricter := &server.Permissions{Publish: server.SubjectPermission{
+			Allow: malloryPerms.Publish.Allow,
+			Deny:  append([]string{"mallory.deliver"}, malloryPerms.Publish.Deny...),
+		}}
+		b = startAuthBroker(t, acc, dir, stricter)
+		nc, _ := connectAs(t, b, adminUser, adminPass)
+		sub, err := nc.SubscribeSync("mallory.deliver")
+		require.NoError(t, err)
+		_, err = sub.NextMsg(500 * time.Millisecond)
+		require.ErrorIs(t, err, nats.ErrTimeout, "delivered where its owner may no longer publish")
+
+		// Under the old permissions it delivers again.
+		b.stop()
+		b = startAuthBroker(t, acc, dir, nil)
+		nc, _ = connectAs(t, b, adminUser, adminPass)
+		sub, err = nc.SubscribeSync("mallory.deliver")
+		require.NoError(t, err)
+		m, err := sub.NextMsg(5 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "own.x", m.Subject)
 	})
-	require.NoError(t, err)
-	b.stop()
-
-	stricter := &server.Permissions{Publish: server.SubjectPermission{
-		Allow: malloryPerms.Publish.Allow,
-		Deny:  append([]string{"mallory.deliver"}, malloryPerms.Publish.Deny...),
-	}}
-	b = startAuthBroker(t, dir, stricter)
-	nc, _ := connectAs(t, b, adminUser, adminPass)
-	sub, err := nc.SubscribeSync("mallory.deliver")
-	require.NoError(t, err)
-	_, err = sub.NextMsg(500 * time.Millisecond)
-	require.ErrorIs(t, err, nats.ErrTimeout, "delivered where its owner may no longer publish")
-
-	// Under the old permissions it delivers again.
-	b.stop()
-	b = startAuthBroker(t, dir, nil)
-	nc, _ = connectAs(t, b, adminUser, adminPass)
-	sub, err = nc.SubscribeSync("mallory.deliver")
-	require.NoError(t, err)
-	m, err := sub.NextMsg(5 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "own.x", m.Subject)
 }

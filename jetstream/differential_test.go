@@ -45,6 +45,13 @@ func startReferenceWith(t *testing.T, with func(*natsserver.Options)) string {
 	if with != nil {
 		with(o)
 	}
+	return runReference(t, o)
+}
+
+// runReference starts nats-server with the options o until the test's
+// end, and returns its client URL.
+func runReference(t *testing.T, o *natsserver.Options) string {
+	t.Helper()
 	ns, err := natsserver.NewServer(o)
 	require.NoError(t, err)
 	ns.Start()

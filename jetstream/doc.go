@@ -20,10 +20,14 @@
 //
 // # Files
 //
-// Every stream has a directory under StoreDir/streams, named after it;
-// memory streams keep only their configuration there.
+// Streams live in accounts (account.go): every stream has a directory
+// under its account's, StoreDir/accounts/<account>/streams, named after
+// it; memory streams keep only their configuration there. A server without
+// configured accounts has one, "$G". StoreDir/LAYOUT names the layout; the
+// first start over a directory of a version before accounts moves its
+// StoreDir/streams to accounts/$G/streams with one rename (layout.go).
 //
-//	StoreDir/streams/ORDERS/
+//	StoreDir/accounts/$G/streams/ORDERS/
 //	    meta.json                    configuration and creation time
 //	    msgs/                        the messages (package store: segments, indexes, floor)
 //	    consumers/WORKER/meta.json   a durable consumer's configuration

@@ -103,10 +103,6 @@ var (
 	// ErrClustered is returned by New for a server in a cluster: streams
 	// are not replicated yet.
 	ErrClustered = errors.New("jetstream: not available in a cluster yet (streams are not replicated)")
-	// ErrAccounts is returned by New for a server with configured
-	// accounts: streams are not kept per account yet, and a stream of one
-	// account must never be visible to another.
-	ErrAccounts = errors.New("jetstream: not available with accounts yet (streams are not kept per account)")
 	// ErrStoreDirLocked is returned by New when another process (or
 	// another JetStream in this one) holds the store directory.
 	ErrStoreDirLocked = errors.New("jetstream: store directory in use")

@@ -1,11 +1,22 @@
 package jetstream
 
-import "github.com/skiffmq/skiff/store"
+import (
+	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/store"
+)
 
 // HandleStats returns the counters of the streams' handle cache (tests
 // only).
 func (js *JetStream) HandleStats() store.HandleStats { return js.handles.Stats() }
 
 // StreamWorkerOf returns the stream worker that answers the requests about
-// the named stream (tests only).
-func StreamWorkerOf(name string) uint32 { return nameHash(name) % streamWorkers }
+// the named stream of the global account (tests only).
+func StreamWorkerOf(name string) uint32 { return streamWorker(server.GlobalAccountName, name) }
+
+// AccountStreamWorkerOf returns the stream worker that answers the
+// requests about the named stream of the named account (tests only).
+func AccountStreamWorkerOf(account, name string) uint32 { return streamWorker(account, name) }
+
+// SetMigrateHook sets a function run at each step of a store migration
+// (tests only: the crash test kills the process there).
+func SetMigrateHook(f func(step string)) { migrateHook = f }

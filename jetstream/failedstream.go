@@ -16,35 +16,35 @@ import (
 // (skiff_failed_streams) and /metrics counts it
 // (skiff_jetstream_streams_failed). Its subjects are not captured.
 
-// failStream records a stream that could not be recovered. js.mu need not
-// be held: recover runs before anything else can see js.
-func (js *JetStream) failStream(name string, err error) {
-	js.log.Error("stream not recovered: it is left on disk and not served", "stream", name,
-		"dir", filepath.Join(js.opts.StoreDir, "streams", name), "err", err)
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	if js.mu.failed == nil {
-		js.mu.failed = map[string]error{}
+// failStream records a stream that could not be recovered. ja.mu need not
+// be held: recover runs before anything else can see ja.
+func (ja *jsAccount) failStream(name string, err error) {
+	ja.js.log.Error("stream not recovered: it is left on disk and not served", "account", ja.name, "stream", name,
+		"dir", filepath.Join(ja.dir, name), "err", err)
+	ja.mu.Lock()
+	defer ja.mu.Unlock()
+	if ja.mu.failed == nil {
+		ja.mu.failed = map[string]error{}
 	}
-	js.mu.failed[name] = err
+	ja.mu.failed[name] = err
 }
 
 // streamFailure returns why a stream failed at start, or nil.
-func (js *JetStream) streamFailure(name string) error {
-	js.mu.RLock()
-	defer js.mu.RUnlock()
-	return js.mu.failed[name]
+func (ja *jsAccount) streamFailure(name string) error {
+	ja.mu.RLock()
+	defer ja.mu.RUnlock()
+	return ja.mu.failed[name]
 }
 
 // failedStreams returns the failed streams' reasons by name.
-func (js *JetStream) failedStreams() map[string]string {
-	js.mu.RLock()
-	defer js.mu.RUnlock()
-	if len(js.mu.failed) == 0 {
+func (ja *jsAccount) failedStreams() map[string]string {
+	ja.mu.RLock()
+	defer ja.mu.RUnlock()
+	if len(ja.mu.failed) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(js.mu.failed))
-	for n, err := range js.mu.failed {
+	out := make(map[string]string, len(ja.mu.failed))
+	for n, err := range ja.mu.failed {
 		out[n] = err.Error()
 	}
 	return out
@@ -52,23 +52,23 @@ func (js *JetStream) failedStreams() map[string]string {
 
 // deleteFailedStream removes a failed stream's directory and its record,
 // and reports whether there was one.
-func (js *JetStream) deleteFailedStream(name string) (bool, error) {
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	if _, ok := js.mu.failed[name]; !ok {
+func (ja *jsAccount) deleteFailedStream(name string) (bool, error) {
+	ja.mu.Lock()
+	defer ja.mu.Unlock()
+	if _, ok := ja.mu.failed[name]; !ok {
 		return false, nil
 	}
-	if err := os.RemoveAll(filepath.Join(js.opts.StoreDir, "streams", name)); err != nil {
+	if err := os.RemoveAll(filepath.Join(ja.dir, name)); err != nil {
 		return true, err
 	}
-	delete(js.mu.failed, name)
+	delete(ja.mu.failed, name)
 	return true, nil
 }
 
 // errNoStream is the error for a request naming a stream that is not
 // served: failed at start (with the reason), or not there.
-func (js *JetStream) errNoStream(name string) *APIError {
-	if err := js.streamFailure(name); err != nil {
+func (ja *jsAccount) errNoStream(name string) *APIError {
+	if err := ja.streamFailure(name); err != nil {
 		return errStreamFailed(err)
 	}
 	return errStreamNotFound()

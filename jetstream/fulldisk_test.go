@@ -99,14 +99,14 @@ func TestFailedStreamCreateLeavesNothing(t *testing.T) {
 	disk.SetFull(true)
 	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "F", Subjects: []string{"f"}})
 	require.Error(t, err)
-	require.NoDirExists(t, filepath.Join(dir, "streams", "F"))
+	require.NoDirExists(t, filepath.Join(globalStreams(dir), "F"))
 	disk.SetFull(false)
 	b.stop()
 
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "streams", "OLD", "consumers"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "streams", "OLD", "meta.json.tmp"), nil, 0o644))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "streams", "KEEP", "msgs"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "streams", "KEEP", "msgs", "1.log"), []byte("x"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(globalStreams(dir), "OLD", "consumers"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(globalStreams(dir), "OLD", "meta.json.tmp"), nil, 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(globalStreams(dir), "KEEP", "msgs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(globalStreams(dir), "KEEP", "msgs", "1.log"), []byte("x"), 0o644))
 	var logs logBuffer
 	b = startBrokerWith(t, jetstream.Options{StoreDir: dir, Logger: logs.logger()})
 	_, js = connect(t, b.srv.ClientURL())
@@ -114,8 +114,8 @@ func TestFailedStreamCreateLeavesNothing(t *testing.T) {
 	require.ErrorIs(t, err, njs.ErrStreamNotFound)
 	_, err = js.CreateStream(ctx(t), njs.StreamConfig{Name: "F", Subjects: []string{"f"}})
 	require.NoError(t, err)
-	require.NoDirExists(t, filepath.Join(dir, "streams", "OLD"))
-	require.DirExists(t, filepath.Join(dir, "streams", "KEEP"))
+	require.NoDirExists(t, filepath.Join(globalStreams(dir), "OLD"))
+	require.DirExists(t, filepath.Join(globalStreams(dir), "KEEP"))
 	require.Equal(t, 1, logs.count("ignoring a stream directory without metadata"))
 }
 
@@ -135,7 +135,7 @@ func TestFailedConsumerCreateLeavesNothing(t *testing.T) {
 	disk.SetFull(true)
 	_, err = js.CreateConsumer(ctx(t), "S", njs.ConsumerConfig{Durable: "D", AckPolicy: njs.AckExplicitPolicy})
 	require.Equal(t, njs.ErrorCode(10104), apiCode(err), "%v", err)
-	require.NoDirExists(t, filepath.Join(dir, "streams", "S", "consumers", "D"))
+	require.NoDirExists(t, filepath.Join(globalStreams(dir), "S", "consumers", "D"))
 	disk.SetFull(false)
 	b.stop()
 

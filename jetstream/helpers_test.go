@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -48,20 +49,43 @@ func startMonitoredBroker(t testing.TB) *broker {
 // monitoring port httpPort (0: none).
 func startBrokerMonitored(t testing.TB, jsOpts jetstream.Options, httpPort int) *broker {
 	t.Helper()
+	return startBrokerConfigured(t, jsOpts, func(o *server.Options) { o.HTTPPort = httpPort })
+}
+
+// startBrokerConfigured starts a broker on 127.0.0.1 with JetStream
+// options (StoreDir: a fresh directory when empty) and the server's
+// options changed by with; no monitoring port unless with sets one.
+func startBrokerConfigured(t testing.TB, jsOpts jetstream.Options, with func(*server.Options)) *broker {
+	t.Helper()
 	if jsOpts.StoreDir == "" {
 		jsOpts.StoreDir = t.TempDir()
 	}
-	dir := jsOpts.StoreDir
 	opts := server.DefaultOptions()
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, httpPort
+	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
+	with(&opts)
 	s, err := server.New(opts)
 	require.NoError(t, err)
 	js, err := jetstream.New(s, jsOpts)
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
-	b := &broker{srv: s, js: js, dir: dir}
+	b := &broker{srv: s, js: js, dir: jsOpts.StoreDir}
 	t.Cleanup(b.stop)
 	return b
+}
+
+// fetchOne fetches one message of a pull consumer, waiting up to 5 s, and
+// fails the test if none comes.
+func fetchOne(t testing.TB, c njs.Consumer) njs.Msg {
+	t.Helper()
+	batch, err := c.Fetch(1, njs.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	var got njs.Msg
+	for m := range batch.Messages() {
+		got = m
+	}
+	require.NoError(t, batch.Error())
+	require.NotNil(t, got, "no message fetched")
+	return got
 }
 
 // stop shuts the broker down; calling it again does nothing.
@@ -114,3 +138,9 @@ func apiCode(err error) njs.ErrorCode {
 }
 
 var errCodeText = regexp.MustCompile(`err_code=(\d+)`)
+
+// globalStreams is where a store directory keeps the global account's
+// streams.
+func globalStreams(dir string) string {
+	return filepath.Join(dir, "accounts", server.GlobalAccountName, "streams")
+}

@@ -51,6 +51,10 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, errInsufficientResources())
 		return
 	}
+	if st.ja.wouldExceed(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data)) {
+		st.nack(m, reply, errAccountResources())
+		return
+	}
 	msgID, hasID := hdr.get("Nats-Msg-Id")
 
 	st.ingestMu.Lock()
@@ -77,6 +81,15 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, aerr)
 		return
 	}
+	// Under an account quota the account's count takes in what the
+	// append removed too (discard old, per-subject limits), so that a
+	// stream held at its own max_bytes does not run its account out of
+	// room between two recounts.
+	quota := st.ja.quota(cfg.Storage)
+	var before uint64
+	if quota != nil {
+		before = st.store.State().Bytes
+	}
 	seq, _, err := st.store.Append(m.Subject, m.Header, m.Data, ttl)
 	if err != nil {
 		st.ingestMu.Unlock()
@@ -84,6 +97,9 @@ func (st *stream) ingest(m *server.Msg) {
 		return
 	}
 	st.js.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
+	if quota != nil {
+		quota.used.Add(int64(st.store.State().Bytes) - int64(before))
+	}
 	st.ingestMu.lastMsgID = "" // the ID of the last message, if it had one
 	if hasID {
 		st.ingestMu.dedup.add(strings.Clone(msgID), seq, now)

@@ -1,13 +1,13 @@
 package jetstream
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,7 +146,8 @@ func defaultMaxOpenFiles() int {
 }
 
 // JetStream is the stream layer of one server. Create it with New before
-// the server starts; Close it after the server shut down.
+// the server starts; Close it after the server shut down. Streams live in
+// accounts (account.go).
 type JetStream struct {
 	srv  *server.Server
 	opts Options
@@ -154,37 +155,43 @@ type JetStream struct {
 
 	mu struct {
 		sync.RWMutex
-		streams map[string]*stream
-		// creating holds the names of streams being created: counted
-		// against MaxStreams, their subjects already in subjects.
-		creating map[string]bool
-		// subjects indexes every stream's subjects (and those of the
-		// streams being created), for the overlap check.
-		subjects *subjectIndex
-		// failed are streams that could not be opened at start: kept on
-		// disk, reported, not served (failedstream.go).
-		failed map[string]error
-		closed bool
+		// accounts are the JetStream-enabled accounts, by name.
+		accounts map[string]*jsAccount
 	}
-	consumers atomic.Int64       // over all streams, against MaxConsumers
+	closed atomic.Bool
+	// reserveMu is held while a stream create or update checks the bounds
+	// that span accounts (Options.MaxStreams, MaxMemory, MaxStore), which
+	// it reads from every account. Lock order: reserveMu, then a
+	// jsAccount's mu (never two jsAccount locks but under reserveMu).
+	reserveMu sync.Mutex
+	consumers atomic.Int64       // over all accounts, against MaxConsumers
 	handles   *store.HandleCache // opts.FS: bounds the files open at once
 	lock      *dirLock           // on StoreDir, until Close
+	// orphans are the directories under StoreDir/accounts of no
+	// JetStream-enabled account (findOrphans).
+	orphans []string
+	// multi: the server has configured accounts. Metrics then carry an
+	// account label, and have per-account series.
+	multi bool
 
 	subs     []*server.InternalSub
 	apiQueue chan apiRequest // never closed: handlers may still send
 	// streamQueues feed the stream workers (stream create, update,
-	// delete), chosen by the stream's name; never closed either.
+	// delete), chosen by the account and stream's names; never closed
+	// either.
 	streamQueues [streamWorkers]chan apiRequest
 	stop         chan struct{}
-	apiTotal     atomic.Uint64
-	apiErrs      atomic.Uint64
 	// internalDropped counts the server's own messages that reached the
 	// API, ack or flow control subjects, or a stream their principal may
 	// not publish to, and were dropped (see server/principal.go).
 	internalDropped atomic.Uint64
-	// memQuota and fileQuota count what streams hold (see quota.go).
+	// foreignRefused counts the clients' messages of other accounts that
+	// reached an account's API, acks or flow control through an import,
+	// refused (foreign.go).
+	foreignRefused atomic.Uint64
+	// memQuota and fileQuota count what every account's streams hold
+	// (see quota.go).
 	memQuota, fileQuota quota
-	adv                 advisories
 	wg                  sync.WaitGroup
 }
 
@@ -202,56 +209,37 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		// client's permissions here.
 		return nil, ErrClustered
 	}
-	if len(s.Accounts()) > 1 {
-		// Every stream, consumer and API subject would live in $G alone,
-		// out of reach of the other accounts' clients, and the API would
-		// act for no account's limits (docs/accounts.md).
-		return nil, ErrAccounts
-	}
 	if opts.SyncInterval < MinSyncInterval {
 		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)
 	}
-	if err := os.MkdirAll(filepath.Join(opts.StoreDir, "streams"), 0o755); err != nil {
+	if err := os.MkdirAll(opts.StoreDir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: store_dir %s: %v", ErrInvalidOptions, opts.StoreDir, err)
 	}
 	lock, err := lockStoreDir(opts.StoreDir)
 	if err != nil {
 		return nil, err
 	}
-	handles := store.NewHandleCache(opts.FS, opts.MaxOpenFiles)
-	opts.FS = handles
-	js := &JetStream{srv: s, opts: opts, handles: handles, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue), stop: make(chan struct{})}
-	for i := range js.streamQueues {
-		js.streamQueues[i] = make(chan apiRequest, max(opts.APIQueue/streamWorkers, 1))
-	}
-	js.mu.streams = map[string]*stream{}
-	js.mu.creating = map[string]bool{}
-	js.mu.subjects = newSubjectIndex()
-	if err := js.recover(); err != nil {
-		_ = js.closeStreams()
+	if err := prepareLayout(opts.StoreDir, opts.Logger); err != nil {
 		_ = lock.release()
 		return nil, err
 	}
-	for _, sub := range []struct {
-		pattern string
-		h       server.InternalHandler
-	}{
-		{"$JS.API.>", js.handleAPI},
-		{"$JS.ACK.>", js.handleAck},
-		{"$JS.FC.>", js.handleFlowControl},
-	} {
-		is, err := s.SubscribeInternal(sub.pattern, "", sub.h)
-		if err != nil {
-			_ = js.Close()
-			return nil, err
-		}
-		js.subs = append(js.subs, is)
+	handles := store.NewHandleCache(opts.FS, opts.MaxOpenFiles)
+	opts.FS = handles
+	js := &JetStream{srv: s, opts: opts, handles: handles, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue),
+		stop: make(chan struct{}), multi: len(s.Accounts()) > 1}
+	for i := range js.streamQueues {
+		js.streamQueues[i] = make(chan apiRequest, max(opts.APIQueue/streamWorkers, 1))
+	}
+	js.mu.accounts = map[string]*jsAccount{}
+	if err := js.enableAccounts(); err != nil {
+		_ = js.Close()
+		return nil, err
 	}
 	if err := s.HandleMonitor(jszPath, js.handleJsz); err != nil {
 		_ = js.Close()
 		return nil, err
 	}
-	if err := s.RegisterMetrics(&metricsCollector{js: js}); err != nil {
+	if err := s.RegisterMetrics(newMetricsCollector(js)); err != nil {
 		_ = js.Close()
 		return nil, err
 	}
@@ -273,7 +261,11 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 // files as it now stands and the share of it streams and consumers may
 // use (the rest is for clients).
 func (js *JetStream) logStart(softBefore uint64, raiseErr error) {
-	args := []any{"store_dir", js.opts.StoreDir, "streams", len(js.sortedStreamNames()),
+	streams := 0
+	for _, ja := range js.sortedAccounts() {
+		streams += len(ja.sortedStreamNames())
+	}
+	args := []any{"store_dir", js.opts.StoreDir, "accounts", len(js.sortedAccounts()), "streams", streams,
 		"max_open_files", js.opts.MaxOpenFiles}
 	if soft, hard, ok := openFileLimits(); ok {
 		args = append(args, "open_files_soft_limit", soft, "open_files_hard_limit", hard)
@@ -285,51 +277,6 @@ func (js *JetStream) logStart(softBefore uint64, raiseErr error) {
 		js.log.Warn("could not raise the soft limit of open files to the hard limit", "err", raiseErr)
 	}
 	js.log.Info("jetstream started", args...)
-}
-
-// recover opens every stream found in the store directory. One that
-// cannot be opened is marked failed (failedstream.go); only an unreadable
-// store directory is an error.
-func (js *JetStream) recover() error {
-	dir := filepath.Join(js.opts.StoreDir, "streams")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		meta, err := readMeta[streamMeta](filepath.Join(dir, e.Name(), metaFile))
-		if errors.Is(err, os.ErrNotExist) {
-			js.ignoreStreamDir(filepath.Join(dir, e.Name()))
-			continue
-		}
-		if err == nil {
-			err = syncOnDisk(filepath.Join(dir, e.Name(), metaFile), &meta.Config)
-		}
-		if err != nil {
-			js.failStream(e.Name(), err)
-			continue
-		}
-		if iv := meta.Config.SyncInterval; iv > 0 && iv < MinSyncInterval {
-			// Written by a version without the bound: kept running, at
-			// the bound, rather than refused.
-			js.log.Warn("stream sync interval below the minimum; using the minimum",
-				"stream", meta.Config.Name, "sync_interval", iv, "minimum", MinSyncInterval)
-			meta.Config.SyncInterval = MinSyncInterval
-			syncToMetadata(&meta.Config)
-		}
-		st, err := js.openStream(meta.Config, meta.Created, false)
-		if err != nil {
-			js.failStream(e.Name(), err)
-			continue
-		}
-		js.mu.streams[st.name] = st
-		js.indexSubjectsLocked(st.name, meta.Config.Subjects)
-		js.log.Info("stream recovered", "stream", st.name, "messages", st.store.State().Msgs, "consumers", st.numConsumers())
-	}
-	return nil
 }
 
 // ignoreStreamDir handles a stream directory without metadata: the
@@ -357,70 +304,35 @@ func (js *JetStream) ignoreStreamDir(dir string) {
 // Close stops the API, closes every stream and consumer, and flushes
 // their files. Call it after the server shut down.
 func (js *JetStream) Close() error {
-	js.mu.Lock()
-	if js.mu.closed {
-		js.mu.Unlock()
+	if js.closed.Swap(true) {
 		return nil
 	}
-	js.mu.closed = true
-	js.mu.Unlock()
 	for _, is := range js.subs {
 		_ = is.Unsubscribe()
 	}
 	close(js.stop)
 	js.wg.Wait()
-	err := js.closeStreams()
-	return errors.Join(err, js.lock.release())
+	var errs []error
+	for _, ja := range js.sortedAccounts() {
+		errs = append(errs, ja.closeStreams())
+	}
+	return errors.Join(append(errs, js.lock.release())...)
 }
 
-// shutdown runs when the server shuts down, before its clients close.
+// shutdown runs when the server shuts down, before its clients close:
+// pull requests waiting are told so, in their accounts.
 func (js *JetStream) shutdown() {
-	pub := js.srv.NewPublisher()
-	js.mu.RLock()
-	streams := make([]*stream, 0, len(js.mu.streams))
-	for _, st := range js.mu.streams {
-		streams = append(streams, st)
-	}
-	js.mu.RUnlock()
-	for _, st := range streams {
-		for _, name := range st.consumerNames() {
-			if c := st.consumer(name); c != nil {
-				c.shutdown(pub)
+	for _, ja := range js.sortedAccounts() {
+		pub := ja.acc.NewPublisher()
+		for _, st := range ja.streams() {
+			for _, name := range st.consumerNames() {
+				if c := st.consumer(name); c != nil {
+					c.shutdown(pub)
+				}
 			}
 		}
+		pub.Flush()
 	}
-	pub.Flush()
-}
-
-func (js *JetStream) closeStreams() error {
-	js.mu.Lock()
-	streams := js.mu.streams
-	js.mu.streams = map[string]*stream{}
-	js.mu.Unlock()
-	var errs []error
-	for _, st := range streams {
-		errs = append(errs, st.close(false))
-	}
-	return errors.Join(errs...)
-}
-
-// lookup returns a stream by name.
-func (js *JetStream) lookup(name string) *stream {
-	js.mu.RLock()
-	defer js.mu.RUnlock()
-	return js.mu.streams[name]
-}
-
-// sortedStreamNames returns the names of the streams, sorted.
-func (js *JetStream) sortedStreamNames() []string {
-	js.mu.RLock()
-	defer js.mu.RUnlock()
-	names := make([]string, 0, len(js.mu.streams))
-	for n := range js.mu.streams {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // metaFile is the JSON file with a stream's or consumer's configuration.
@@ -435,9 +347,66 @@ type consumerMeta struct {
 	Config  ConsumerConfig `json:"config"`
 	Created time.Time      `json:"created"`
 	// Owner is the user who created the consumer or last set its deliver
-	// subject ("" for no user): deliveries act for it, within its publish
-	// permissions as configured when the server starts.
-	Owner string `json:"owner,omitempty"`
+	// subject: deliveries act for it, within its publish permissions as
+	// configured when the server starts.
+	Owner consumerOwner `json:"owner"`
+}
+
+// consumerOwner is a consumer's owner: a user ("" for no user) of an
+// account. Versions before accounts wrote the user alone, a string: a user
+// of the global account. An owner in the global account is still written
+// so, so that such a version, run again on the store moved back
+// (docs/streams.md), reads the consumers of the only account it serves.
+type consumerOwner struct {
+	User    string `json:"user,omitempty"`
+	Account string `json:"account"`
+}
+
+// MarshalJSON writes an owner of the global account as its user name, as
+// versions before accounts did, and any other as an object.
+func (o consumerOwner) MarshalJSON() ([]byte, error) {
+	if o.Account == server.GlobalAccountName {
+		return json.Marshal(o.User)
+	}
+	type plain consumerOwner
+	return json.Marshal(plain(o))
+}
+
+// UnmarshalJSON reads an owner, or the user name versions before accounts
+// wrote.
+func (o *consumerOwner) UnmarshalJSON(b []byte) error {
+	var user string
+	if err := json.Unmarshal(b, &user); err == nil {
+		*o = consumerOwner{User: user, Account: server.GlobalAccountName}
+		return nil
+	}
+	type plain consumerOwner
+	return json.Unmarshal(b, (*plain)(o))
+}
+
+// ownerOf records pr, the owner of a consumer of the account ja: a user
+// of the account pr acts in, which is ja's unless the request came from
+// another account (through an import), where it acts for nobody once
+// recovered (principalOf).
+func (ja *jsAccount) ownerOf(pr server.Principal) consumerOwner {
+	acc := ja.name
+	if a := pr.Account(); a != nil {
+		acc = a.Name()
+	}
+	return consumerOwner{User: pr.User(), Account: acc}
+}
+
+// principalOf returns the principal a recorded owner stands for now, in
+// the account ja: its user's, or nobody (whose deliveries fail closed) if
+// the owner was recorded in another account (a stream directory moved
+// between accounts by hand).
+func (ja *jsAccount) principalOf(o consumerOwner) server.Principal {
+	// A meta.json of a version before accounts without an owner: no user
+	// of the global account.
+	if cmp.Or(o.Account, server.GlobalAccountName) != ja.name {
+		return server.Principal{}
+	}
+	return ja.acc.PrincipalOf(o.User)
 }
 
 func readMeta[T any](path string) (T, error) {
@@ -452,13 +421,18 @@ func readMeta[T any](path string) (T, error) {
 	return v, nil
 }
 
-// writeMeta writes a metadata file atomically: a temporary file, fsynced,
-// renamed over the old one, and the directory fsynced.
+// writeMeta writes a metadata file atomically (writeFileAtomic).
 func writeMeta(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(path, b)
+}
+
+// writeFileAtomic writes a file atomically: a temporary file, fsynced,
+// renamed over the old one, and the directory fsynced.
+func writeFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -478,12 +452,7 @@ func writeMeta(path string, v any) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = d.Close() }()
-	return d.Sync()
+	return syncDir(filepath.Dir(path))
 }
 
 // StoreDir returns the directory of the streams' files.

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/skiffmq/skiff/server"
 )
 
 // jszPath is JetStream's monitoring endpoint, as in the reference server:
@@ -13,8 +15,7 @@ import (
 const jszPath = "/jsz"
 
 // jsz is the body of /jsz, with the reference server's field names. Skiff
-// has one account, "$G", and no clustering, so the cluster and leader
-// fields are absent.
+// has no clustering, so the cluster and leader fields are absent.
 type jsz struct {
 	jszStats
 	ID        string        `json:"server_id"`
@@ -27,8 +28,13 @@ type jsz struct {
 	Accounts  []*jszAccount `json:"account_details,omitempty"`
 	Total     int           `json:"total"`
 	// FailedStreams is Skiff's: streams that could not be opened at
-	// start, by name, with the reason (failedstream.go).
+	// start, by name (prefixed with "<account>/" outside the global
+	// account), with the reason (failedstream.go).
 	FailedStreams map[string]string `json:"skiff_failed_streams,omitempty"`
+	// OrphanedAccounts is Skiff's: the directories under
+	// StoreDir/accounts of no JetStream-enabled account, whose streams
+	// are kept on disk and not served (account.go).
+	OrphanedAccounts []string `json:"skiff_orphaned_accounts,omitempty"`
 }
 
 type jszStats struct {
@@ -75,10 +81,12 @@ type jszStream struct {
 
 // jszOptions are the query parameters of /jsz that Skiff honours:
 // accounts, streams, consumers and config add detail, each implying the
-// ones before it, as in the reference server; offset and limit page the
-// streams (at most jszStreamsLimit).
+// ones before it, as in the reference server; acc details one account
+// only; offset and limit page the streams of each account detailed (at
+// most jszStreamsLimit).
 type jszOptions struct {
 	accounts, streams, consumers, config bool
+	acc                                  string
 	offset, limit                        int
 }
 
@@ -115,8 +123,9 @@ func parseJszOptions(q url.Values) (jszOptions, error) {
 		o.limit = jszStreamsLimit
 	}
 	// Consumer detail needs stream detail, which needs account detail.
+	o.acc = q.Get("acc")
 	o.streams = o.streams || o.consumers
-	o.accounts = o.accounts || o.streams || q.Get("acc") != ""
+	o.accounts = o.accounts || o.streams || o.acc != ""
 	return o, nil
 }
 
@@ -129,7 +138,8 @@ func (js *JetStream) handleJsz(r *http.Request) (any, error) {
 	return js.jsz(o), nil
 }
 
-// jsz builds the /jsz report.
+// jsz builds the /jsz report: totals over every account, and the
+// accounts' detail on request.
 func (js *JetStream) jsz(o jszOptions) *jsz {
 	r := &jsz{ID: js.srv.ID(), Now: time.Now().UTC(), Config: jszConfig{
 		MaxMemory: max(js.opts.MaxMemory, -1), MaxStorage: max(js.opts.MaxStore, -1), StoreDir: js.opts.StoreDir,
@@ -139,30 +149,49 @@ func (js *JetStream) jsz(o jszOptions) *jsz {
 	} else {
 		r.Config.SyncInterval = js.opts.SyncInterval
 	}
-	r.AccountCount = 1
+	accounts := js.sortedAccounts()
+	r.AccountCount = len(accounts)
 	r.API = js.apiStats()
-	u := js.usage()
-	r.Memory, r.Storage, r.Streams, r.Consumers = u.memory, u.storage, u.streams, u.consumers
-	r.Messages, r.Bytes = u.msgs, u.memory+u.storage
+	var total usage
+	for _, ja := range accounts {
+		u := ja.usage()
+		total.add(u)
+		for name, reason := range ja.failedStreams() {
+			if r.FailedStreams == nil {
+				r.FailedStreams = map[string]string{}
+			}
+			if ja.name != server.GlobalAccountName {
+				name = ja.name + "/" + name
+			}
+			r.FailedStreams[name] = reason
+		}
+		if !o.accounts || (o.acc != "" && o.acc != ja.name) {
+			continue
+		}
+		d := &jszAccount{Name: ja.name, ID: ja.name, jszStats: jszStats{
+			Memory: u.memory, Storage: u.storage, ReservedMemory: u.reservedMemory, ReservedStorage: u.reservedStorage,
+			AccountCount: 1, API: ja.apiStats(),
+		}}
+		if o.streams {
+			d.Streams = ja.jszStreams(o)
+		}
+		r.Accounts = append(r.Accounts, d)
+	}
+	r.Memory, r.Storage, r.Streams, r.Consumers = total.memory, total.storage, total.streams, total.consumers
+	r.ReservedMemory, r.ReservedStorage = total.reservedMemory, total.reservedStorage
+	r.Messages, r.Bytes = total.msgs, total.memory+total.storage
 	r.Total = r.Streams
-	r.FailedStreams = js.failedStreams()
-
-	var details []*jszStream
-	if o.streams {
-		details = js.jszStreams(o)
-	}
-	if o.accounts {
-		r.Accounts = []*jszAccount{{Name: globalAccount, ID: globalAccount, jszStats: r.jszStats, Streams: details}}
-	}
+	r.OrphanedAccounts = js.orphans
 	return r
 }
 
-// jszStreams details the page of streams, sorted by name, that o asks for.
-func (js *JetStream) jszStreams(o jszOptions) []*jszStream {
+// jszStreams details the page of the account's streams, sorted by name,
+// that o asks for.
+func (ja *jsAccount) jszStreams(o jszOptions) []*jszStream {
 	var details []*jszStream
-	_, names := page(js.sortedStreamNames(), o.offset, o.limit)
+	_, names := page(ja.sortedStreamNames(), o.offset, o.limit)
 	for _, name := range names {
-		st := js.lookup(name)
+		st := ja.lookup(name)
 		if st == nil {
 			continue // deleted meanwhile
 		}
@@ -181,7 +210,3 @@ func (js *JetStream) jszStreams(o jszOptions) []*jszStream {
 	}
 	return details
 }
-
-// globalAccount is the name of Skiff's one account, as the reference
-// server names the account of a server without accounts.
-const globalAccount = "$G"

@@ -57,7 +57,7 @@ func TestSyncIntervalMinimum(t *testing.T) {
 
 	// A configuration stored by an older version, with a 1 ns interval.
 	b.stop()
-	metaPath := filepath.Join(dir, "streams", "S", "meta.json")
+	metaPath := filepath.Join(globalStreams(dir), "S", "meta.json")
 	raw, err := os.ReadFile(metaPath)
 	require.NoError(t, err)
 	var meta map[string]any

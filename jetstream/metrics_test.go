@@ -83,6 +83,8 @@ func TestMetrics(t *testing.T) {
 		fmt.Sprintf("skiff_jetstream_open_files{} %d", handles.Open),
 		fmt.Sprintf("skiff_jetstream_max_open_files{} %d", handles.Max),
 		"skiff_jetstream_file_reopens_total{} 0",
+		"skiff_jetstream_orphaned_accounts{} 0",
+		"skiff_jetstream_refused_across_accounts_total{} 0",
 		"skiff_jetstream_advisories_dropped_total{} 0",
 		"skiff_jetstream_api_errors_total{} 1",
 		// Stream creates 2, stream info 1, consumer create 1; the pull

@@ -75,7 +75,7 @@ func (c *consumer) housekeepPauseLocked(now time.Time) time.Time {
 }
 
 func (c *consumer) advisePause(until, now time.Time) {
-	c.st.js.advise(advConsumerPause+c.st.name+"."+c.name, func() any {
+	c.st.ja.advise(advConsumerPause+c.st.name+"."+c.name, func() any {
 		return consumerPause{typedEvent: newEvent("consumer_pause"), Stream: c.st.name, Consumer: c.name,
 			Paused: now.Before(until), PauseUntil: until}
 	})
@@ -83,10 +83,10 @@ func (c *consumer) advisePause(until, now time.Time) {
 
 // consumerPause answers CONSUMER.PAUSE: it updates pause_until as a
 // configuration update would, persisted with the configuration.
-func (js *JetStream) consumerPause(streamName, name string, data []byte) any {
+func (ja *jsAccount) consumerPause(streamName, name string, data []byte) any {
 	r := &pauseResponse{apiResponse: newResponse("consumer_pause")}
 	var req pauseRequest
-	st, aerr := js.streamRequest(streamName, data, &req)
+	st, aerr := ja.streamRequest(streamName, data, &req)
 	if aerr != nil {
 		r.Error = aerr
 		return r

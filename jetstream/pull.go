@@ -143,13 +143,13 @@ func (c *consumer) addRequestLocked(pub *server.Publisher, m pullMsg, now time.T
 // to, first in line, dropping requests that expired, lost their
 // requester, or cannot take a message that large. mu held.
 func (c *consumer) pickRequestLocked(pub *server.Publisher, size int, now time.Time) *pullRequest {
-	srv := c.st.js.srv
+	acc := c.st.ja.acc
 	for len(c.waiting) > 0 {
 		r := c.waiting[0]
 		switch {
 		case !r.expires.IsZero() && !now.Before(r.expires):
 			statusPending(pub, r.reply, 408, "Request Timeout", r)
-		case !srv.HasInterest(r.reply):
+		case !acc.HasInterest(r.reply):
 		case r.maxBytes > 0 && size > r.bytesLeft:
 			statusPending(pub, r.reply, 409, "Message Size Exceeds MaxBytes", r)
 		default:
@@ -246,10 +246,10 @@ func (c *consumer) housekeepPullLocked(pub *server.Publisher, now time.Time) tim
 
 // dropUninterestedLocked removes requests whose reply subject has no subscriber.
 func (c *consumer) dropUninterestedLocked() {
-	srv := c.st.js.srv
+	acc := c.st.ja.acc
 	keep := c.waiting[:0]
 	for _, r := range c.waiting {
-		if srv.HasInterest(r.reply) {
+		if acc.HasInterest(r.reply) {
 			keep = append(keep, r)
 		}
 	}

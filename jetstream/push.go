@@ -55,7 +55,7 @@ func (c *consumer) refreshInterestLocked(now time.Time) {
 		p.active, p.checkAt = false, now.Add(interestPoll)
 		return
 	}
-	if c.st.js.srv.HasInterest(c.cfg.DeliverSubject) {
+	if c.st.ja.acc.HasInterest(c.cfg.DeliverSubject) {
 		if !p.active {
 			// The first heartbeat is due one interval after a
 			// subscriber appears, as in the reference server.

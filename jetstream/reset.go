@@ -31,7 +31,7 @@ type resetResponse struct {
 func errInvalidReset(err error) *APIError { return apiErr(400, 10204, "invalid reset: "+err.Error()) }
 
 // consumerReset answers CONSUMER.RESET.
-func (js *JetStream) consumerReset(streamName, name string, data []byte) any {
+func (ja *jsAccount) consumerReset(streamName, name string, data []byte) any {
 	r := &resetResponse{apiResponse: newResponse("consumer_reset")}
 	var req resetRequest
 	if len(data) > 0 {
@@ -42,7 +42,7 @@ func (js *JetStream) consumerReset(streamName, name string, data []byte) any {
 	}
 	// The reference server answers on each consumer's own subscription:
 	// for a missing one nobody answers, and the requester times out.
-	st := js.lookup(streamName)
+	st := ja.lookup(streamName)
 	if st == nil {
 		return noAnswer{}
 	}

@@ -57,7 +57,7 @@ func (c *consumer) sampleAckLocked(a *ackMsg, now time.Time) {
 	if !ok || (freq < 100 && rand.IntN(100) >= freq) {
 		return
 	}
-	c.st.js.advise(metricAckPrefix+c.st.name+"."+c.name, func() any {
+	c.st.ja.advise(metricAckPrefix+c.st.name+"."+c.name, func() any {
 		e := newEvent("")
 		e.Type = "io.nats.jetstream.metric.v1.consumer_ack"
 		return ackMetric{typedEvent: e, Stream: c.st.name, Consumer: c.name, ConsumerSeq: a.dseq,

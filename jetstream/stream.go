@@ -18,6 +18,7 @@ import (
 // internal subscriptions that capture its subjects, and its consumers.
 type stream struct {
 	js      *JetStream
+	ja      *jsAccount // the stream's account
 	name    string
 	dir     string
 	created time.Time
@@ -54,10 +55,12 @@ type stream struct {
 	appendWarn, syncWarn logthrottle.Throttle
 }
 
-// openStream opens (or, with create, creates) a stream and subscribes it.
-func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool) (*stream, error) {
-	dir := filepath.Join(js.opts.StoreDir, "streams", cfg.Name)
-	st := &stream{js: js, name: cfg.Name, dir: dir, created: created, ackPrefix: pubAckPrefix(cfg.Name)}
+// openStream opens (or, with create, creates) a stream of the account and
+// subscribes it, in the account.
+func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool) (*stream, error) {
+	js := ja.js
+	dir := filepath.Join(ja.dir, cfg.Name)
+	st := &stream{js: js, ja: ja, name: cfg.Name, dir: dir, created: created, ackPrefix: pubAckPrefix(cfg.Name)}
 	st.cfg.Store(&cfg)
 	st.mu.consumers = map[string]*consumer{}
 	st.clist.Store(&[]*consumer{})
@@ -70,7 +73,7 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 		}
 	}
 	so := cfg.storeOptions(filepath.Join(dir, "msgs"))
-	so.Logger = js.log.With("stream", cfg.Name) // recovery and corruption reports
+	so.Logger = js.log.With("account", ja.name, "stream", cfg.Name) // recovery and corruption reports
 	so.FS = js.opts.FS
 	// The store applies max_age, TTLs and delete markers, and tells
 	// expired what it did; not before the consumers are loaded
@@ -111,7 +114,7 @@ func (js *JetStream) openStream(cfg StreamConfig, created time.Time, create bool
 // or the stream not yet visible (openStream).
 func (st *stream) subscribeLocked(subjects []string) error {
 	for _, subj := range subjects {
-		is, err := st.js.srv.SubscribeInternal(subj, "", st.ingest)
+		is, err := st.ja.acc.SubscribeInternal(subj, "", st.ingest)
 		if err != nil {
 			return err
 		}
@@ -147,6 +150,7 @@ func (st *stream) close(destroy bool) error {
 	for _, c := range consumers {
 		errs = append(errs, c.close(destroy))
 		st.js.consumers.Add(-1)
+		st.ja.consumers.Add(-1)
 	}
 	if st.store != nil {
 		if destroy {

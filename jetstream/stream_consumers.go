@@ -28,7 +28,7 @@ const (
 // subject.
 func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Principal) (*ConsumerInfo, *APIError) {
 	scfg := st.config()
-	ncfg, aerr := normalizeConsumer(cfg, &scfg)
+	ncfg, aerr := normalizeConsumer(cfg, &scfg, st.ja.lim.maxAckPend)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -73,7 +73,12 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 	if err := st.mu.failed[name]; name != "" && err != nil {
 		return nil, errConsumerFailed(err)
 	}
+	// The stream's max_consumers, lowered to the account's, else the
+	// server's default, as nats-server's.
 	limit := scfg.MaxConsumers
+	if al := st.ja.lim.maxConsumers; limit <= 0 || (al != noLimit && al < limit) {
+		limit = al
+	}
 	if limit <= 0 {
 		limit = st.js.opts.MaxConsumersPerStream
 	}
@@ -111,9 +116,10 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 	st.mu.consumers[name] = c
 	st.setConsumersLocked()
 	st.js.consumers.Add(1)
+	st.ja.consumers.Add(1)
 	info := c.info()
 	c.start()
-	st.js.adviseConsumer(advConsumerCreated, st.name, name, "create")
+	st.ja.adviseConsumer(advConsumerCreated, st.name, name, "create")
 	if p := ncfg.PauseUntil; p != nil && time.Now().Before(*p) {
 		c.advisePause(*p, time.Now()) // created paused
 	}
@@ -154,7 +160,7 @@ func (st *stream) openConsumer(name string, cfg ConsumerConfig, owner server.Pri
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
-			if err := writeMeta(filepath.Join(dir, metaFile), consumerMeta{Config: cfg, Created: created, Owner: owner.User()}); err != nil {
+			if err := writeMeta(filepath.Join(dir, metaFile), consumerMeta{Config: cfg, Created: created, Owner: st.ja.ownerOf(owner)}); err != nil {
 				return nil, err
 			}
 		}
@@ -217,7 +223,7 @@ func (st *stream) loadConsumers() error {
 			st.failConsumer(e.Name(), err)
 			continue
 		}
-		owner := st.js.srv.PrincipalOf(meta.Owner)
+		owner := st.ja.principalOf(meta.Owner)
 		c, err := st.openConsumer(e.Name(), meta.Config, owner, meta.Created, false)
 		if err != nil {
 			st.failConsumer(e.Name(), err)
@@ -225,10 +231,12 @@ func (st *stream) loadConsumers() error {
 		}
 		if d := meta.Config.DeliverSubject; d != "" && !c.push.permitted {
 			st.js.log.Error("consumer does not deliver: its owner may not publish on its deliver subject",
-				"stream", st.name, "consumer", e.Name(), "owner", meta.Owner, "deliver_subject", d)
+				"account", st.ja.name, "stream", st.name, "consumer", e.Name(), "owner", meta.Owner.User,
+				"owner_account", meta.Owner.Account, "deliver_subject", d)
 		}
 		st.mu.consumers[e.Name()] = c
 		st.js.consumers.Add(1)
+		st.ja.consumers.Add(1)
 	}
 	st.setConsumersLocked()
 	for _, c := range st.mu.consumers {
@@ -250,10 +258,11 @@ func (st *stream) deleteConsumer(name string) bool {
 		return false
 	}
 	st.js.consumers.Add(-1)
+	st.ja.consumers.Add(-1)
 	if err := c.close(true); err != nil {
-		st.js.log.Warn("consumer delete", "stream", st.name, "consumer", name, "err", err)
+		st.js.log.Warn("consumer delete", "account", st.ja.name, "stream", st.name, "consumer", name, "err", err)
 	}
-	st.js.adviseConsumer(advConsumerDeleted, st.name, name, "delete")
+	st.ja.adviseConsumer(advConsumerDeleted, st.name, name, "delete")
 	if st.retention() == InterestPolicy {
 		st.sweepInterest()
 	}
@@ -262,15 +271,15 @@ func (st *stream) deleteConsumer(name string) bool {
 
 // deleteInactive removes a consumer that went without interest for its
 // inactive threshold, unless it was replaced meanwhile.
-func (js *JetStream) deleteInactive(c *consumer) {
+func (ja *jsAccount) deleteInactive(c *consumer) {
 	st := c.st
 	if st.consumer(c.name) != c {
 		return
 	}
-	js.log.Info("consumer removed after inactivity", "stream", st.name, "consumer", c.name)
+	ja.js.log.Info("consumer removed after inactivity", "account", ja.name, "stream", st.name, "consumer", c.name)
 	st.deleteConsumer(c.name)
-	p := js.srv.NewPublisher()
-	js.publishAdvisories(p)
+	p := ja.acc.NewPublisher()
+	ja.publishAdvisories(p)
 	p.Flush()
 }
 
@@ -312,7 +321,7 @@ func (c *consumer) principal() server.Principal {
 // set by owner.
 func (c *consumer) update(cfg ConsumerConfig, owner server.Principal) error {
 	if c.dir != "" {
-		if err := writeMeta(filepath.Join(c.dir, metaFile), consumerMeta{Config: cfg, Created: c.created, Owner: owner.User()}); err != nil {
+		if err := writeMeta(filepath.Join(c.dir, metaFile), consumerMeta{Config: cfg, Created: c.created, Owner: c.st.ja.ownerOf(owner)}); err != nil {
 			return err
 		}
 	}

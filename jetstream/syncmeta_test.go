@@ -22,7 +22,7 @@ func TestSyncPolicyOfEarlierVersionsOnDisk(t *testing.T) {
 	require.NoError(t, err)
 	b.stop()
 
-	path := filepath.Join(dir, "streams", "OLD", "meta.json")
+	path := filepath.Join(globalStreams(dir), "OLD", "meta.json")
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var meta map[string]any

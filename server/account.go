@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiffmq/skiff/match/cstrie"
@@ -20,9 +21,13 @@ type Account struct {
 	name   string
 	srv    *Server
 	subs   *cstrie.Trie[*subscription]
-	limits accountLimits // set by New, then only read
+	limits accountLimits // set before the account is registered, then only read
 	resp   *respTable    // set by New if it exports or imports services, then only read
 	ports  accountPorts  // its exports and imports, set by New, then only read
+	jwt    *accountJWT   // operator mode: what its JWT says (jwt_account.go); nil for a configured account
+	// js is the account's JetStream limits; nil: no JetStream of its own
+	// configured. Replaced whole (JWT updates, later).
+	js atomic.Pointer[JetStreamLimits]
 	// updated is when the account was registered: /accountz update_time.
 	updated time.Time
 
@@ -69,6 +74,15 @@ func (a *Account) NumConnections() int {
 // its clients', internal ones, and one per subject (and queue group) a
 // peer told for the account.
 func (a *Account) NumSubscriptions() int { return a.subs.Count() }
+
+// JetStreamLimits returns the account's JetStream limits, and whether its
+// configuration gives it JetStream (see AccountConfig.JetStream).
+func (a *Account) JetStreamLimits() (JetStreamLimits, bool) {
+	if l := a.js.Load(); l != nil {
+		return *l, true
+	}
+	return JetStreamLimits{}, false
+}
 
 // addClient binds c to the account unless that would pass the account's
 // max_connections. Called with c.mu held (lock order c.mu, then a.mu).
@@ -117,20 +131,30 @@ func (s *Server) newAccounts() {
 	s.gacc = newAccount(s, GlobalAccountName, unlimited)
 	s.accounts.add(s.gacc)
 	for _, ac := range s.opts.Accounts {
-		s.accounts.add(newAccount(s, ac.Name, ac.Limits.compile())) // names validated unique
+		a := newAccount(s, ac.Name, ac.Limits.compile())
+		if ac.JetStream != nil {
+			l := *ac.JetStream
+			a.js.Store(&l)
+		}
+		s.accounts.add(a) // names validated unique
 	}
 }
 
 // limitsFor returns the payload and subscription bounds of a client of
-// acc: the lower of the server's and the account's, as nats-server's
-// applyAccountLimits.
-func (s *Server) limitsFor(acc *Account) (maxPayload, maxSubs int) {
+// acc (as user u, nil for none): the lowest of the server's, the
+// account's and a JWT user's own, as nats-server's applyAccountLimits.
+func (s *Server) limitsFor(acc *Account, u *user) (maxPayload, maxSubs int) {
 	maxPayload, maxSubs = s.opts.MaxPayload, s.opts.MaxSubscriptions
-	if l := acc.limits.maxPayload; l != noLimit {
-		maxPayload = min(maxPayload, int(l))
+	lower := func(v *int, l int32) {
+		if l != noLimit {
+			*v = min(*v, int(l))
+		}
 	}
-	if l := acc.limits.maxSubs; l != noLimit {
-		maxSubs = min(maxSubs, int(l))
+	lower(&maxPayload, acc.limits.maxPayload)
+	lower(&maxSubs, acc.limits.maxSubs)
+	if u != nil && u.jwt != nil {
+		lower(&maxPayload, u.jwt.maxPayload)
+		lower(&maxSubs, u.jwt.maxSubs)
 	}
 	return maxPayload, maxSubs
 }

@@ -177,14 +177,12 @@ func TestAccountLimits(t *testing.T) {
 		require.Contains(t, err.Error(), "maximum account active connections exceeded")
 		connectAs(t, s, "b").Close() // other accounts are not held back
 		c2.Close()
-		require.Eventually(t, func() bool {
-			a, _ := s.LookupAccount("A")
-			return a.NumConnections() == 1
-		}, 5*time.Second, 5*time.Millisecond)
+		waitAccountConns(t, s, "A", 1)
 		c3 := connectAs(t, s, "a2")
 		require.NoError(t, c3.Flush())
 		c1.Close()
 		c3.Close()
+		waitAccountConns(t, s, "A", 0)
 	})
 
 	t.Run("max subscriptions per connection", func(t *testing.T) {
@@ -210,6 +208,7 @@ func TestAccountLimits(t *testing.T) {
 		}
 		c1.Close()
 		c2.Close()
+		waitAccountConns(t, s, "A", 0) // closes are the server's to see
 	})
 
 	t.Run("max payload", func(t *testing.T) {
@@ -225,6 +224,16 @@ func TestAccountLimits(t *testing.T) {
 		lines := raw.ExpectClosed()
 		require.Contains(t, lines, "-ERR 'Maximum Payload Violation'")
 	})
+}
+
+// waitAccountConns waits until the server counts n connections in account
+// acc: a client's Close reaches the server a moment later.
+func waitAccountConns(t *testing.T, s *server.Server, acc string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		a, _ := s.LookupAccount(acc)
+		return a.NumConnections() == n
+	}, 5*time.Second, 5*time.Millisecond, "account %s: %d connections", acc, n)
 }
 
 // TestAccountOptions: New refuses what nats-server refuses, with its

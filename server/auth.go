@@ -22,6 +22,9 @@ type authenticator struct {
 	users  map[string]*user
 	nkeys  map[string]*user // by public key
 	noAuth *user            // Options.NoAuthUser: whom a CONNECT without credentials is
+	// operator: operator mode, where every client presents a user JWT
+	// (Server.checkJWT) and signs the nonce.
+	operator bool
 }
 
 // user is a configured user, with its permissions compiled and the
@@ -32,14 +35,15 @@ type user struct {
 	bcrypt   bool
 	perms    *Permissions // nil: may do anything
 	acc      *Account
-	nkey     bool // name is an nkey
+	nkey     bool     // name is an nkey
+	jwt      *jwtUser // a user of operator mode, authenticated by its JWT (jwt_user.go)
 }
 
 // newAuthenticator indexes the users of opts, with their accounts (made
 // already by newAccounts). Permissions a user lacks are its account's
 // default ones.
 func newAuthenticator(o *Options, s *Server) *authenticator {
-	a := &authenticator{token: o.Token}
+	a := &authenticator{token: o.Token, operator: o.operatorMode()}
 	a.users, a.nkeys = map[string]*user{}, map[string]*user{}
 	addUser := func(u User, acc *Account, def *Permissions) {
 		a.users[u.Name] = &user{
@@ -82,11 +86,11 @@ func newAuthenticator(o *Options, s *Server) *authenticator {
 
 // required reports whether clients must authenticate.
 func (a *authenticator) required() bool {
-	return a.token != "" || len(a.users) > 0 || len(a.nkeys) > 0
+	return a.token != "" || len(a.users) > 0 || len(a.nkeys) > 0 || a.operator
 }
 
 // nonceRequired reports whether INFO carries a nonce for nkeys to sign.
-func (a *authenticator) nonceRequired() bool { return len(a.nkeys) > 0 }
+func (a *authenticator) nonceRequired() bool { return len(a.nkeys) > 0 || a.operator }
 
 // nonceRawLen is the random bytes of a nonce, which INFO carries in
 // unpadded URL-safe base64, as the reference server's.

@@ -83,6 +83,9 @@ type client struct {
 	authDone  atomic.Bool   // CONNECT accepted; the auth timer has nothing to do
 	writeDone chan struct{} // closed when the writer exits
 	readDone  chan struct{} // closed when the read loop exits
+	// prefix holds bytes read before the read loop started (an accepted
+	// route's first line, raftlink.go): the read loop parses them first.
+	prefix []byte
 
 	inMsgs   atomic.Int64
 	inBytes  atomic.Int64
@@ -90,8 +93,9 @@ type client struct {
 	pingsOut atomic.Int32
 	timers   struct {
 		sync.Mutex
-		ping *time.Timer
-		auth *time.Timer
+		ping   *time.Timer
+		auth   *time.Timer
+		expire *time.Timer // a JWT user's end (jwt_user.go)
 	}
 }
 
@@ -125,6 +129,7 @@ const (
 	reasonProtocol       = "Protocol Violation"
 	reasonAuth           = "Authentication Failure"
 	reasonAuthTimeout    = "Authentication Timeout"
+	reasonAuthExpired    = "Authentication Expired"
 	reasonStale          = "Stale Connection"
 	reasonMaxPayload     = "Maximum Payload Exceeded"
 	reasonMaxConns       = "Maximum Connections Exceeded"
@@ -178,6 +183,15 @@ func (s *Server) newClient(conn net.Conn, cid uint64) *client {
 // readLoop reads and handles the client's bytes until the connection ends.
 func (c *client) readLoop() {
 	defer close(c.readDone)
+	if p := c.prefix; p != nil {
+		c.prefix = nil
+		perr := c.parser.Parse(p)
+		c.endOfRead()
+		if perr != nil {
+			c.protocolError(perr)
+			return
+		}
+	}
 	buf := make([]byte, startReadBuf)
 	small := 0
 	for {
@@ -353,6 +367,9 @@ func (c *client) close(reason string, flush bool) {
 	}
 	if c.timers.auth != nil {
 		c.timers.auth.Stop()
+	}
+	if c.timers.expire != nil {
+		c.timers.expire.Stop()
 	}
 	c.timers.Unlock()
 

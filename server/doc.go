@@ -33,6 +33,12 @@
 //	PUB orders.new ──> A's index ──> A's subscribers, and peers with
 //	                                 "RS+ A orders.new" get "RMSG A orders.new"
 //
+// In operator mode (Options.TrustedOperators or TrustedKeys, with a
+// Resolver) the accounts come from JWTs an operator signed instead, each
+// named by its public key, and a client authenticates with a user JWT and
+// the INFO's nonce signed by the user's key (jwt.go describes the chain of
+// trust; docs/accounts.md what is checked and what fails closed).
+//
 // # Limits
 //
 // Every resource is bounded by an Options field: payload size, control line,

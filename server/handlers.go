@@ -28,10 +28,19 @@ func (c *client) Connect(arg []byte) error {
 	if err := json.Unmarshal(arg, &co); err != nil {
 		return errBadConnect
 	}
-	u, ok := c.srv.auth.check(&co, c.nonce)
-	if !ok {
-		c.log.Warn("authorization violation", "user", co.User, "nkey", co.Nkey)
-		return proto.ErrAuthorization
+	var u *user
+	if c.srv.trust != nil {
+		var err error
+		if u, err = c.checkJWT(&co); err != nil {
+			c.log.Warn("authorization violation", "err", err)
+			return proto.ErrAuthorization
+		}
+	} else {
+		var ok bool
+		if u, ok = c.srv.auth.check(&co, c.nonce); !ok {
+			c.log.Warn("authorization violation", "user", co.User, "nkey", co.Nkey)
+			return proto.ErrAuthorization
+		}
 	}
 	acc := c.srv.gacc
 	if u != nil {
@@ -57,6 +66,9 @@ func (c *client) Connect(arg []byte) error {
 	if !c.connected {
 		c.rtt = max(time.Since(c.start), time.Nanosecond)
 	}
+	c.maxPay, c.maxSubs = c.srv.limitsFor(acc, u)
+	c.parser.SetMaxPayload(c.maxPay)
+	c.startJWTExpiry(u)
 	c.connected = true
 	c.authDone.Store(true)
 	c.verbose, c.pedantic = co.Verbose, co.Pedantic
@@ -81,7 +93,7 @@ func (c *client) Connect(arg []byte) error {
 }
 
 // bind makes acc the client's account, unless the account's
-// max_connections is reached, and applies the account's limits.
+// max_connections is reached or its JWT expired.
 func (c *client) bind(acc *Account) error {
 	c.mu.Lock()
 	// Under c.mu, which close takes to find the account to leave: either
@@ -92,12 +104,18 @@ func (c *client) bind(acc *Account) error {
 			c.log.Warn("maximum account connections exceeded", "account", acc.name, "max_connections", acc.limits.maxConns)
 			return proto.ErrMaxAccountConnections
 		}
+		if acc.jwtExpired() {
+			// expireJWT set expired before gathering the account's
+			// clients: this one was not gathered, so it must not stay.
+			acc.removeClient(c, reasonAuth)
+			c.mu.Unlock()
+			c.log.Warn("authorization violation: the account JWT expired", "account", acc.name)
+			return proto.ErrAuthorization
+		}
 		c.mu.acc = acc
 	}
 	c.mu.Unlock()
 	c.acc = acc
-	c.maxPay, c.maxSubs = c.srv.limitsFor(acc)
-	c.parser.SetMaxPayload(c.maxPay)
 	return nil
 }
 

@@ -322,7 +322,7 @@ func TestImportsDeputy(t *testing.T) {
 	record := func(acc *server.Account, pattern string) <-chan seen {
 		ch := make(chan seen, 16)
 		_, err := acc.SubscribeInternal(pattern, "", func(m *server.Msg) {
-			ch <- seen{m.Subject, m.Internal(), m.Permitted(), m.Principal()}
+			ch <- seen{strings.Clone(m.Subject), m.Internal(), m.Permitted(), m.Principal()}
 		})
 		require.NoError(t, err)
 		return ch
@@ -465,7 +465,7 @@ func TestImportsEscapes(t *testing.T) {
 	got := make(chan seen, 64)
 	for _, acc := range []*server.Account{s.GlobalAccount(), accA} {
 		_, err := acc.SubscribeInternal(">", "", func(m *server.Msg) {
-			got <- seen{m.Account().Name(), m.Subject, m.Reply}
+			got <- seen{m.Account().Name(), strings.Clone(m.Subject), strings.Clone(m.Reply)} // views of the read buffer
 		})
 		require.NoError(t, err)
 	}

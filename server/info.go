@@ -62,6 +62,7 @@ type connectOpts struct {
 	NoResponders bool   `json:"no_responders"`
 	Nkey         string `json:"nkey"`
 	Sig          string `json:"sig"`
+	JWT          string `json:"jwt"`
 }
 
 // appendInfo appends the INFO a client gets on accept.

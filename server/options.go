@@ -79,6 +79,28 @@ type Options struct {
 	// auth_required: false, as nats-server's does.
 	NoAuthUser string
 
+	// TrustedOperators are operator JWTs (bare, or decorated as nsc
+	// writes them): with them the server is in operator mode, where every
+	// client presents a user JWT signed for an account that one of these
+	// operators signed, and the accounts come from Resolver rather than
+	// from Accounts (docs/accounts.md). Each must be signed by its own
+	// operator key and not expired.
+	TrustedOperators []string
+	// TrustedKeys are operator public keys ("O...") trusted to sign
+	// accounts: operator mode without the operators' JWTs. Not together
+	// with TrustedOperators.
+	TrustedKeys []string
+	// Resolver finds the account JWTs of operator mode (required there).
+	Resolver ResolverOptions
+	// ResolverPinnedAccounts, if set, are the only accounts (public keys)
+	// whose users may connect in operator mode; the system account is
+	// always allowed.
+	ResolverPinnedAccounts []string
+	// SystemAccount names the system account (an account public key, in
+	// operator mode only; default: the operator JWT's). Skiff checks that
+	// it resolves; $SYS events and requests are not implemented yet.
+	SystemAccount string
+
 	// TLS, if set, makes the server offer TLS; TLSRequired refuses
 	// clients that do not upgrade. TLSTimeout bounds the handshake
 	// (default 2s, as nats-server's tls timeout).
@@ -270,6 +292,9 @@ func (o *Options) validate() error {
 				return bad("nkey %q: %v", u.PublicKey, err)
 			}
 		}
+	}
+	if err := o.validateOperatorMode(); err != nil {
+		return bad("%v", err)
 	}
 	if err := o.validateAccounts(seen); err != nil {
 		return bad("%v", err)

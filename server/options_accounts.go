@@ -35,7 +35,43 @@ type AccountConfig struct {
 	// only through them does a message cross accounts.
 	Exports []Export
 	Imports []Import
+	// JetStream, when not nil, gives the account streams, within these
+	// limits (the zero value: none of the account's own), on a server
+	// with JetStream. nil: the account has no JetStream, unless it is the
+	// only account (see package jetstream).
+	JetStream *JetStreamLimits
 }
+
+// JetStreamLimits bound an account's streams and consumers
+// (nats-server's account `jetstream` block). Zero or NoLimit means none of
+// the account's own; the server-wide bounds (jetstream.Options) still
+// apply.
+type JetStreamLimits struct {
+	// MaxMemory and MaxStore bound the bytes of the account's memory and
+	// file streams: what their max_bytes reserve at create (10028,
+	// 10047), and what they hold at publish (10002).
+	MaxMemory int64
+	MaxStore  int64
+	// MaxStreams bounds the account's streams (10027).
+	MaxStreams int
+	// MaxConsumers bounds the consumers of each of the account's streams
+	// (10026), as nats-server's: a stream's own max_consumers may be
+	// lower, not higher.
+	MaxConsumers int
+	// MaxAckPending bounds a consumer's max_ack_pending, and is the
+	// default of one that sets none, when below the server's.
+	MaxAckPending int
+	// MemoryMaxStreamBytes and StoreMaxStreamBytes bound the max_bytes
+	// of one memory or file stream (10122).
+	MemoryMaxStreamBytes int64
+	StoreMaxStreamBytes  int64
+	// MaxBytesRequired refuses a stream without max_bytes (10113).
+	MaxBytesRequired bool
+}
+
+// systemAccountName is the name nats-server gives its system account by
+// default: JetStream is never enabled in it.
+const systemAccountName = "$SYS"
 
 // AccountLimits bound an account's clients on one server. Zero, or
 // NoLimit, means no limit of the account's own; the server's limits
@@ -99,6 +135,14 @@ func (o *Options) validateAccounts(seen map[string]bool) error {
 		}
 		if err := a.Limits.validate(); err != nil {
 			return fmt.Errorf("account %q: %w", a.Name, err)
+		}
+		if a.JetStream != nil {
+			if a.Name == systemAccountName {
+				return errors.New("jetstream can not be enabled on the system account") // nats-server's text
+			}
+			if err := a.JetStream.validate(); err != nil {
+				return fmt.Errorf("account %q: jetstream: %w", a.Name, err)
+			}
 		}
 		if p := a.DefaultPermissions; p != nil {
 			if err := p.validate(); err != nil {
@@ -185,6 +229,25 @@ func (l AccountLimits) validate() error {
 		if f.v < NoLimit || f.v > math.MaxInt32 {
 			return fmt.Errorf("limit %s %d: want 1 to %d, or %d for none", f.name, f.v, math.MaxInt32, NoLimit)
 		}
+	}
+	return nil
+}
+
+func (l *JetStreamLimits) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"max_memory", l.MaxMemory}, {"max_store", l.MaxStore}, {"max_streams", int64(l.MaxStreams)},
+		{"max_consumers", int64(l.MaxConsumers)}, {"max_ack_pending", int64(l.MaxAckPending)},
+		{"memory_max_stream_bytes", l.MemoryMaxStreamBytes}, {"store_max_stream_bytes", l.StoreMaxStreamBytes},
+	} {
+		if f.v < NoLimit {
+			return fmt.Errorf("limit %s %d: want a positive bound, or %d for none", f.name, f.v, NoLimit)
+		}
+	}
+	if l.MaxStreams > math.MaxInt32 || l.MaxConsumers > math.MaxInt32 || l.MaxAckPending > math.MaxInt32 {
+		return fmt.Errorf("limits max_streams, max_consumers and max_ack_pending: at most %d", math.MaxInt32)
 	}
 	return nil
 }

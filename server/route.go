@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiffmq/skiff/internal/proto"
@@ -87,7 +88,13 @@ type cluster struct {
 		// connect_urls); nil with NoAdvertise.
 		connectURLs []string
 		lameDuck    bool
+		// raw are the accepted connections not run as routes: in their
+		// first line's read, or raft links being served (raftlink.go).
+		// stopRoutes closes them.
+		raw map[net.Conn]struct{}
 	}
+	// raft is the raft layer, if one registered (HandleRaftLinks).
+	raft atomic.Pointer[RaftLinks]
 }
 
 type interestKey struct {
@@ -103,6 +110,7 @@ func newCluster(s *Server) *cluster {
 	cl.mu.dialing = map[string]bool{}
 	cl.mu.urlIDs = map[string]string{}
 	cl.mu.selfURLs = map[string]bool{}
+	cl.mu.raw = map[net.Conn]struct{}{}
 	return cl
 }
 
@@ -200,15 +208,16 @@ func (cl *cluster) acceptLoop() {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			cl.runRoute(conn, nil, false)
+			cl.accept(conn)
 		}()
 	}
 }
 
 // runRoute runs one route connection until it closes: its writer on
 // another goroutine, its read loop on this one. dialed is the URL this
-// server dialed (nil for an accepted route).
-func (cl *cluster) runRoute(conn net.Conn, dialed *url.URL, configured bool) {
+// server dialed (nil for an accepted route, to which accept has sent the
+// INFO already, and whose first bytes it read: first).
+func (cl *cluster) runRoute(conn net.Conn, dialed *url.URL, configured bool, first []byte) {
 	s := cl.s
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
@@ -216,9 +225,10 @@ func (cl *cluster) runRoute(conn net.Conn, dialed *url.URL, configured bool) {
 	c := s.newClient(conn, s.nextCID.Add(1))
 	r := &route{c: c, cl: cl, solicited: dialed != nil, configured: configured, start: time.Now()}
 	if dialed != nil {
-		r.dialed = dialed.Host
+		r.dialed, r.dialURL = dialed.Host, dialed
 	}
 	c.route = r
+	c.prefix = first
 	c.connected, c.verbose, c.pedantic = true, false, false
 	c.headers.Store(true)
 	c.log = s.log.With("rid", c.cid, "route", conn.RemoteAddr().String())
@@ -235,8 +245,8 @@ func (cl *cluster) runRoute(conn net.Conn, dialed *url.URL, configured bool) {
 
 	if dialed != nil {
 		c.out.queue(r.appendConnect(nil, dialed))
+		c.out.queue(cl.appendInfo(nil, false))
 	}
-	c.out.queue(cl.appendInfo(nil, false))
 	s.wg.Add(1)
 	go c.writeLoop()
 	c.out.wake()
@@ -270,6 +280,9 @@ func (s *Server) removeRoute(c *client) {
 	if changed {
 		s.sendClientsInfo()
 	}
+	if gone {
+		cl.routesChanged()
+	}
 }
 
 // closeReason returns why the connection closed.
@@ -294,6 +307,9 @@ func (s *Server) stopRoutes() []*client {
 	conns := make([]*client, 0, len(cl.mu.conns))
 	for c := range cl.mu.conns {
 		conns = append(conns, c)
+	}
+	for conn := range cl.mu.raw {
+		_ = conn.Close() // a raft link's reads and writes fail: it stops
 	}
 	cl.mu.Unlock()
 	if cl.ln != nil {
@@ -368,7 +384,7 @@ func (cl *cluster) solicit(u *url.URL, configured bool, delay time.Duration) {
 		conn, err := net.DialTimeout("tcp", u.Host, routeDialTime)
 		if err == nil {
 			failures, backoff = 0, routeBackoffMin
-			cl.runRoute(conn, u, configured)
+			cl.runRoute(conn, u, configured, nil)
 		} else {
 			failures++
 			s.log.Debug("route dial", "url", u.Host, "err", err, "attempt", failures)

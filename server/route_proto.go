@@ -1,8 +1,8 @@
 package server
 
 import (
-	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,9 +22,10 @@ import (
 type route struct {
 	c          *client
 	cl         *cluster
-	solicited  bool   // this server dialed
-	configured bool   // ... a configured URL
-	dialed     string // the host:port dialed, if solicited
+	solicited  bool     // this server dialed
+	configured bool     // ... a configured URL
+	dialed     string   // the host:port dialed, if solicited
+	dialURL    *url.URL // ... and the URL, with its credentials
 	start      time.Time
 
 	// read loop
@@ -85,6 +86,10 @@ type routeConnect struct {
 	Name     string `json:"name"`
 	Cluster  string `json:"cluster"`
 	Headers  bool   `json:"headers"`
+	// Raft marks a raft link's CONNECT (raftlink.go), and Meta is its
+	// RaftHello.Meta.
+	Raft bool   `json:"raft,omitempty"`
+	Meta string `json:"meta,omitempty"`
 }
 
 // Route protocol errors. errRouteDone stops the read of a route already
@@ -95,6 +100,7 @@ var (
 	errRouteConnect  = &proto.Error{Text: "Unexpected Route CONNECT", Close: true}
 	errRouteSubject  = &proto.Error{Text: "Invalid Subject", Close: true}
 	errRouteNotReady = proto.ErrAuthorization
+	errRouteAuth     = errors.New("Authorization Violation") //nolint:staticcheck // the protocol's text
 )
 
 // appendInfo appends this server's route INFO; with peers, the routes it
@@ -157,21 +163,16 @@ func (r *route) Connect(arg []byte) error {
 		return errRouteConnect
 	}
 	var co routeConnect
-	if err := json.Unmarshal(arg, &co); err != nil {
+	if err := json.Unmarshal(arg, &co); err != nil || co.Raft {
 		return errBadConnect
 	}
-	o := r.cl.opts
-	if o.Username != "" {
-		userOK := subtle.ConstantTimeCompare([]byte(co.User), []byte(o.Username)) == 1
-		passOK := subtle.ConstantTimeCompare([]byte(co.Pass), []byte(o.Password)) == 1
-		if !userOK || !passOK {
-			r.c.log.Warn("route authorization violation", "user", co.User, "remote_id", co.ServerID)
-			return proto.ErrAuthorization
-		}
-	}
-	if co.Cluster != o.Name {
-		r.c.log.Warn("route from another cluster refused", "cluster", co.Cluster, "want", o.Name)
-		return &proto.Error{Text: fmt.Sprintf("Cluster Name Mismatch: %q is not %q", co.Cluster, o.Name), Close: true}
+	switch err := r.cl.checkConnect(&co); {
+	case errors.Is(err, errRouteAuth):
+		r.c.log.Warn("route authorization violation", "user", co.User, "remote_id", co.ServerID)
+		return proto.ErrAuthorization
+	case err != nil:
+		r.c.log.Warn("route from another cluster refused", "cluster", co.Cluster, "want", r.cl.opts.Name)
+		return &proto.Error{Text: err.Error(), Close: true}
 	}
 	r.connectOK = true
 	return nil
@@ -271,6 +272,7 @@ func (r *route) register(in *routeInfo) error {
 	if changed {
 		s.sendClientsInfo()
 	}
+	cl.routesChanged()
 	cl.learnPeers(in.Peers)
 	return nil
 }
@@ -385,7 +387,7 @@ func (r *route) RouteSub(account, subj, queue []byte, weight int) error {
 	if !r.registered {
 		return errRouteNotReady
 	}
-	acc := c.srv.accounts.lookupBytes(account)
+	acc := c.srv.routeAccount(account)
 	if acc == nil {
 		r.unknown("RS+", account)
 		return nil
@@ -420,7 +422,7 @@ func (r *route) RouteUnsub(account, subj, queue []byte) error {
 	if !r.registered {
 		return errRouteNotReady
 	}
-	if c.srv.accounts.lookupBytes(account) == nil {
+	if c.srv.routeAccount(account) == nil {
 		r.unknown("RS-", account)
 		return nil
 	}
@@ -446,7 +448,7 @@ func (r *route) RouteMsg(m *proto.RouteMsg) error {
 	c.readBytes += int64(len(m.Msg))
 	acc := r.lastAcc
 	if acc == nil || string(m.Account) != acc.name {
-		if acc = c.srv.accounts.lookupBytes(m.Account); acc == nil {
+		if acc = c.srv.routeAccount(m.Account); acc == nil {
 			r.unknown("RMSG", m.Account)
 			return nil
 		}

@@ -37,6 +37,8 @@ type Server struct {
 	// gacc is "$G", the account of everything configured outside one.
 	accounts registry
 	gacc     *Account
+	// trust is operator mode's (jwt.go); nil outside it.
+	trust *trust
 
 	internalClient *client                // owns internal subscriptions and bridges
 	respPrefix     string                 // "_R_.<random>.": this server's reply subjects of service imports
@@ -103,6 +105,11 @@ func New(opts Options) (*Server, error) {
 	s.auth = newAuthenticator(&s.opts, s)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.opts.operatorMode() {
+		if err := s.startOperatorMode(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
+		}
 	}
 	s.name = opts.ServerName
 	if s.name == "" {
@@ -463,6 +470,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	started := s.mu.started
 	s.mu.Unlock()
 	close(s.closing)
+	s.stopAccountTimers()
 	if !started {
 		return nil
 	}

@@ -48,6 +48,8 @@ var (
 	ErrTLSRequired           = &Error{Text: "Secure Connection - TLS Required", Close: true}
 	ErrStaleConnection       = &Error{Text: "Stale Connection", Close: true}
 	ErrInvalidProtocol       = &Error{Text: "invalid client protocol", Close: true}
+	ErrUserExpired           = &Error{Text: "User Authentication Expired", Close: true}
+	ErrAccountExpired        = &Error{Text: "Account Authentication Expired", Close: true}
 	ErrNoRespNeedHeaders     = &Error{Text: "no responders requires headers support", Close: true}
 	ErrInvalidSubject        = &Error{Text: "Invalid Subject"}
 	ErrInvalidPubSubject     = &Error{Text: "Invalid Publish Subject"}

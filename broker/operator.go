@@ -1,0 +1,192 @@
+package broker
+
+import (
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/skiffmq/skiff/server"
+)
+
+// Operator mode (docs/accounts.md): the keys that configure it, read as
+// nats-server's opts.go reads them. The server checks how they fit
+// together (server.New): operators need a resolver, exclude accounts and
+// users, and so on.
+
+// Reasons given for the operator-mode keys Skiff does not implement yet.
+const (
+	whyResolverFull = "the URL, full and cache resolvers are not implemented yet; use resolver: MEMORY with resolver_preload"
+	whyResolverTLS  = "resolver_tls serves the URL resolver, which is not implemented yet"
+	whySentinel     = "default_sentinel serves auth callout, which is not implemented"
+)
+
+// jwtPrefix starts every encoded JWT: an operator value that is not a
+// readable file but starts so is the JWT itself, as nats-server reads it.
+const jwtPrefix = "eyJ"
+
+// applyOperators reads operator (or operators, roots, ...): a file holding
+// an operator JWT (as nsc writes it, decorated or not) or the JWT inline,
+// or a list of them.
+func applyOperators(o *server.Options, v value) error {
+	items, err := v.list(true)
+	if err != nil {
+		return err
+	}
+	o.TrustedOperators = o.TrustedOperators[:0]
+	for _, it := range items {
+		s, err := it.str()
+		if err != nil {
+			return it.errorf(ErrInvalidValue, "error parsing operators: want a file name or a JWT, not %s", describe(it.v))
+		}
+		tok, err := readOperatorJWT(s)
+		if err != nil {
+			return it.errorf(ErrInvalidValue, "error parsing operator JWT: %v", err)
+		}
+		o.TrustedOperators = append(o.TrustedOperators, tok)
+	}
+	return nil
+}
+
+// readOperatorJWT reads the operator JWT of a file, or of the value itself.
+func readOperatorJWT(s string) (string, error) {
+	contents, err := os.ReadFile(s)
+	if err != nil {
+		if !strings.HasPrefix(s, jwtPrefix) {
+			return "", err
+		}
+		contents = []byte(s)
+	}
+	tok, err := jwt.ParseDecoratedJWT(contents)
+	if err != nil {
+		return "", err
+	}
+	if _, err := jwt.DecodeOperatorClaims(tok); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// memResolver matches nats-server's MEMORY resolver names.
+var memResolver = regexp.MustCompile(`(?i)^\s*(MEM|MEMORY)\s*$`)
+
+// applyResolver reads resolver: MEMORY (or MEM), or the block form with
+// type: MEMORY. Every other resolver is refused by name.
+func applyResolver(o *server.Options, v value) error {
+	switch x := v.v.(type) {
+	case string:
+		if memResolver.MatchString(x) {
+			o.Resolver.Type = server.ResolverMemory
+			return nil
+		}
+		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(x)), "URL") {
+			return v.errorf(ErrUnsupported, "%s", whyResolverFull)
+		}
+		return v.errorf(ErrInvalidValue, "error parsing account resolver, should be MEM or URL(\"url\") or a map containing dir and type state=[FULL|CACHE]")
+	case map[string]any:
+		return resolverKeys.apply(o, v)
+	}
+	return v.errorf(ErrInvalidValue, "error parsing operator resolver, wrong type %s", describe(v.v))
+}
+
+// resolverKeys is the resolver block: only its type, MEMORY, is
+// implemented; the directory resolvers' keys are refused.
+var resolverKeys = func() keys[*server.Options] {
+	k := newKeys[*server.Options]()
+	k.on(func(o *server.Options, v value) error {
+		s, err := v.str()
+		if err != nil {
+			return err
+		}
+		switch strings.ToUpper(s) {
+		case "MEM", "MEMORY":
+			o.Resolver.Type = server.ResolverMemory
+			return nil
+		case "FULL", "CACHE":
+			return v.errorf(ErrUnsupported, "%s", whyResolverFull)
+		}
+		return v.errorf(ErrInvalidValue, "resolver type %q: want MEMORY (FULL and CACHE are not implemented yet)", s)
+	}, "type")
+	k.refuse(whyResolverFull, "dir", "allow_delete", "hard_delete", "limit", "ttl", "interval", "timeout")
+	return k
+}()
+
+// applyPreload reads resolver_preload: account JWTs by account public key,
+// each checked to be an account JWT, as nats-server checks while reading.
+func applyPreload(o *server.Options, v value) error {
+	ents, err := v.block()
+	if err != nil {
+		return v.errorf(ErrInvalidValue, "preload should be a map of account_public_key:account_jwt")
+	}
+	o.Resolver.Preload = make(map[string]string, len(ents))
+	for _, e := range ents {
+		s, err := e.val.str()
+		if err != nil {
+			return e.val.errorf(ErrInvalidValue, "preload map value should be a string JWT")
+		}
+		if _, err := jwt.DecodeAccountClaims(s); err != nil {
+			return e.val.errorf(ErrInvalidValue, "invalid account JWT: %v", err)
+		}
+		o.Resolver.Preload[e.key] = s
+	}
+	return nil
+}
+
+// applyTrustedKeys reads trusted (trusted_keys): operator public keys.
+func applyTrustedKeys(o *server.Options, v value) (err error) {
+	o.TrustedKeys, err = publicKeys(v, nkeys.IsValidPublicOperatorKey, "trust key %q required to be a valid public operator nkey")
+	return
+}
+
+// applyPinned reads resolver_pinned_accounts: account public keys.
+func applyPinned(o *server.Options, v value) (err error) {
+	o.ResolverPinnedAccounts, err = publicKeys(v, nkeys.IsValidPublicAccountKey, "pinned account key %q is not a valid public account nkey")
+	return
+}
+
+// publicKeys reads a key or a list of keys, each of the kind valid
+// accepts (nats-server's message otherwise).
+func publicKeys(v value, valid func(string) bool, invalid string) ([]string, error) {
+	keys, err := v.strings()
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if !valid(k) {
+			return nil, v.errorf(ErrInvalidValue, invalid, k)
+		}
+	}
+	return keys, nil
+}
+
+// operatorKeys registers the top-level keys of operator mode on k.
+func operatorKeys(k keys[*loader]) {
+	srv := func(set func(o *server.Options, v value) error) handler[*loader] {
+		return func(l *loader, v value) error { return set(&l.cfg.Server, v) }
+	}
+	k.on(srv(applyOperators), "operator", "operators", "roots", "root", "root_operators", "root_operator")
+	k.on(srv(applyResolver), "resolver", "account_resolver", "accounts_resolver")
+	k.on(srv(applyPreload), "resolver_preload")
+	k.on(srv(applyPinned), "resolver_pinned_accounts")
+	k.on(srv(applyTrustedKeys), "trusted", "trusted_keys")
+	k.on(func(l *loader, v value) (err error) {
+		l.systemAccount = &v
+		l.cfg.Server.SystemAccount, err = v.str()
+		return
+	}, "system_account", "system")
+	k.refuse(whyResolverTLS, "resolver_tls")
+	k.refuse(whySentinel, "default_sentinel")
+}
+
+// checkSystemAccount refuses system_account outside operator mode, once
+// the whole file is read: the system account of configured accounts
+// comes with $SYS, which is not implemented yet.
+func (l *loader) checkSystemAccount() error {
+	o := &l.cfg.Server
+	if l.systemAccount == nil || len(o.TrustedOperators) > 0 || len(o.TrustedKeys) > 0 {
+		return nil
+	}
+	return l.systemAccount.errorf(ErrUnsupported, "%s", whySystemAccount)
+}

@@ -1,0 +1,224 @@
+package multiraft
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// A raft link carries frames, in both directions:
+//
+//	+---------+-----------+--------+-----------------------+
+//	| len u32 | crc32 u32 | kind u8| payload (len-1 bytes) |
+//	+---------+-----------+--------+-----------------------+
+//
+// Integers are little-endian. len counts the kind byte and the payload, at
+// most MaxFrameBytes; the CRC-32C covers the len field, the kind and the
+// payload. The payload of each kind:
+//
+//	msgs   repeated | group uvarint | n uvarint | n bytes: proto-marshaled raftpb.Message |
+//	beats  repeated | group u64 | term u64 | commit u64 | flags u8 |   (25 bytes; flag 1: response)
+//	ping   empty    (the peer answers pong; any frame proves the link alive)
+//	pong   empty
+//
+// Kinds 3 (leader), 4 (snap) and 7 (stats) are reserved for the leader
+// cache, snapshot streams and placement statistics of later phases; a
+// decoder refuses them, and every unknown kind, as ErrFrame.
+type frameKind uint8
+
+const (
+	frameMsgs  frameKind = 1
+	frameBeats frameKind = 2
+	framePing  frameKind = 5
+	framePong  frameKind = 6
+)
+
+func (k frameKind) String() string {
+	switch k {
+	case frameMsgs:
+		return "msgs"
+	case frameBeats:
+		return "beats"
+	case framePing:
+		return "ping"
+	case framePong:
+		return "pong"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+const (
+	// MaxFrameBytes bounds a frame's len field: a reader refuses a larger
+	// frame before allocating for it.
+	MaxFrameBytes = 64 << 20
+
+	frameHeaderLen = 9
+	beatLen        = 25
+	beatFlagResp   = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// beginFrame appends a frame header to be completed by finishFrame, and
+// returns where the frame starts.
+func beginFrame(dst []byte, kind frameKind) ([]byte, int) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0, byte(kind))
+	return dst, start
+}
+
+// finishFrame fills in the len and CRC of the frame begun at start, whose
+// payload is the rest of dst.
+func finishFrame(dst []byte, start int) []byte {
+	f := dst[start:]
+	binary.LittleEndian.PutUint32(f[0:4], uint32(len(f)-8))
+	crc := crc32.Update(crc32.Checksum(f[0:4], castagnoli), castagnoli, f[8:])
+	binary.LittleEndian.PutUint32(f[4:8], crc)
+	return dst
+}
+
+// appendFrame appends a whole frame.
+func appendFrame(dst []byte, kind frameKind, payload []byte) []byte {
+	dst, start := beginFrame(dst, kind)
+	dst = append(dst, payload...)
+	return finishFrame(dst, start)
+}
+
+// appendMsg appends one envelope to a msgs payload.
+func appendMsg(dst []byte, e *Envelope) []byte {
+	dst = binary.AppendUvarint(dst, e.Group)
+	dst = binary.AppendUvarint(dst, uint64(len(e.Data)))
+	return append(dst, e.Data...)
+}
+
+// appendBeat appends one beat to a beats payload.
+func appendBeat(dst []byte, b *Beat) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, b.Group)
+	dst = binary.LittleEndian.AppendUint64(dst, b.Term)
+	dst = binary.LittleEndian.AppendUint64(dst, b.Commit)
+	var flags byte
+	if b.Resp {
+		flags |= beatFlagResp
+	}
+	return append(dst, flags)
+}
+
+// decodeFrame decodes the frame at the start of b. It returns the frame's
+// kind, its payload (aliasing b) and the bytes it takes; io.ErrUnexpectedEOF
+// if b holds only part of a frame, and an error wrapping ErrFrame if it is
+// not a frame.
+func decodeFrame(b []byte) (kind frameKind, payload []byte, n int, err error) {
+	if len(b) < frameHeaderLen {
+		return 0, nil, 0, io.ErrUnexpectedEOF
+	}
+	size, err := frameLen(b)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	n = 8 + size
+	if len(b) < n {
+		return 0, nil, 0, io.ErrUnexpectedEOF
+	}
+	kind, payload, err = checkFrame(b[:8], b[8:n])
+	return kind, payload, n, err
+}
+
+// frameLen validates the len field of header.
+func frameLen(header []byte) (int, error) {
+	size := binary.LittleEndian.Uint32(header[0:4])
+	if size == 0 || size > MaxFrameBytes {
+		return 0, fmt.Errorf("%w: length %d", ErrFrame, size)
+	}
+	return int(size), nil
+}
+
+// checkFrame verifies the CRC of a frame, given its first 8 bytes and the
+// rest (kind and payload), and checks its kind.
+func checkFrame(head, body []byte) (frameKind, []byte, error) {
+	crc := crc32.Update(crc32.Checksum(head[0:4], castagnoli), castagnoli, body)
+	if crc != binary.LittleEndian.Uint32(head[4:8]) {
+		return 0, nil, fmt.Errorf("%w: checksum mismatch", ErrFrame)
+	}
+	kind, payload := frameKind(body[0]), body[1:]
+	switch kind {
+	case frameMsgs, frameBeats:
+	case framePing, framePong:
+		if len(payload) != 0 {
+			return 0, nil, fmt.Errorf("%w: %s with a %d-byte payload", ErrFrame, kind, len(payload))
+		}
+	default:
+		return 0, nil, fmt.Errorf("%w: unknown %s", ErrFrame, kind)
+	}
+	return kind, payload, nil
+}
+
+// readFrame reads one frame from r into buf (grown as needed) and returns
+// its kind and payload, which alias the returned buffer.
+func readFrame(r io.Reader, buf []byte) (frameKind, []byte, []byte, error) {
+	if cap(buf) < frameHeaderLen {
+		buf = make([]byte, 0, 64<<10)
+	}
+	buf = buf[:frameHeaderLen]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return 0, nil, buf, err
+	}
+	size, err := frameLen(buf)
+	if err != nil {
+		return 0, nil, buf, err
+	}
+	if cap(buf) < 8+size {
+		grown := make([]byte, 8+size)
+		copy(grown, buf)
+		buf = grown
+	}
+	buf = buf[:8+size]
+	if _, err := io.ReadFull(r, buf[frameHeaderLen:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, buf, err
+	}
+	kind, payload, err := checkFrame(buf[:8], buf[8:])
+	return kind, payload, buf, err
+}
+
+// decodeMsgs appends the envelopes of a msgs payload to dst. Their Data
+// alias payload.
+func decodeMsgs(payload []byte, dst []Envelope) ([]Envelope, error) {
+	for len(payload) > 0 {
+		group, n := binary.Uvarint(payload)
+		if n <= 0 {
+			return dst, fmt.Errorf("%w: msgs: bad group", ErrFrame)
+		}
+		payload = payload[n:]
+		size, n := binary.Uvarint(payload)
+		if n <= 0 || size > uint64(len(payload)-n) {
+			return dst, fmt.Errorf("%w: msgs: bad message length", ErrFrame)
+		}
+		payload = payload[n:]
+		dst = append(dst, Envelope{Group: group, Data: payload[:size:size]})
+		payload = payload[size:]
+	}
+	return dst, nil
+}
+
+// decodeBeats appends the beats of a beats payload to dst.
+func decodeBeats(payload []byte, dst []Beat) ([]Beat, error) {
+	if len(payload)%beatLen != 0 {
+		return dst, fmt.Errorf("%w: beats: %d bytes is not a whole number of beats", ErrFrame, len(payload))
+	}
+	for ; len(payload) > 0; payload = payload[beatLen:] {
+		flags := payload[24]
+		if flags&^beatFlagResp != 0 {
+			return dst, fmt.Errorf("%w: beats: unknown flags %#x", ErrFrame, flags)
+		}
+		dst = append(dst, Beat{
+			Group:  binary.LittleEndian.Uint64(payload[0:8]),
+			Term:   binary.LittleEndian.Uint64(payload[8:16]),
+			Commit: binary.LittleEndian.Uint64(payload[16:24]),
+			Resp:   flags&beatFlagResp != 0,
+		})
+	}
+	return dst, nil
+}

@@ -1,0 +1,314 @@
+package multiraft
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// group is one raft group hosted by a Node.
+type group struct {
+	id   uint64
+	n    *Node
+	log  Log
+	room RoomLog // log, if it bounds its queue; else nil
+	fsm  StateMachine
+
+	// mu guards the RawNode. It is held by the worker running the group,
+	// and by the apply goroutine for ApplyConfChange, never across I/O or
+	// a blocking send.
+	mu struct {
+		sync.Mutex
+		rn   *raft.RawNode
+		last uint64 // the last index handed to the log (lostlog.go)
+	}
+	// in is what waits for the group's next run. A leaf lock.
+	in struct {
+		sync.Mutex
+		msgs  []*raftpb.Message
+		ticks int
+		props []proposal
+		ops   []func(*raft.RawNode)
+	}
+
+	sched    atomic.Uint32 // schedIdle...: see scheduler.go
+	held     atomic.Uint32 // a HoldReason
+	lead     atomic.Uint64 // leader as of the last Ready, 0: none known
+	term     atomic.Uint64
+	roomWait atomic.Bool // in Node.roomWait
+	removed  atomic.Bool
+	err      atomic.Pointer[error] // why the group failed
+
+	apply applier
+	stop  chan struct{}
+}
+
+// proposal is a Propose or ProposeConfChange waiting for a worker.
+type proposal struct {
+	data []byte
+	cc   raftpb.ConfChangeI
+	done func(error)
+}
+
+func newGroup(n *Node, c GroupConfig, rn *raft.RawNode) *group {
+	g := &group{id: c.ID, n: n, log: c.Log, fsm: c.StateMachine, stop: make(chan struct{})}
+	g.room, _ = c.Log.(RoomLog)
+	g.mu.rn = rn
+	g.held.Store(uint32(c.Held))
+	g.apply.wake = make(chan struct{}, 1)
+	return g
+}
+
+// deliver queues a message for the group's raft.
+func (g *group) deliver(ms ...*raftpb.Message) {
+	g.in.Lock()
+	g.in.msgs = append(g.in.msgs, ms...)
+	g.in.Unlock()
+	g.n.schedule(g)
+}
+
+// op queues f to run on the group's worker with its RawNode.
+func (g *group) op(f func(*raft.RawNode)) {
+	g.in.Lock()
+	g.in.ops = append(g.in.ops, f)
+	g.in.Unlock()
+	g.n.schedule(g)
+}
+
+func (g *group) failure() error {
+	if p := g.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail stops the group for err: its log or state machine failed, so the
+// replica no longer knows its own state. It holds, and serves nothing.
+func (g *group) fail(err error) {
+	err = fmt.Errorf("multiraft: group %d: %w: %w", g.id, ErrGroupFailed, err)
+	if g.err.CompareAndSwap(nil, &err) {
+		g.held.Store(uint32(HoldDamaged))
+		g.n.opts.Logger.Errorf("%v", err)
+	}
+}
+
+// close stops the group's apply goroutine; later work is dropped.
+func (g *group) close() {
+	if !g.removed.Swap(true) {
+		close(g.stop)
+	}
+}
+
+type inbox struct {
+	msgs  []*raftpb.Message
+	ticks int
+	props []proposal
+	ops   []func(*raft.RawNode)
+}
+
+func (g *group) takeInbox() inbox {
+	g.in.Lock()
+	defer g.in.Unlock()
+	in := inbox{msgs: g.in.msgs, ticks: g.in.ticks, props: g.in.props, ops: g.in.ops}
+	g.in.msgs, g.in.ticks, g.in.props, g.in.ops = nil, 0, nil, nil
+	return in
+}
+
+// process is one run of the group on a worker: step what its inbox holds,
+// then take raft's Ready, if there is one and the log has room, and hand
+// its messages on: appends to the log, committed entries to the apply
+// goroutine, the rest to the outbox.
+func (n *Node) process(g *group, ob *outbox) {
+	in := g.takeInbox()
+	if err := g.gone(); err != nil {
+		for _, p := range in.props {
+			p.done(err)
+		}
+		return
+	}
+	g.mu.Lock()
+	errs := n.stepLocked(g, in)
+	rd, ready := g.readyLocked()
+	var lead, term uint64
+	changed := false
+	if ready && (rd.SoftState != nil || !raft.IsEmptyHardState(rd.HardState)) {
+		bs := g.mu.rn.BasicStatus()
+		lead, term = bs.Lead, bs.GetTerm()
+		changed = g.lead.Swap(lead) != lead
+		changed = g.term.Swap(term) != term || changed
+	}
+	g.mu.Unlock()
+
+	for i, p := range in.props {
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("multiraft: group %d: %w", g.id, errs[i])
+		}
+		p.done(errs[i])
+	}
+	if !ready {
+		return
+	}
+	if changed {
+		g.pushApply(applyItem{leaderChange: true, lead: lead, term: term})
+		if f := n.opts.OnLeaderChange; f != nil {
+			f(g.id, lead, term)
+		}
+	}
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			n.save(g, m)
+		case raft.LocalApplyThread:
+			g.pushApply(applyItem{msg: m})
+		default:
+			ob.add(g, m)
+		}
+	}
+}
+
+// stepLocked steps the inbox into the group's raft: ops, ticks (unless
+// held), messages, proposals. It returns the proposals' results. The
+// caller holds g.mu.
+func (n *Node) stepLocked(g *group, in inbox) []error {
+	rn := g.mu.rn
+	held := g.held.Load() != uint32(HoldNone)
+	// Ops first: a follower told to forget a dead leader must have done so
+	// before it weighs a pre-vote that came in with it.
+	for _, f := range in.ops {
+		f(rn)
+	}
+	if !held {
+		for range in.ticks {
+			rn.Tick()
+		}
+	}
+	var lost []uint64
+	for _, m := range in.msgs {
+		if held && m.GetType() == raftpb.MsgTimeoutNow {
+			continue // a held replica never campaigns
+		}
+		g.clampHeartbeat(m)
+		if lostLog(rn, m) {
+			// Not stepped: raft would resend the same probe at once,
+			// and again, for as long as leadership stays here.
+			if !slices.Contains(lost, m.GetFrom()) {
+				lost = append(lost, m.GetFrom())
+			}
+			continue
+		}
+		// Errors are messages raft does not take (a response from a peer
+		// it no longer tracks): dropped, as raft's own Node does.
+		_ = rn.Step(m)
+	}
+	if len(lost) > 0 {
+		handOver(rn, n.id, lost)
+	}
+	errs := make([]error, len(in.props))
+	for i, p := range in.props {
+		if p.cc != nil {
+			errs[i] = rn.ProposeConfChange(p.cc)
+		} else {
+			errs[i] = rn.Propose(p.data)
+		}
+	}
+	return errs
+}
+
+// readyLocked takes raft's Ready if there is one and the log has room for
+// it, and notes the last index it hands to the log. The caller holds g.mu.
+func (g *group) readyLocked() (raft.Ready, bool) {
+	rn := g.mu.rn
+	if !rn.HasReady() || !g.hasRoom() {
+		return raft.Ready{}, false
+	}
+	rd := rn.Ready()
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		g.mu.last = rd.Snapshot.GetMetadata().GetIndex()
+	}
+	if k := len(rd.Entries); k > 0 {
+		g.mu.last = rd.Entries[k-1].GetIndex()
+	}
+	return rd, true
+}
+
+// gone returns why the group takes no more work, or nil.
+func (g *group) gone() error {
+	if g.removed.Load() {
+		return fmt.Errorf("%w: %d (removed)", ErrUnknownGroup, g.id)
+	}
+	return g.failure()
+}
+
+// hasRoom reports whether the log can take the group's next Ready. If it
+// cannot, the group waits in Node.roomWait for a Save to complete.
+func (g *group) hasRoom() bool {
+	if g.room == nil || g.room.Room() {
+		return true
+	}
+	if !g.roomWait.Swap(true) {
+		g.n.roomWait.Lock()
+		g.n.roomWait.groups = append(g.n.roomWait.groups, g)
+		g.n.roomWait.Unlock()
+	}
+	// Asked again after registering: a Save that completed in between
+	// would have found nobody to wake.
+	return g.room.Room()
+}
+
+// wakeRoomWaiters schedules the groups waiting for room in the log.
+func (n *Node) wakeRoomWaiters() {
+	n.roomWait.Lock()
+	gs := n.roomWait.groups
+	n.roomWait.groups = nil
+	n.roomWait.Unlock()
+	for _, g := range gs {
+		g.roomWait.Store(false)
+		n.schedule(g)
+	}
+}
+
+// save hands a MsgStorageAppend to the group's log. Its responses are
+// delivered once the log says the write is as durable as its policy asks:
+// the leader's own MsgAppResp and the MsgStorageAppendResp to its raft, a
+// follower's MsgAppResp and votes to their servers.
+func (n *Node) save(g *group, m *raftpb.Message) {
+	g.log.Save(UpdateOf(m), func(err error) { n.saved(g, m, err) })
+}
+
+func (n *Node) saved(g *group, m *raftpb.Message, err error) {
+	if n.isClosed() || g.removed.Load() {
+		return
+	}
+	if err != nil {
+		g.fail(fmt.Errorf("log: %w", err))
+		return
+	}
+	if s := m.GetSnapshot(); !raft.IsEmptySnap(s) {
+		// Queued before the responses, so the state machine holds the
+		// snapshot before raft applies anything after it.
+		g.pushApply(applyItem{snap: s})
+	}
+	var local []*raftpb.Message
+	var ob *outbox
+	for _, r := range m.GetResponses() {
+		if r.GetTo() == n.id {
+			local = append(local, r)
+			continue
+		}
+		if ob == nil {
+			ob = n.newOutbox()
+		}
+		ob.add(g, r)
+	}
+	if len(local) > 0 {
+		g.deliver(local...)
+	}
+	if ob != nil {
+		ob.flush()
+	}
+	n.wakeRoomWaiters()
+}

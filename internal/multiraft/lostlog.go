@@ -1,0 +1,81 @@
+package multiraft
+
+import (
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// A replica that lost its log keeps its raft ID (design 1.2: replica IDs
+// are server IDs, and a held replica makes the reuse safe). etcd raft
+// assumes a log is never lost, in two places this file works around:
+//
+//   - A follower panics when a heartbeat commits past its last index, and
+//     the leader's heartbeats carry min(commit, Match), with the Match the
+//     replica had before it lost its log. The follower's worker clamps a
+//     heartbeat's commit to the last index the group has handed to its
+//     log, which is never below what the follower acknowledged unless its
+//     log was lost.
+//   - A leader never lowers a follower's Match: it ignores a rejection
+//     below it as stale, and keeps sending appends the follower cannot
+//     take, each rejection answered by the same probe at once: a ping-pong
+//     at network speed. When a follower rejects with a hint below its
+//     Match (its log ends before entries it had acknowledged), the leader
+//     does not step the rejection, which ends the ping-pong (the next
+//     heartbeat response resumes the probes), and hands its leadership to
+//     the most up-to-date other follower, whose fresh progress probes the
+//     lost replica from scratch. A stale rejection reordered behind later
+//     acknowledgements can look the same and costs one needless
+//     leadership change, nothing more.
+
+// clampHeartbeat lowers a heartbeat's commit to the group's last index.
+// Called by the worker, under g.mu.
+func (g *group) clampHeartbeat(m *raftpb.Message) {
+	if m.GetType() == raftpb.MsgHeartbeat && m.GetCommit() > g.mu.last {
+		m.Commit = new(g.mu.last)
+	}
+}
+
+// lostLog reports whether m, an incoming MsgAppResp, shows that its
+// sender lost entries it had acknowledged to this leader. Called by the
+// worker, under g.mu, before m is stepped.
+func lostLog(rn *raft.RawNode, m *raftpb.Message) bool {
+	if m.GetType() != raftpb.MsgAppResp || !m.GetReject() {
+		return false
+	}
+	if rn.BasicStatus().RaftState != raft.StateLeader {
+		return false
+	}
+	lost := false
+	rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == m.GetFrom() && m.GetRejectHint() < pr.Match {
+			lost = true
+		}
+	})
+	return lost
+}
+
+// handOver transfers leadership to the voter with the highest Match that
+// is recently active and not one of lost, if there is one, unless a
+// transfer to a replica that is not lost is under way.
+func handOver(rn *raft.RawNode, self uint64, lost []uint64) {
+	st := rn.Status()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != raft.None && !slices.Contains(lost, st.LeadTransferee) {
+		return
+	}
+	voters := st.Config.Voters.IDs()
+	var best, match uint64
+	for id, pr := range st.Progress {
+		if _, ok := voters[id]; !ok || id == self || !pr.RecentActive || slices.Contains(lost, id) {
+			continue
+		}
+		if best == raft.None || pr.Match > match || pr.Match == match && id < best {
+			best, match = id, pr.Match
+		}
+	}
+	if best != raft.None {
+		rn.TransferLeader(best)
+	}
+}

@@ -1,0 +1,473 @@
+package multiraft_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/skiffmq/skiff/internal/multiraft"
+	"github.com/skiffmq/skiff/internal/multiraft/multiraftest"
+)
+
+// elect makes server id campaign for group and stabilizes.
+func (h *harness) elect(group, id uint64) {
+	h.t.Helper()
+	h.stabilize() // the bootstrap's conf changes applied: raft refuses to campaign before
+	require.NoError(h.t, h.servers[id].node.Campaign(group))
+	h.stabilize()
+	lead, _ := h.leaderOf(group)
+	require.Equal(h.t, id, lead, "leader of group %d", group)
+}
+
+// threeLedBy1 returns three servers hosting group 7, led by server 1.
+func threeLedBy1(t *testing.T) *harness {
+	h := newHarness(t, 1, 3)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	return h
+}
+
+func TestElectProposeApply(t *testing.T) {
+	h := newHarness(t, 1, 3)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.stabilize()
+	h.elect(7, 1)
+	for i := range 5 {
+		h.propose(1, 7, fmt.Sprintf("m%d", i))
+	}
+	h.stabilize()
+	for _, id := range h.ids {
+		require.Equal(t, []string{"m0", "m1", "m2", "m3", "m4"}, h.servers[id].sms[7].datas, "server %d", id)
+		require.Equal(t, uint64(1), h.servers[id].sms[7].leader, "server %d", id)
+	}
+	h.requireConverged()
+}
+
+func TestProposeOnFollowerRefused(t *testing.T) {
+	h := threeLedBy1(t)
+	var got error
+	require.NoError(t, h.servers[2].node.ProposeAsync(7, []byte("x"), func(err error) { got = err }))
+	h.stabilize()
+	require.ErrorIs(t, got, raft.ErrProposalDropped)
+	require.Empty(t, h.servers[1].sms[7].datas)
+
+	err := h.servers[1].node.ProposeAsync(7, make([]byte, multiraft.DefaultOptions().MaxEntryBytes+1), func(error) {})
+	require.ErrorIs(t, err, multiraft.ErrTooLarge)
+	require.ErrorIs(t, h.servers[1].node.ProposeAsync(8, nil, func(error) {}), multiraft.ErrUnknownGroup)
+}
+
+// Every group ticks on one ticker, so a leader's heartbeats for all its
+// groups leave in one round: one batch per follower, one beat per group.
+func TestHeartbeatsCoalesced(t *testing.T) {
+	const groups = 20
+	h := newHarness(t, 1, 3)
+	for g := uint64(1); g <= groups; g++ {
+		h.addGroup(g, []uint64{1, 2, 3})
+		h.elect(g, 1)
+	}
+	before := h.ft.Stats()
+	h.servers[1].node.Tick()
+	h.servers[1].node.Process()
+	after := h.ft.Stats()
+	require.Equal(t, 2, after.Sends-before.Sends, "one batch per follower")
+	require.Equal(t, 2*groups, after.Beats-before.Beats, "one beat per group per follower")
+	require.Equal(t, 0, after.Msgs-before.Msgs, "no heartbeat travels as a message")
+
+	// The followers answer with beats too, one batch each.
+	h.ft.DeliverAll()
+	before = h.ft.Stats()
+	h.servers[2].node.Process()
+	after = h.ft.Stats()
+	require.Equal(t, 1, after.Sends-before.Sends)
+	require.Equal(t, groups, after.Beats-before.Beats)
+	h.stabilize()
+	for g := uint64(1); g <= groups; g++ {
+		lead, _ := h.leaderOf(g)
+		require.Equal(t, uint64(1), lead)
+	}
+}
+
+// A follower that forgets a live leader and campaigns, as a wrong
+// suspicion of fast failover does, disrupts nothing: the other follower
+// still hears the leader and refuses its pre-vote.
+func TestForgetLeaderOnLiveLeader(t *testing.T) {
+	h := threeLedBy1(t)
+	_, term := h.leaderOf(7)
+	require.NoError(t, h.servers[2].node.ForgetLeader(7))
+	require.NoError(t, h.servers[2].node.Campaign(7))
+	h.stabilize()
+	for range 3 * 10 {
+		h.tick()
+		h.stabilize()
+		lead, tm := h.leaderOf(7)
+		require.Equal(t, uint64(1), lead)
+		require.Equal(t, term, tm, "the term moved: the leader was disrupted")
+	}
+	h.propose(1, 7, "after")
+	h.stabilize()
+	h.requireConverged()
+}
+
+// When the leader's server dies, its followers see the links go down,
+// forget it after FailoverGrace (one tick on a manual node), and the first
+// in rank campaigns at once: a new leader within a few ticks, not an
+// election timeout (10 to 20 ticks).
+func TestFastFailover(t *testing.T) {
+	h := threeLedBy1(t)
+	h.propose(1, 7, "before")
+	h.stabilize()
+	h.crash(1)
+	ticks := 0
+	for ; ticks < 5; ticks++ {
+		h.tick()
+		h.stabilize()
+		if lead, _ := h.leaderOf(7); lead != 0 {
+			break
+		}
+	}
+	lead, _ := h.leaderOf(7)
+	require.Equal(t, uint64(2), lead, "the first in rank wins")
+	require.LessOrEqual(t, ticks, 2)
+	h.propose(2, 7, "after")
+	h.stabilize()
+	require.Equal(t, []string{"before", "after"}, h.servers[3].sms[7].datas)
+	h.settle(100)
+}
+
+// A link that goes down and comes back within the grace forgets nothing.
+func TestLinkFlapWithinGrace(t *testing.T) {
+	h := threeLedBy1(t)
+	_, term := h.leaderOf(7)
+	h.servers[2].node.LinkDown(1)
+	h.servers[2].node.LinkUp(1)
+	for range 3 {
+		h.tick()
+		h.stabilize()
+	}
+	lead, tm := h.leaderOf(7)
+	require.Equal(t, uint64(1), lead)
+	require.Equal(t, term, tm)
+	st, err := h.servers[2].node.Status(7)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), st.Lead)
+}
+
+// A wiped replica is held: it neither campaigns nor grants votes (the
+// harness's observer fails the test if it does), and it is released once
+// it has applied an entry of its leader's term.
+func TestWipedReplicaHeldUntilCaughtUp(t *testing.T) {
+	h := threeLedBy1(t)
+	h.propose(1, 7, "a")
+	h.stabilize()
+	h.wipe(3)
+	held, err := h.servers[3].node.Held(7)
+	require.NoError(t, err)
+	require.Equal(t, multiraft.HoldWiped, held)
+	require.ErrorIs(t, h.servers[3].node.Campaign(7), multiraft.ErrHeld)
+
+	// Server 3 cannot help elect anyone while 1 is down: 2 alone is no
+	// quorum, since 3 drops the votes it grants.
+	h.crash(1)
+	for range 40 {
+		h.tick()
+		h.stabilize()
+		lead, _ := h.leaderOf(7)
+		require.Zero(t, lead, "a leader elected with a held replica's vote")
+	}
+	require.NotZero(t, h.servers[3].node.Stats().HeldVotesDropped, "the held replica was asked for votes and dropped its grants")
+	held, _ = h.servers[3].node.Held(7)
+	require.Equal(t, multiraft.HoldWiped, held)
+
+	// With 1 back, a leader of a new term brings 3 up to date; 3 is
+	// released once it applies that leader's first entry.
+	h.restart(1)
+	h.settle(100)
+	require.Equal(t, []string{"a"}, h.servers[3].sms[7].datas)
+	held, _ = h.servers[3].node.Held(7)
+	require.Equal(t, multiraft.HoldNone, held)
+}
+
+func TestConfChangeAddVoter(t *testing.T) {
+	h := newHarness(t, 1, 4)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	h.propose(1, 7, "a")
+	h.stabilize()
+
+	// Server 4 joins with an empty log and no peers, and the leader
+	// proposes the change.
+	h.groups[7] = []uint64{1, 2, 3, 4}
+	sm := &recorder{h: h, server: 4, group: 7}
+	h.servers[4].sms[7] = sm
+	require.NoError(t, h.servers[4].node.AddGroup(multiraft.GroupConfig{ID: 7, Log: h.servers[4].disk.Log(7), StateMachine: sm}))
+	cc := &raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(4))}
+	got := errors.New("not called")
+	require.NoError(t, h.servers[1].node.ProposeConfChangeAsync(7, cc, func(err error) { got = err }))
+	h.stabilize()
+	require.NoError(t, got)
+	h.propose(1, 7, "b")
+	h.stabilize()
+	st, err := h.servers[1].node.Status(7)
+	require.NoError(t, err)
+	require.Contains(t, st.Progress, uint64(4))
+	require.Equal(t, []string{"a", "b"}, h.servers[4].sms[7].datas)
+	h.settle(50)
+}
+
+func TestAddGroupErrors(t *testing.T) {
+	ft := multiraftest.NewFakeTransport(1)
+	n, err := multiraft.New(multiraft.Options{ID: 1, Manual: true}, ft.Endpoint(1))
+	require.NoError(t, err)
+	defer func() { _ = n.Close() }()
+	disk := multiraftest.NewMemDisk()
+	sm := &recorder{}
+	for _, c := range []struct {
+		name string
+		cfg  multiraft.GroupConfig
+		want error
+	}{
+		{"no id", multiraft.GroupConfig{Log: disk.Log(1), StateMachine: sm, Peers: []uint64{1}}, multiraft.ErrInvalidGroup},
+		{"no log", multiraft.GroupConfig{ID: 1, StateMachine: sm, Peers: []uint64{1}}, multiraft.ErrInvalidGroup},
+		{"no state machine", multiraft.GroupConfig{ID: 1, Log: disk.Log(1), Peers: []uint64{1}}, multiraft.ErrInvalidGroup},
+		{"not a peer", multiraft.GroupConfig{ID: 1, Log: disk.Log(1), StateMachine: sm, Peers: []uint64{2, 3}}, multiraft.ErrInvalidGroup},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.ErrorIs(t, n.AddGroup(c.cfg), c.want)
+		})
+	}
+	require.NoError(t, n.AddGroup(multiraft.GroupConfig{ID: 1, Log: disk.Log(1), StateMachine: sm, Peers: []uint64{1}}))
+	require.ErrorIs(t, n.AddGroup(multiraft.GroupConfig{ID: 1, Log: disk.Log(1), StateMachine: sm, Peers: []uint64{1}}), multiraft.ErrGroupExists)
+	require.NoError(t, n.RemoveGroup(1))
+	require.ErrorIs(t, n.RemoveGroup(1), multiraft.ErrUnknownGroup)
+	require.NoError(t, n.Close())
+	require.ErrorIs(t, n.Campaign(1), multiraft.ErrClosed)
+}
+
+func TestOptionsValidated(t *testing.T) {
+	ft := multiraftest.NewFakeTransport(1)
+	for _, c := range []struct {
+		name string
+		opts multiraft.Options
+	}{
+		{"no id", multiraft.Options{}},
+		{"local id", multiraft.Options{ID: raft.LocalAppendThread}},
+		{"election not above heartbeat", multiraft.Options{ID: 1, HeartbeatTicks: 5, ElectionTicks: 5}},
+		{"inflight below message", multiraft.Options{ID: 1, MaxSizePerMsg: 2 << 20, MaxInflightBytes: 1 << 20}},
+		{"entry over a frame", multiraft.Options{ID: 1, MaxEntryBytes: multiraft.MaxFrameBytes}},
+		{"negative workers", multiraft.Options{ID: 1, Workers: -1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := multiraft.New(c.opts, ft.Endpoint(1))
+			require.ErrorIs(t, err, multiraft.ErrInvalidOptions)
+		})
+	}
+	_, err := multiraft.New(multiraft.Options{ID: 1, Manual: true}, nil)
+	require.ErrorIs(t, err, multiraft.ErrInvalidOptions)
+}
+
+// A leader that had replicated to a replica before it lost its log keeps
+// its old Match for it, and etcd raft never lowers a Match: the leader
+// hands its leadership over, and the new leader catches the replica up.
+func TestWipedReplicaCaughtUpUnderSameLeader(t *testing.T) {
+	h := threeLedBy1(t)
+	for i := range 5 {
+		h.propose(1, 7, fmt.Sprintf("m%d", i))
+	}
+	h.stabilize()
+	h.wipe(3)
+	for range 5 {
+		h.tick()
+		h.stabilize()
+	}
+	lead, _ := h.leaderOf(7)
+	require.Equal(t, uint64(2), lead, "the leader handed over to the up-to-date follower")
+	require.Equal(t, []string{"m0", "m1", "m2", "m3", "m4"}, h.servers[3].sms[7].datas)
+	held, err := h.servers[3].node.Held(7)
+	require.NoError(t, err)
+	require.Equal(t, multiraft.HoldNone, held)
+	h.settle(50)
+}
+
+// A leader that is held hands its leadership over; released, it may
+// campaign again.
+func TestHoldLeaderHandsOver(t *testing.T) {
+	h := threeLedBy1(t)
+	require.NoError(t, h.servers[1].node.Hold(7, multiraft.HoldDamaged))
+	h.stabilize()
+	lead, _ := h.leaderOf(7)
+	require.NotEqual(t, uint64(1), lead)
+	require.NotZero(t, lead)
+	require.ErrorIs(t, h.servers[1].node.Campaign(7), multiraft.ErrHeld)
+	require.ErrorIs(t, h.servers[1].node.Hold(7, multiraft.HoldNone), multiraft.ErrInvalidGroup)
+	require.NoError(t, h.servers[1].node.Release(7))
+	require.NoError(t, h.servers[1].node.TransferLeadership(7, 1))
+	h.stabilize()
+	lead, _ = h.leaderOf(7)
+	require.Equal(t, uint64(1), lead, "released, it may lead again")
+}
+
+// Appends the transport cannot queue (a full bulk lane) are reported to
+// raft, which probes and resends: nothing is lost, it only takes longer.
+func TestBulkDropsReported(t *testing.T) {
+	h := threeLedBy1(t)
+	h.ft.SetFaults(multiraftest.Faults{BulkBytes: 64})
+	for i := range 30 {
+		h.propose(1, 7, fmt.Sprintf("%040d", i))
+	}
+	h.stabilize()
+	require.NotZero(t, h.servers[1].node.Stats().BulkDropped)
+	h.settle(100)
+	require.Len(t, h.servers[3].sms[7].datas, 30)
+}
+
+// A server accepts from a peer only what that peer may send it.
+func TestReceiveDropsForeignMessages(t *testing.T) {
+	h := threeLedBy1(t)
+	n := h.servers[1].node
+	env := func(m *raftpb.Message) multiraft.Envelope {
+		b, err := proto.Marshal(m)
+		require.NoError(t, err)
+		return multiraft.Envelope{Group: 7, Data: b}
+	}
+	before := n.Stats()
+	n.Receive(2, multiraft.Batch{Msgs: []multiraft.Envelope{
+		env(&raftpb.Message{Type: raftpb.MsgProp.Enum(), From: new(uint64(2)), To: new(uint64(1)),
+			Entries: []*raftpb.Entry{{Data: []byte("forwarded")}}}),
+		env(&raftpb.Message{Type: raftpb.MsgHeartbeatResp.Enum(), From: new(uint64(3)), To: new(uint64(1))}),
+		env(&raftpb.Message{Type: raftpb.MsgHeartbeatResp.Enum(), From: new(uint64(2)), To: new(uint64(3))}),
+		env(&raftpb.Message{Type: raftpb.MsgStorageAppendResp.Enum(), From: new(raft.LocalAppendThread), To: new(uint64(1))}),
+		{Group: 7, Data: []byte{0xff, 0xff}},
+	}})
+	n.Receive(2, multiraft.Batch{Beats: []multiraft.Beat{{Group: 99, Term: 1}}})
+	after := n.Stats()
+	require.Equal(t, uint64(5), after.BadMessages-before.BadMessages)
+	require.Equal(t, uint64(1), after.UnknownGroup-before.UnknownGroup)
+	h.stabilize()
+	require.Empty(t, h.servers[1].sms[7].datas)
+}
+
+// The first in rank's pre-vote can reach the other follower before that
+// one's grace has run out: refused, it is not the end of fast failover,
+// because the next in rank campaigns a stagger later.
+func TestFailoverPreVoteBeforeForget(t *testing.T) {
+	h := threeLedBy1(t)
+	h.crash(1)
+	h.servers[2].node.Tick() // 2's grace runs out, not yet 3's
+	h.stabilize()
+	st, err := h.servers[3].node.Status(7)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), st.Lead, "3 still follows 1, and refused 2's pre-vote")
+	ticks := 0
+	for ; ticks < 10; ticks++ {
+		if lead, _ := h.leaderOf(7); lead != 0 {
+			break
+		}
+		h.tick()
+		h.stabilize()
+	}
+	lead, _ := h.leaderOf(7)
+	require.Contains(t, []uint64{2, 3}, lead)
+	require.LessOrEqual(t, ticks, 3, "a stagger or two, not an election timeout")
+}
+
+// roomLog is a MemLog with a write queue that is full while full is set.
+type roomLog struct {
+	*multiraftest.MemLog
+	full  bool
+	saves int
+}
+
+func (l *roomLog) Room() bool { return !l.full }
+
+func (l *roomLog) Save(u multiraft.Update, done func(error)) {
+	l.saves++
+	l.MemLog.Save(u, done)
+}
+
+// While the log has no room, raft keeps the group's Ready: nothing more
+// is saved, and proposals wait in raft. The group goes on once there is
+// room again, at the next completed save or tick.
+func TestLogRoomHoldsReady(t *testing.T) {
+	h := newHarness(t, 1, 1)
+	disk := multiraftest.NewMemDisk()
+	rl := &roomLog{MemLog: disk.Log(9)}
+	sm := &recorder{h: h, server: 1, group: 9}
+	h.committed[9] = map[uint64]entryID{}
+	n := h.servers[1].node
+	require.NoError(t, n.AddGroup(multiraft.GroupConfig{ID: 9, Log: rl, StateMachine: sm, Peers: []uint64{1}}))
+	run := func() {
+		for n.Process() || disk.Flush() > 0 {
+		}
+	}
+	run()
+	require.NoError(t, n.Campaign(9))
+	run()
+	st, err := n.Status(9)
+	require.NoError(t, err)
+	require.Equal(t, raft.StateLeader, st.RaftState)
+
+	rl.full = true
+	saves := rl.saves
+	for i := range 3 {
+		require.NoError(t, n.ProposeAsync(9, fmt.Appendf(nil, "x%d", i), func(error) {}))
+	}
+	run()
+	require.Equal(t, saves, rl.saves, "no Ready taken while the log is full")
+	require.Empty(t, sm.datas)
+
+	rl.full = false
+	n.Tick()
+	run()
+	require.Equal(t, []string{"x0", "x1", "x2"}, sm.datas)
+}
+
+// A replica that joins after the log was compacted gets a snapshot: its
+// log saves it, its state machine restores it before applying anything
+// after it.
+func TestJoinFromSnapshot(t *testing.T) {
+	h := newHarness(t, 1, 4)
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	h.groups[7] = []uint64{1, 2, 3, 4}
+	sm := &recorder{h: h, server: 4, group: 7}
+	h.servers[4].sms[7] = sm
+	require.NoError(t, h.servers[4].node.AddGroup(multiraft.GroupConfig{ID: 7, Log: h.servers[4].disk.Log(7), StateMachine: sm}))
+	// 4 is cut off while it is added and while the log moves on and is
+	// compacted, so the leader has only a snapshot for it.
+	h.ft.Partition([]uint64{4}, []uint64{1, 2, 3})
+	cc := &raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(4))}
+	require.NoError(t, h.servers[1].node.ProposeConfChangeAsync(7, cc, func(error) {}))
+	h.stabilize()
+	for i := range 5 {
+		h.propose(1, 7, fmt.Sprintf("m%d", i))
+	}
+	h.stabilize()
+	st, err := h.servers[1].node.Status(7)
+	require.NoError(t, err)
+	applied := st.Applied
+	cs := &raftpb.ConfState{Voters: []uint64{1, 2, 3, 4}}
+	for _, id := range []uint64{1, 2, 3} {
+		l := h.servers[id].disk.Log(7)
+		_, err := l.CreateSnapshot(applied, cs, h.servers[id].sms[7].snapshotData())
+		require.NoError(t, err)
+		require.NoError(t, l.Compact(applied))
+	}
+	h.ft.Heal()
+	h.propose(1, 7, "after")
+	for range 3 {
+		h.tick()
+		h.stabilize()
+	}
+	require.Equal(t, applied, sm.restoredFrom, "restored from the leader's snapshot")
+	require.Equal(t, []string{"m0", "m1", "m2", "m3", "m4", "after"}, sm.datas,
+		"the snapshot's state, then only what follows it")
+	first, err := h.servers[4].disk.Log(7).FirstIndex()
+	require.NoError(t, err)
+	require.Equal(t, applied+1, first)
+	h.settle(50)
+}

@@ -1,0 +1,64 @@
+package multiraft
+
+import "go.etcd.io/raft/v3/raftpb"
+
+// Transport carries raft traffic to the other servers, addressed by their
+// raft IDs. TCP is the production Transport; multiraftest.Network is an
+// in-memory one for deterministic tests.
+type Transport interface {
+	// Send queues b for server to and returns at once; it never blocks
+	// and keeps b's slices (they are not reused). It returns the bulk
+	// envelopes it could not queue, because there is no link to `to` or
+	// its bulk lane is full: the node reports them to raft (MsgApp:
+	// unreachable, the leader probes and resends; MsgSnap: the snapshot
+	// failed). Control traffic it cannot queue is dropped silently, as a
+	// network would: raft retries. Called by workers and by Log
+	// completions, concurrently.
+	Send(to uint64, b Batch) (dropped []Envelope)
+}
+
+// Handler is the receiving side of a Transport: a Node. A transport calls
+// it from its own goroutines (a TCP link's reader), for one peer in order.
+type Handler interface {
+	// Receive takes what server `from` sent. It does not keep b's slices
+	// after it returns, so a transport may reuse its buffers.
+	Receive(from uint64, b Batch)
+	// LinkUp reports that a link to peer is established.
+	LinkUp(peer uint64)
+	// LinkDown reports that the link to peer is gone (closed, or stale:
+	// unanswered pings). It starts fast failover (Options.FailoverGrace).
+	LinkDown(peer uint64)
+}
+
+// Batch is what one server sends another in one go: raft messages, each
+// marshaled and tagged with its group, and coalesced heartbeats.
+type Batch struct {
+	Msgs  []Envelope
+	Beats []Beat
+}
+
+// Len returns the number of messages in b, heartbeats included.
+func (b *Batch) Len() int { return len(b.Msgs) + len(b.Beats) }
+
+// Envelope is one raft message of one group, proto-marshaled. Type and
+// Bulk are the sender's, for its transport's lanes and drop reports; an
+// envelope as received has Group and Data only.
+type Envelope struct {
+	Group uint64
+	Type  raftpb.MessageType
+	// Bulk marks the bulk lane: appends that carry entries, and
+	// snapshots. Everything else (votes, responses, empty appends) is
+	// control traffic, written first.
+	Bulk bool
+	Data []byte
+}
+
+// Beat is a coalesced MsgHeartbeat (Resp false) or MsgHeartbeatResp (Resp
+// true) of one group: From and To are the servers at the ends of the link,
+// and the rest of the message is empty.
+type Beat struct {
+	Group  uint64
+	Term   uint64
+	Commit uint64 // heartbeats only
+	Resp   bool
+}

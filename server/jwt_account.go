@@ -1,0 +1,277 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/skiffmq/skiff/internal/proto"
+)
+
+// accountJWT is what an account of operator mode holds from its JWT.
+// Everything but expired and the timer is set before the account is
+// registered and only read afterwards.
+type accountJWT struct {
+	claims *jwt.AccountClaims
+	raw    string
+	// signers are the keys that may sign the account's users: its
+	// signing keys (a scope for a scoped one, nil otherwise) and, unless
+	// its operator has strict signing key usage, its own key.
+	signers map[string]jwt.Scope
+	// defaultPerms apply to users whose JWT has no permissions (nil:
+	// none); defaultResp is set if they include response permissions.
+	defaultPerms *Permissions
+	defaultResp  bool
+	// refused says why the account's users may not connect: its JWT asks
+	// for what Skiff does not implement yet, and an account that lacks
+	// what it asks for fails closed ("" if they may connect).
+	refused string
+
+	expired atomic.Bool
+	mu      sync.Mutex
+	timer   *time.Timer // the expiry timer, set once the account is registered
+}
+
+// Why an account of operator mode is refused.
+var (
+	errAccountUntrusted = errors.New("account JWT not signed by a trusted operator")
+	errAccountInvalid   = errors.New("account JWT not valid")
+	errAccountExpired   = errors.New("account JWT has expired")
+	errNotJWTAccount    = errors.New("not an account of operator mode")
+)
+
+// jwtAccount returns the operator-mode account pub: registered already,
+// or fetched from the resolver, checked and registered. It runs on
+// client read loops (CONNECT).
+func (s *Server) jwtAccount(pub string) (*Account, error) {
+	if a := s.accounts.lookup(pub); a != nil {
+		switch {
+		case a.jwt == nil:
+			return nil, errNotJWTAccount
+		case a.jwt.expired.Load():
+			// The MEMORY resolver has no newer JWT to fetch.
+			return nil, errAccountExpired
+		}
+		return a, nil
+	}
+	raw, err := s.trust.resolver.fetch(pub)
+	if err != nil {
+		return nil, err
+	}
+	ac, err := s.verifyAccountJWT(pub, raw)
+	if err != nil {
+		return nil, err
+	}
+	a := s.newJWTAccount(ac, raw)
+	got, added := s.accounts.add(a)
+	if added {
+		s.startAccountExpiry(a)
+		if a.jwt.refused != "" {
+			s.log.Warn("account refused: its users cannot connect", "account", pub, "name", ac.Name, "reason", a.jwt.refused)
+		}
+	}
+	return got, nil
+}
+
+// routeAccount returns the account a peer names in RS+, RS- or RMSG. In
+// operator mode an account not registered yet is fetched and checked as
+// at CONNECT: a peer's client may be the first of an account whose JWT
+// only became valid after this server started. The MEMORY resolver
+// answers from memory, so the route's read loop does not wait.
+func (s *Server) routeAccount(name []byte) *Account {
+	if a := s.accounts.lookupBytes(name); a != nil || s.trust == nil || !nkeys.IsValidPublicAccountKey(string(name)) {
+		return a
+	}
+	a, err := s.jwtAccount(string(name))
+	if err != nil {
+		return nil
+	}
+	return a
+}
+
+// verifyAccountJWT decodes an account JWT (checking its signature) and
+// checks that a trusted operator key signed it, that it is valid now and
+// that it is the account pub's.
+func (s *Server) verifyAccountJWT(pub, raw string) (*jwt.AccountClaims, error) {
+	ac, err := jwt.DecodeAccountClaims(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errAccountInvalid, err)
+	}
+	if !s.trust.keys[ac.Issuer] {
+		return nil, fmt.Errorf("%w: issuer %s", errAccountUntrusted, ac.Issuer)
+	}
+	if err := validationError(ac); err != nil {
+		return nil, fmt.Errorf("%w: %v", errAccountInvalid, err)
+	}
+	if ac.Subject != pub {
+		return nil, fmt.Errorf("%w: the JWT is account %s's, not %s's", errAccountInvalid, ac.Subject, pub)
+	}
+	return ac, nil
+}
+
+// newJWTAccount builds the account of claims ac (not registered yet).
+func (s *Server) newJWTAccount(ac *jwt.AccountClaims, raw string) *Account {
+	lim := ac.Limits
+	a := newAccount(s, ac.Subject, accountLimits{
+		maxConns:   jwtLimit(lim.Conn),
+		maxSubs:    jwtLimit(lim.Subs),
+		maxPayload: jwtLimit(lim.Payload),
+	})
+	aj := &accountJWT{claims: ac, raw: raw, signers: map[string]jwt.Scope{}}
+	for k, scope := range ac.SigningKeys {
+		aj.signers[k] = scope
+	}
+	if !s.trust.strict[ac.Issuer] {
+		aj.signers[ac.Subject] = nil
+	}
+	aj.defaultPerms, aj.defaultResp = permissionsFromJWT(&ac.DefaultPermissions)
+	aj.refused = unsupportedClaims(ac)
+	if ac.Trace != nil {
+		s.log.Warn("account JWT asks for message tracing, which Skiff does not implement: ignored", "account", ac.Subject)
+	}
+	a.jwt = aj
+	return a
+}
+
+// unsupportedClaims names what ac asks for that Skiff does not implement
+// yet, or returns "". Such an account fails closed: honouring only part
+// of it could open subjects it shares through exports and imports, or
+// skip the mappings and authorization it relies on.
+func unsupportedClaims(ac *jwt.AccountClaims) string {
+	var why []string
+	if len(ac.Exports) > 0 {
+		why = append(why, "exports")
+	}
+	if len(ac.Imports) > 0 {
+		why = append(why, "imports")
+	}
+	if len(ac.Mappings) > 0 {
+		why = append(why, "subject mappings")
+	}
+	if ac.HasExternalAuthorization() {
+		why = append(why, "authorization callout")
+	}
+	if ac.Limits.IsJSEnabled() {
+		why = append(why, "JetStream limits")
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return "the account JWT has " + strings.Join(why, ", ") + ", which Skiff does not implement for JWT accounts yet"
+}
+
+// jwtLimit reads a limit of a JWT as nats-server does: -1 for none, any
+// other negative value and zero allow nothing.
+func jwtLimit(v int64) int32 {
+	switch {
+	case v == jwt.NoLimit:
+		return noLimit
+	case v < 0:
+		return 0
+	case v > math.MaxInt32:
+		return math.MaxInt32
+	}
+	return int32(v)
+}
+
+// permissionsFromJWT returns the permissions p says (nil if it says
+// none) and whether it has response permissions.
+func permissionsFromJWT(p *jwt.Permissions) (*Permissions, bool) {
+	if p == nil {
+		return nil, false
+	}
+	resp := p.Resp != nil
+	if p.Pub.Empty() && p.Sub.Empty() {
+		return nil, resp
+	}
+	return &Permissions{
+		Publish:   SubjectPermission{Allow: clone(p.Pub.Allow), Deny: clone(p.Pub.Deny)},
+		Subscribe: SubjectPermission{Allow: clone(p.Sub.Allow), Deny: clone(p.Sub.Deny)},
+	}, resp
+}
+
+func clone(l jwt.StringList) []string {
+	if len(l) == 0 {
+		return nil
+	}
+	return append([]string(nil), l...)
+}
+
+// startAccountExpiry arms the expiry of a registered account: when its
+// JWT expires, its clients get -ERR 'Account Authentication Expired' and
+// are closed, and no user connects into it any more.
+func (s *Server) startAccountExpiry(a *Account) {
+	exp := a.jwt.claims.Expires
+	if exp == 0 {
+		return
+	}
+	a.jwt.mu.Lock()
+	defer a.jwt.mu.Unlock()
+	a.jwt.timer = time.AfterFunc(untilUnix(exp, time.Now()), a.expireJWT)
+}
+
+// expireJWT runs on a timer goroutine when the account's JWT expires.
+func (a *Account) expireJWT() {
+	// Set before the clients are gathered: a client binding concurrently
+	// either is gathered or sees expired (bind).
+	a.jwt.expired.Store(true)
+	a.mu.Lock()
+	clients := make([]*client, 0, len(a.mu.clients))
+	for c := range a.mu.clients {
+		clients = append(clients, c)
+	}
+	a.mu.Unlock()
+	a.srv.log.Info("account JWT expired", "account", a.name, "clients", len(clients))
+	for _, c := range clients {
+		c.authExpired(proto.ErrAccountExpired)
+	}
+}
+
+// jwtExpired reports whether a is an operator-mode account whose JWT has
+// expired.
+func (a *Account) jwtExpired() bool { return a.jwt != nil && a.jwt.expired.Load() }
+
+// stopAccountTimers stops the expiry timers of the accounts (Shutdown).
+func (s *Server) stopAccountTimers() {
+	for _, a := range s.accounts.all() {
+		if a.jwt == nil {
+			continue
+		}
+		a.jwt.mu.Lock()
+		if a.jwt.timer != nil {
+			a.jwt.timer.Stop()
+		}
+		a.jwt.mu.Unlock()
+	}
+}
+
+// startOperatorMode builds the trust of operator mode and registers the
+// accounts the resolver holds, so that routes and clients find them. An
+// account that does not verify is logged and left out (its users are
+// refused), as nats-server only warns about a preload; the system account
+// must resolve, or New fails, as nats-server's Start does.
+func (s *Server) startOperatorMode() error {
+	t, err := newTrust(&s.opts)
+	if err != nil {
+		return err
+	}
+	s.trust = t
+	for pub := range s.opts.Resolver.Preload {
+		if _, err := s.jwtAccount(pub); err != nil {
+			s.log.Warn("preloaded account not usable", "account", pub, "err", err)
+		}
+	}
+	if sys := t.sysAccount; sys != "" {
+		if _, err := s.jwtAccount(sys); err != nil {
+			return fmt.Errorf("error resolving system account %s: %w", sys, err)
+		}
+	}
+	return nil
+}
