@@ -84,16 +84,21 @@ func (c *client) accountLocked() *Account {
 
 // identity fills what /connz says with auth=true of whom the client acts
 // as in acc, its account, as nats-server does: the account (absent for
-// the global one), the account's name tag, and for an nkey user its
-// issuer, which for a configured nkey is its account. A JWT user's jwt
-// (unless a bearer token) and tags belong here too, once Skiff has JWT
-// users.
+// the global one), the account's name tag, and the user's issuer: for a
+// configured nkey its account, for a user JWT the key that signed it
+// (the account's own or a signing key); and a user JWT's tags and the JWT
+// itself, unless it is a bearer token.
 func (c *client) identity(ci *ConnInfo, acc *Account) {
 	if acc != c.srv.gacc {
 		ci.Account = acc.name
 	}
 	ci.NameTag = acc.nameTag()
-	if u := c.usr.Load(); u != nil && u.nkey {
+	u := c.usr.Load()
+	switch {
+	case u == nil:
+	case u.jwt != nil:
+		ci.IssuerKey, ci.JWT, ci.Tags = u.jwt.signer, u.jwt.raw, u.jwt.tags
+	case u.nkey:
 		ci.IssuerKey = u.acc.name
 	}
 }

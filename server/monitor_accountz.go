@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/nats-io/jwt/v2"
 )
 
 // ErrUnknownAccount is returned for a request about an account this server
@@ -41,10 +43,11 @@ type AccountInfo struct {
 	AccountName string    `json:"account_name"`
 	LastUpdate  time.Time `json:"update_time,omitempty"` // when the account was registered
 	IsSystem    bool      `json:"is_system,omitempty"`   // false: Skiff has no system account yet
-	// Expired and Complete are about the account's JWT and its imports'
-	// activations: a configured account never expires, and its imports
-	// are checked when the server starts (New refuses a bad one), so it
-	// is always complete.
+	// Expired is set once an account JWT's expiry passed. Complete is
+	// false for an account of operator mode whose JWT asks for what Skiff
+	// does not implement for it yet (exports, imports, ...): its users
+	// are refused. A configured account's imports are checked when the
+	// server starts (New refuses a bad one), so it is always complete.
 	Expired   bool `json:"expired"`
 	Complete  bool `json:"complete"`
 	JetStream bool `json:"jetstream_enabled"`
@@ -55,10 +58,20 @@ type AccountInfo struct {
 	// Exports lists the service exports, then the stream exports, each in
 	// configuration order; Imports the stream imports, then the service
 	// imports.
-	Exports []ExtExport   `json:"exports,omitempty"`
-	Imports []ExtImport   `json:"imports,omitempty"`
-	NameTag string        `json:"name_tag,omitempty"`
-	Sublist *SublistStats `json:"sublist_stats,omitempty"`
+	Exports []ExtExport `json:"exports,omitempty"`
+	Imports []ExtImport `json:"imports,omitempty"`
+	// Jwt is an account of operator mode's JWT, IssuerKey the operator
+	// key that signed it, Claim its claims decoded, Vr what validating
+	// them now finds, and RevokedUser the users it revokes (jwt.All, "*",
+	// for every user), from when.
+	Jwt         string               `json:"jwt,omitempty"`
+	IssuerKey   string               `json:"issuer_key,omitempty"`
+	NameTag     string               `json:"name_tag,omitempty"`
+	Tags        jwt.TagList          `json:"tags,omitempty"`
+	Claim       *jwt.AccountClaims   `json:"decoded_jwt,omitempty"`
+	Vr          []ExtVrIssues        `json:"validation_result_jwt,omitempty"`
+	RevokedUser map[string]time.Time `json:"revoked_user,omitempty"`
+	Sublist     *SublistStats        `json:"sublist_stats,omitempty"`
 	// Responses are the open requests to the account's service exports
 	// made through this server, by the reply subject the responder
 	// answers on (at most 64 Ki, the bound of the response table).
@@ -99,6 +112,14 @@ type ExtImport struct {
 	Share   bool `json:"share"`
 	// Tracking is service latency tracking, which is not implemented.
 	Tracking bool `json:"tracking"`
+}
+
+// ExtVrIssues is one issue validating an account JWT found, as nats-server
+// shows it.
+type ExtVrIssues struct {
+	Description string `json:"description"`
+	Blocking    bool   `json:"blocking"`
+	Time        bool   `json:"time_check"`
 }
 
 // SublistStats are the statistics of an account's subscription index, as
@@ -165,25 +186,55 @@ func (a *Account) info() *AccountInfo {
 }
 
 // identity fills what AccountInfo says of where the account's definition
-// comes from. For a configured account that is only its name tag, which
-// is its name, as in nats-server. The fields an account JWT gives (jwt,
-// issuer_key, tags, decoded_jwt, validation_result_jwt, revoked_user, and
-// expired) have no value for it and stay absent: operator mode sets them
-// here, from the account's claims.
+// comes from: its name tag and, for an account of operator mode, what its
+// JWT says, as nats-server does. A configured account has no JWT: those
+// fields stay absent.
 func (a *Account) identity(ai *AccountInfo) {
 	ai.NameTag = a.nameTag()
+	aj := a.jwt
+	if aj == nil {
+		return
+	}
+	ai.Jwt, ai.IssuerKey, ai.Tags, ai.Claim = aj.raw, aj.claims.Issuer, aj.claims.Tags, aj.claims
+	ai.Expired = a.jwtExpired()
+	ai.Complete = aj.refused == ""
+	var vr jwt.ValidationResults
+	aj.claims.Validate(&vr)
+	for _, is := range vr.Issues {
+		ai.Vr = append(ai.Vr, ExtVrIssues{Description: is.Description, Blocking: is.Blocking, Time: is.TimeCheck})
+	}
+	if len(aj.claims.Revocations) > 0 {
+		ai.RevokedUser = make(map[string]time.Time, len(aj.claims.Revocations))
+		for k, at := range aj.claims.Revocations {
+			ai.RevokedUser[k] = time.Unix(at, 0)
+		}
+	}
 }
 
-// nameTag is the account's name for people (nats-server's name tag): a
-// configured account's name. A JWT account's would be its claims' name.
-func (a *Account) nameTag() string { return a.name }
+// nameTag is the account's name for people (nats-server's name tag): the
+// name in an account JWT's claims, or the account's name.
+func (a *Account) nameTag() string {
+	if a.jwt != nil && a.jwt.claims.Name != "" {
+		return a.jwt.claims.Name
+	}
+	return a.name
+}
 
-// jetStreamEnabled reports whether the account has JetStream. Until
-// JetStream is kept per account, only the global account does, when the
-// server runs JetStream (which the broker refuses together with
-// configured accounts).
+// jetStreamEnabled reports whether the account has JetStream, by the rule
+// the jetstream package enables accounts with (its enabledAccounts,
+// nats-server's): on a server running JetStream, the global account when
+// no other is configured; otherwise each account configured with
+// jetstream, never the system account. Operator mode has no JetStream.
 func (a *Account) jetStreamEnabled() bool {
-	return a == a.srv.gacc && a.srv.jetstream
+	s := a.srv
+	switch {
+	case !s.jetstream:
+		return false
+	case len(s.opts.Accounts) == 0:
+		return a == s.gacc
+	}
+	_, configured := a.JetStreamLimits()
+	return configured && a.name != systemAccountName
 }
 
 func (p *accountPorts) extExports() []ExtExport {
