@@ -3,14 +3,23 @@ package server_test
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/jwt/v2"
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/broker"
+	"github.com/skiffmq/skiff/internal/jwttest"
 )
 
 // TestDifferentialAccountMonitoring loads monitor.conf into Skiff and
@@ -30,6 +39,61 @@ func TestDifferentialAccountMonitoring(t *testing.T) {
 	for _, acc := range []string{"$G", "A", "B", "C"} {
 		paths = append(paths, "/accountz?acc="+url.QueryEscape(acc))
 	}
+	requireSameMonitoring(t, ours, theirs, paths, []string{"auth=1", "auth=1&acc=A", "auth=1&acc=%24G", "auth=1&acc=nope", "auth=1&user=b2", "acc=B"})
+}
+
+// TestDifferentialAccountMonitoringJWT is the same in operator mode: an
+// account with tags, a signing key and a revoked user, its users (one
+// signed by the signing key, one a bearer token), and another account,
+// loaded from the same operator configuration into both servers.
+func TestDifferentialAccountMonitoringJWT(t *testing.T) {
+	op := jwttest.NewOperator(t)
+	acc := op.Account("TEAM", jwttest.AccountClaims(func(c *jwt.AccountClaims) { c.Tags = jwt.TagList{"team:a"} }))
+	sk := acc.AddSigningKey()
+	acc.Revoke(acc.User("gone").Pub, time.Unix(1_700_000_000, 0))
+	other := op.Account("OTHER")
+	conf := filepath.Join(t.TempDir(), "operator.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(op.Conf(acc, other)), 0o600))
+	users := map[string]*jwttest.User{
+		"alice":  acc.User("alice", jwttest.Tags("role:dev")),
+		"signed": acc.User("signed", jwttest.SignedWith(sk)),
+		"bearer": acc.User("bearer", jwttest.Bearer()),
+		"bob":    other.User("bob"),
+	}
+	connectAll := func(url string, clients func() int) {
+		// In one order on both: each client receives its own and the
+		// later clients' messages.
+		for _, name := range slices.Sorted(maps.Keys(users)) {
+			u := users[name]
+			nc, err := nats.Connect(url, nats.MaxReconnects(0), nats.Name(name), nats.UserCredentials(u.CredsFile(t)))
+			require.NoError(t, err, name)
+			t.Cleanup(nc.Close)
+			_, err = nc.SubscribeSync("work")
+			require.NoError(t, err)
+			require.NoError(t, nc.Publish("work", []byte(name)))
+			require.NoError(t, nc.Flush())
+		}
+		require.Equal(t, len(users), clients())
+	}
+
+	bc, err := broker.LoadConfig(conf)
+	require.NoError(t, err)
+	skiff := RunMonitored(t, bc.Server)
+	connectAll(skiff.ClientURL(), skiff.NumClients)
+	ref := startMonitoredReference(t, conf)
+	connectAll(ref.ClientURL(), func() int { return ref.NumClients() })
+
+	paths := []string{"/accountz", "/accstatz?unused=1", "/accountz?acc=%24G", "/accountz?acc=" + acc.Pub, "/accountz?acc=" + other.Pub}
+	requireSameMonitoring(t, "http://"+skiff.MonitorAddr().String(), "http://"+ref.MonitorAddr().String(), paths,
+		[]string{"auth=1", "auth=1&acc=" + acc.Pub, "auth=1&user=" + users["bob"].Pub})
+}
+
+// requireSameMonitoring requires the answers of Skiff (at the monitoring
+// address ours) and nats-server (theirs) to paths to have the same shape
+// and values, except where the servers differ by nature or by design
+// (skiffLacks, skiffDiffers), and /connz with each of connzQueries to say
+// the same of whom each connection is.
+func requireSameMonitoring(t *testing.T, ours, theirs string, paths, connzQueries []string) {
 	for _, path := range paths {
 		t.Run(path, func(t *testing.T) {
 			got, want := fetchJSON(t, ours+path), fetchJSON(t, theirs+path)
@@ -57,10 +121,7 @@ func TestDifferentialAccountMonitoring(t *testing.T) {
 			require.Equal(t, want, got)
 		})
 	}
-
-	// /connz: who each connection is, and which the account and user
-	// filters select.
-	for _, query := range []string{"auth=1", "auth=1&acc=A", "auth=1&acc=%24G", "auth=1&acc=nope", "auth=1&user=b2", "acc=B"} {
+	for _, query := range connzQueries {
 		t.Run("/connz?"+query, func(t *testing.T) {
 			require.Equal(t, connIdentities(t, theirs+"/connz?"+query), connIdentities(t, ours+"/connz?"+query))
 		})
@@ -69,13 +130,13 @@ func TestDifferentialAccountMonitoring(t *testing.T) {
 
 // connIdentities returns, by connection name, what /connz says of whom
 // each connection acts as.
-func connIdentities(t *testing.T, u string) map[string][4]any {
+func connIdentities(t *testing.T, u string) map[string][6]any {
 	t.Helper()
-	out := map[string][4]any{}
+	out := map[string][6]any{}
 	conns, _ := fetchJSON(t, u)["connections"].([]any)
 	for _, c := range conns {
 		ci := c.(map[string]any)
-		out[ci["name"].(string)] = [4]any{ci["account"], ci["name_tag"], ci["issuer_key"], ci["authorized_user"]}
+		out[ci["name"].(string)] = [6]any{ci["account"], ci["name_tag"], ci["issuer_key"], ci["authorized_user"], ci["jwt"], ci["tags"]}
 	}
 	return out
 }

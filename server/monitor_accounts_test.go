@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/broker"
+	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -504,4 +506,44 @@ func TestMonitorAccountFieldNamesMatchReference(t *testing.T) {
 	MonitorJSON(t, s, "/accstatz", &stz)
 	require.Len(t, stz.Accounts, 4)
 	require.Equal(t, int64(2), stz.Accounts[3].Received.Msgs) // C
+}
+
+// TestMonitorAccountzJetStream: jetstream_enabled says which accounts
+// JetStream serves, checked against a client's $JS.API.INFO in each.
+func TestMonitorAccountzJetStream(t *testing.T) {
+	users := func(name string) []server.User { return []server.User{{Name: name, Password: name}} }
+	for _, tc := range []struct {
+		name     string
+		accounts []server.AccountConfig
+		users    []server.User
+		streams  bool
+		want     map[string]bool // by user, named after its account
+	}{
+		{name: "global account only", users: users("$G"), streams: true, want: map[string]bool{"$G": true}},
+		{name: "no JetStream", users: users("$G"), want: map[string]bool{"$G": false}},
+		{name: "configured accounts", users: users("$G"), streams: true, accounts: []server.AccountConfig{
+			{Name: "JS", Users: users("JS"), JetStream: &server.JetStreamLimits{MaxStreams: 2}},
+			{Name: "NOJS", Users: users("NOJS")},
+		}, want: map[string]bool{"$G": false, "JS": true, "NOJS": false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort, HTTPPort: server.RandomPort, Users: tc.users, Accounts: tc.accounts})
+			require.NoError(t, err)
+			if tc.streams {
+				js, err := jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = js.Close() })
+			}
+			require.NoError(t, s.Start())
+			t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+			for acc, enabled := range tc.want {
+				require.Equal(t, enabled, accountz(t, s, "?acc="+url.QueryEscape(acc)).Account.JetStream, acc)
+				nc := Connect(t, s, nats.UserInfo(acc, acc))
+				js, err := nc.JetStream(nats.MaxWait(time.Second))
+				require.NoError(t, err)
+				_, err = js.AccountInfo()
+				require.Equal(t, enabled, err == nil, "%s: %v", acc, err)
+			}
+		})
+	}
 }
