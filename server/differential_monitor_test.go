@@ -79,8 +79,18 @@ func TestDifferentialAccountMonitoringJWT(t *testing.T) {
 	bc, err := broker.LoadConfig(conf)
 	require.NoError(t, err)
 	skiff := RunMonitored(t, bc.Server)
-	connectAll(skiff.ClientURL(), skiff.NumClients)
 	ref := startMonitoredReference(t, conf)
+	// Before any client, Skiff lists the preloaded accounts (it registers
+	// them at start); nats-server lists an account once a client looked
+	// it up. Once both accounts have clients, the lists are the same.
+	before := func(base string) any {
+		v := fetchJSON(t, base+"/accountz")
+		stableMonitorValues(v, false)
+		return v["accounts"]
+	}
+	require.Equal(t, []any{"$G"}, before("http://"+ref.MonitorAddr().String()))
+	require.Equal(t, sortedAny([]any{"$G", acc.Pub, other.Pub}), sortedAny(before("http://"+skiff.MonitorAddr().String())))
+	connectAll(skiff.ClientURL(), skiff.NumClients)
 	connectAll(ref.ClientURL(), func() int { return ref.NumClients() })
 
 	paths := []string{"/accountz", "/accstatz?unused=1", "/accountz?acc=%24G", "/accountz?acc=" + acc.Pub, "/accountz?acc=" + other.Pub}
@@ -240,6 +250,11 @@ func stableMonitorValues(v map[string]any, reference bool) {
 		}
 		sortByJSON(stats)
 	}
+}
+
+func sortedAny(v any) []any {
+	list, _ := v.([]any)
+	return slices.SortedFunc(slices.Values(list), func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
 }
 
 func sortByJSON(list []any) {
