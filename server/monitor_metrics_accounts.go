@@ -4,8 +4,9 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Per-account series, labelled with the account's name: one per account
 // the server has, so their number is bounded by the accounts of its
-// configuration and "$G". A client cannot make an account up (it
-// connects to one that exists), so no client can add series.
+// configuration (in operator mode, those preloaded in the resolver) and
+// "$G". A client cannot make an account up (it connects to one that
+// exists), so no client can add series.
 var (
 	descAccConnections   = newDesc("skiff_account_connections", "Client connections of the account.", "account")
 	descAccSubscriptions = newDesc("skiff_account_subscriptions", "Subscriptions in the account's index, its bridges and peers' interest included.", "account")
