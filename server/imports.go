@@ -81,6 +81,7 @@ func (s *Server) newBridges(ix *importIndex) []*respTable {
 	}
 	for _, name := range ix.order {
 		acc := s.accounts.lookup(name)
+		acc.ports = accountPorts{exports: ix.exports[name], streams: ix.streams[name], svcs: ix.svcs[name]}
 		for _, e := range ix.exports[name] {
 			if e.Service {
 				table(acc)
@@ -267,7 +268,7 @@ func (c *client) request(h *hop, sub *subscription, subj string, as, reply []byt
 	var e *respEntry
 	var reply2 []byte
 	if len(reply) > 0 {
-		e = b.to.resp.add(sub.acc, reply, c.asker(sub.acc), b.export.Response, responseThreshold(b.export))
+		e = b.to.resp.add(sub.acc, reply, c.asker(sub.acc), b.export.Response, b.share, responseThreshold(b.export))
 		reply2 = unsafe.Slice(unsafe.StringData(e.key), len(e.key))
 	}
 	msg, hdr = c.withRequestInfo(h, sub, hdr, msg)
@@ -313,7 +314,7 @@ func (c *client) respond(t *respTable, subj string, reply []byte, hdr int, msg [
 	var back *respEntry
 	var reply2 []byte
 	if len(reply) > 0 && e.to.resp != nil {
-		back = e.to.resp.add(t.acc, reply, c.asker(t.acc), e.rt, e.threshold)
+		back = e.to.resp.add(t.acc, reply, c.asker(t.acc), e.rt, e.share, e.threshold)
 		reply2 = unsafe.Slice(unsafe.StringData(back.key), len(back.key))
 	}
 	wasServer, was := c.serverPub, c.actFor

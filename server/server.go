@@ -84,7 +84,6 @@ type stats struct {
 	stalls        paddedInt // publisher reads held at a subscriber's gate (stall.go)
 	// Totals of clients that have closed; live clients keep their own.
 	closedInMsgs, closedInBytes, closedOutMsgs, closedOutBytes paddedInt
-	subInserts, subRemoves                                     paddedInt
 	bridgeDrops                                                paddedInt // messages a loop or depth of imports stopped
 }
 
@@ -452,7 +451,7 @@ func (s *Server) index(sub *subscription) {
 	if err := sub.acc.subs.Subscribe(sub.subject, sub.queue, sub); err != nil {
 		panic("server: indexing a validated subscription: " + err.Error()) // validated in Sub
 	}
-	s.stats.subInserts.Add(1)
+	sub.acc.subInserts.Add(1)
 	if s.cluster != nil && sub.toldToPeers() {
 		s.cluster.interestAdded(sub)
 	}
@@ -460,7 +459,7 @@ func (s *Server) index(sub *subscription) {
 
 func (s *Server) unindex(sub *subscription) {
 	if sub.acc.subs.Unsubscribe(sub.subject, sub.queue, sub) == nil {
-		s.stats.subRemoves.Add(1)
+		sub.acc.subRemoves.Add(1)
 		if s.cluster != nil && sub.toldToPeers() {
 			s.cluster.interestRemoved(sub)
 		}

@@ -81,7 +81,8 @@ type sysState struct {
 	mu struct {
 		sync.Mutex
 		started, stopped bool
-		// imported are the accounts given the system imports.
+		// imported are the accounts importInto saw: true for those given
+		// the system imports.
 		imported map[*Account]bool
 		// dirty are the accounts whose connection count changed since
 		// the last update, due when the kick timer fires.
@@ -252,8 +253,8 @@ var sysImports = []struct {
 	to     string
 	share  bool
 }{
-	{"$SYS.REQ.SERVER.PING.CONNZ", sysExportConnz, "$SYS.REQ.ACCOUNT.%s.CONNZ", false},
 	{"$SYS.REQ.ACCOUNT.PING.CONNZ", sysExportConnz, "$SYS.REQ.ACCOUNT.%s.CONNZ", false},
+	{"$SYS.REQ.SERVER.PING.CONNZ", sysExportConnz, "$SYS.REQ.ACCOUNT.%s.CONNZ", false},
 	{"$SYS.REQ.ACCOUNT.PING.STATZ", sysExportStatz, "$SYS.REQ.ACCOUNT.%s.STATZ", false},
 	{"$SYS.REQ.USER.INFO", sysExportUser, "$SYS.REQ.USER.%s.INFO", true},
 }
@@ -266,11 +267,12 @@ var sysImports = []struct {
 func (sy *sysState) importInto(a *Account) {
 	sy.mu.Lock()
 	defer sy.mu.Unlock()
-	if sy.mu.imported[a] {
+	if _, seen := sy.mu.imported[a]; seen {
 		return
 	}
-	sy.mu.imported[a] = true
-	if strings.ContainsAny(a.name, ".*>") {
+	ok := !strings.ContainsAny(a.name, ".*>")
+	sy.mu.imported[a] = ok
+	if !ok {
 		sy.s.log.Warn("account name is not one subject token: it gets no $SYS imports", "account", a.name)
 		return
 	}
@@ -285,6 +287,29 @@ func (sy *sysState) importInto(a *Account) {
 			panic("server: a system import's transform: " + err.Error()) // literal subjects
 		}
 		sy.s.indexBridge(a, im.local, subServiceImport, &bridge{to: sy.acc, tr: tr, export: im.export, share: im.share, info: info})
+	}
+}
+
+// extPorts adds the system exports and imports to what /accountz says of
+// account a, as nats-server lists them.
+func (sy *sysState) extPorts(a *Account, ai *AccountInfo) {
+	sy.mu.Lock()
+	ok := sy.mu.imported[a]
+	sy.mu.Unlock()
+	if a == sy.acc {
+		for _, e := range []*Export{sysExportConnz, sysExportStatz, sysExportUser} {
+			ai.Exports = append(ai.Exports, ExtExport{Subject: e.Subject, Type: kindName(true), ResponseType: e.Response.String()})
+		}
+	}
+	if !ok {
+		return
+	}
+	for _, im := range sysImports {
+		if a == sy.acc && im.export != sysExportUser {
+			continue
+		}
+		ai.Imports = append(ai.Imports, ExtImport{Subject: fmt.Sprintf(im.to, a.name), Account: sy.acc.name,
+			To: im.local, LocalSubject: im.local, Type: kindName(true), Share: im.share})
 	}
 }
 

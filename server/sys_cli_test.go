@@ -66,7 +66,7 @@ func TestSysCLI(t *testing.T) {
 
 	out = nats("server", "report", "connections")
 	require.Contains(t, out, "Top 2 Connections out of 2")
-	require.Contains(t, out, "tenant-app")
+	require.Regexp(t, `│ tenant-app +│ solo +│ +│ 127\.0\.0\.1:\d+ +│ A +│`, out, "name, server, account")
 
 	out = nats("server", "report", "jetstream")
 	require.Contains(t, out, "JetStream Summary")
@@ -86,6 +86,10 @@ func TestSysCLI(t *testing.T) {
 	require.Zero(t, routez[0].Data.NumRoutes)
 	health := requestLines[natsserver.ServerAPIHealthzResponse](t, nats("server", "request", "jetstream-health"))
 	require.Equal(t, "ok", health[0].Data.Status)
+	accountz := requestLines[natsserver.ServerAPIAccountzResponse](t, nats("server", "request", "accounts", "--account", "A"))
+	require.Equal(t, "A", accountz[0].Data.Account.AccountName)
+	require.Equal(t, 1, accountz[0].Data.Account.ClientCnt)
+	require.Equal(t, "SYS", accountz[0].Data.SystemAccount)
 }
 
 // TestSysCLICluster drives `nats server ...` against a cluster of three:

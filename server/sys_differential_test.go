@@ -94,6 +94,11 @@ func TestSysDifferentialKeys(t *testing.T) {
 		add("USER.INFO", resp.Data)
 
 		for _, req := range []struct{ subj, body string }{
+			{"$SYS.REQ.SERVER.PING.ACCOUNTZ", ""},
+			{"$SYS.REQ.SERVER.PING.ACCOUNTZ", `{"account":"A"}`},
+			{"$SYS.REQ.ACCOUNT.A.INFO", ""},
+			{"$SYS.REQ.ACCOUNT.A.STATZ", ""},
+			{"$SYS.REQ.ACCOUNT.PING.STATZ", `{"accounts":["A"]}`},
 			{"$SYS.REQ.SERVER.PING", ""},
 			{"$SYS.REQ.SERVER.PING.STATSZ", ""},
 			{"$SYS.REQ.SERVER.PING.IDZ", ""},
@@ -110,7 +115,7 @@ func TestSysDifferentialKeys(t *testing.T) {
 		} {
 			resp, err := sys.Request(req.subj, []byte(req.body), 5*time.Second)
 			require.NoError(t, err, "%s %s", name, req.subj)
-			add(strings.TrimPrefix(req.subj, "$SYS.REQ."), resp.Data)
+			add(strings.TrimPrefix(req.subj, "$SYS.REQ.")+" "+req.body, resp.Data)
 		}
 
 		a.Close()
@@ -134,23 +139,26 @@ func TestSysDifferentialKeys(t *testing.T) {
 	// (docs/monitoring.md says why).
 	missingOK := map[string][]string{
 		"": {".server.feature_flags"}, // nats-server's feature flags
-		// A client's round trip time is not measured; the account's name
-		// tag and the subscription's account tag are not shown yet.
-		"SERVER.PING.CONNZ": {".data.connections[].rtt", ".data.connections[].account", ".data.connections[].name_tag"},
-		"SERVER.PING.SUBSZ": {".data.subscriptions_list[].account_tag"},
-		"ACCOUNT.A.SUBSZ":   {".data.subscriptions_list[].account_tag"},
-		// The account's traffic is not counted per account yet.
-		"SERVER.CONNS":    {".sent", ".received"},
-		"ACCOUNT.A.CONNS": {".sent", ".received"},
+		// A client's round trip time is not measured; the subscription's
+		// account tag is not shown.
+		"SERVER.PING.CONNZ {\"auth\":true,\"subscriptions\":true}":      {".data.connections[].rtt"},
+		"SERVER.PING.SUBSZ {\"subscriptions\":true,\"test\":\"a.sub\"}": {".data.subscriptions_list[].account_tag"},
+		"ACCOUNT.A.SUBSZ ": {".data.subscriptions_list[].account_tag"},
+		// An account's traffic is not split by routes, gateways and leaf
+		// nodes (/accstatz's difference).
+		"SERVER.CONNS":     {".sent.", ".received."},
+		"ACCOUNT.A.CONNS ": {".sent.", ".received."},
+		"ACCOUNT.A.STATZ ": {".data.account_statz[].sent.", ".data.account_statz[].received."},
+		"ACCOUNT.PING.STATZ {\"accounts\":[\"A\"]}": {".data.account_statz[].sent.", ".data.account_statz[].received."},
 		// /varz's differences, the same over HTTP.
-		"SERVER.PING.VARZ": {".data.cluster", ".data.config_digest", ".data.config_load_time", ".data.disk_io_wait_stats",
+		"SERVER.PING.VARZ ": {".data.cluster", ".data.config_digest", ".data.config_load_time", ".data.disk_io_wait_stats",
 			".data.feature_flags", ".data.gateway", ".data.http_base_path", ".data.https_port", ".data.jetstream",
 			".data.leaf", ".data.leafnodes", ".data.mqtt", ".data.remotes", ".data.stale_connection", ".data.stalled_clients",
 			".data.tls_timeout", ".data.websocket"},
 	}
 	// What Skiff has that nats-server leaves out here, with these values.
 	extraOK := map[string][]string{
-		"SERVER.PING.VARZ": {".data.max_subscriptions"}, // omitted by nats-server when unlimited (0)
+		"SERVER.PING.VARZ ": {".data.max_subscriptions"}, // omitted by nats-server when unlimited (0)
 	}
 	prefixed := func(k string, prefixes []string) bool {
 		return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(k, p) })

@@ -48,7 +48,7 @@ func (sy *sysState) subscribeEvents() {
 func (s *Server) clientInfo(c *client, acc *Account) ClientInfo {
 	ci := ClientInfo{
 		Start: c.start.UTC(), Host: c.ip, ID: c.cid, Account: acc.name,
-		NameTag: acc.eventNameTag(), Kind: "Client", ClientType: "nats",
+		NameTag: acc.nameTag(), Kind: "Client", ClientType: "nats",
 	}
 	if c.ws {
 		ci.ClientType = "websocket"
@@ -65,15 +65,6 @@ func (s *Server) clientInfo(c *client, acc *Account) ClientInfo {
 	ci.User, ci.Name, ci.Lang, ci.Version = c.mu.user, c.mu.name, c.mu.lang, c.mu.version
 	c.mu.Unlock()
 	return ci
-}
-
-// eventNameTag is the account's name for people: its JWT's name, or its
-// own name.
-func (a *Account) eventNameTag() string {
-	if a.jwt != nil && a.jwt.claims.Name != "" {
-		return a.jwt.claims.Name
-	}
-	return a.name
 }
 
 // sysConnected runs on the read loop of a client whose first CONNECT
@@ -113,7 +104,7 @@ func (s *Server) sysDisconnected(c *client, acc *Account, reason string) {
 		Reason:     reason,
 	}
 	m.Client.Stop, m.Client.RTT = &now, c.rtt
-	m.Sent = MsgBytes{Msgs: c.inMsgs.Load(), Bytes: c.inBytes.Load()}
+	m.Sent = DataStats{Msgs: c.inMsgs.Load(), Bytes: c.inBytes.Load()}
 	m.Received.Msgs, m.Received.Bytes = c.out.counts()
 	sy.event(subj, &m.Server, m)
 }
@@ -140,7 +131,7 @@ func (s *Server) sysAuthError(c *client, co *connectOpts) {
 			User: cmpOr(co.User, co.Nkey), Name: co.Name, Lang: co.Lang, Version: co.Version,
 			RTT: max(time.Since(c.start), time.Nanosecond), Kind: "Client", ClientType: "nats",
 		},
-		Sent:   MsgBytes{Msgs: c.inMsgs.Load(), Bytes: c.inBytes.Load()},
+		Sent:   DataStats{Msgs: c.inMsgs.Load(), Bytes: c.inBytes.Load()},
 		Reason: reasonAuth,
 	}
 	if c.ws {
@@ -180,10 +171,10 @@ func (sy *sysState) statsz() *ServerStatsMsg {
 		Start: s.start.UTC(), Mem: residentMemory(), Cores: runtime.NumCPU(), CPU: m.cpu.percent(now),
 		Connections: s.NumClients(), TotalConnections: uint64(s.stats.totalConns.Load()),
 		NumSubs:             uint32(s.NumSubscriptions()),
-		Sent:                MsgBytes{Msgs: t.outMsgs, Bytes: t.outBytes},
-		SentToClients:       MsgBytes{Msgs: t.outMsgs, Bytes: t.outBytes},
-		Received:            MsgBytes{Msgs: t.inMsgs, Bytes: t.inBytes},
-		ReceivedFromClients: MsgBytes{Msgs: t.inMsgs, Bytes: t.inBytes},
+		Sent:                DataStats{Msgs: t.outMsgs, Bytes: t.outBytes},
+		SentToClients:       DataStats{Msgs: t.outMsgs, Bytes: t.outBytes},
+		Received:            DataStats{Msgs: t.inMsgs, Bytes: t.inBytes},
+		ReceivedFromClients: DataStats{Msgs: t.inMsgs, Bytes: t.inBytes},
 		SlowConsumers:       slow, StalledClients: s.stats.stalls.Load(),
 		ActiveServers: sy.activeServers(), MaxProcs: runtime.GOMAXPROCS(0),
 	}
@@ -198,7 +189,7 @@ func (sy *sysState) statsz() *ServerStatsMsg {
 	for _, r := range s.routez(now, false).Routes {
 		st.Routes = append(st.Routes, &RouteStat{
 			ID: r.Rid, Name: r.RemoteName, Pending: r.Pending,
-			Sent: MsgBytes{Msgs: r.OutMsgs, Bytes: r.OutBytes}, Received: MsgBytes{Msgs: r.InMsgs, Bytes: r.InBytes},
+			Sent: DataStats{Msgs: r.OutMsgs, Bytes: r.OutBytes}, Received: DataStats{Msgs: r.InMsgs, Bytes: r.InBytes},
 		})
 	}
 	return &ServerStatsMsg{Stats: st}
@@ -316,10 +307,9 @@ func (sy *sysState) sendConns(acc *Account, reply string) {
 	if len(subjs) == 0 {
 		return
 	}
-	n := acc.NumConnections()
 	m := &AccountNumConns{
-		TypedEvent: TypedEvent{Type: AccountNumConnsMsgType, ID: newEventID(), Time: time.Now().UTC()},
-		Account:    acc.name, Name: acc.eventNameTag(), Conns: n, TotalConns: n, NumSubs: uint32(acc.NumSubscriptions()),
+		TypedEvent:  TypedEvent{Type: AccountNumConnsMsgType, ID: newEventID(), Time: time.Now().UTC()},
+		AccountStat: *acc.stat(),
 	}
 	for _, subj := range subjs {
 		// One body per subject: the sender fills each one's ServerInfo.

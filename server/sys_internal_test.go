@@ -152,7 +152,7 @@ func TestSysRemoteConnsOverLimit(t *testing.T) {
 	require.Equal(t, 3, acc.NumConnections())
 
 	peer := func(conns int) []byte {
-		m := AccountNumConns{Account: "A", Conns: conns}
+		m := AccountNumConns{AccountStat: AccountStat{Account: "A", Conns: conns}}
 		m.Server.ID, m.Server.Name = "NPEER", "peer"
 		b, err := json.Marshal(&m)
 		require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestSysOrphanedPeer(t *testing.T) {
 	sy.orphanWait = 300 * time.Millisecond
 	require.NoError(t, s.Start())
 	acc, _ := s.LookupAccount("A")
-	m := AccountNumConns{Account: "A", Conns: 4}
+	m := AccountNumConns{AccountStat: AccountStat{Account: "A", Conns: 4}}
 	m.Server.ID = "NPEER"
 	b, err := json.Marshal(&m)
 	require.NoError(t, err)

@@ -40,7 +40,8 @@ const reasonKicked = "Kicked"
 // itself (JSZ is JetStream's, with an answer for a server without it).
 func builtinSysRequest(name string) bool {
 	switch name {
-	case "IDZ", "STATSZ", "VARZ", "SUBSZ", "CONNZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "HEALTHZ", "KICK", "LDM":
+	case "IDZ", "STATSZ", "VARZ", "SUBSZ", "CONNZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "HEALTHZ", "ACCOUNTZ",
+		"KICK", "LDM", "INFO", "STATZ", "CONNS":
 		return true
 	}
 	return false
@@ -72,6 +73,13 @@ func (sy *sysState) subscribeRequests() {
 	server("LEAFZ", func(in *sysIn) { sy.leafzReq(in, nil) })
 	server("HEALTHZ", sy.healthzReq)
 	server("JSZ", func(in *sysIn) { sy.jszReq(in, nil) })
+	server("ACCOUNTZ", func(in *sysIn) {
+		var o struct {
+			AccountzOptions
+			EventFilterOptions
+		}
+		sy.zreq(in, &o, &o.EventFilterOptions, func() (any, error) { return sy.s.Accountz(o.AccountzOptions) })
+	})
 	sy.on("$SYS.REQ.SERVER."+sy.s.id+".KICK", true, sy.kickReq)
 	sy.on("$SYS.REQ.SERVER."+sy.s.id+".LDM", true, sy.ldmReq)
 
@@ -89,7 +97,33 @@ func (sy *sysState) subscribeRequests() {
 	account("LEAFZ", sy.leafzReq)
 	account("JSZ", sy.jszReq)
 	account("CONNS", sy.connsReq)
+	account("INFO", func(in *sysIn, acc *Account) {
+		var o EventFilterOptions
+		sy.zreq(in, &o, &o, func() (any, error) { return acc.info(), nil })
+	})
+	account("STATZ", func(in *sysIn, acc *Account) { sy.statzReq(in, acc) })
+	sy.on("$SYS.REQ.ACCOUNT.PING.STATZ", true, func(in *sysIn) { sy.statzReq(in, nil) })
 	sy.on("$SYS.REQ.USER.*.INFO", true, sy.userInfoReq)
+}
+
+// statzReq answers STATZ: the statistics of one account (acc), or of
+// those the body names, every one without; a server where none of them
+// has a client stays silent unless include_unused, as nats-server's.
+func (sy *sysState) statzReq(in *sysIn, acc *Account) {
+	var o struct {
+		AccountStatzOptions
+		EventFilterOptions
+	}
+	sy.zreq(in, &o, &o.EventFilterOptions, func() (any, error) {
+		if acc != nil {
+			o.Accounts = []string{acc.name} // whatever the body says: a tenant's import asks here
+		}
+		stz := sy.s.AccountStatz(o.AccountStatzOptions)
+		if len(stz.Accounts) == 0 && !o.IncludeUnused {
+			return nil, errSkip
+		}
+		return stz, nil
+	})
 }
 
 // subscribeComponent subscribes the z request name that a component
@@ -283,24 +317,6 @@ func (sy *sysState) connzReq(in *sysIn, acc *Account) {
 		}
 		return sy.s.mon.connz(cq, time.Now()), nil
 	})
-}
-
-// accountLocked returns the account the client publishes in: the one
-// CONNECT bound it to, or, before that, the global account (where a
-// client of a server without authentication may publish before CONNECT).
-func (c *client) accountLocked() *Account {
-	if c.mu.acc != nil {
-		return c.mu.acc
-	}
-	return c.srv.gacc
-}
-
-// selected reports whether the client is in account acc and
-// authenticated as user (each "" for any), for connz's filters.
-func (c *client) selected(acc, user string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return (acc == "" || c.accountLocked().name == acc) && (user == "" || c.mu.user == user)
 }
 
 // SubszOptions are the options of SUBSZ: /subsz's query parameters, with
@@ -550,7 +566,7 @@ func (sy *sysState) userInfoReq(in *sysIn) {
 		return
 	}
 	resp := &ServerAPIResponse{Server: &ServerInfo{}}
-	ui := &UserInfo{Account: c.acc.name, AccountName: c.acc.eventNameTag()}
+	ui := &UserInfo{Account: c.acc.name, AccountName: c.acc.nameTag()}
 	c.mu.Lock()
 	ui.UserID = c.mu.user
 	c.mu.Unlock()

@@ -231,6 +231,8 @@ func TestSysEvents(t *testing.T) {
 	require.NotNil(t, disc.Client.Stop)
 	_, n := decode[natsserver.AccountNumConns](t, w.next("$SYS.ACCOUNT.A.SERVER.CONNS").Data)
 	require.Zero(t, n.Conns, "the last count says none are left")
+	require.Equal(t, int64(2), n.Received.Msgs, "and what the account's clients published")
+	require.Equal(t, int64(10), n.Received.Bytes)
 
 	_, err := nats.Connect(s.ClientURL(), nats.UserInfo("a", "wrong"), nats.Name("intruder"))
 	require.Error(t, err)
@@ -446,6 +448,50 @@ func TestSysRequests(t *testing.T) {
 	require.Equal(t, "A", conns.Account)
 	require.Equal(t, 1, conns.Conns)
 
+	// The accounts' own monitoring: /accountz and /accstatz.
+	_, az, apiErr := sysRequest[natsserver.Accountz](t, sys, "$SYS.REQ.SERVER.PING.ACCOUNTZ", nil)
+	require.Nil(t, apiErr)
+	require.Equal(t, "SYS", az.SystemAccount)
+	require.Equal(t, []string{"$G", "A", "B", "SYS"}, az.Accounts)
+	_, az, apiErr = sysRequest[natsserver.Accountz](t, sys, "$SYS.REQ.SERVER."+s.ID()+".ACCOUNTZ", natsserver.AccountzOptions{Account: "SYS"})
+	require.Nil(t, apiErr)
+	require.True(t, az.Account.IsSystem)
+	var exports []string
+	for _, e := range az.Account.Exports {
+		exports = append(exports, string(e.Subject))
+	}
+	require.Equal(t, []string{"$SYS.REQ.ACCOUNT.*.CONNZ", "$SYS.REQ.ACCOUNT.*.STATZ", "$SYS.REQ.USER.*.INFO"}, exports)
+	_, info, apiErr := sysRequest[natsserver.AccountInfo](t, sys, "$SYS.REQ.ACCOUNT.A.INFO", nil)
+	require.Nil(t, apiErr)
+	require.Equal(t, "A", info.AccountName)
+	require.False(t, info.IsSystem)
+	require.Equal(t, 1, info.ClientCnt)
+	var imports []string
+	for _, im := range info.Imports {
+		require.Equal(t, "SYS", im.Account)
+		imports = append(imports, string(im.LocalSubject)+" -> "+string(im.Subject))
+	}
+	require.Equal(t, []string{
+		"$SYS.REQ.ACCOUNT.PING.CONNZ -> $SYS.REQ.ACCOUNT.A.CONNZ", "$SYS.REQ.SERVER.PING.CONNZ -> $SYS.REQ.ACCOUNT.A.CONNZ",
+		"$SYS.REQ.ACCOUNT.PING.STATZ -> $SYS.REQ.ACCOUNT.A.STATZ", "$SYS.REQ.USER.INFO -> $SYS.REQ.USER.A.INFO",
+	}, imports, "the system imports, as nats-server lists them")
+	_, stz, apiErr := sysRequest[natsserver.AccountStatz](t, sys, "$SYS.REQ.ACCOUNT.B.STATZ", nil)
+	require.Nil(t, apiErr)
+	require.Len(t, stz.Accounts, 1)
+	require.Equal(t, "B", stz.Accounts[0].Account)
+	require.Equal(t, 1, stz.Accounts[0].Conns)
+	_, stz, apiErr = sysRequest[natsserver.AccountStatz](t, sys, "$SYS.REQ.ACCOUNT.PING.STATZ", nil)
+	require.Nil(t, apiErr)
+	var statz []string
+	for _, st := range stz.Accounts {
+		statz = append(statz, st.Account)
+	}
+	require.Equal(t, []string{"A", "B", "SYS"}, statz, "the accounts with clients")
+	_, err = sys.Request("$SYS.REQ.ACCOUNT.PING.STATZ", []byte(`{"accounts":["$G"]}`), 300*time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrTimeout, "no client in $G: no answer, unless include_unused")
+	_, stz, _ = sysRequest[natsserver.AccountStatz](t, sys, "$SYS.REQ.ACCOUNT.PING.STATZ", natsserver.AccountStatzOptions{Accounts: []string{"$G"}, IncludeUnused: true})
+	require.Len(t, stz.Accounts, 1)
+
 	// Nothing behind these in Skiff: no responders.
 	for _, z := range []string{"PROFILEZ", "EXPVARZ", "IPQUEUESZ", "RAFTZ"} {
 		_, err := sys.Request("$SYS.REQ.SERVER.PING."+z, nil, 5*time.Second)
@@ -554,6 +600,15 @@ func TestSysTenantIsolation(t *testing.T) {
 	require.Nil(t, apiErr)
 	require.Equal(t, 1, cz.Total, "the subject's account, not the body's")
 	require.Equal(t, "b-app", cz.Conns[0].Name)
+
+	// Its own statistics, whatever it asks.
+	for _, body := range []any{nil, natsserver.AccountStatzOptions{Accounts: []string{"B", "SYS"}, IncludeUnused: true}} {
+		_, stz, apiErr := sysRequest[natsserver.AccountStatz](t, a, "$SYS.REQ.ACCOUNT.PING.STATZ", body)
+		require.Nil(t, apiErr)
+		require.Len(t, stz.Accounts, 1, "%v", body)
+		require.Equal(t, "A", stz.Accounts[0].Account)
+		require.Equal(t, 2, stz.Accounts[0].Conns)
+	}
 
 	// Nothing of the system account's events reaches a tenant subscribed
 	// to $SYS.> in its own namespace.

@@ -54,10 +54,10 @@ type ServerStats struct {
 	TotalConnections    uint64              `json:"total_connections"`
 	ActiveAccounts      int                 `json:"active_accounts"` // accounts with a client connected here
 	NumSubs             uint32              `json:"subscriptions"`
-	Sent                MsgBytes            `json:"sent"`
-	SentToClients       MsgBytes            `json:"sent_to_clients"`
-	Received            MsgBytes            `json:"received"`
-	ReceivedFromClients MsgBytes            `json:"received_from_clients"`
+	Sent                DataStats           `json:"sent"`
+	SentToClients       DataStats           `json:"sent_to_clients"`
+	Received            DataStats           `json:"received"`
+	ReceivedFromClients DataStats           `json:"received_from_clients"`
 	SlowConsumers       int64               `json:"slow_consumers"`
 	SlowConsumersStats  *SlowConsumersStats `json:"slow_consumer_stats,omitempty"`
 	StalledClients      int64               `json:"stalled_clients,omitempty"`
@@ -68,19 +68,13 @@ type ServerStats struct {
 	MaxProcs      int `json:"gomaxprocs,omitempty"`
 }
 
-// MsgBytes counts messages and their bytes.
-type MsgBytes struct {
-	Msgs  int64 `json:"msgs"`
-	Bytes int64 `json:"bytes"`
-}
-
 // RouteStat is one route's traffic in STATSZ.
 type RouteStat struct {
-	ID       uint64   `json:"rid"`
-	Name     string   `json:"name,omitempty"`
-	Sent     MsgBytes `json:"sent"`
-	Received MsgBytes `json:"received"`
-	Pending  int      `json:"pending"`
+	ID       uint64    `json:"rid"`
+	Name     string    `json:"name,omitempty"`
+	Sent     DataStats `json:"sent"`
+	Received DataStats `json:"received"`
+	Pending  int       `json:"pending"`
 }
 
 // TypedEvent is the header of an advisory: its schema type, a unique ID
@@ -113,24 +107,18 @@ type DisconnectEventMsg struct {
 	TypedEvent
 	Server   ServerInfo `json:"server"`
 	Client   ClientInfo `json:"client"`
-	Sent     MsgBytes   `json:"sent"`
-	Received MsgBytes   `json:"received"`
+	Sent     DataStats  `json:"sent"`
+	Received DataStats  `json:"received"`
 	Reason   string     `json:"reason"`
 }
 
 // AccountNumConns is $SYS.ACCOUNT.<account>.SERVER.CONNS: the account's
-// clients on the sending server. Peers add it to their own count to
-// enforce the account's max_connections across the cluster.
+// clients on the sending server, and their traffic. Peers add it to their
+// own count to enforce the account's max_connections across the cluster.
 type AccountNumConns struct {
 	TypedEvent
-	Server        ServerInfo `json:"server"`
-	Account       string     `json:"acc"`
-	Name          string     `json:"name"`
-	Conns         int        `json:"conns"`
-	LeafNodes     int        `json:"leafnodes"`
-	TotalConns    int        `json:"total_conns"`
-	NumSubs       uint32     `json:"num_subscriptions"`
-	SlowConsumers int64      `json:"slow_consumers"`
+	Server ServerInfo `json:"server"`
+	AccountStat
 }
 
 // ServerAPIResponse is the answer to a $SYS request for monitoring data:
