@@ -89,6 +89,14 @@ func TestSysJSZ(t *testing.T) {
 	require.NoError(t, json.Unmarshal(request("$SYS.REQ.ACCOUNT.SYS.JSZ", nil), &acc))
 	require.NotNil(t, acc.Error, "no JetStream in the system account")
 	require.Contains(t, acc.Error.Description, "not jetstream enabled")
+
+	// ACCOUNTZ says which accounts JetStream serves.
+	for name, want := range map[string]bool{"A": true, "B": true, "SYS": false, "$G": false} {
+		var az natsserver.ServerAPIAccountzResponse
+		require.NoError(t, json.Unmarshal(request("$SYS.REQ.SERVER.PING.ACCOUNTZ", natsserver.AccountzOptions{Account: name}), &az))
+		require.Nil(t, az.Error, name)
+		require.Equal(t, want, az.Data.Account.JetStream, name)
+	}
 }
 
 // TestSysCLIReportJetStream: `nats server report jetstream` and `nats
@@ -113,4 +121,21 @@ func TestSysCLIReportJetStream(t *testing.T) {
 	var resp natsserver.ServerAPIJszResponse
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &resp), out)
 	require.Len(t, resp.Data.AccountDetails, 2)
+}
+
+// TestSysAccountLeavesGlobalJetStream: a configuration whose only account
+// is the system account keeps JetStream in the global account, as
+// nats-server does, and never gives it to the system account.
+func TestSysAccountLeavesGlobalJetStream(t *testing.T) {
+	b := startBrokerConfigured(t, jetstream.Options{}, func(o *server.Options) {
+		o.SystemAccount = "SYS"
+		o.Users = []server.User{{Name: "g", Password: "g"}}
+		o.Accounts = []server.AccountConfig{{Name: "SYS", Users: []server.User{{Name: "sys", Password: "sys"}}}}
+	})
+	_, js := connectUser(t, b, "g")
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "G", Subjects: []string{"g.>"}})
+	require.NoError(t, err, "$G has JetStream")
+	_, sysJS := connectUser(t, b, "sys")
+	_, err = sysJS.AccountInfo(ctx(t))
+	require.Error(t, err, "the system account has none")
 }

@@ -229,17 +229,16 @@ func (a *Account) nameTag() string {
 // jetStreamEnabled reports whether the account has JetStream, by the rule
 // the jetstream package enables accounts with (its enabledAccounts,
 // nats-server's): on a server running JetStream, the global account when
-// no other is configured; otherwise each account configured with
-// jetstream, never the system account. Operator mode has no JetStream.
+// it is the only account besides the system account; otherwise each
+// account with JetStream limits (configured, or from its JWT), never the
+// system account.
 func (a *Account) jetStreamEnabled() bool {
 	s := a.srv
-	tenants := slices.DeleteFunc(slices.Clone(s.opts.Accounts), func(ac AccountConfig) bool {
-		return s.sys != nil && ac.Name == s.sys.acc.name
-	})
-	switch {
-	case !s.jetstream || a == s.SystemAccount():
+	sys := s.SystemAccount()
+	if !s.jetstream || a == sys {
 		return false
-	case len(tenants) == 0:
+	}
+	if !slices.ContainsFunc(s.Accounts(), func(b *Account) bool { return b != s.gacc && b != sys }) {
 		return a == s.gacc
 	}
 	_, configured := a.JetStreamLimits()
