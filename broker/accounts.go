@@ -14,7 +14,6 @@ const (
 	whyAccountNkey    = "an account nkey identity in a configured account serves leaf nodes, which are not implemented (operator mode names accounts by their JWT's key)"
 	whyAccountMapping = "subject mappings are not implemented"
 	whyAccountTrace   = "message tracing is not implemented"
-	whySystemAccount  = "the system account and $SYS are not implemented yet (system_account names the system account of operator mode only)"
 )
 
 // applyAccounts reads the accounts block: a block of accounts by name, or

@@ -11,11 +11,11 @@ import (
 
 // A key Skiff does not implement is refused with its line, never ignored.
 func ExampleParseConfig() {
-	_, err := broker.ParseConfig("port: 4222\nsystem_account: SYS\n")
+	_, err := broker.ParseConfig("port: 4222\ngateway: { name: g }\n")
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, broker.ErrUnsupported))
 	// Output:
-	// config: line 2: system_account: not supported by Skiff: the system account and $SYS are not implemented yet (system_account names the system account of operator mode only)
+	// config: line 2: gateway: not supported by Skiff: this clustering feature (gateways, leaf nodes, advertised addresses, clustered JetStream) is not implemented, only routes (the cluster block); Skiff refuses to start rather than run without it
 	// true
 }
 

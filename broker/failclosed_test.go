@@ -96,11 +96,14 @@ func referenceKeys() []refKey {
 	for _, k := range []string{"system_account", "system"} {
 		rows = append(rows, in("operator: \""+set.operatorFile+"\"\n", "", k, k+": "+set.accountPub, ""))
 	}
+	// No system account (TestSystemAccountKeys covers system_account
+	// without operators).
+	for _, k := range []string{"no_system_account", "no_system", "no_sys_acc"} {
+		rows = append(rows, top(k, "true"))
+	}
 	// Top level, refused.
 	for _, kv := range [][2]string{
-		{"resolver_tls", "{ verify: true }"},
-		{"no_system_account", "true"}, {"no_system", "true"},
-		{"no_sys_acc", "true"}, {"default_sentinel", "jwt"},
+		{"resolver_tls", "{ verify: true }"}, {"default_sentinel", "jwt"},
 		{"gateway", "{ name: g }"}, {"leaf", "{ port: 7422 }"},
 		{"leafnodes", "{ port: 7422 }"}, {"client_advertise", `"h:4222"`}, {"connect_error_reports", "5"},
 		{"reconnect_error_reports", "5"}, {"server_tags", "[a]"}, {"default_js_domain", "{ A: d }"},
@@ -391,8 +394,8 @@ func tlsSummary(c *tls.Config) string {
 // server started without the accounts, JWT or cluster settings its file
 // asked for, open to any client. Such a file fails to load: an account
 // with an export Skiff cannot honour (latency tracking), a limit it would
-// read otherwise, an operator whose resolver is not implemented, the
-// system account of configured accounts.
+// read otherwise, an operator whose resolver is not implemented, a
+// default sentinel user (a JWT Skiff would not check).
 func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
 	for _, text := range []string{
 		"accounts { A: { users: [ {user: a, password: b} ], exports: [ {service: x, latency: y} ] } }",
@@ -400,7 +403,7 @@ func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
 		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: \"URL(http://127.0.0.1:9090/jwt/v1/accounts/)\"",
 		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: { type: full, dir: \"/tmp/jwt\" }",
 		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: MEMORY\nresolver_tls { verify: true }",
-		"system_account: SYS",
+		"default_sentinel: jwt",
 		"cluster { listen: 127.0.0.1:6222, pool_size: 3 }",
 		"cluster { listen: 127.0.0.1:6222, tls: { cert_file: a, key_file: b } }",
 		"authorization { users: [ {user: a, password: b, allowed_connection_types: [\"STANDARD\"]} ] }",

@@ -47,9 +47,6 @@ type loader struct {
 	// allowNonTLS is the top-level allow_non_tls (nil if absent), which
 	// may come before or after the tls block it qualifies.
 	allowNonTLS *bool
-	// systemAccount is the system_account value (nil if absent), which
-	// only operator mode takes.
-	systemAccount *value
 }
 
 func fromMap(m map[string]any, file string) (Config, error) {
@@ -62,9 +59,6 @@ func fromMap(m map[string]any, file string) (Config, error) {
 		} else {
 			errs = append(errs, err)
 		}
-	}
-	if err := l.checkSystemAccount(); err != nil {
-		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
@@ -149,7 +143,8 @@ var topKeys = func() keys[*loader] {
 	k.on(srv(applyAccounts), "accounts")
 	k.on(srv(func(o *server.Options, v value) (err error) { o.NoAuthUser, err = v.str(); return }), "no_auth_user")
 	operatorKeys(k)
-	k.refuse(whySystemAccount, "no_system_account", "no_system", "no_sys_acc")
+	k.on(srv(func(o *server.Options, v value) (err error) { o.NoSystemAccount, err = v.boolean(); return }),
+		"no_system_account", "no_system", "no_sys_acc")
 	k.on(srv(applyCluster), "cluster")
 	k.refuse(whyCluster, "gateway", "leaf", "leafnodes", "client_advertise",
 		"connect_error_reports", "reconnect_error_reports", "server_tags", "default_js_domain")

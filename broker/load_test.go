@@ -93,7 +93,6 @@ func TestConfigErrors(t *testing.T) {
 		{"negative account payload", "accounts { A: { limits: { max_payload: -2 } } }", "accounts.A.limits.max_payload", 1, ErrUnsupported},
 		{"huge account subscriptions", "accounts { A: { limits: { max_subs: 3000000000 } } }", "accounts.A.limits.max_subs", 1, ErrInvalidValue},
 		{"unknown account limit", "accounts { A: { limits: { max_bananas: 1 } } }", "accounts.A.limits.max_bananas", 1, ErrUnknownKey},
-		{"system account", "accounts: [A]\nsystem_account: A", "system_account", 2, ErrUnsupported},
 		{"operator file missing", "operator: \"/nonexistent/op.jwt\"", "operator", 1, ErrInvalidValue},
 		{"operator not an operator JWT", "operator: \"../testdata/jwt/A.jwt\"", "operator", 1, ErrInvalidValue},
 		{"operator not a string", "operators: [\n  \"../testdata/jwt/operator.jwt\"\n  true\n]", "operators[1]", 3, ErrInvalidValue},
@@ -121,7 +120,7 @@ func TestConfigErrors(t *testing.T) {
 
 // TestConfigReportsEveryProblem: one run lists all of a file's refusals.
 func TestConfigReportsEveryProblem(t *testing.T) {
-	_, err := ParseConfig("accounts { A { exports: [ {service: x, latency: y} ] } }\nport: 4222\ngateway { port: 7222 }\nsystem_account: a\n")
+	_, err := ParseConfig("accounts { A { exports: [ {service: x, latency: y} ] } }\nport: 4222\ngateway { port: 7222 }\ndefault_sentinel: a\n")
 	var keys []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var ce *ConfigError
@@ -129,7 +128,7 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 		require.ErrorIs(t, ce, ErrUnsupported)
 		keys = append(keys, ce.Key)
 	}
-	require.Equal(t, []string{"accounts.A.exports[0].latency", "gateway", "system_account"}, keys)
+	require.Equal(t, []string{"accounts.A.exports[0].latency", "gateway", "default_sentinel"}, keys)
 }
 
 func TestConfigVariables(t *testing.T) {
@@ -164,7 +163,7 @@ func TestConfigVariables(t *testing.T) {
 	require.Equal(t, []string{"pub.>"}, cfg.Server.Users[0].Permissions.Publish.Allow)
 
 	// A refused key is refused whether or not it is reused.
-	_, err = ParseConfig("system_account: a\nx { y: $system_account }\n")
+	_, err = ParseConfig("default_sentinel: a\nx { y: $default_sentinel }\n")
 	require.ErrorIs(t, err, ErrUnsupported)
 }
 
@@ -179,14 +178,14 @@ func TestConfigInclude(t *testing.T) {
 	require.Equal(t, "tok", cfg.Server.Token)
 
 	// A refused key in an included file names that file.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "auth.conf"), []byte("\nsystem_account: a\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "auth.conf"), []byte("\ndefault_sentinel: a\n"), 0o600))
 	_, err = LoadConfig(main)
 	var ce *ConfigError
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, "system_account", ce.Key)
+	require.Equal(t, "default_sentinel", ce.Key)
 	require.Equal(t, filepath.Join(dir, "auth.conf"), ce.File)
 	require.Equal(t, 2, ce.Line)
-	require.Contains(t, err.Error(), "auth.conf:2: system_account: not supported by Skiff")
+	require.Contains(t, err.Error(), "auth.conf:2: default_sentinel: not supported by Skiff")
 }
 
 func TestConfigDefaultPermissions(t *testing.T) {
@@ -279,4 +278,30 @@ func TestConfigDurations(t *testing.T) {
 func TestLoadConfigMissingFile(t *testing.T) {
 	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope.conf"))
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestSystemAccountKeys: system_account names a configured account
+// without operators too, and no_system_account (and its aliases) turns
+// the system account off; both reach the server, which checks them.
+func TestSystemAccountKeys(t *testing.T) {
+	for _, k := range []string{"system_account", "system"} {
+		cfg, err := ParseConfig("accounts { SYS: { users: [ {user: s, password: p} ] } }\n" + k + ": SYS\n")
+		require.NoError(t, err, k)
+		require.Equal(t, "SYS", cfg.Server.SystemAccount, k)
+		require.False(t, cfg.Server.NoSystemAccount, k)
+	}
+	for _, k := range []string{"no_system_account", "no_system", "no_sys_acc"} {
+		cfg, err := ParseConfig(k + ": true\n")
+		require.NoError(t, err, k)
+		require.True(t, cfg.Server.NoSystemAccount, k)
+	}
+	for _, text := range []string{
+		"accounts: [A]\nsystem_account: B\n",                              // not configured
+		"accounts: [SYS]\nsystem_account: SYS\nno_system_account: true\n", // contradictory
+	} {
+		cfg, err := ParseConfig(text)
+		require.NoError(t, err)
+		_, err = server.New(cfg.Server)
+		require.ErrorIs(t, err, server.ErrInvalidOptions, text)
+	}
 }

@@ -171,22 +171,7 @@ func operatorKeys(k keys[*loader]) {
 	k.on(srv(applyPreload), "resolver_preload")
 	k.on(srv(applyPinned), "resolver_pinned_accounts")
 	k.on(srv(applyTrustedKeys), "trusted", "trusted_keys")
-	k.on(func(l *loader, v value) (err error) {
-		l.systemAccount = &v
-		l.cfg.Server.SystemAccount, err = v.str()
-		return
-	}, "system_account", "system")
+	k.on(srv(func(o *server.Options, v value) (err error) { o.SystemAccount, err = v.str(); return }), "system_account", "system")
 	k.refuse(whyResolverTLS, "resolver_tls")
 	k.refuse(whySentinel, "default_sentinel")
-}
-
-// checkSystemAccount refuses system_account outside operator mode, once
-// the whole file is read: the system account of configured accounts
-// comes with $SYS, which is not implemented yet.
-func (l *loader) checkSystemAccount() error {
-	o := &l.cfg.Server
-	if l.systemAccount == nil || len(o.TrustedOperators) > 0 || len(o.TrustedKeys) > 0 {
-		return nil
-	}
-	return l.systemAccount.errorf(ErrUnsupported, "%s", whySystemAccount)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,7 +25,8 @@ import (
 //
 // Which accounts have JetStream (Options have no say):
 //
-//   - A server without configured accounts: the global account, "$G".
+//   - A server without configured accounts (the system account aside):
+//     the global account, "$G".
 //   - Otherwise: every account whose configuration gives it JetStream
 //     (server.AccountConfig.JetStream); "$G" has none, as in nats-server.
 //   - In operator mode: every account registered at start whose JWT has
@@ -110,25 +112,31 @@ func limitsOf(l server.JetStreamLimits) limits {
 	return lim
 }
 
-// systemAccount is the name nats-server gives its system account by
-// default; it never has JetStream.
-const systemAccount = "$SYS"
-
 // enabledAccounts returns the accounts of s that have JetStream, with
-// their limits, by the rules above.
+// their limits, by the rules above. The system account never has it.
 func enabledAccounts(s *server.Server) map[*server.Account]limits {
-	all := s.Accounts()
+	all := tenants(s)
 	out := map[*server.Account]limits{}
 	if len(all) == 1 && !s.OperatorMode() {
 		out[s.GlobalAccount()] = unlimited
 		return out
 	}
 	for _, a := range all {
-		if l, ok := a.JetStreamLimits(); ok && a.Name() != systemAccount {
+		if l, ok := a.JetStreamLimits(); ok {
 			out[a] = limitsOf(l)
 		}
 	}
 	return out
+}
+
+// tenants returns the accounts of s but the system account: "$G" alone
+// when no accounts are configured.
+func tenants(s *server.Server) []*server.Account {
+	all := s.Accounts()
+	if sys := s.SystemAccount(); sys != nil {
+		all = slices.DeleteFunc(all, func(a *server.Account) bool { return a == sys })
+	}
+	return all
 }
 
 // newAccount makes the JetStream of acc; enable recovers and subscribes
@@ -191,7 +199,7 @@ func (js *JetStream) enableAccounts() error {
 	for _, a := range js.srv.Accounts() {
 		lim, ok := enabled[a]
 		if !ok {
-			if a.Name() == systemAccount {
+			if a == js.srv.SystemAccount() {
 				continue
 			}
 			is, err := a.SubscribeInternal("$JS.API.>", "", js.handleNotEnabled)

@@ -226,7 +226,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	handles := store.NewHandleCache(opts.FS, opts.MaxOpenFiles)
 	opts.FS = handles
 	js := &JetStream{srv: s, opts: opts, handles: handles, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue),
-		stop: make(chan struct{}), multi: len(s.Accounts()) > 1}
+		stop: make(chan struct{}), multi: len(tenants(s)) > 1}
 	for i := range js.streamQueues {
 		js.streamQueues[i] = make(chan apiRequest, max(opts.APIQueue/streamWorkers, 1))
 	}
@@ -236,6 +236,10 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		return nil, err
 	}
 	if err := s.HandleMonitor(jszPath, js.handleJsz); err != nil {
+		_ = js.Close()
+		return nil, err
+	}
+	if err := s.HandleSysRequest("JSZ", js.sysJsz); err != nil {
 		_ = js.Close()
 		return nil, err
 	}

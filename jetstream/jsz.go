@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -127,6 +128,51 @@ func parseJszOptions(q url.Values) (jszOptions, error) {
 	o.streams = o.streams || o.consumers
 	o.accounts = o.accounts || o.streams || o.acc != ""
 	return o, nil
+}
+
+// jszRequest is the body of a $SYS JSZ request: /jsz's options with
+// nats-server's JSON names (its JSzOptions). leader_only, raft,
+// stream_leader_only and direct_consumer are about clustered streams,
+// which Skiff does not have: a server answers as the leader of its own.
+type jszRequest struct {
+	Account   string `json:"account"`
+	Accounts  bool   `json:"accounts"`
+	Streams   bool   `json:"streams"`
+	Consumers bool   `json:"consumer"`
+	Config    bool   `json:"config"`
+	Offset    int    `json:"offset"`
+	Limit     int    `json:"limit"`
+}
+
+// sysJsz answers JSZ on $SYS (server.HandleSysRequest): the /jsz report,
+// or with acc, the detail of that account, as nats-server's JszAccount.
+func (js *JetStream) sysJsz(acc *server.Account, body []byte) (any, error) {
+	var req jszRequest
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, err
+		}
+	}
+	if req.Offset < 0 || req.Limit < 0 {
+		return nil, fmt.Errorf("offset %d, limit %d: want non-negative numbers", req.Offset, req.Limit)
+	}
+	o := jszOptions{accounts: req.Accounts, streams: req.Streams || req.Consumers, consumers: req.Consumers,
+		config: req.Config, acc: req.Account, offset: req.Offset, limit: req.Limit}
+	if o.limit == 0 || o.limit > jszStreamsLimit {
+		o.limit = jszStreamsLimit
+	}
+	if acc != nil {
+		o.acc = acc.Name()
+	}
+	o.accounts = o.accounts || o.streams || o.acc != ""
+	r := js.jsz(o)
+	if acc == nil {
+		return r, nil
+	}
+	if len(r.Accounts) == 0 {
+		return nil, fmt.Errorf("account %q not jetstream enabled", acc.Name())
+	}
+	return r.Accounts[0], nil
 }
 
 // handleJsz serves /jsz.

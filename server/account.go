@@ -28,6 +28,10 @@ type Account struct {
 	// js is the account's JetStream limits; nil: no JetStream of its own
 	// configured. Replaced whole (JWT updates, later).
 	js atomic.Pointer[JetStreamLimits]
+	// remoteConns are the account's clients on the peers, as their
+	// $SYS connection counts tell (sys_events.go): they count in
+	// max_connections too.
+	remoteConns atomic.Int32
 	// updated is when the account was registered: /accountz update_time.
 	updated time.Time
 
@@ -85,11 +89,12 @@ func (a *Account) JetStreamLimits() (JetStreamLimits, bool) {
 }
 
 // addClient binds c to the account unless that would pass the account's
-// max_connections. Called with c.mu held (lock order c.mu, then a.mu).
+// max_connections, counting its clients here and on the peers. Called
+// with c.mu held (lock order c.mu, then a.mu).
 func (a *Account) addClient(c *client) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.limits.maxConns != noLimit && len(a.mu.clients) >= int(a.limits.maxConns) {
+	if a.limits.maxConns != noLimit && len(a.mu.clients)+int(a.remoteConns.Load()) >= int(a.limits.maxConns) {
 		return false
 	}
 	a.mu.clients[c] = struct{}{}

@@ -17,20 +17,22 @@ import (
 // accountsOptions are two accounts, A (users a and a2) and B (b and b2),
 // and a user of the global account, g. Passwords are the names.
 func accountsOptions() server.Options {
-	users := func(names ...string) []server.User {
-		var us []server.User
-		for _, n := range names {
-			us = append(us, server.User{Name: n, Password: n})
-		}
-		return us
-	}
 	return server.Options{
-		Users: users("g"),
+		Users: namedUsers("g"),
 		Accounts: []server.AccountConfig{
-			{Name: "A", Users: users("a", "a2")},
-			{Name: "B", Users: users("b", "b2")},
+			{Name: "A", Users: namedUsers("a", "a2")},
+			{Name: "B", Users: namedUsers("b", "b2")},
 		},
 	}
+}
+
+// namedUsers are users whose passwords are their names.
+func namedUsers(names ...string) []server.User {
+	var us []server.User
+	for _, n := range names {
+		us = append(us, server.User{Name: n, Password: n})
+	}
+	return us
 }
 
 // connectAs connects a nats.go client as user (password = name).
@@ -325,7 +327,7 @@ func TestAccountPrincipals(t *testing.T) {
 	accA, ok := s.LookupAccount("A")
 	require.True(t, ok)
 	accB, _ := s.LookupAccount("B")
-	require.Equal(t, []*server.Account{s.GlobalAccount(), accA, accB}, s.Accounts())
+	require.Equal(t, []*server.Account{s.GlobalAccount(), s.SystemAccount(), accA, accB}, s.Accounts())
 
 	type seen struct {
 		acc       *server.Account
@@ -433,7 +435,9 @@ func TestAccountInternalSubscriptions(t *testing.T) {
 // TestAccountMonitoring: /subsz and /varz count every account's
 // subscriptions; /subsz?acc= reads one account's.
 func TestAccountMonitoring(t *testing.T) {
-	s := RunMonitored(t, accountsOptions())
+	o := accountsOptions()
+	o.NoSystemAccount = true // no system imports: the accounts' subscriptions are their clients'
+	s := RunMonitored(t, o)
 	for _, u := range []string{"a", "b", "b2"} {
 		nc := connectAs(t, s, u)
 		_, err := nc.SubscribeSync("mon." + u)

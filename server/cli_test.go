@@ -187,9 +187,9 @@ func TestNATSCLI(t *testing.T) {
 func waitForSubs(t *testing.T, s *server.Server, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for s.NumSubscriptions() < n {
+	for clientSubs(s) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("want %d subscriptions, have %d after 10s", n, s.NumSubscriptions())
+			t.Fatalf("want %d subscriptions, have %d after 10s", n, clientSubs(s))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

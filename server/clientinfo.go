@@ -2,21 +2,27 @@ package server
 
 import "time"
 
-// ClientInfo describes the client that published a message, with the
-// reference server's field names (its advisories carry it: JetStream's API
-// audit, for one).
+// ClientInfo describes a client, with the reference server's field names:
+// the one that published a message (JetStream's API audit advisories carry
+// it), or the one a $SYS event is about (sys_events.go).
 type ClientInfo struct {
-	Start      time.Time `json:"start,omitempty"`
-	Host       string    `json:"host,omitempty"`
-	ID         uint64    `json:"id,omitempty"`
-	Account    string    `json:"acc,omitempty"`
-	User       string    `json:"user,omitempty"`
-	Name       string    `json:"name,omitempty"`
-	Lang       string    `json:"lang,omitempty"`
-	Version    string    `json:"ver,omitempty"`
-	Server     string    `json:"server,omitempty"`
-	Kind       string    `json:"kind,omitempty"`
-	ClientType string    `json:"client_type,omitempty"`
+	Start     time.Time     `json:"start,omitempty"`
+	Host      string        `json:"host,omitempty"`
+	ID        uint64        `json:"id,omitempty"`
+	Account   string        `json:"acc,omitempty"`
+	User      string        `json:"user,omitempty"`
+	Name      string        `json:"name,omitempty"`
+	Lang      string        `json:"lang,omitempty"`
+	Version   string        `json:"ver,omitempty"`
+	RTT       time.Duration `json:"rtt,omitempty"`
+	Server    string        `json:"server,omitempty"`
+	Cluster   string        `json:"cluster,omitempty"`
+	Stop      *time.Time    `json:"stop,omitempty"`
+	IssuerKey string        `json:"issuer_key,omitempty"`
+	// NameTag is the account's name as its JWT gives it (events only).
+	NameTag    string `json:"name_tag,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	ClientType string `json:"client_type,omitempty"`
 }
 
 // Client describes who published m: nil for a message of an internal

@@ -123,6 +123,7 @@ func TestClusterAccountsIsolation(t *testing.T) {
 // dropped and counted (/routez unknown_account).
 func TestRouteAccounts(t *testing.T) {
 	o := accountsOptions()
+	o.NoSystemAccount = true // the peer reads what it is told line by line
 	o.Cluster = server.ClusterOptions{Name: "acc", Port: server.RandomPort}
 	s := RunMonitored(t, o)
 	r := dialRoute(t, s)

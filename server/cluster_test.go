@@ -242,7 +242,8 @@ func allServers(n int) []int {
 // TestClusterMonitoring: /routez lists each peer with nats-server's field
 // names, /varz counts the routes, /metrics has per-route series.
 func TestClusterMonitoring(t *testing.T) {
-	c := clustertest.Start(t, 3, server.Options{HTTPPort: server.RandomPort})
+	// Without a system account, whose interest would be in /routez too.
+	c := clustertest.Start(t, 3, server.Options{HTTPPort: server.RandomPort, NoSystemAccount: true})
 	sub := c.Connect(t, 1)
 	_, err := sub.SubscribeSync("mon.>")
 	require.NoError(t, err)

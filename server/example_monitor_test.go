@@ -31,7 +31,7 @@ func ExampleServer_Accountz() {
 	_, err = s.Accountz(server.AccountzOptions{Account: "NOPE"})
 	fmt.Println(err)
 	// Output:
-	// [$G BILLING ORDERS]
+	// [$G $SYS BILLING ORDERS]
 	// service price "Singleton"
 	// stream orders.> ""
 	// server: unknown account: Account NOPE does not exist

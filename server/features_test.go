@@ -187,7 +187,7 @@ func TestAutoUnsubscribe(t *testing.T) {
 	nextN(t, sub, 3)
 	_, err = sub.NextMsg(200 * time.Millisecond)
 	require.Error(t, err)
-	require.Eventually(t, func() bool { return s.NumSubscriptions() == 0 }, 2*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return clientSubs(s) == 0 }, 2*time.Second, 10*time.Millisecond)
 
 	r := DialRaw(t, s)
 	r.Send("CONNECT {\"verbose\":false}\r\nSUB x 1\r\nUNSUB 1 2\r\nPUB x 1\r\na\r\nPUB x 1\r\nb\r\nPUB x 1\r\nc\r\nPING\r\n")
@@ -204,7 +204,7 @@ func TestUnsubscribe(t *testing.T) {
 	require.NoError(t, sub.Unsubscribe())
 	require.NoError(t, nc.Publish("u.2", nil))
 	require.NoError(t, nc.Flush())
-	require.Equal(t, 0, s.NumSubscriptions())
+	require.Equal(t, 0, clientSubs(s))
 }
 
 func TestTokenAuth(t *testing.T) {
@@ -326,7 +326,7 @@ func TestSlowConsumer(t *testing.T) {
 	require.NoError(t, pub.FlushTimeout(10*time.Second), "the publisher must not be blocked")
 	require.Eventually(t, func() bool { return s.NumClients() == 1 }, 10*time.Second, 10*time.Millisecond,
 		"the slow consumer should have been cut off")
-	require.Equal(t, 0, s.NumSubscriptions(), "its subscription goes with it")
+	require.Equal(t, 0, clientSubs(s), "its subscription goes with it")
 	// Reading drains what the socket held, then the connection ends.
 	_ = slow.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 1<<20)

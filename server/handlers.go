@@ -33,12 +33,14 @@ func (c *client) Connect(arg []byte) error {
 		var err error
 		if u, err = c.checkJWT(&co); err != nil {
 			c.log.Warn("authorization violation", "err", err)
+			c.srv.sysAuthError(c, &co)
 			return proto.ErrAuthorization
 		}
 	} else {
 		var ok bool
 		if u, ok = c.srv.auth.check(&co, c.nonce); !ok {
 			c.log.Warn("authorization violation", "user", co.User, "nkey", co.Nkey)
+			c.srv.sysAuthError(c, &co)
 			return proto.ErrAuthorization
 		}
 	}
@@ -63,7 +65,8 @@ func (c *client) Connect(arg []byte) error {
 			return err
 		}
 	}
-	if !c.connected {
+	first := !c.connected
+	if first {
 		c.rtt = max(time.Since(c.start), time.Nanosecond)
 	}
 	c.maxPay, c.maxSubs = c.srv.limitsFor(acc, u)
@@ -88,6 +91,9 @@ func (c *client) Connect(arg []byte) error {
 	}
 	c.mu.Unlock()
 	c.log.Info("client connected", "name", co.Name, "lang", co.Lang, "version", co.Version, "user", co.User, "account", acc.name)
+	if first {
+		c.srv.sysConnected(c, acc)
+	}
 	c.ok()
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,12 +34,26 @@ func RunServer(t testing.TB, opts server.Options) *server.Server {
 	s, err := server.New(opts)
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
+	startSubs.Store(s, s.NumSubscriptions())
 	t.Cleanup(func() {
+		startSubs.Delete(s)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
 	return s
+}
+
+// startSubs are the subscriptions each server of RunServer has once
+// started, before any client: the system account's, and the system
+// imports of every account (sys.go).
+var startSubs sync.Map // *server.Server -> int
+
+// clientSubs returns the subscriptions of s made since RunServer started
+// it: its clients' (on a server alone).
+func clientSubs(s *server.Server) int {
+	n, _ := startSubs.Load(s)
+	return s.NumSubscriptions() - n.(int)
 }
 
 // Connect connects a nats.go client and closes it when the test ends.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -418,22 +419,43 @@ func TestJWTSystemAccountExports(t *testing.T) {
 	s := RunServer(t, operatorOptions(op, sys, a, b))
 	ns := Connect(t, s, nats.UserCredentials(sys.User("sys").CredsFile(t)))
 	na := Connect(t, s, nats.UserCredentials(a.User("a").CredsFile(t)))
-	_, err = ns.Subscribe("$SYS.REQ.ACCOUNT.*.*", func(m *nats.Msg) { _ = m.Respond([]byte(m.Subject)) })
-	require.NoError(t, err)
-	require.NoError(t, ns.Flush())
+	// The server answers the request the import maps to A's own subject.
 	r, err := na.Request("info", nil, 2*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, "$SYS.REQ.ACCOUNT."+pub+".INFO", string(r.Data))
+	var info struct {
+		Data server.AccountInfo `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(r.Data, &info), "%s", r.Data)
+	require.Equal(t, pub, info.Data.AccountName)
 
+	// A's own events reach it through the import: those a SYS user
+	// publishes on A's subjects, and the server's (a client of A
+	// connecting); B's do not.
 	sub, err := na.SubscribeSync(">")
 	require.NoError(t, err)
 	require.NoError(t, na.Flush())
+	time.Sleep(300 * time.Millisecond) // the server's events of na's connection, queued earlier, are out
+	for m, err := sub.NextMsg(0); err == nil; m, err = sub.NextMsg(0) {
+		require.True(t, strings.HasPrefix(m.Subject, "events."), m.Subject)
+	}
 	require.NoError(t, ns.Publish("$SYS.ACCOUNT."+b.Pub+".CONNECT", nil))
 	require.NoError(t, ns.Publish("$SYS.ACCOUNT."+pub+".CONNECT", nil))
 	m, err := sub.NextMsg(2 * time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "events.CONNECT", m.Subject)
-	requireNoMsg(t, sub)
+	require.Empty(t, m.Data, "the SYS user's")
+	Connect(t, s, nats.UserCredentials(a.User("a2").CredsFile(t)))
+	for {
+		m, err = sub.NextMsg(2 * time.Second)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(m.Subject, "events."), "nothing of B's: %s", m.Subject)
+		if m.Subject == "events.CONNECT" {
+			break
+		}
+	}
+	var ev server.ConnectEventMsg
+	require.NoError(t, json.Unmarshal(m.Data, &ev))
+	require.Equal(t, pub, ev.Client.Account, "the server's event of A's new client")
 }
 
 // TestClusterJWTImports: two servers with the same account JWTs: a stream

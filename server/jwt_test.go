@@ -152,7 +152,7 @@ func TestJWTOptions(t *testing.T) {
 		{"bad pinned key", server.Options{TrustedOperators: []string{op.JWT}, Resolver: mem, ResolverPinnedAccounts: []string{op.Pub}},
 			"is not a valid public account nkey"},
 		{"resolver alone", server.Options{Resolver: mem}, "a resolver without operators"},
-		{"system account alone", server.Options{SystemAccount: acc.Pub}, "system_account without operators"},
+		{"system account not configured", server.Options{SystemAccount: acc.Pub}, "error resolving system account"},
 		{"not a JWT", server.Options{TrustedOperators: []string{"nope"}, Resolver: mem}, "operator 1"},
 		{"an account JWT", server.Options{TrustedOperators: []string{acc.JWT}, Resolver: mem}, "not operator claim"},
 		{"expired operator", server.Options{TrustedOperators: []string{expired.JWT}, Resolver: mem}, "claim is expired"},

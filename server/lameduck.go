@@ -36,6 +36,7 @@ func (s *Server) LameDuck(ctx context.Context) error {
 	s.log.Info("entering lame duck mode: accepting no new clients", "clients", len(clients),
 		"grace_period", s.opts.LameDuckGracePeriod, "duration", s.opts.LameDuckDuration)
 	s.clusterLameDuck()
+	s.sysLameDuck()
 	info := s.info
 	info.LameDuckMode = true
 	info.ConnectURLs = s.connectURLs() // the others only, now

@@ -61,10 +61,7 @@ func newMonitor(s *Server) (*monitor, error) {
 // startMonitoring opens the monitoring listener and serves the endpoints.
 // Shutdown closes it.
 func (s *Server) startMonitoring() error {
-	m, err := newMonitor(s)
-	if err != nil {
-		return err
-	}
+	m := s.mon
 	ln, err := net.Listen("tcp", hostPort(s.opts.HTTPHost, s.opts.HTTPPort))
 	if err != nil {
 		return fmt.Errorf("server: monitoring listen: %w", err)

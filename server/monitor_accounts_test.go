@@ -32,12 +32,15 @@ const (
 )
 
 // accountsServer starts Skiff with monitor.conf and monitoring; mod, if
-// not nil, changes the options first.
+// not nil, changes the options first. It has no system account, as the
+// reference server of the differential (TestSysDifferentialKeys compares
+// the system account's).
 func accountsServer(t *testing.T, mod func(*server.Options)) *server.Server {
 	t.Helper()
 	bc, err := broker.LoadConfig(monitorConf)
 	require.NoError(t, err)
 	o := bc.Server
+	o.NoSystemAccount = true
 	if mod != nil {
 		mod(&o)
 	}

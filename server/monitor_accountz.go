@@ -27,8 +27,7 @@ type AccountzOptions struct {
 type Accountz struct {
 	ID  string    `json:"server_id"`
 	Now time.Time `json:"now"`
-	// SystemAccount names the system account; empty (omitted) until
-	// Skiff has one.
+	// SystemAccount names the system account (omitted without one).
 	SystemAccount string       `json:"system_account,omitempty"`
 	Accounts      []string     `json:"accounts,omitempty"`
 	Account       *AccountInfo `json:"account_detail,omitempty"`
@@ -42,7 +41,7 @@ type Accountz struct {
 type AccountInfo struct {
 	AccountName string    `json:"account_name"`
 	LastUpdate  time.Time `json:"update_time,omitempty"` // when the account was registered
-	IsSystem    bool      `json:"is_system,omitempty"`   // false: Skiff has no system account yet
+	IsSystem    bool      `json:"is_system,omitempty"`   // the system account
 	// Expired is set once an account JWT's expiry passed. Complete is
 	// false for an account of operator mode whose JWT asks for what Skiff
 	// does not implement for it yet (exports, imports, ...): its users
@@ -146,11 +145,14 @@ func (m *monitor) handleAccountz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, az)
 }
 
-// Accountz answers /accountz (and, later, the $SYS ACCOUNTZ request): the
+// Accountz answers /accountz and the $SYS ACCOUNTZ request: the
 // accounts' names, sorted ("$G" first), or the details of
 // opts.Account. An account the server does not have is ErrUnknownAccount.
 func (s *Server) Accountz(opts AccountzOptions) (*Accountz, error) {
 	az := &Accountz{ID: s.id, Now: time.Now().UTC()}
+	if sys := s.SystemAccount(); sys != nil {
+		az.SystemAccount = sys.name
+	}
 	if opts.Account == "" {
 		for _, a := range s.Accounts() {
 			az.Accounts = append(az.Accounts, a.name)
@@ -180,6 +182,10 @@ func (a *Account) info() *AccountInfo {
 		Imports:     a.ports.extImports(),
 		Sublist:     st,
 		Responses:   a.resp.extResponses(),
+	}
+	if sy := a.srv.sys; sy != nil {
+		ai.IsSystem = a == sy.acc
+		sy.extPorts(a, ai)
 	}
 	a.identity(ai)
 	return ai
@@ -223,18 +229,20 @@ func (a *Account) nameTag() string {
 // jetStreamEnabled reports whether the account has JetStream, by the rule
 // the jetstream package enables accounts with (its enabledAccounts,
 // nats-server's): on a server running JetStream, the global account when
-// no other is configured; otherwise each account configured with
-// jetstream, never the system account. Operator mode has no JetStream.
+// it is the only account besides the system account; otherwise each
+// account with JetStream limits (configured, or from its JWT), never the
+// system account.
 func (a *Account) jetStreamEnabled() bool {
 	s := a.srv
-	switch {
-	case !s.jetstream:
+	sys := s.SystemAccount()
+	if !s.jetstream || a == sys {
 		return false
-	case len(s.opts.Accounts) == 0:
+	}
+	if !slices.ContainsFunc(s.Accounts(), func(b *Account) bool { return b != s.gacc && b != sys }) {
 		return a == s.gacc
 	}
 	_, configured := a.JetStreamLimits()
-	return configured && a.name != systemAccountName
+	return configured
 }
 
 func (p *accountPorts) extExports() []ExtExport {

@@ -64,7 +64,7 @@ func (m *monitor) handleAccountStatz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m.s.AccountStatz(opts))
 }
 
-// AccountStatz answers /accstatz (and, later, the $SYS STATZ requests):
+// AccountStatz answers /accstatz and the $SYS STATZ requests:
 // per account, its clients connected to this server and their traffic.
 // Without IncludeUnused only accounts with a client connected are
 // reported, as in nats-server.
@@ -80,20 +80,24 @@ func (s *Server) AccountStatz(opts AccountStatzOptions) *AccountStatz {
 		}
 	}
 	for _, a := range accs {
-		u := a.usage()
-		if u.conns == 0 && !opts.IncludeUnused {
-			continue
+		if st := a.stat(); st.Conns > 0 || opts.IncludeUnused {
+			stz.Accounts = append(stz.Accounts, st)
 		}
-		stz.Accounts = append(stz.Accounts, &AccountStat{
-			Account:       a.name,
-			Name:          a.nameTag(),
-			Conns:         u.conns,
-			TotalConns:    u.conns,
-			NumSubs:       uint32(u.subs),
-			Sent:          DataStats{Msgs: u.traffic.outMsgs, Bytes: u.traffic.outBytes},
-			Received:      DataStats{Msgs: u.traffic.inMsgs, Bytes: u.traffic.inBytes},
-			SlowConsumers: u.slowConsumers,
-		})
 	}
 	return stz
+}
+
+// stat returns the account's clients here and their traffic, now.
+func (a *Account) stat() *AccountStat {
+	u := a.usage()
+	return &AccountStat{
+		Account:       a.name,
+		Name:          a.nameTag(),
+		Conns:         u.conns,
+		TotalConns:    u.conns,
+		NumSubs:       uint32(u.subs),
+		Sent:          DataStats{Msgs: u.traffic.outMsgs, Bytes: u.traffic.outBytes},
+		Received:      DataStats{Msgs: u.traffic.inMsgs, Bytes: u.traffic.inBytes},
+		SlowConsumers: u.slowConsumers,
+	}
 }

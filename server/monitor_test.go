@@ -148,7 +148,7 @@ func TestMonitorVarz(t *testing.T) {
 	require.Equal(t, v.InMsgs, v.InClientMsgs)
 	require.Equal(t, v.OutBytes, v.OutClientBytes)
 	require.Zero(t, v.SlowConsumers)
-	require.Equal(t, uint32(1), v.Subscriptions)
+	require.Equal(t, uint32(1+s.NumSubscriptions()-clientSubs(s)), v.Subscriptions, "the client's and the system account's")
 	require.Equal(t, map[string]uint64{"/varz": 1}, v.HTTPReqStats)
 
 	// A closed client's counts stay in the totals.
@@ -368,7 +368,8 @@ func subszEntries(sz server.Subsz) []string {
 }
 
 func TestMonitorSubsz(t *testing.T) {
-	s := RunMonitored(t, server.Options{})
+	// Without a system account: only the clients' subscriptions.
+	s := RunMonitored(t, server.Options{NoSystemAccount: true})
 	a := Connect(t, s)
 	for _, p := range []string{"foo.#", "foo.*", "#", "foo.>", "bar.*"} { // sids 1..5
 		_, err := a.SubscribeSync(p)
@@ -441,7 +442,7 @@ func TestMonitorSubsz(t *testing.T) {
 }
 
 func TestMonitorSubszDeliveries(t *testing.T) {
-	s := RunMonitored(t, server.Options{})
+	s := RunMonitored(t, server.Options{NoSystemAccount: true})
 	nc := Connect(t, s)
 	sub, err := nc.SubscribeSync("q.x")
 	require.NoError(t, err)
@@ -478,7 +479,7 @@ func TestMonitorMetrics(t *testing.T) {
 	}{
 		"skiff_connections":          {dto.MetricType_GAUGE, 2},
 		"skiff_total_connections":    {dto.MetricType_GAUGE, 2},
-		"skiff_subscriptions":        {dto.MetricType_GAUGE, 1},
+		"skiff_subscriptions":        {dto.MetricType_GAUGE, float64(1 + s.NumSubscriptions() - clientSubs(s))},
 		"skiff_in_msgs_total":        {dto.MetricType_COUNTER, 3},
 		"skiff_out_msgs_total":       {dto.MetricType_COUNTER, 3},
 		"skiff_in_bytes_total":       {dto.MetricType_COUNTER, 12},
@@ -615,7 +616,7 @@ func TestMonitorFieldNamesMatchReference(t *testing.T) {
 		{server.SubDetail{}, natsserver.SubDetail{}},
 	})
 
-	s := RunMonitored(t, server.Options{})
+	s := RunMonitored(t, server.Options{NoSystemAccount: true}) // /subsz lists the client's subscription alone
 	nc := Connect(t, s, nats.Name("n"))
 	_, err := nc.QueueSubscribeSync("foo.*", "q")
 	require.NoError(t, err)
@@ -695,7 +696,7 @@ func TestMonitorUnderChurn(t *testing.T) {
 		require.GreaterOrEqual(t, v.OutBytes, last.OutBytes)
 		last = v
 		var stz server.AccountStatz
-		MonitorJSON(t, s, "/accstatz?unused=1", &stz)
+		MonitorJSON(t, s, "/accstatz?accounts=%24G&unused=1", &stz)
 		require.Len(t, stz.Accounts, 1)
 		acc := *stz.Accounts[0]
 		require.GreaterOrEqual(t, acc.Received.Msgs, lastAcc.Received.Msgs)

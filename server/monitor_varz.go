@@ -64,6 +64,8 @@ type Varz struct {
 	// configuration (absent outside a cluster).
 	Routes  int          `json:"routes"`
 	Cluster *ClusterVarz `json:"cluster,omitempty"`
+	// SystemAccount names the system account ("" without one).
+	SystemAccount string `json:"system_account,omitempty"`
 }
 
 // SlowConsumersStats splits slow consumers by kind of connection: clients
@@ -127,6 +129,9 @@ func (m *monitor) varz(now time.Time) *Varz {
 		SlowConsumersStats: &SlowConsumersStats{Clients: uint64(slow - slowRoutes), Routes: uint64(slowRoutes)},
 		Routes:             s.NumRoutes(),
 		Cluster:            s.clusterVarz(),
+	}
+	if sys := s.SystemAccount(); sys != nil {
+		v.SystemAccount = sys.name
 	}
 	if a, ok := s.MonitorAddr().(*net.TCPAddr); ok {
 		v.HTTPPort = a.Port

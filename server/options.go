@@ -96,10 +96,17 @@ type Options struct {
 	// whose users may connect in operator mode; the system account is
 	// always allowed.
 	ResolverPinnedAccounts []string
-	// SystemAccount names the system account (an account public key, in
-	// operator mode only; default: the operator JWT's). Skiff checks that
-	// it resolves; $SYS events and requests are not implemented yet.
+	// SystemAccount names the system account, whose users see the
+	// server's $SYS events and requests (`nats server ...`; see
+	// docs/accounts.md). Without operators: one of Accounts, or "$SYS"
+	// (the default), which the server makes without users unless it is
+	// configured. In operator mode: an account public key (default: the
+	// operator JWT's system account), which must resolve.
 	SystemAccount string
+	// NoSystemAccount leaves the server without a system account: no $SYS
+	// events, no answers to $SYS requests. Not together with
+	// SystemAccount.
+	NoSystemAccount bool
 
 	// TLS, if set, makes the server offer TLS; TLSRequired refuses
 	// clients that do not upgrade. TLSTimeout bounds the handshake

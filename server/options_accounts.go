@@ -76,7 +76,7 @@ type JetStreamLimits struct {
 }
 
 // systemAccountName is the name nats-server gives its system account by
-// default: JetStream is never enabled in it.
+// default (sys.go).
 const systemAccountName = "$SYS"
 
 // AccountLimits bound an account's clients on one server. Zero, or
@@ -143,7 +143,7 @@ func (o *Options) validateAccounts(seen map[string]bool) error {
 			return fmt.Errorf("account %q: %w", a.Name, err)
 		}
 		if a.JetStream != nil {
-			if a.Name == systemAccountName {
+			if !o.operatorMode() && !o.NoSystemAccount && a.Name == o.systemAccount() {
 				return errors.New("jetstream can not be enabled on the system account") // nats-server's text
 			}
 			if err := a.JetStream.validate(); err != nil {
@@ -187,8 +187,26 @@ func (o *Options) validateAccounts(seen map[string]bool) error {
 	if err := o.validateNoAuthUser(seen); err != nil {
 		return err
 	}
+	if err := o.validateSystemAccount(names); err != nil {
+		return err
+	}
 	_, err := o.validateImports()
 	return err
+}
+
+// validateSystemAccount checks SystemAccount and NoSystemAccount without
+// operators (validateOperatorMode checks them with): the system account
+// is a configured account, or "$SYS", which the server makes.
+func (o *Options) validateSystemAccount(names map[string]bool) error {
+	switch {
+	case o.NoSystemAccount && o.SystemAccount != "":
+		return fmt.Errorf("system_account %q and no_system_account: choose one", o.SystemAccount)
+	case o.operatorMode() || o.SystemAccount == "" || o.SystemAccount == systemAccountName:
+		return nil
+	case !names[o.SystemAccount]:
+		return fmt.Errorf("error resolving system account: account %q is not configured", o.SystemAccount)
+	}
+	return nil
 }
 
 // validateNoAuthUser checks that NoAuthUser names a configured user or

@@ -58,8 +58,6 @@ func (o *Options) validateOperatorMode() error {
 			return errors.New("a resolver without operators or trusted keys: nothing would use it")
 		case len(o.ResolverPinnedAccounts) > 0:
 			return errors.New("resolver_pinned_accounts without operators or trusted keys: nothing would use it")
-		case o.SystemAccount != "":
-			return errors.New("system_account without operators: the system account of configured accounts and $SYS are not implemented yet")
 		}
 		return nil
 	}

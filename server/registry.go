@@ -15,6 +15,10 @@ import (
 type registry struct {
 	m  atomic.Pointer[map[string]*Account]
 	mu sync.Mutex // serializes writers
+	// added, if set, is called with every account registered after it
+	// was set, once the account can be looked up (outside mu). Set in
+	// New, then only read.
+	added func(*Account)
 }
 
 // lookup returns the account named name, or nil.
@@ -39,6 +43,16 @@ func (r *registry) lookupBytes(name []byte) *Account {
 // add registers a unless an account of that name exists, and returns the
 // account registered under the name and whether it is a.
 func (r *registry) add(a *Account) (*Account, bool) {
+	if cur, added := r.store(a); !added {
+		return cur, false
+	}
+	if r.added != nil {
+		r.added(a)
+	}
+	return a, true
+}
+
+func (r *registry) store(a *Account) (*Account, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.m.Load()

@@ -49,8 +49,8 @@ func TestBadInputNoLeaks(t *testing.T) {
 		control.Send("PING\r\n")
 		control.Expect("PONG")
 	}
-	require.Eventually(t, func() bool { return s.NumClients() == 1 && s.NumSubscriptions() == 0 },
-		10*time.Second, 10*time.Millisecond, "clients %d, subscriptions %d", s.NumClients(), s.NumSubscriptions())
+	require.Eventually(t, func() bool { return s.NumClients() == 1 && clientSubs(s) == 0 },
+		10*time.Second, 10*time.Millisecond, "clients %d, subscriptions %d", s.NumClients(), clientSubs(s))
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= before+2 },
 		10*time.Second, 20*time.Millisecond, "goroutines: %d before, %d after", before, runtime.NumGoroutine())
 }

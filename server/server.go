@@ -48,6 +48,8 @@ type Server struct {
 	extraMonitor   map[string]MonitorFunc // endpoints added by HandleMonitor
 	extraMetrics   []prometheus.Collector // collectors added by RegisterMetrics
 	cluster        *cluster               // nil unless Options.Cluster is set
+	sys            *sysState              // the system account's machinery; nil without one (sys.go)
+	mon            *monitor               // the monitoring data, for HTTP and $SYS; made by Start
 
 	ln      net.Listener
 	httpLn  net.Listener
@@ -132,6 +134,7 @@ func New(opts Options) (*Server, error) {
 		ix = s.jwtImportIndex()
 	}
 	s.respTables = s.newBridges(ix)
+	s.newSys()
 	return s, nil
 }
 
@@ -152,6 +155,10 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.info = s.buildInfo(ln.Addr().(*net.TCPAddr).Port)
+	if s.mon, err = newMonitor(s); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	if s.opts.HTTPPort != 0 {
 		if err := s.startMonitoring(); err != nil {
 			_ = ln.Close()
@@ -185,6 +192,9 @@ func (s *Server) Start() error {
 	if len(s.respTables) > 0 {
 		s.wg.Add(1)
 		go s.sweepResponses(s.respTables)
+	}
+	if s.sys != nil {
+		s.sys.start()
 	}
 	s.log.Info("listening", "addr", ln.Addr().String(), "server_id", s.id, "version", Version, "skiff_version", SkiffVersion)
 	return nil
@@ -400,6 +410,12 @@ func (s *Server) removeClient(c *client) {
 	s.stats.closedInBytes.Add(c.inBytes.Load())
 	s.stats.closedOutMsgs.Add(msgs)
 	s.stats.closedOutBytes.Add(bytes)
+	c.mu.Lock()
+	acc, reason := c.mu.acc, c.mu.reason
+	c.mu.Unlock()
+	if acc != nil {
+		s.sysDisconnected(c, acc, reason)
+	}
 }
 
 // clients returns a snapshot of the live clients.
@@ -508,7 +524,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	// Components say goodbye (JetStream's waiting pull requests hear
-	// 409 Server Shutdown) while the clients can still be written to.
+	// 409 Server Shutdown, peers the SHUTDOWN event) while the clients
+	// and routes can still be written to.
+	if s.sys != nil {
+		s.sys.shutdown(time.Second)
+	}
 	s.mu.Lock()
 	hooks := s.mu.onShutdown
 	s.mu.Unlock()

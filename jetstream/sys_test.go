@@ -1,0 +1,141 @@
+package jetstream_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/natscli"
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
+)
+
+// startSysBroker starts a broker with accounts SYS (the system account,
+// user sys), A and B (users a and b, with JetStream), and streams ORDERS
+// in A (three messages) and EVENTS in B.
+func startSysBroker(t *testing.T) *broker {
+	t.Helper()
+	b := startBrokerConfigured(t, jetstream.Options{}, func(o *server.Options) {
+		o.SystemAccount = "SYS"
+		o.Accounts = []server.AccountConfig{
+			{Name: "SYS", Users: []server.User{{Name: "sys", Password: "sys"}}},
+			{Name: "A", Users: []server.User{{Name: "a", Password: "a"}}, JetStream: &server.JetStreamLimits{}},
+			{Name: "B", Users: []server.User{{Name: "b", Password: "b"}}, JetStream: &server.JetStreamLimits{}},
+		}
+	})
+	for _, tc := range []struct{ user, stream, subject string }{{"a", "ORDERS", "orders.>"}, {"b", "EVENTS", "events.>"}} {
+		nc, js := connectUser(t, b, tc.user)
+		_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: tc.stream, Subjects: []string{tc.subject}})
+		require.NoError(t, err)
+		if tc.user == "a" {
+			for range 3 {
+				_, err := js.Publish(ctx(t), "orders.new", []byte("order"))
+				require.NoError(t, err)
+			}
+		}
+		nc.Close()
+	}
+	return b
+}
+
+// TestSysJSZ: JetStream answers JSZ on $SYS, about the server (every
+// account) and about one account, in nats-server's shapes.
+func TestSysJSZ(t *testing.T) {
+	b := startSysBroker(t)
+	sys, _ := connectUser(t, b, "sys")
+
+	request := func(subj string, body any) []byte {
+		t.Helper()
+		data, err := json.Marshal(body)
+		require.NoError(t, err)
+		resp, err := sys.Request(subj, data, 5*time.Second)
+		require.NoError(t, err)
+		return resp.Data
+	}
+	var all natsserver.ServerAPIJszResponse
+	require.NoError(t, json.Unmarshal(request("$SYS.REQ.SERVER.PING.JSZ", natsserver.JSzOptions{Accounts: true}), &all))
+	require.Nil(t, all.Error)
+	require.Equal(t, b.srv.ID(), all.Server.ID)
+	require.True(t, all.Server.JetStream)
+	require.Equal(t, 2, all.Data.Streams)
+	require.Equal(t, uint64(3), all.Data.Messages)
+	require.Equal(t, 2, all.Data.Accounts, "A and B; not the system account")
+	var names []string
+	for _, d := range all.Data.AccountDetails {
+		names = append(names, d.Name)
+	}
+	require.ElementsMatch(t, []string{"A", "B"}, names)
+
+	var one natsserver.ServerAPIJszResponse
+	require.NoError(t, json.Unmarshal(request("$SYS.REQ.SERVER.PING.JSZ", natsserver.JSzOptions{Account: "B", Streams: true}), &one))
+	require.Len(t, one.Data.AccountDetails, 1)
+	require.Equal(t, "B", one.Data.AccountDetails[0].Name)
+	require.Equal(t, "EVENTS", one.Data.AccountDetails[0].Streams[0].Name)
+
+	var acc struct {
+		Data  *natsserver.AccountDetail `json:"data"`
+		Error *natsserver.ApiError      `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(request("$SYS.REQ.ACCOUNT.A.JSZ", natsserver.JSzOptions{Streams: true}), &acc))
+	require.Nil(t, acc.Error)
+	require.Equal(t, "A", acc.Data.Name)
+	require.Len(t, acc.Data.Streams, 1)
+	require.Equal(t, uint64(3), acc.Data.Streams[0].State.Msgs)
+	require.NoError(t, json.Unmarshal(request("$SYS.REQ.ACCOUNT.SYS.JSZ", nil), &acc))
+	require.NotNil(t, acc.Error, "no JetStream in the system account")
+	require.Contains(t, acc.Error.Description, "not jetstream enabled")
+
+	// ACCOUNTZ says which accounts JetStream serves.
+	for name, want := range map[string]bool{"A": true, "B": true, "SYS": false, "$G": false} {
+		var az natsserver.ServerAPIAccountzResponse
+		require.NoError(t, json.Unmarshal(request("$SYS.REQ.SERVER.PING.ACCOUNTZ", natsserver.AccountzOptions{Account: name}), &az))
+		require.Nil(t, az.Error, name)
+		require.Equal(t, want, az.Data.Account.JetStream, name)
+	}
+}
+
+// TestSysCLIReportJetStream: `nats server report jetstream` and `nats
+// server request jetstream` as a user of the system account.
+func TestSysCLIReportJetStream(t *testing.T) {
+	b := startSysBroker(t)
+	cli := natscli.New(t, natscli.Path(t), b.srv.ClientURL())
+	run := func(args ...string) string {
+		t.Helper()
+		return cli.Run(append([]string{"--user", "sys", "--password", "sys"}, args...)...)
+	}
+	out := run("server", "report", "jetstream")
+	require.Contains(t, out, "JetStream Summary")
+	name := b.srv.Name()[:8] // compacted by the CLI
+	require.Regexp(t, `│ `+name+`\S* +│ +│ 2 +│ 0 +│ 3 +│`, out, "streams, consumers, messages")
+
+	out = run("server", "report", "jetstream", "--account", "A")
+	require.Contains(t, out, "JetStream Summary for Account A")
+	require.Regexp(t, `│ 1 +│ 0 +│ 3 +│`, out)
+
+	out = run("server", "request", "jetstream", "--accounts")
+	var resp natsserver.ServerAPIJszResponse
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &resp), out)
+	require.Len(t, resp.Data.AccountDetails, 2)
+}
+
+// TestSysAccountLeavesGlobalJetStream: a configuration whose only account
+// is the system account keeps JetStream in the global account, as
+// nats-server does, and never gives it to the system account.
+func TestSysAccountLeavesGlobalJetStream(t *testing.T) {
+	b := startBrokerConfigured(t, jetstream.Options{}, func(o *server.Options) {
+		o.SystemAccount = "SYS"
+		o.Users = []server.User{{Name: "g", Password: "g"}}
+		o.Accounts = []server.AccountConfig{{Name: "SYS", Users: []server.User{{Name: "sys", Password: "sys"}}}}
+	})
+	_, js := connectUser(t, b, "g")
+	_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "G", Subjects: []string{"g.>"}})
+	require.NoError(t, err, "$G has JetStream")
+	_, sysJS := connectUser(t, b, "sys")
+	_, err = sysJS.AccountInfo(ctx(t))
+	require.Error(t, err, "the system account has none")
+}
