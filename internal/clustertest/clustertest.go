@@ -37,14 +37,26 @@ type Cluster struct {
 	// Servers are the cluster's servers; a stopped one is nil.
 	Servers []*server.Server
 	opts    []server.Options
+	setup   Setup
 }
+
+// Setup runs for server i after it is created and before it starts, at
+// Start and at every Restart: a test attaches the layers it tests (the
+// raft layer, JetStream) to the server there.
+type Setup func(t testing.TB, i int, s *server.Server)
 
 // Start starts n servers with base's options (ports, hosts and cluster
 // listener are set here) and waits until every server has a route to
 // every other. They are shut down when the test ends.
 func Start(t testing.TB, n int, base server.Options) *Cluster {
 	t.Helper()
-	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]server.Options, n)}
+	return StartWith(t, n, base, nil)
+}
+
+// StartWith is Start with setup run for every server before it starts.
+func StartWith(t testing.TB, n int, base server.Options, setup Setup) *Cluster {
+	t.Helper()
+	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]server.Options, n), setup: setup}
 	for i := range n {
 		o := base
 		o.Host, o.Port, o.HTTPPort = "127.0.0.1", server.RandomPort, base.HTTPPort
@@ -71,6 +83,9 @@ func (c *Cluster) start(t testing.TB, i int) {
 	}
 	s, err := server.New(o)
 	require.NoError(t, err)
+	if c.setup != nil {
+		c.setup(t, i, s)
+	}
 	require.NoError(t, s.Start())
 	c.Servers[i] = s
 	// A restart reuses the ports: clients and peers know these.
