@@ -188,7 +188,9 @@ func withConfChange(cs *raftpb.ConfState, e *raftpb.Entry) (*raftpb.ConfState, e
 	}
 	ch := cc.GetChanges()[0]
 	id := ch.GetNodeId()
-	drop := func(ids []uint64) []uint64 { return slices.DeleteFunc(slices.Clone(ids), func(x uint64) bool { return x == id }) }
+	drop := func(ids []uint64) []uint64 {
+		return slices.DeleteFunc(slices.Clone(ids), func(x uint64) bool { return x == id })
+	}
 	add := func(ids []uint64) []uint64 { return slices.Sorted(slices.Values(append(drop(ids), id))) }
 	out := &raftpb.ConfState{Voters: drop(cs.GetVoters()), Learners: drop(cs.GetLearners()), AutoLeave: new(false)}
 	switch ch.GetType() {
