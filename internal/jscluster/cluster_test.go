@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/internal/jscluster"
+	"github.com/skiffmq/skiff/server"
 )
 
 // TestMetaForms: 3 and 5 servers, started one after the other with the
@@ -74,4 +75,163 @@ func TestMetaProposeApplied(t *testing.T) {
 	require.NoError(t, m.propose(t, l, rm))
 	m.waitApplied(t, "$G", "ORDERS", true)
 	require.ErrorIs(t, m.propose(t, l, rm), jscluster.ErrStreamNotFound)
+}
+
+// TestMetaLeaderFailover: when the meta leader shuts down, the others
+// elect a new one at once (the links to it close, and fast failover does
+// not wait for an election timeout), which takes proposals.
+func TestMetaLeaderFailover(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("servers=%d", n), func(t *testing.T) {
+			m := startMeta(t, n)
+			old := m.waitFormed(t)
+			require.NoError(t, m.propose(t, old, assign("$G", "BEFORE")))
+			start := time.Now()
+			m.Stop(t, old)
+			l := m.waitLeader(t)
+			took := time.Since(start)
+			t.Logf("new leader %s after %v", m.Servers[l].Name(), took)
+			// An election timeout is 10 to 20 ticks; failover needs none.
+			require.Less(t, took, 10*tick+time.Second, "failover waited for an election timeout")
+			require.NoError(t, m.propose(t, l, assign("$G", "AFTER")))
+			m.waitApplied(t, "$G", "AFTER", false)
+			m.waitApplied(t, "$G", "BEFORE", false)
+		})
+	}
+}
+
+// TestMetaRestart: a server restarted from its WAL is back in the meta
+// group at once (not joined again), catches up with what it missed, past
+// snapshots and compactions; a whole cluster restarted is the same group
+// with the same state.
+func TestMetaRestart(t *testing.T) {
+	m := startMeta(t, 3)
+	l := m.waitFormed(t)
+	id := m.r(0).MetaID()
+	for i := range 20 {
+		require.NoError(t, m.propose(t, l, assign("$G", fmt.Sprintf("S%d", i))))
+	}
+	f := (l + 1) % 3
+	before := m.waitSameState(t)
+	m.Stop(t, f)
+	l = m.waitLeader(t)
+	for i := range 20 {
+		require.NoError(t, m.propose(t, l, assign("ACC", fmt.Sprintf("T%d", i))))
+	}
+	m.Restart(t, f)
+	require.Equal(t, id, m.r(f).MetaID(), "the meta state comes back from the WAL at Start")
+	after := m.waitSameState(t)
+	require.Len(t, after.Streams, 40)
+	require.Equal(t, before.Servers, after.Servers, "the restarted server was not joined again")
+	m.waitFormed(t)
+
+	for i := range 3 {
+		m.Stop(t, i)
+	}
+	for i := range 3 {
+		m.Restart(t, i)
+	}
+	m.waitFormed(t)
+	again := m.waitSameState(t)
+	require.Equal(t, id, again.ID)
+	require.Equal(t, after, again)
+}
+
+// TestMetaWipedServer: a server that lost its raft directory comes back
+// empty, is held until it caught up (it never votes with what it lost),
+// and gets the state from the leader.
+func TestMetaWipedServer(t *testing.T) {
+	m := startMeta(t, 3)
+	l := m.waitFormed(t)
+	for i := range 20 {
+		require.NoError(t, m.propose(t, l, assign("$G", fmt.Sprintf("S%d", i))))
+	}
+	f := (l + 1) % 3
+	before := m.waitSameState(t)
+	m.Stop(t, f)
+	m.dirs[f] = t.TempDir()
+	m.Restart(t, f)
+	st := m.waitSameState(t)
+	require.Len(t, st.Streams, 20)
+	require.Equal(t, before.Servers, st.Servers, "the wiped server is the member it was, not a new one")
+	m.waitFormed(t)
+	l = m.waitLeader(t)
+	require.NoError(t, m.propose(t, l, assign("$G", "LAST")))
+	m.waitApplied(t, "$G", "LAST", false)
+}
+
+// TestMetaRefusesOtherGroup: a server that founded a meta group of its own
+// (alone, then restarted with a route to a cluster that has another) is
+// refused by every server of that cluster, whichever side dials the raft
+// link, and never becomes a member; the cluster's group goes on.
+func TestMetaRefusesOtherGroup(t *testing.T) {
+	for _, name := range []string{"a0", "x9"} { // dials the cluster's servers; is dialed by them
+		t.Run(name, func(t *testing.T) {
+			m := startMeta(t, 3)
+			l := m.waitFormed(t)
+			dir := t.TempDir()
+			alone := startLone(t, name, dir, nil)
+			require.Eventually(t, alone.IsLeader, clustertest.Wait, 10*time.Millisecond, "the lone server founds its group")
+			other := alone.MetaID()
+			require.NotEqual(t, m.r(0).MetaID(), other)
+			alone.shutdown()
+
+			joined := startLone(t, name, dir, []string{m.Servers[0].RouteURL()})
+			require.Equal(t, other, joined.MetaID())
+			refused := func() uint64 {
+				n := joined.Stats().LinksRefused
+				for _, i := range m.live() {
+					n += m.r(i).Stats().LinksRefused
+				}
+				return n
+			}
+			require.Eventually(t, func() bool { return refused() >= 3 }, clustertest.Wait, 10*time.Millisecond,
+				"the links between the two groups were not refused")
+			require.NoError(t, m.propose(t, l, assign("$G", "STILL")))
+			m.waitApplied(t, "$G", "STILL", false)
+			st, _ := m.r(l).State()
+			require.NotContains(t, st.Servers, name)
+			mem, err := m.r(l).Members()
+			require.NoError(t, err)
+			require.Len(t, mem.Voters, 3)
+			require.Empty(t, mem.Learners)
+			require.Empty(t, joined.Stats().LinksUp)
+		})
+	}
+}
+
+// TestStartRefused: the raft layer needs a clustered server with a name,
+// and a raft directory of its own.
+func TestStartRefused(t *testing.T) {
+	clustered := func(name string) server.Options {
+		o := server.Options{Host: "127.0.0.1", Port: server.RandomPort, ServerName: name}
+		o.Cluster.Host, o.Cluster.Port = "127.0.0.1", server.RandomPort
+		return o
+	}
+	claimed := t.TempDir()
+	s, err := server.New(clustered("s1"))
+	require.NoError(t, err)
+	c, err := jscluster.Start(s, testOptions(claimed, "s1"))
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+
+	tests := []struct {
+		name string
+		opts server.Options
+		dir  string
+		want error
+	}{
+		{"not clustered", server.Options{ServerName: "s1"}, t.TempDir(), jscluster.ErrNotClustered},
+		{"no server name", clustered(""), t.TempDir(), jscluster.ErrNoServerName},
+		{"another server's directory", clustered("s2"), claimed, jscluster.ErrRenamed},
+		{"no directory", clustered("s1"), "", jscluster.ErrInvalidOptions},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := server.New(tt.opts)
+			require.NoError(t, err)
+			_, err = jscluster.Start(s, jscluster.Options{Dir: tt.dir})
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -174,4 +175,74 @@ func (m *metaCluster) waitApplied(t *testing.T, acc, name string, gone bool) {
 		}
 		return true
 	}, clustertest.Wait, 10*time.Millisecond, "stream %s > %s not applied everywhere (gone: %v)", acc, name, gone)
+}
+
+// waitLeader waits until every running server agrees on a leader that is
+// running and leads, and returns its index.
+func (m *metaCluster) waitLeader(t *testing.T) int {
+	t.Helper()
+	leader := -1
+	require.Eventually(t, func() bool {
+		leader = -1
+		var lead string
+		for _, i := range m.live() {
+			name, _ := m.r(i).Leader()
+			if name == "" || (lead != "" && name != lead) {
+				return false
+			}
+			lead = name
+			if m.Servers[i].Name() == name {
+				leader = i
+			}
+		}
+		return leader >= 0 && m.r(leader).IsLeader()
+	}, clustertest.Wait, 5*time.Millisecond, "no leader agreed on")
+	return leader
+}
+
+// waitSameState waits until every running server's state is the leader's.
+func (m *metaCluster) waitSameState(t *testing.T) jscluster.State {
+	t.Helper()
+	var want jscluster.State
+	require.Eventually(t, func() bool {
+		l := m.waitLeader(t)
+		want, _ = m.r(l).State()
+		for _, i := range m.live() {
+			got, _ := m.r(i).State()
+			if !reflect.DeepEqual(got, want) {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 20*time.Millisecond, "the servers' states differ")
+	return want
+}
+
+// lone is a server outside the test cluster, with its raft layer.
+type lone struct {
+	s *server.Server
+	*jscluster.Cluster
+}
+
+// startLone starts a server of the test cluster's name called name, with
+// routes, running the raft layer in dir. It is shut down when the test
+// ends, if it was not before.
+func startLone(t *testing.T, name, dir string, routes []string) lone {
+	t.Helper()
+	o := server.Options{Host: "127.0.0.1", Port: server.RandomPort, ServerName: name}
+	o.Cluster.Host, o.Cluster.Port, o.Cluster.Name, o.Cluster.Routes = "127.0.0.1", server.RandomPort, "test", routes
+	s, err := server.New(o)
+	require.NoError(t, err)
+	c, err := jscluster.Start(s, testOptions(dir, name))
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	l := lone{s, c}
+	t.Cleanup(l.shutdown)
+	return l
+}
+
+func (l lone) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Wait)
+	defer cancel()
+	_ = l.s.Shutdown(ctx)
 }
