@@ -49,12 +49,13 @@ func startMeta(t *testing.T, n int) *metaCluster {
 	for i := range m.dirs {
 		m.dirs[i] = t.TempDir()
 	}
-	m.Cluster = clustertest.StartWith(t, n, server.Options{}, func(t testing.TB, i int, s *server.Server) {
+	m.Cluster = clustertest.StartWith(t, n, server.Options{}, func(t testing.TB, i int, s *server.Server) func() {
 		c, err := jscluster.Start(s, testOptions(m.dirs[i], s.Name()))
 		require.NoError(t, err)
 		m.mu.Lock()
 		m.raft[i] = c
 		m.mu.Unlock()
+		return nil // the server's Shutdown closes it
 	})
 	return m
 }
