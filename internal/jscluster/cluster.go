@@ -53,6 +53,7 @@ type Cluster struct {
 		dialing map[string]bool
 	}
 	linksRefused atomic.Uint64
+	calls        calls
 }
 
 // peer is what this server knows of a link to another server.
@@ -98,6 +99,7 @@ func Start(srv *server.Server, opts Options) (*Cluster, error) {
 		wakeCh: make(chan struct{}, 1), stop: make(chan struct{})}
 	c.mu.peers = map[uint64]*peer{}
 	c.mu.dialing = map[string]bool{}
+	c.calls.init()
 	if err := c.startNode(); err != nil {
 		_ = wal.Close()
 		return nil, err
@@ -167,8 +169,11 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	close(c.stop)
+	// The transport first: its readers start calls' goroutines, which
+	// the wait below covers.
+	err := c.tr.Close()
 	c.wg.Wait()
-	err := errors.Join(c.tr.Close(), c.node.Close())
+	err = errors.Join(err, c.node.Close())
 	return errors.Join(err, c.wal.Close())
 }
 

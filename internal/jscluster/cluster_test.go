@@ -1,14 +1,19 @@
 package jscluster_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/internal/jscluster"
+	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -234,4 +239,47 @@ func TestStartRefused(t *testing.T) {
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
+}
+
+// TestCalls: a server calls another over their raft link and gets its
+// handler's answer, or its failure; a server without a link to the callee
+// fails at once.
+func TestCalls(t *testing.T) {
+	m := startMeta(t, 3)
+	m.waitFormed(t)
+	for i := range 3 {
+		name := m.Servers[i].Name()
+		m.r(i).HandleCalls(func(from string, req []byte) ([]byte, error) {
+			if string(req) == "fail" {
+				return nil, errors.New("as asked")
+			}
+			return []byte(name + " answers " + from + ": " + string(req)), nil
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clustertest.Wait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 3 {
+		for j := range 3 {
+			if i == j {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range 20 {
+					req := fmt.Sprintf("q%d", k)
+					ans, err := m.r(i).Call(ctx, m.Servers[j].Name(), []byte(req))
+					assert.NoError(t, err)
+					assert.Equal(t, fmt.Sprintf("s%d answers s%d: %s", j+1, i+1, req), string(ans))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	_, err := m.r(0).Call(ctx, "s2", []byte("fail"))
+	require.ErrorIs(t, err, jscluster.ErrCallFailed)
+	require.ErrorContains(t, err, "as asked")
+	_, err = m.r(0).Call(ctx, "nobody", nil)
+	require.ErrorIs(t, err, multiraft.ErrNoLink)
 }

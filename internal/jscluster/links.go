@@ -245,9 +245,11 @@ func (l *linkConn) Close() error {
 // and downs noted for the membership rules.
 type linkHandler struct{ c *Cluster }
 
-var _ multiraft.Handler = linkHandler{}
+var _ multiraft.AppHandler = linkHandler{}
 
 func (h linkHandler) Receive(from uint64, b multiraft.Batch) { h.c.node.Receive(from, b) }
+
+func (h linkHandler) ReceiveApp(from uint64, payload []byte) { h.c.receiveApp(from, payload) }
 
 func (h linkHandler) LinkUp(peer uint64) {
 	h.c.setLink(peer, true)
