@@ -48,6 +48,8 @@ type client struct {
 	internal  bool            // a connectionless publisher (see internal.go)
 	serverPub bool            // routing a Publisher's message (see principal.go)
 	actFor    Principal       // whom that Publisher acts for
+	// answerer publishes a route's AfterRead answers (internal.go).
+	answerer *client
 	readMsgs  int64           // messages in the read being handled, for inMsgs
 	readBytes int64           // their payload bytes, for inBytes
 	pubOK     map[string]bool // permission answers for recent publish subjects

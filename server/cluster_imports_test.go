@@ -328,3 +328,20 @@ func TestSubscribeInternalLocal(t *testing.T) {
 	require.Empty(t, got)
 	require.NoError(t, local.Unsubscribe())
 }
+
+// TestAfterReadAnswerCrossesRoutes: an internal subscription answers, in
+// AfterRead, a request that a peer's client published: the answer is this
+// server's message and reaches the requester on the peer.
+func TestAfterReadAnswerCrossesRoutes(t *testing.T) {
+	c := clustertest.Start(t, 2, server.Options{})
+	_, err := c.Servers[0].GlobalAccount().SubscribeInternal("svc.echo", "", func(m *server.Msg) {
+		reply, data := m.Reply, append([]byte("echo: "), m.Data...)
+		m.AfterRead(func(p *server.Publisher) { p.ActFor(server.ServerPrincipal); p.Publish(reply, "", nil, data) })
+	})
+	require.NoError(t, err)
+	c.WaitInterest(t, "svc.echo", 0)
+	nc := c.Connect(t, 1)
+	m, err := nc.Request("svc.echo", []byte("hi"), clustertest.Wait)
+	require.NoError(t, err)
+	require.Equal(t, "echo: hi", string(m.Data))
+}

@@ -185,17 +185,33 @@ func (s *Server) newInternalClient(acc *Account) *client {
 
 // endOfRead runs after a read (or a Publisher's batch) has been routed: the
 // AfterRead functions, then the writers of every receiver.
+//
+// The answers of a route's read (a PubAck to a peer's client) are this
+// server's own messages, not the peer's: they go out through a
+// connectionless publisher of the route's, so that they are routed as the
+// server's, to peers included, where a message from the route itself goes
+// one hop only.
 func (c *client) endOfRead() {
+	pc := c
+	if c.route != nil && len(c.afterRead) > 0 {
+		if c.answerer == nil {
+			c.answerer = c.srv.newInternalClient(c.srv.gacc)
+		}
+		pc = c.answerer
+	}
 	for len(c.afterRead) > 0 {
 		// A function may publish and so add more: run until none is left.
 		fs := c.afterRead
 		c.afterRead = nil
-		p := &Publisher{c: c}
+		p := &Publisher{c: pc}
 		for _, e := range fs {
 			p.acc = e.acc
 			p.principal = Principal{} // nobody, unless f says whom it acts for
 			e.f(p)
 		}
+	}
+	if pc != c {
+		pc.endOfRead()
 	}
 	c.wakeTargets()
 }

@@ -124,6 +124,15 @@ func (s *Server) Routes() []RoutePeer {
 	return peers
 }
 
+// ClusterName returns the name of the server's cluster: "" without a
+// cluster, or in a cluster without a name.
+func (s *Server) ClusterName() string {
+	if s.cluster == nil {
+		return ""
+	}
+	return s.cluster.opts.Name
+}
+
 // ConfiguredRoutesUp reports whether every configured route URL
 // (ClusterOptions.Routes) leads to a registered route, or to this server
 // itself: the raft layer bootstraps a new group only once it sees every
