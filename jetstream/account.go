@@ -140,11 +140,15 @@ func (ja *jsAccount) enable() error {
 	if err := ja.recover(); err != nil {
 		return fmt.Errorf("account %s: %w", ja.name, err)
 	}
+	is, err := ja.js.subscribeAPI(ja.acc, ja.handleAPI)
+	if err != nil {
+		return err
+	}
+	ja.js.subs = append(ja.js.subs, is)
 	for _, sub := range []struct {
 		pattern string
 		h       server.InternalHandler
 	}{
-		{"$JS.API.>", ja.handleAPI},
 		{"$JS.ACK.>", ja.handleAck},
 		{"$JS.FC.>", ja.handleFlowControl},
 	} {
@@ -181,7 +185,7 @@ func (js *JetStream) enableAccounts() error {
 			if a.Name() == systemAccount {
 				continue
 			}
-			is, err := a.SubscribeInternal("$JS.API.>", "", js.handleNotEnabled)
+			is, err := js.subscribeAPI(a, js.handleNotEnabled)
 			if err != nil {
 				return err
 			}

@@ -73,30 +73,9 @@ type streamListResponse struct {
 
 func (ja *jsAccount) streamCreate(name string, data []byte) any {
 	r := &streamChangeResponse{apiResponse: newResponse("stream_create")}
-	var cfg StreamConfig
-	if r.Error = ja.js.decode(data, &cfg); r.Error != nil {
-		return r
-	}
-	if r.Error = unsupportedStream(data); r.Error != nil {
-		return r
-	}
-	if cfg.Name != name {
-		r.Error = errStreamMismatch()
-		return r
-	}
-	if r.Error = checkMirrorDirect(cfg); r.Error != nil {
-		return r
-	}
-	// A stream that does not choose its sync policy gets the server's.
-	if r.Error = syncDefaults(data, &cfg, ja.js.opts.Sync, ja.js.opts.SyncInterval); r.Error != nil {
-		return r
-	}
-	ncfg, aerr := ja.js.normalize(cfg)
+	ncfg, aerr := ja.createConfig(name, data)
 	if aerr != nil {
 		r.Error = aerr
-		return r
-	}
-	if r.Error = ja.checkMaxBytes(&ncfg); r.Error != nil {
 		return r
 	}
 	if st, aerr := ja.reserveStream(name, ncfg); st != nil || aerr != nil {
@@ -133,6 +112,36 @@ func (ja *jsAccount) streamCreate(name string, data []byte) any {
 	r.StreamInfo, r.DidCreate = st.info(), true
 	ja.adviseStream(advStreamCreated, name, "create")
 	return r
+}
+
+// createConfig reads and checks the configuration of a STREAM.CREATE of
+// name, and returns it normalized.
+func (ja *jsAccount) createConfig(name string, data []byte) (StreamConfig, *APIError) {
+	var cfg StreamConfig
+	if aerr := ja.js.decode(data, &cfg); aerr != nil {
+		return cfg, aerr
+	}
+	if aerr := unsupportedStream(data); aerr != nil {
+		return cfg, aerr
+	}
+	if cfg.Name != name {
+		return cfg, errStreamMismatch()
+	}
+	if aerr := checkMirrorDirect(cfg); aerr != nil {
+		return cfg, aerr
+	}
+	// A stream that does not choose its sync policy gets the server's.
+	if aerr := syncDefaults(data, &cfg, ja.js.opts.Sync, ja.js.opts.SyncInterval); aerr != nil {
+		return cfg, aerr
+	}
+	ncfg, aerr := ja.js.normalize(cfg)
+	if aerr != nil {
+		return ncfg, aerr
+	}
+	if aerr := ja.checkMaxBytes(&ncfg); aerr != nil {
+		return ncfg, aerr
+	}
+	return ncfg, nil
 }
 
 // reserveStream checks that a stream named name with cfg may be created

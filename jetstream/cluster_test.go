@@ -1,12 +1,16 @@
 package jetstream_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
@@ -96,4 +100,161 @@ func TestClusterOptionNeedsCluster(t *testing.T) {
 	require.NoError(t, err)
 	_, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir(), Cluster: &jscluster.Options{}})
 	require.ErrorIs(t, err, jscluster.ErrNotClustered)
+}
+
+// TestClusterR1Streams: in a clustered JetStream, any server answers the
+// API: a stream created through one server is placed on one of them and
+// assigned in the meta group; publishes from clients of every server are
+// stored and acknowledged; its info, listings, consumers and pull requests
+// are answered through every server; a delete through another server
+// removes it everywhere.
+func TestClusterR1Streams(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	ctxs := make([]nats.JetStreamContext, 3)
+	for i := range 3 {
+		js, err := jc.Connect(t, i).JetStream(nats.MaxWait(clustertest.Wait))
+		require.NoError(t, err)
+		ctxs[i] = js
+	}
+	info, err := ctxs[0].AddStream(&nats.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	require.NoError(t, err)
+	require.Equal(t, "ORDERS", info.Config.Name)
+	placed := jc.placement(t, "ORDERS")
+	t.Logf("ORDERS placed on %s", placed)
+
+	// The same create again, through another server: the stream as it is.
+	_, err = ctxs[2].AddStream(&nats.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	require.NoError(t, err)
+	_, err = ctxs[1].AddStream(&nats.StreamConfig{Name: "OTHER", Subjects: []string{"orders.new"}})
+	require.ErrorContains(t, err, "subjects overlap")
+
+	jc.WaitInterest(t, "orders.x", jc.index(placed))
+	for i := range 3 {
+		for k := range 5 {
+			ack, err := ctxs[i].Publish("orders.x", []byte(fmt.Sprintf("from %d #%d", i, k)))
+			require.NoError(t, err)
+			require.Equal(t, "ORDERS", ack.Stream)
+		}
+	}
+	for i := range 3 {
+		si, err := ctxs[i].StreamInfo("ORDERS")
+		require.NoError(t, err)
+		require.Equal(t, uint64(15), si.State.Msgs, "through server %d", i)
+		names := ctxs[i].StreamNames()
+		var got []string
+		for n := range names {
+			got = append(got, n)
+		}
+		require.Equal(t, []string{"ORDERS"}, got)
+		var listed []string
+		for si := range ctxs[i].Streams() {
+			listed = append(listed, si.Config.Name)
+		}
+		require.Equal(t, []string{"ORDERS"}, listed)
+	}
+
+	_, err = ctxs[1].AddConsumer("ORDERS", &nats.ConsumerConfig{Durable: "work", AckPolicy: nats.AckExplicitPolicy})
+	require.NoError(t, err)
+	sub, err := ctxs[2].PullSubscribe("orders.>", "work", nats.Bind("ORDERS", "work"))
+	require.NoError(t, err)
+	got := 0
+	for got < 15 {
+		msgs, err := sub.Fetch(15-got, nats.MaxWait(clustertest.Wait))
+		require.NoError(t, err)
+		for _, m := range msgs {
+			require.NoError(t, m.AckSync())
+			got++
+		}
+	}
+	ci, err := ctxs[0].ConsumerInfo("ORDERS", "work")
+	require.NoError(t, err)
+	require.Equal(t, uint64(15), ci.AckFloor.Consumer)
+
+	require.NoError(t, ctxs[2].DeleteStream("ORDERS"))
+	require.Eventually(t, func() bool {
+		for i := range 3 {
+			st, _ := jc.raft(i).State()
+			if len(st.Streams) != 0 {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 10*time.Millisecond)
+	for i := range 3 {
+		_, err := ctxs[i].StreamInfo("ORDERS")
+		require.ErrorIs(t, err, nats.ErrStreamNotFound, "through server %d", i)
+	}
+}
+
+// index returns the index of the server called name.
+func (jc *jsCluster) index(name string) int {
+	for i, s := range jc.Servers {
+		if s != nil && s.Name() == name {
+			return i
+		}
+	}
+	panic("no server " + name)
+}
+
+// placement returns the server the meta group placed a stream of the
+// global account on, once every server applied it.
+func (jc *jsCluster) placement(t *testing.T, name string) string {
+	t.Helper()
+	var peer string
+	require.Eventually(t, func() bool {
+		peer = ""
+		for i, s := range jc.Servers {
+			if s == nil {
+				continue
+			}
+			st, _ := jc.raft(i).State()
+			sa := st.Streams[jscluster.StreamKey{Account: server.GlobalAccountName, Name: name}]
+			if sa == nil || len(sa.Peers) != 1 || (peer != "" && sa.Peers[0] != peer) {
+				return false
+			}
+			peer = sa.Peers[0]
+		}
+		return true
+	}, clustertest.Wait, 10*time.Millisecond, "stream %s not assigned everywhere", name)
+	return peer
+}
+
+// TestClusterStreamErrors: the errors of a clustered create, as
+// nats-server gives them.
+func TestClusterStreamErrors(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	nc := jc.Connect(t, 1)
+	tests := []struct {
+		name, body string
+		code       int
+		errCode    int
+		desc       string
+	}{
+		{"replicated", `{"name":"R","subjects":["r"],"num_replicas":3}`, 503, 10036, "not currently supported in clustered mode"},
+		{"tags", `{"name":"T","subjects":["t"],"placement":{"tags":["ssd"]}}`, 400, 10005, "no suitable peers for placement, tags not matched ['ssd']"},
+		{"another cluster", `{"name":"C","subjects":["c"],"placement":{"cluster":"elsewhere"}}`, 400, 10005, "no suitable peers for placement"},
+		{"unknown preferred", `{"name":"P","subjects":["p"],"placement":{"preferred":"nobody"}}`, 400, 10005, "no suitable peers for placement, peer offline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := strings.TrimSuffix(strings.Split(tt.body, `"name":"`)[1][:1], `"`)
+			m, err := nc.Request("$JS.API.STREAM.CREATE."+name, []byte(tt.body), clustertest.Wait)
+			require.NoError(t, err)
+			var r struct {
+				Error struct {
+					Code        int    `json:"code"`
+					ErrCode     int    `json:"err_code"`
+					Description string `json:"description"`
+				} `json:"error"`
+			}
+			require.NoError(t, json.Unmarshal(m.Data, &r), string(m.Data))
+			require.Equal(t, tt.code, r.Error.Code, string(m.Data))
+			require.Equal(t, tt.errCode, r.Error.ErrCode)
+			require.Equal(t, tt.desc, r.Error.Description)
+		})
+	}
+	st, _ := jc.raft(0).State()
+	require.Empty(t, st.Streams, "nothing assigned")
 }

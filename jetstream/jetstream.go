@@ -207,6 +207,7 @@ type JetStream struct {
 
 	// raft is the raft layer of a clustered server (Options.Cluster).
 	raft *jscluster.Cluster
+	clustered
 }
 
 // New attaches JetStream to s: it recovers the streams and consumers in
@@ -263,6 +264,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	}
 	s.OnShutdown(js.shutdown)
 	js.recountQuotas()
+	js.runCluster()
 	js.wg.Add(2)
 	go js.apiWorker(js.apiQueue)
 	go js.quotaLoop()

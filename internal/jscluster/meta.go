@@ -61,6 +61,7 @@ type result struct {
 // and in conf changes' context; raft's empty entries change nothing.
 func (f *metaFSM) Apply(ents []*raftpb.Entry) error {
 	var results []result
+	var changed []StreamKey
 	f.mu.Lock()
 	for _, e := range ents {
 		i := e.GetIndex()
@@ -82,11 +83,17 @@ func (f *metaFSM) Apply(ents []*raftpb.Entry) error {
 			if p := ent.Prop; p != nil && p.Server == f.c.id && p.Run == f.c.run {
 				results = append(results, result{*p, res})
 			}
+			if res == nil && ent.Stream != nil {
+				changed = append(changed, ent.Stream.Key())
+			}
 		}
 		f.mu.applied = i
 	}
 	applied := f.mu.applied
 	f.mu.Unlock()
+	if on := f.c.opts.OnStreams; on != nil && len(changed) > 0 {
+		on(changed, false)
+	}
 	for _, r := range results {
 		f.notify(r)
 	}
@@ -133,6 +140,9 @@ func (f *metaFSM) Restore(snap *raftpb.Snapshot) error {
 	f.mu.Unlock()
 	f.lastSnap = i
 	f.log.files.prune(i, false)
+	if on := f.c.opts.OnStreams; on != nil {
+		on(nil, true)
+	}
 	f.c.wake()
 	return nil
 }

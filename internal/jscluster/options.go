@@ -51,6 +51,13 @@ type Options struct {
 	SnapshotKeep    int
 	// Logger receives the cluster's logs (default: discard).
 	Logger *slog.Logger
+	// OnStreams, if set, is told which stream assignments changed, once
+	// they are applied to the meta state: the keys of the streams an
+	// entry assigned, updated or removed, or all = true when a snapshot
+	// replaced the whole state (at Start too). It runs on the meta
+	// group's apply goroutine, in log order, and must not block; it reads
+	// the state with Cluster.View.
+	OnStreams func(keys []StreamKey, all bool)
 }
 
 func (o Options) withDefaults() (Options, error) {
