@@ -52,9 +52,11 @@ const (
 	// forwardTimeout bounds a forwarded request, from the requester's
 	// server to the answer.
 	forwardTimeout = 10 * time.Second
-	// leaderWait is how long a request for the meta leader waits for one
-	// to be known before it is answered 10008.
-	leaderWait = 2 * time.Second
+	// leaderWait is how long a request for the meta leader tries to reach
+	// one (none known, or the one known gone) before it is answered 10008.
+	leaderWait = 5 * time.Second
+	// leaderRetry spaces those tries.
+	leaderRetry = 20 * time.Millisecond
 	// maxHops bounds how often a request is forwarded again (the target
 	// it was sent to learned of another since).
 	maxHops = 2
@@ -136,9 +138,6 @@ func (ja *jsAccount) clusterTarget(route *apiRoute, args apiArgs) string {
 		if c.IsLeader() {
 			return ""
 		}
-		if name, _ := c.Leader(); name != "" {
-			return name
-		}
 		return toMetaLeader
 	case targetStream:
 		stream, _, _ := strings.Cut(args[0], ".")
@@ -211,16 +210,43 @@ func failedAnswer(route *apiRoute, aerr *APIError) forwardAnswer {
 	return forwardAnswer{Replies: []fwdReply{{Body: errorResponse(route.kind+"_response", aerr)}}, IsErr: true}
 }
 
-// call has the server `to` (toMetaLeader: the meta leader, once known)
-// answer req, this one included.
+// call has the server `to` (toMetaLeader: the meta leader) answer req,
+// this one included.
 func (js *JetStream) call(to string, req forwardRequest) (forwardAnswer, *APIError) {
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 	defer cancel()
 	if to == toMetaLeader {
-		if to = js.waitMetaLeader(ctx); to == "" {
+		return js.callMetaLeader(ctx, req)
+	}
+	return js.callServer(ctx, to, req)
+}
+
+// callMetaLeader has the meta leader answer req: the one this server
+// knows, tried again while none is known, or the one known is gone or no
+// longer leads, for up to leaderWait.
+func (js *JetStream) callMetaLeader(ctx context.Context, req forwardRequest) (forwardAnswer, *APIError) {
+	ctx, cancel := context.WithTimeout(ctx, leaderWait)
+	defer cancel()
+	t := time.NewTicker(leaderRetry)
+	defer t.Stop()
+	for {
+		if name, _ := js.raft.Leader(); name != "" {
+			if ans, aerr := js.callServer(ctx, name, req); aerr == nil {
+				return ans, nil
+			}
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return forwardAnswer{}, errClusterUnavailable()
+		case <-js.stop:
 			return forwardAnswer{}, errClusterUnavailable()
 		}
 	}
+}
+
+// callServer has the server `to` answer req.
+func (js *JetStream) callServer(ctx context.Context, to string, req forwardRequest) (forwardAnswer, *APIError) {
 	if to == js.raft.Name() {
 		ans, err := js.answerForward(req)
 		if err != nil {
@@ -244,27 +270,6 @@ func (js *JetStream) call(to string, req forwardRequest) (forwardAnswer, *APIErr
 	return ans, nil
 }
 
-// waitMetaLeader returns the meta leader's name once one is known, or ""
-// after leaderWait.
-func (js *JetStream) waitMetaLeader(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, leaderWait)
-	defer cancel()
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if name, _ := js.raft.Leader(); name != "" {
-			return name
-		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ""
-		case <-js.stop:
-			return ""
-		}
-	}
-}
-
 // handleCall answers a peer's forwarded request (jscluster.CallHandler).
 func (js *JetStream) handleCall(_ string, body []byte) ([]byte, error) {
 	var req forwardRequest
@@ -278,9 +283,16 @@ func (js *JetStream) handleCall(_ string, body []byte) ([]byte, error) {
 	return json.Marshal(&ans)
 }
 
-// errNoAccount is a forwarded request of an account without JetStream
-// here: the servers' configurations differ.
-var errNoAccount = errors.New("jetstream: no such JetStream account on this server")
+// Errors of forwarded requests, told back to the server that forwarded
+// them.
+var (
+	// errNoAccount: the request's account has no JetStream here (the
+	// servers' configurations differ).
+	errNoAccount = errors.New("jetstream: no such JetStream account on this server")
+	// errNotMetaLeader: a request for the meta leader reached a server
+	// that no longer leads; the sender tries the one it learns of next.
+	errNotMetaLeader = errors.New("jetstream: not the meta leader")
+)
 
 // answerForward answers a forwarded request as this server answers its
 // clients', acting for the requester's user.
@@ -305,6 +317,9 @@ func (js *JetStream) answerForward(req forwardRequest) (forwardAnswer, error) {
 	}
 	pr := acc.PrincipalOf(req.User)
 	route, args := routeAPI(req.Subject)
+	if req.Op == fwdAPI && route != nil && route.target == targetMeta && !js.raft.IsLeader() {
+		return forwardAnswer{}, errNotMetaLeader
+	}
 	if req.Op == fwdAPI && req.Hops < maxHops {
 		if to := ja.clusterTarget(route, args); to != "" {
 			req.Hops++

@@ -31,11 +31,18 @@ type jsCluster struct {
 
 func startJSCluster(t *testing.T, n int) *jsCluster {
 	t.Helper()
+	return startJSClusterWith(t, n, server.Options{})
+}
+
+// startJSClusterWith is startJSCluster with base as every server's
+// options.
+func startJSClusterWith(t *testing.T, n int, base server.Options) *jsCluster {
+	t.Helper()
 	jc := &jsCluster{dirs: make([]string, n), js: make([]*jetstream.JetStream, n)}
 	for i := range n {
 		jc.dirs[i] = t.TempDir()
 	}
-	jc.Cluster = clustertest.StartWith(t, n, server.Options{}, func(t testing.TB, i int, s *server.Server) func() {
+	jc.Cluster = clustertest.StartWith(t, n, base, func(t testing.TB, i int, s *server.Server) func() {
 		js, err := jetstream.New(s, jetstream.Options{StoreDir: jc.dirs[i],
 			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}})
 		require.NoError(t, err)
@@ -257,4 +264,144 @@ func TestClusterStreamErrors(t *testing.T) {
 	}
 	st, _ := jc.raft(0).State()
 	require.Empty(t, st.Streams, "nothing assigned")
+}
+
+// TestClusterForwardActsForRequester: a request forwarded to the stream's
+// server acts there for the requester's user: mallory may not have a
+// consumer deliver where she may not publish, admin may, whichever server
+// they ask.
+func TestClusterForwardActsForRequester(t *testing.T) {
+	base := server.Options{Users: []server.User{
+		{Name: adminUser, Password: adminPass},
+		{Name: malloryUser, Password: malloryPass, Permissions: malloryPerms},
+	}}
+	jc := startJSClusterWith(t, 3, base)
+	jc.waitMeta(t)
+	admin := jc.Connect(t, 0, nats.UserInfo(adminUser, adminPass))
+	ajs, err := admin.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = ajs.AddStream(&nats.StreamConfig{Name: "OWN", Subjects: []string{"own.>"}})
+	require.NoError(t, err)
+	at := jc.index(jc.placement(t, "OWN"))
+	other := (at + 1) % 3
+
+	mallory := jc.Connect(t, other, nats.UserInfo(malloryUser, malloryPass))
+	mjs, err := mallory.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = mjs.AddConsumer("OWN", &nats.ConsumerConfig{Durable: "push", DeliverSubject: "victim.injected"})
+	var aerr nats.JetStreamError
+	require.ErrorAs(t, err, &aerr)
+	require.Equal(t, nats.ErrorCode(10112), aerr.APIError().ErrorCode, "judged as mallory on %s", jc.Servers[at].Name())
+
+	admin2 := jc.Connect(t, other, nats.UserInfo(adminUser, adminPass))
+	ajs2, err := admin2.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = ajs2.AddConsumer("OWN", &nats.ConsumerConfig{Durable: "push", DeliverSubject: "victim.injected"})
+	require.NoError(t, err, "admin may")
+}
+
+// TestClusterKV: a key-value bucket (a stream read by DIRECT.GET) works
+// through every server.
+func TestClusterKV(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	kvs := make([]nats.KeyValue, 3)
+	js0, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	kvs[0], err = js0.CreateKeyValue(&nats.KeyValueConfig{Bucket: "CFG", History: 3})
+	require.NoError(t, err)
+	jc.WaitInterest(t, "$KV.CFG.x", jc.index(jc.placement(t, "KV_CFG")))
+	for i := 1; i < 3; i++ {
+		js, err := jc.Connect(t, i).JetStream(nats.MaxWait(clustertest.Wait))
+		require.NoError(t, err)
+		kvs[i], err = js.KeyValue("CFG")
+		require.NoError(t, err)
+	}
+	for i := range 3 {
+		_, err := kvs[i].Put("k", []byte(fmt.Sprintf("v%d", i)))
+		require.NoError(t, err)
+		for j := range 3 {
+			e, err := kvs[j].Get("k")
+			require.NoError(t, err)
+			require.Equal(t, fmt.Sprintf("v%d", i), string(e.Value()), "put through %d, read through %d", i, j)
+		}
+	}
+	h, err := kvs[2].History("k")
+	require.NoError(t, err)
+	require.Len(t, h, 3)
+}
+
+// TestClusterStreamServerDown: while the server a stream is placed on is
+// down, requests about it fail with 10008 through the others, and the
+// stream comes back with it; the meta leader's own loss does not stop
+// creates for long.
+func TestClusterStreamServerDown(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	nc0 := jc.Connect(t, 0)
+	js0, err := nc0.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	m, err := nc0.Request("$JS.API.STREAM.CREATE.S", []byte(`{"name":"S","subjects":["s.>"],"placement":{"preferred":"s3"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	require.NotContains(t, string(m.Data), `"error"`)
+	require.Equal(t, "s3", jc.placement(t, "S"))
+	jc.WaitInterest(t, "s.x", 2)
+	_, err = js0.Publish("s.x", []byte("one"))
+	require.NoError(t, err)
+
+	jc.Stop(t, 2)
+	nc := jc.Connect(t, 1)
+	m, err = nc.Request("$JS.API.STREAM.INFO.S", nil, clustertest.Wait)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"err_code":10008`)
+
+	jc.Restart(t, 2)
+	jc.waitMeta(t)
+	jc.WaitInterest(t, "s.x", 2)
+	js1, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js1.Publish("s.x", []byte("two"))
+	require.NoError(t, err)
+	si, err := js1.StreamInfo("S")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), si.State.Msgs)
+
+	name, _ := jc.raft(0).Leader()
+	l := jc.index(name)
+	jc.Stop(t, l)
+	js, err := jc.Connect(t, (l+1)%3).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "AFTER", Subjects: []string{"after.>"}})
+	require.NoError(t, err, "a create once another meta leader is elected")
+}
+
+// TestClusterStreamUpdate: an update through any server changes the
+// stream on its server and the meta state.
+func TestClusterStreamUpdate(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	js0, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js0.AddStream(&nats.StreamConfig{Name: "U", Subjects: []string{"u.>"}})
+	require.NoError(t, err)
+	js2, err := jc.Connect(t, 2).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	si, err := js2.UpdateStream(&nats.StreamConfig{Name: "U", Subjects: []string{"u.>", "v.>"}, MaxMsgs: 10})
+	require.NoError(t, err)
+	require.Equal(t, int64(10), si.Config.MaxMsgs)
+	require.Eventually(t, func() bool {
+		for i := range 3 {
+			st, _ := jc.raft(i).State()
+			sa := st.Streams[jscluster.StreamKey{Account: server.GlobalAccountName, Name: "U"}]
+			var cfg nats.StreamConfig
+			if sa == nil || json.Unmarshal(sa.Config, &cfg) != nil || cfg.MaxMsgs != 10 || len(cfg.Subjects) != 2 {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 10*time.Millisecond, "the meta state did not take the update")
+	_, err = js2.UpdateStream(&nats.StreamConfig{Name: "U", Subjects: []string{"u.>"}, Replicas: 3})
+	require.ErrorContains(t, err, "not currently supported in clustered mode")
+	_, err = js2.UpdateStream(&nats.StreamConfig{Name: "NONE", Subjects: []string{"n"}})
+	require.ErrorIs(t, err, nats.ErrStreamNotFound)
 }
