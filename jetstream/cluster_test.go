@@ -15,6 +15,7 @@ import (
 
 	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/internal/jscluster"
+	"github.com/skiffmq/skiff/internal/natscli"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
@@ -404,4 +405,41 @@ func TestClusterStreamUpdate(t *testing.T) {
 	require.ErrorContains(t, err, "not currently supported in clustered mode")
 	_, err = js2.UpdateStream(&nats.StreamConfig{Name: "NONE", Subjects: []string{"n"}})
 	require.ErrorIs(t, err, nats.ErrStreamNotFound)
+}
+
+// TestClusterNATSCLI drives a clustered JetStream with the real `nats`
+// CLI, each command through another server.
+func TestClusterNATSCLI(t *testing.T) {
+	bin := natscli.Path(t)
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	cli := func(i int) *natscli.CLI { return natscli.New(t, bin, jc.URL(i)) }
+
+	out := cli(0).Run("stream", "add", "ORDERS", "--subjects", "orders.*", "--storage", "file", "--defaults")
+	require.Contains(t, out, "Stream ORDERS was created")
+	jc.WaitInterest(t, "orders.new", jc.index(jc.placement(t, "ORDERS")))
+	out = cli(1).Run("pub", "--jetstream", "orders.new", "order {{Count}}", "--count", "5")
+	require.Contains(t, out, `Published 7 bytes to "orders.new"`)
+	out = cli(2).Run("stream", "info", "ORDERS")
+	require.Contains(t, out, "Messages: 5")
+	out = cli(2).Run("stream", "ls")
+	require.Contains(t, out, "ORDERS")
+
+	out = cli(1).Run("consumer", "add", "ORDERS", "WORKER", "--pull", "--ack", "explicit", "--deliver", "all", "--defaults")
+	require.Contains(t, out, "Information for Consumer ORDERS > WORKER")
+	out = cli(0).Run("consumer", "next", "ORDERS", "WORKER", "--count", "3")
+	require.Contains(t, out, "order 3")
+
+	out = cli(2).Run("kv", "add", "CFG")
+	require.Contains(t, out, "CFG")
+	jc.WaitInterest(t, "$KV.CFG.k", jc.index(jc.placement(t, "KV_CFG")))
+	cli(0).Run("kv", "put", "CFG", "k", "v1")
+	out = cli(1).Run("kv", "get", "CFG", "k", "--raw")
+	require.Equal(t, "v1", strings.TrimSpace(out))
+
+	out = cli(1).Run("stream", "rm", "ORDERS", "-f")
+	require.NotContains(t, out, "error")
+	out = cli(0).Run("stream", "ls", "--names")
+	require.NotContains(t, out, "ORDERS")
+	require.Contains(t, out, "KV_CFG")
 }
