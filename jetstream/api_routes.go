@@ -149,7 +149,7 @@ func consumerCreateRoute(ja *jsAccount, r apiRequest, a apiArgs) any {
 const unanswered = "-"
 
 func queued(pattern, kind string, w apiWorker, answer func(*jsAccount, apiRequest, apiArgs) any) apiRoute {
-	return apiRoute{toks: strings.Split(pattern, "."), kind: kind, worker: w, answer: answer}
+	return apiRoute{toks: strings.Split(pattern, "."), kind: kind, worker: w, answer: answer, target: targetHere}
 }
 
 func requester(pattern string, direct func(*jsAccount, *server.Msg, apiArgs)) apiRoute {

@@ -88,7 +88,7 @@ func TestRaftLink(t *testing.T) {
 	require.Equal(t, []string{"s2", "s3"}, names(c.Servers[0].Routes()))
 	conn, name, err := c.Servers[0].DialRaftLink(p, "m1")
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	require.Equal(t, "s2", name)
 
 	r := bufio.NewReader(conn)
@@ -193,7 +193,7 @@ func TestRaftLinkRefused(t *testing.T) {
 			conn, _, err := c.Servers[0].DialRaftLink(peerNamed(t, c.Servers[0], "s2"), tt.meta)
 			if tt.want == "" {
 				require.NoError(t, err)
-				conn.Close()
+				_ = conn.Close()
 				return
 			}
 			require.ErrorIs(t, err, server.ErrRaftLinkRefused)
@@ -225,7 +225,7 @@ func TestRaftLinkHandshakeRaw(t *testing.T) {
 	dial := func(t *testing.T) (net.Conn, *bufio.Reader) {
 		conn, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
-		t.Cleanup(func() { conn.Close() })
+		t.Cleanup(func() { _ = conn.Close() })
 		require.NoError(t, conn.SetDeadline(time.Now().Add(5*time.Second)))
 		r := bufio.NewReader(conn)
 		info, err := r.ReadString('\n')
@@ -260,7 +260,8 @@ func TestRaftLinkHandshakeRaw(t *testing.T) {
 	})
 	t.Run("route line in pieces", func(t *testing.T) {
 		conn, r := dial(t)
-		for _, piece := range []string{"CONN", "ECT ", `{"name":"y","cluster":"c",`, `"user":"route","pass":"pw"}`, "\r",
+		for _, piece := range []string{"CONN", "ECT ", //nolint:misspell // CONNECT split in two
+			`{"name":"y","cluster":"c",`, `"user":"route","pass":"pw"}`, "\r",
 			"\nINFO {\"server_id\":\"FAKE\",\"server_name\":\"y\",\"cluster\":\"c\",\"host\":\"127.0.0.1\",\"port\":1}\r\nPING\r\n"} {
 			_, err := io.WriteString(conn, piece)
 			require.NoError(t, err)

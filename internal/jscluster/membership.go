@@ -150,7 +150,7 @@ func (c *Cluster) grow() error {
 		for id := range learners {
 			pr := st.Progress[id]
 			si, ok := s.serverByID(id)
-			if ok && pr.RecentActive && pr.Match >= st.HardState.GetCommit() {
+			if ok && pr.RecentActive && pr.Match >= st.GetCommit() {
 				ready = append(ready, si)
 			}
 		}

@@ -81,7 +81,7 @@ func (l fileSnapLog) createSnapshot(i uint64, cs *raftpb.ConfState, data []byte)
 	if err != nil {
 		return err
 	}
-	_, err = l.Group.CreateSnapshot(i, cs, desc)
+	_, err = l.CreateSnapshot(i, cs, desc)
 	return err
 }
 
