@@ -54,6 +54,8 @@ type Cluster struct {
 	}
 	linksRefused atomic.Uint64
 	calls        calls
+	// partition, set by tests, cuts links (setPartition).
+	partition atomic.Pointer[func(peer string) bool]
 }
 
 // peer is what this server knows of a link to another server.
@@ -65,6 +67,7 @@ type peer struct {
 	up       bool
 	backoff  time.Duration
 	nextDial time.Time
+	conn     *linkConn // the last link made
 }
 
 // Start starts the raft layer of srv, a clustered server with a

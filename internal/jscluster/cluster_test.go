@@ -283,3 +283,45 @@ func TestCalls(t *testing.T) {
 	_, err = m.r(0).Call(ctx, "nobody", nil)
 	require.ErrorIs(t, err, multiraft.ErrNoLink)
 }
+
+// TestMetaPartition: the raft links of a minority holding the meta leader
+// are cut: the majority elects a leader of its own, which takes entries,
+// while the old leader steps down and takes none; once healed, the
+// minority catches up and the group is one again.
+func TestMetaPartition(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("servers=%d", n), func(t *testing.T) {
+			m := startMeta(t, n)
+			l := m.waitFormed(t)
+			minority := map[string]bool{m.Servers[l].Name(): true}
+			if n == 5 {
+				minority[m.Servers[(l+1)%n].Name()] = true
+			}
+			for i := range n {
+				in := minority[m.Servers[i].Name()]
+				jscluster.SetPartition(m.r(i), func(peer string) bool { return minority[peer] != in })
+			}
+			var majorityLeader int
+			require.Eventually(t, func() bool {
+				majorityLeader = -1
+				for i := range n {
+					if !minority[m.Servers[i].Name()] && m.r(i).IsLeader() {
+						majorityLeader = i
+					}
+				}
+				return majorityLeader >= 0 && !m.r(l).IsLeader()
+			}, clustertest.Wait, 10*time.Millisecond, "the majority has no leader of its own, or the old one still leads")
+			require.NoError(t, m.propose(t, majorityLeader, assign("$G", "DURING")))
+			require.ErrorIs(t, m.propose(t, l, assign("$G", "LOST")), jscluster.ErrNotLeader)
+			st, _ := m.r(l).State()
+			require.NotContains(t, st.Streams, jscluster.StreamKey{Account: "$G", Name: "DURING"}, "cut off, the minority learns nothing")
+
+			for i := range n {
+				jscluster.SetPartition(m.r(i), nil)
+			}
+			m.waitFormed(t)
+			m.waitApplied(t, "$G", "DURING", false)
+			m.waitApplied(t, "$G", "LOST", true)
+		})
+	}
+}

@@ -60,6 +60,8 @@ func (c *Cluster) admit(h server.RaftHello) error {
 		return fmt.Errorf("jscluster: a server called %q dialed a server of the same name", h.Name)
 	case !lower(h.Name, c.name):
 		return fmt.Errorf("jscluster: the lower name dials: %q dials %q, not the other way", c.name, h.Name)
+	case c.cutOff(h.Name):
+		return errCutOff
 	}
 	if err := c.checkPeer(h.Name, h.Meta); err != nil {
 		return err
@@ -127,12 +129,43 @@ func (c *Cluster) link(name, meta string, conn net.Conn) *linkConn {
 		c.mu.peers[id] = p
 	}
 	p.meta = meta
-	c.mu.Unlock()
 	lc := &linkConn{Conn: conn, done: make(chan struct{})}
+	p.conn = lc
+	c.mu.Unlock()
 	if err := c.tr.Add(id, lc); err != nil {
 		return nil
 	}
 	return lc
+}
+
+// cutOff reports whether a test cut this server off from the server
+// called name (SetPartition in export_test.go).
+func (c *Cluster) cutOff(name string) bool {
+	f := c.partition.Load()
+	return f != nil && (*f)(name)
+}
+
+// setPartition makes the links to the servers for which cut says true go
+// down and stay down, as a network partition would, until it is set again
+// (nil: healed). Tests only.
+func (c *Cluster) setPartition(cut func(peer string) bool) {
+	if cut == nil {
+		c.partition.Store(nil)
+	} else {
+		c.partition.Store(&cut)
+	}
+	var drop []*linkConn
+	c.mu.Lock()
+	for _, p := range c.mu.peers {
+		if p.conn != nil && cut != nil && cut(p.name) {
+			drop = append(drop, p.conn)
+		}
+	}
+	c.mu.Unlock()
+	for _, lc := range drop {
+		_ = lc.Close()
+	}
+	c.wake()
 }
 
 // dialPeers dials a link to every server with a route, a name above this
@@ -143,7 +176,7 @@ func (c *Cluster) dialPeers() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range routes {
-		if r.Name == "" || !lower(c.name, r.Name) || c.mu.dialing[r.Name] {
+		if r.Name == "" || !lower(c.name, r.Name) || c.mu.dialing[r.Name] || c.cutOff(r.Name) {
 			continue
 		}
 		if p := c.mu.peers[RaftID(r.Name)]; p != nil && (p.up || now.Before(p.nextDial)) {
@@ -210,6 +243,9 @@ func (c *Cluster) dialLink(r server.RoutePeer) error {
 	}
 	return nil
 }
+
+// errCutOff refuses a link across a test's partition.
+var errCutOff = errors.New("jscluster: partitioned (test)")
 
 // readLine reads one line a byte at a time, so that nothing after it (the
 // peer's first frames) is consumed.
