@@ -35,13 +35,21 @@
 // caught up, up to Options.MaxVoters), or restarts its replica from the
 // WAL.
 //
+// # Calls
+//
+// calls.go: a server asks another for an answer over their raft link
+// (Call, HandleCalls), on the transport's app frames: the JetStream API
+// forwarded to the server that answers it. Only servers of the cluster,
+// which authenticated each other on the cluster listener, hold raft links.
+//
 // # Entries and state
 //
 // Meta entries are versioned JSON (entry.go): addServer, assignStream,
 // updateStream, removeStream. Every server applies them to its State
 // (state.go) in log order; the proposer waits for its own apply and
-// learns the entry's result (ErrStreamExists, ErrStreamNotFound). The
-// state is snapshotted every Options.SnapshotEntries entries and at every
+// learns the entry's result (ErrStreamExists, ErrStreamNotFound);
+// Options.OnStreams hears which assignments changed. The state is
+// snapshotted every Options.SnapshotEntries entries and at every
 // membership change, and the log compacted behind it.
 //
 // A Cluster is safe for concurrent use.
