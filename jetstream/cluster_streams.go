@@ -62,6 +62,12 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		// configuration, 10058 for another.
 		return ja.runOn(peer, req)
 	}
+	if names, _ := ja.assignedNames(""); ja.lim.maxStreams != noLimit && len(names) >= ja.lim.maxStreams {
+		// The account's limit holds over the cluster: each server alone
+		// sees only the streams placed on it.
+		r.Error = errMaxStreams()
+		return r
+	}
 	if ja.overlapsAssigned(name, cfg.Subjects) {
 		r.Error = errSubjectOverlap()
 		return r

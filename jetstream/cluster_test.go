@@ -443,3 +443,30 @@ func TestClusterNATSCLI(t *testing.T) {
 	require.NotContains(t, out, "ORDERS")
 	require.Contains(t, out, "KV_CFG")
 }
+
+// TestClusterAccountMaxStreams: an account's max_streams holds over the
+// cluster, though its streams are placed on different servers.
+func TestClusterAccountMaxStreams(t *testing.T) {
+	base := server.Options{Accounts: []server.AccountConfig{{Name: "T",
+		Users: []server.User{{Name: "t", Password: "t"}}, JetStream: &server.JetStreamLimits{MaxStreams: 2}}}}
+	jc := startJSClusterWith(t, 3, base)
+	jc.waitMeta(t)
+	js, err := jc.Connect(t, 1, nats.UserInfo("t", "t")).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	for _, name := range []string{"A", "B"} {
+		_, err := js.AddStream(&nats.StreamConfig{Name: name, Subjects: []string{name}})
+		require.NoError(t, err)
+	}
+	placed := map[string]bool{}
+	for i := range 3 {
+		st, _ := jc.raft(i).State()
+		for _, sa := range st.Streams {
+			placed[sa.Peers[0]] = true
+		}
+	}
+	require.Len(t, placed, 2, "the streams are on two servers")
+	_, err = js.AddStream(&nats.StreamConfig{Name: "C", Subjects: []string{"C"}})
+	var aerr nats.JetStreamError
+	require.ErrorAs(t, err, &aerr)
+	require.Equal(t, nats.ErrorCode(10027), aerr.APIError().ErrorCode)
+}
