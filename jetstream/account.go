@@ -368,7 +368,7 @@ func (ja *jsAccount) recover() error {
 			meta.Config.SyncInterval = MinSyncInterval
 			syncToMetadata(&meta.Config)
 		}
-		st, err := ja.openStream(meta.Config, meta.Created, false)
+		st, err := ja.openStream(meta.Config, meta.Created, false, meta.Group)
 		if err != nil {
 			ja.failStream(e.Name(), err)
 			continue

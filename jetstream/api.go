@@ -44,6 +44,8 @@ type apiRequest struct {
 	// done, if set, takes the answer instead of the requester: a request
 	// a peer forwarded, whose answer goes back to it.
 	done func(replies []apiReply, isErr bool)
+	// group is the meta group's for a stream a local create makes.
+	group uint64
 }
 
 // apiResponse is the envelope of every API response.

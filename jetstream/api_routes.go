@@ -102,7 +102,7 @@ var apiRoutes = []apiRoute{
 
 	queued("INFO", "account_info", onAPIWorker, func(ja *jsAccount, _ apiRequest, _ apiArgs) any { return ja.accountInfo() }).on(targetMeta),
 
-	queued("STREAM.CREATE.*", "stream_create", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamCreate(a[0], r.data) }).on(targetMeta),
+	queued("STREAM.CREATE.*", "stream_create", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamCreate(a[0], r.data, r.group) }).on(targetMeta),
 	queued("STREAM.UPDATE.*", "stream_update", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamUpdate(a[0], r.data) }).on(targetMeta),
 	queued("STREAM.DELETE.*", "stream_delete", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.streamDelete(a[0]) }).on(targetMeta),
 	queued("STREAM.INFO.*", "stream_info", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamInfo(a[0], r.data) }).on(targetStream),

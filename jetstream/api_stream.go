@@ -71,7 +71,9 @@ type streamListResponse struct {
 	Streams []*StreamInfo `json:"streams"`
 }
 
-func (ja *jsAccount) streamCreate(name string, data []byte) any {
+// streamCreate answers STREAM.CREATE with this server's streams; group is
+// the meta group's for the stream, in a cluster (0 outside one).
+func (ja *jsAccount) streamCreate(name string, data []byte, group uint64) any {
 	r := &streamChangeResponse{apiResponse: newResponse("stream_create")}
 	ncfg, aerr := ja.createConfig(name, data)
 	if aerr != nil {
@@ -89,7 +91,7 @@ func (ja *jsAccount) streamCreate(name string, data []byte) any {
 	}
 	// Opening the stream (its files, a subscription per subject) runs
 	// without ja.mu: the name and subjects are reserved.
-	st, err := ja.openStream(ncfg, time.Now().UTC(), true)
+	st, err := ja.openStream(ncfg, time.Now().UTC(), true, group)
 	if err != nil {
 		ja.js.log.Warn("stream create failed", "account", ja.name, "stream", name, "err", err)
 		// What the failed create wrote would come back at the next start,
@@ -319,7 +321,7 @@ func (st *stream) update(cfg StreamConfig) error {
 	if err := st.store.UpdateConfig(cfg.storeOptions(filepath.Join(st.dir, "msgs"))); err != nil {
 		return err
 	}
-	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created}); err != nil {
+	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created, Group: st.group}); err != nil {
 		return err
 	}
 	old := st.config()

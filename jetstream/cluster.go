@@ -24,8 +24,6 @@ type clustered struct {
 		keys map[jscluster.StreamKey]bool
 		all  bool
 		wake chan struct{}
-		// placed is where the reconciler last saw each stream placed.
-		placed map[jscluster.StreamKey]string
 	}
 }
 
@@ -38,7 +36,6 @@ func (js *JetStream) startCluster() error {
 	js.forwards = make(chan struct{}, maxForwards)
 	js.recon.keys = map[jscluster.StreamKey]bool{}
 	js.recon.wake = make(chan struct{}, 1)
-	js.recon.placed = map[jscluster.StreamKey]string{}
 	o := *js.opts.Cluster
 	o.Dir = cmp.Or(o.Dir, filepath.Join(js.opts.StoreDir, raftDir))
 	o.Logger = cmp.Or(o.Logger, js.log)
@@ -90,9 +87,11 @@ func (js *JetStream) streamsChanged(keys []jscluster.StreamKey, all bool) {
 }
 
 // reconcileLoop makes this server's streams what the meta state says: a
-// stream placed here and missing is created; one placed here before and
-// no longer is removed. Streams of this server that the meta group never
-// placed (made before the server joined a cluster) are left alone.
+// stream placed here and missing is created; a stream the meta group made
+// here (its group in its meta.json) and no longer places here, or placed
+// again under another group since (deleted and made anew while this server
+// was down), is removed. Streams the meta group did not make (this
+// server's before it joined a cluster) are left alone.
 func (js *JetStream) reconcileLoop() {
 	defer js.wg.Done()
 	r := &js.recon
@@ -112,8 +111,12 @@ func (js *JetStream) reconcileLoop() {
 					keys[k] = true
 				}
 			})
-			for k := range r.placed {
-				keys[k] = true
+			for _, ja := range js.sortedAccounts() {
+				for _, st := range ja.streams() {
+					if st.group != 0 {
+						keys[jscluster.StreamKey{Account: ja.name, Name: st.name}] = true
+					}
+				}
 			}
 		}
 		for k := range keys {
@@ -129,32 +132,34 @@ func (js *JetStream) reconcile(k jscluster.StreamKey) {
 		return
 	}
 	var peer string
+	var group, applied uint64
 	var config []byte
-	js.raft.View(func(s *jscluster.State) {
+	js.raft.ViewAt(func(s *jscluster.State, at uint64) {
+		applied = at
 		if sa := s.Streams[k]; sa != nil && len(sa.Peers) > 0 {
-			peer, config = sa.Peers[0], sa.Config
+			peer, group, config = sa.Peers[0], sa.Group, sa.Config
 		}
 	})
 	me := js.raft.Name()
-	was := js.recon.placed[k]
-	if peer == "" {
-		delete(js.recon.placed, k)
-	} else {
-		js.recon.placed[k] = peer
+	st := ja.lookup(k.Name)
+	// A stream of the meta group's making goes once the state has moved
+	// past the entry that made it (its group) and no longer places it
+	// here under that group. While the state is behind it (replaying the
+	// log at start), the stream is newer than what the state says, and
+	// stays.
+	if st != nil && st.group != 0 && st.group <= applied && (peer != me || st.group != group) {
+		js.runLocal(ja, "STREAM.DELETE."+k.Name, nil, 0)
+		st = nil
 	}
-	local := ja.lookup(k.Name) != nil
-	switch {
-	case peer == me && !local:
-		js.runLocal(ja, "STREAM.CREATE."+k.Name, config)
-	case was == me && peer != me && local:
-		js.runLocal(ja, "STREAM.DELETE."+k.Name, nil)
+	if peer == me && st == nil {
+		js.runLocal(ja, "STREAM.CREATE."+k.Name, config, group)
 	}
 }
 
 // runLocal answers a request with this server's own streams, through the
 // stream's worker, and logs an error answer.
-func (js *JetStream) runLocal(ja *jsAccount, subject string, data []byte) {
-	ans, err := js.answerForward(forwardRequest{Op: fwdLocal, Account: ja.name, Subject: subject, Data: data})
+func (js *JetStream) runLocal(ja *jsAccount, subject string, data []byte, group uint64) {
+	ans, err := js.answerForward(forwardRequest{Op: fwdLocal, Account: ja.name, Subject: subject, Data: data, Group: group})
 	if err != nil || ans.IsErr {
 		var body []byte
 		if len(ans.Replies) > 0 {

@@ -80,6 +80,8 @@ type forwardRequest struct {
 	Reply       string `json:"reply,omitempty"`
 	Data        []byte `json:"data,omitempty"`
 	Hops        int    `json:"hops,omitempty"`
+	// Group is the meta group's for the stream a fwdLocal create makes.
+	Group uint64 `json:"group,omitempty"`
 }
 
 // forwardAnswer is its answer: what to publish to the reply subject, or
@@ -151,13 +153,19 @@ func (ja *jsAccount) clusterTarget(route *apiRoute, args apiArgs) string {
 // placedOn returns the server the meta group placed a stream on, "" if it
 // placed it nowhere.
 func (js *JetStream) placedOn(account, stream string) string {
-	var peer string
+	peer, _ := js.placement(account, stream)
+	return peer
+}
+
+// placement returns the server the meta group placed a stream on ("" if
+// it placed it nowhere) and the stream's group.
+func (js *JetStream) placement(account, stream string) (peer string, group uint64) {
 	js.raft.View(func(s *jscluster.State) {
 		if sa := s.Streams[jscluster.StreamKey{Account: account, Name: stream}]; sa != nil && len(sa.Peers) > 0 {
-			peer = sa.Peers[0]
+			peer, group = sa.Peers[0], sa.Group
 		}
 	})
-	return peer
+	return peer, group
 }
 
 // forward hands a client's request to the server `to` and publishes its
@@ -338,7 +346,7 @@ func (js *JetStream) answerForward(req forwardRequest) (forwardAnswer, error) {
 	}
 	ch := make(chan forwardAnswer, 1)
 	areq := apiRequest{ja: ja, subject: req.Subject, reply: req.Reply, data: req.Data, principal: pr,
-		local: req.Op == fwdLocal, done: func(replies []apiReply, isErr bool) { ch <- answerOf(replies, isErr) }}
+		local: req.Op == fwdLocal, group: req.Group, done: func(replies []apiReply, isErr bool) { ch <- answerOf(replies, isErr) }}
 	if !js.enqueue(areq, route, args) {
 		ja.apiTotal.Add(1)
 		ja.apiErrs.Add(1)
@@ -367,7 +375,7 @@ func (ja *jsAccount) runOn(on string, req apiRequest) any {
 		return route.answer(ja, req, args)
 	}
 	fr := forwardRequest{Op: fwdLocal, Account: ja.name, User: req.principal.User(), Subject: req.subject,
-		Reply: req.reply, Data: req.data}
+		Reply: req.reply, Data: req.data, Group: req.group}
 	if a := req.principal.Account(); a != nil && a != ja.acc {
 		fr.UserAccount = a.Name()
 	}

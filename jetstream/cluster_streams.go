@@ -57,9 +57,10 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		r.Error = aerr
 		return r
 	}
-	if peer := js.placedOn(ja.name, name); peer != "" {
+	if peer, group := js.placement(ja.name, name); peer != "" {
 		// Its server answers: the stream's info for the same
 		// configuration, 10058 for another.
+		req.group = group
 		return ja.runOn(peer, req)
 	}
 	if names, _ := ja.assignedNames(""); ja.lim.maxStreams != noLimit && len(names) >= ja.lim.maxStreams {
@@ -85,7 +86,8 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 	sa := &jscluster.StreamAssignment{Account: ja.name, Name: name, Config: b, Peers: []string{peer}, Created: time.Now().UTC()}
 	switch err := js.propose(jscluster.Entry{Op: jscluster.OpAssignStream, Stream: sa}); {
 	case errors.Is(err, jscluster.ErrStreamExists):
-		if peer := js.placedOn(ja.name, name); peer != "" {
+		if peer, group := js.placement(ja.name, name); peer != "" {
+			req.group = group
 			return ja.runOn(peer, req)
 		}
 		r.Error = errClusterUnavailable()
@@ -95,6 +97,7 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		r.Error = errClusterUnavailable()
 		return r
 	}
+	_, req.group = js.placement(ja.name, name)
 	ans := ja.runOn(peer, req)
 	if answerIsErr(ans) {
 		// The server refused what the meta leader placed there: undo the

@@ -470,3 +470,31 @@ func TestClusterAccountMaxStreams(t *testing.T) {
 	require.ErrorAs(t, err, &aerr)
 	require.Equal(t, nats.ErrorCode(10027), aerr.APIError().ErrorCode)
 }
+
+// TestClusterStreamDeletedWhileDown: a stream deleted while its server was
+// down is removed there when it comes back, files and all; a stream of
+// that server the meta group did not make is left alone.
+func TestClusterStreamDeletedWhileDown(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	nc0 := jc.Connect(t, 0)
+	m, err := nc0.Request("$JS.API.STREAM.CREATE.S", []byte(`{"name":"S","subjects":["s.>"],"placement":{"preferred":"s3"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	require.NotContains(t, string(m.Data), `"error"`)
+	require.Equal(t, "s3", jc.placement(t, "S"))
+	dir := filepath.Join(jc.dirs[2], "accounts", server.GlobalAccountName, "streams", "S")
+	require.Eventually(t, func() bool { _, err := os.Stat(dir); return err == nil }, clustertest.Wait, 10*time.Millisecond)
+
+	jc.Stop(t, 2)
+	js0, err := nc0.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	require.NoError(t, js0.DeleteStream("S"))
+	jc.Restart(t, 2)
+	jc.waitMeta(t)
+	require.Eventually(t, func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) }, clustertest.Wait, 10*time.Millisecond,
+		"the deleted stream's files are still on its server")
+	js2, err := jc.Connect(t, 2).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js2.StreamInfo("S")
+	require.ErrorIs(t, err, nats.ErrStreamNotFound)
+}

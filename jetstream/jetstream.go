@@ -364,6 +364,8 @@ const metaFile = "meta.json"
 type streamMeta struct {
 	Config  StreamConfig `json:"config"`
 	Created time.Time    `json:"created"`
+	// Group is the stream's group in a cluster's meta group (stream.group).
+	Group uint64 `json:"group,omitempty"`
 }
 
 type consumerMeta struct {

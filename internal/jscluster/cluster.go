@@ -198,7 +198,7 @@ func (c *Cluster) ID() uint64 { return c.id }
 // has not founded or joined one yet.
 func (c *Cluster) MetaID() string {
 	var id string
-	c.meta.view(func(s *State) { id = s.ID })
+	c.meta.view(func(s *State, _ uint64) { id = s.ID })
 	return id
 }
 
@@ -208,7 +208,11 @@ func (c *Cluster) State() (State, uint64) { return c.meta.state() }
 
 // View runs fn with the meta state, read-locked: fn must not keep it or
 // block.
-func (c *Cluster) View(fn func(*State)) { c.meta.view(fn) }
+func (c *Cluster) View(fn func(*State)) { c.meta.view(func(s *State, _ uint64) { fn(s) }) }
+
+// ViewAt is View that also tells the index of the last entry applied to
+// the state.
+func (c *Cluster) ViewAt(fn func(s *State, applied uint64)) { c.meta.view(fn) }
 
 // Leader returns the meta group's leader as this server knows it: its
 // name ("" if none is known) and term.
@@ -236,7 +240,7 @@ func (c *Cluster) IsLeader() bool {
 // or a link knows it, or its ID in hex.
 func (c *Cluster) nameOf(id uint64) string {
 	var name string
-	c.meta.view(func(s *State) {
+	c.meta.view(func(s *State, _ uint64) {
 		if si, ok := s.serverByID(id); ok {
 			name = si.Name
 		}

@@ -74,7 +74,7 @@ func (c *Cluster) checkPeer(name, meta string) error {
 	id := RaftID(name)
 	var clash string
 	var mine string
-	c.meta.view(func(s *State) {
+	c.meta.view(func(s *State, _ uint64) {
 		if si, ok := s.serverByID(id); ok && si.Name != name {
 			clash = si.Name
 		}

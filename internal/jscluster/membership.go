@@ -146,7 +146,7 @@ func (c *Cluster) grow() error {
 		return nil
 	}
 	var ready []ServerInfo
-	c.meta.view(func(s *State) {
+	c.meta.view(func(s *State, _ uint64) {
 		for id := range learners {
 			pr := st.Progress[id]
 			si, ok := s.serverByID(id)

@@ -259,9 +259,10 @@ func (f *metaFSM) state() (State, uint64) {
 	return f.mu.st.clone(), f.mu.applied
 }
 
-// view runs fn with the state, read-locked: fn must not keep it.
-func (f *metaFSM) view(fn func(*State)) {
+// view runs fn with the state and the index it is at, read-locked: fn
+// must not keep the state.
+func (f *metaFSM) view(fn func(*State, uint64)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	fn(&f.mu.st)
+	fn(&f.mu.st, f.mu.applied)
 }
