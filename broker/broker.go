@@ -48,10 +48,6 @@ func (b *Broker) start(cfg Config) (err error) {
 	if cfg.JetStreamEnabled && cfg.Server.Cluster.Port != 0 {
 		return ErrJetStreamInCluster
 	}
-	operatorMode := len(cfg.Server.TrustedOperators) > 0 || len(cfg.Server.TrustedKeys) > 0
-	if cfg.JetStreamEnabled && operatorMode {
-		return ErrJetStreamOperatorMode
-	}
 	if cfg.Server.Logger == nil {
 		if b.logs, err = openLog(cfg.Log); err != nil {
 			return err

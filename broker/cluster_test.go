@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/server"
@@ -61,22 +63,23 @@ func TestClusterRefusesJetStream(t *testing.T) {
 	require.NoError(t, b.Shutdown(t.Context()))
 }
 
-// TestOperatorModeRefusesJetStream: account JWTs' JetStream limits are not
-// applied yet, so operator mode with JetStream does not start, saying how
-// to turn it off; without JetStream it starts.
-func TestOperatorModeRefusesJetStream(t *testing.T) {
+// TestOperatorModeJetStream: operator mode starts with JetStream; the
+// committed nsc accounts have no JetStream limits (nsc gives none by
+// default), so their users' API requests answer 10039, as nats-server's.
+func TestOperatorModeJetStream(t *testing.T) {
 	text, err := os.ReadFile("../testdata/jwt/resolver.conf")
 	require.NoError(t, err)
 	cfg, err := ParseConfig(strings.ReplaceAll(string(text), "operator: eyJ", "port: -1\nhttp_port: 0\noperator: eyJ"))
 	require.NoError(t, err)
 	cfg.JetStream.StoreDir = t.TempDir()
 	require.True(t, cfg.JetStreamEnabled)
-	_, err = Start(cfg)
-	require.ErrorIs(t, err, ErrJetStreamOperatorMode)
-	require.Contains(t, err.Error(), "jetstream: disabled")
-
-	cfg.JetStreamEnabled = false
 	b, err := Start(cfg)
 	require.NoError(t, err)
-	require.NoError(t, b.Shutdown(t.Context()))
+	defer func() { require.NoError(t, b.Shutdown(context.Background())) }()
+	nc, err := nats.Connect(b.ClientURL(), nats.UserCredentials("../testdata/jwt/alice.creds"))
+	require.NoError(t, err)
+	defer nc.Close()
+	m, err := nc.Request("$JS.API.INFO", nil, 2*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"err_code":10039`)
 }

@@ -26,12 +26,6 @@ var (
 // too (docs/cluster.md).
 var ErrJetStreamInCluster = errors.New("broker: JetStream in a cluster is not implemented yet (streams are not replicated); turn it off with -js=false or jetstream: disabled")
 
-// ErrJetStreamOperatorMode is returned by Start for operator mode with
-// JetStream: an account JWT's JetStream limits are not applied yet, so an
-// account that its operator gave streams must not run without them
-// (docs/accounts.md). Configured accounts have JetStream.
-var ErrJetStreamOperatorMode = errors.New("broker: JetStream in operator mode is not implemented yet (account JWTs' JetStream limits are not applied); turn it off with -js=false or jetstream: disabled")
-
 // ConfigError is a problem with one key of a configuration file: where it
 // is, which key, and what is wrong (wrapping ErrUnsupported, ErrUnknownKey
 // or ErrInvalidValue).

@@ -27,6 +27,10 @@ import (
 //   - A server without configured accounts: the global account, "$G".
 //   - Otherwise: every account whose configuration gives it JetStream
 //     (server.AccountConfig.JetStream); "$G" has none, as in nats-server.
+//   - In operator mode: every account registered at start whose JWT has
+//     JetStream limits (server.Account.JetStreamLimits); an account whose
+//     limits do not fit in the server's beside those enabled before it
+//     (by public key) is logged and has none, as nats-server logs it.
 //   - The system account never has it.
 //
 // An account without JetStream answers every API request with 10039
@@ -91,12 +95,19 @@ func limitsOf(l server.JetStreamLimits) limits {
 		}
 		return n
 	}
-	return limits{
+	lim := limits{
 		maxMemory: i64(l.MaxMemory), maxStore: i64(l.MaxStore),
 		maxStreams: i(l.MaxStreams), maxConsumers: i(l.MaxConsumers), maxAckPend: i(l.MaxAckPending),
 		memMaxStreamBytes: i64(l.MemoryMaxStreamBytes), storeMaxStreamBytes: i64(l.StoreMaxStreamBytes),
 		maxBytesRequired: l.MaxBytesRequired,
 	}
+	if l.NoMemory {
+		lim.maxMemory = 0
+	}
+	if l.NoStore {
+		lim.maxStore = 0
+	}
+	return lim
 }
 
 // systemAccount is the name nats-server gives its system account by
@@ -108,7 +119,7 @@ const systemAccount = "$SYS"
 func enabledAccounts(s *server.Server) map[*server.Account]limits {
 	all := s.Accounts()
 	out := map[*server.Account]limits{}
-	if len(all) == 1 {
+	if len(all) == 1 && !s.OperatorMode() {
 		out[s.GlobalAccount()] = unlimited
 		return out
 	}
@@ -176,7 +187,9 @@ func (js *JetStream) enableAccounts() error {
 		}
 		folded[f] = a.Name()
 	}
-	if err := js.sufficientResources(enabled); err != nil {
+	if js.srv.OperatorMode() {
+		js.fitAccounts(enabled)
+	} else if err := js.sufficientResources(enabled); err != nil {
 		return err
 	}
 	for _, a := range js.srv.Accounts() {
@@ -222,6 +235,35 @@ func (js *JetStream) sufficientResources(enabled map[*server.Account]limits) err
 			ErrInvalidOptions, store, o.MaxStore)
 	}
 	return nil
+}
+
+// fitAccounts leaves out of enabled, in operator mode, the accounts whose
+// quotas do not fit in the server's beside those of the accounts before
+// them (by name), and logs each: one account JWT asking for more than the
+// server has does not stop the server or the other accounts, as in
+// nats-server, where that account's JetStream fails to enable.
+func (js *JetStream) fitAccounts(enabled map[*server.Account]limits) {
+	var mem, store int64
+	for _, a := range js.srv.Accounts() {
+		l, ok := enabled[a]
+		if !ok {
+			continue
+		}
+		m, f := mem+max(l.maxMemory, 0), store+max(l.maxStore, 0)
+		var why string
+		switch o := js.opts; {
+		case o.MaxMemory >= 0 && m > o.MaxMemory:
+			why = fmt.Sprintf("its max memory %d does not fit in the server's max_memory_store %d beside the other accounts' %d", l.maxMemory, o.MaxMemory, mem)
+		case o.MaxStore >= 0 && f > o.MaxStore:
+			why = fmt.Sprintf("its max storage %d does not fit in the server's max_file_store %d beside the other accounts' %d", l.maxStore, o.MaxStore, store)
+		}
+		if why != "" {
+			js.log.Error("account has no JetStream: insufficient resources", "account", a.Name(), "reason", why)
+			delete(enabled, a)
+			continue
+		}
+		mem, store = m, f
+	}
 }
 
 // findOrphans logs and records the directories under StoreDir/accounts

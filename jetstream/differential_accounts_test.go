@@ -82,15 +82,21 @@ func startSkiffConf(t *testing.T, conf string) string {
 }
 
 // runAccountScript runs steps against both servers loaded with conf, each
-// step as its user, and compares them.
+// step as its user (whose password is its name), and compares them.
 func runAccountScript(t *testing.T, conf string, steps []accountStep) {
+	runAccountScriptAs(t, conf, steps, func(user string) nats.Option { return nats.UserInfo(user, user) })
+}
+
+// runAccountScriptAs is runAccountScript with the users' credentials
+// given by login.
+func runAccountScriptAs(t *testing.T, conf string, steps []accountStep, login func(user string) nats.Option) {
 	targets := func(url string, reference bool) map[string]*target {
 		out := map[string]*target{}
 		for _, s := range steps {
 			if out[s.user] != nil {
 				continue
 			}
-			nc, err := nats.Connect(url, nats.UserInfo(s.user, s.user))
+			nc, err := nats.Connect(url, login(s.user))
 			require.NoError(t, err)
 			t.Cleanup(nc.Close)
 			out[s.user] = &target{t: t, nc: nc, strict: true, reference: reference}
@@ -138,10 +144,21 @@ func publishUntilRefused(subj string) func(*target) any {
 // account, the account limits with their codes, and an account without
 // JetStream.
 func TestDifferentialAccounts(t *testing.T) {
-	consumer := func(stream, name string) func(*target) any {
-		return api("CONSUMER.CREATE."+stream+"."+name,
-			fmt.Sprintf(`{"stream_name":%q,"config":{"durable_name":%q,"ack_policy":"explicit"}}`, stream, name), "config.max_ack_pending")
-	}
+	runAccountScript(t, accountsConf, accountLimitSteps())
+}
+
+// consumerCreate creates a durable consumer with explicit acks.
+func consumerCreate(stream, name string) func(*target) any {
+	return api("CONSUMER.CREATE."+stream+"."+name,
+		fmt.Sprintf(`{"stream_name":%q,"config":{"durable_name":%q,"ack_policy":"explicit"}}`, stream, name), "config.max_ack_pending")
+}
+
+// accountLimitSteps are the steps of users a, b and e, whose accounts have
+// accountsConf's limits (A: 2 streams, 2 consumers, 20000 bytes of memory,
+// 30000 of file; B: none; E: max_bytes required, per-stream bounds, max
+// ack pending 50), configured or in account JWTs.
+func accountLimitSteps() []accountStep {
+	consumer := consumerCreate
 	var steps []accountStep
 	steps = append(steps, as("a",
 		step{name: "info, empty", do: api("INFO", "", append(infoFields, "limits.max_streams", "limits.max_consumers")...)},
@@ -192,7 +209,7 @@ func TestDifferentialAccounts(t *testing.T) {
 			`{"stream_name":"X","config":{"durable_name":"D","ack_policy":"explicit","max_ack_pending":51}}`)},
 		step{name: "info", do: api("INFO", "", append(infoFields, "limits.max_ack_pending")...)},
 	)...)
-	runAccountScript(t, accountsConf, steps)
+	return steps
 }
 
 // TestDifferentialAccountWithoutJetStream: every API of an account without

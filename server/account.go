@@ -3,6 +3,7 @@ package server
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/skiffmq/skiff/match/cstrie"
 )
@@ -22,19 +23,39 @@ type Account struct {
 	subs   *cstrie.Trie[*subscription]
 	limits accountLimits // set before the account is registered, then only read
 	resp   *respTable    // set by New if it exports or imports services, then only read
+	ports  accountPorts  // its exports and imports, set by New, then only read
 	jwt    *accountJWT   // operator mode: what its JWT says (jwt_account.go); nil for a configured account
 	// js is the account's JetStream limits; nil: no JetStream of its own
 	// configured. Replaced whole (JWT updates, later).
 	js atomic.Pointer[JetStreamLimits]
+	// updated is when the account was registered: /accountz update_time.
+	updated time.Time
+
+	// subInserts and subRemoves count the subscriptions added to and
+	// removed from the index; the server's totals are their sums. Written
+	// on every SUB and UNSUB of the account's clients, so padded.
+	subInserts, subRemoves paddedInt
 
 	mu struct {
 		sync.Mutex
 		clients map[*client]struct{} // bound at CONNECT, until closed
+		// closed sums the traffic of its clients that closed; with the
+		// live clients' own counters it is the account's (usage).
+		closed counters
+		// slowConsumers counts its clients closed as slow consumers.
+		slowConsumers int64
 	}
 }
 
+// accountPorts are an account's exports and imports, as validated.
+type accountPorts struct {
+	exports []*Export
+	streams []*streamImport
+	svcs    []*serviceImport
+}
+
 func newAccount(s *Server, name string, limits accountLimits) *Account {
-	a := &Account{name: name, srv: s, subs: cstrie.New[*subscription](), limits: limits}
+	a := &Account{name: name, srv: s, subs: cstrie.New[*subscription](), limits: limits, updated: time.Now()}
 	a.mu.clients = map[*client]struct{}{}
 	return a
 }
@@ -75,10 +96,21 @@ func (a *Account) addClient(c *client) bool {
 	return true
 }
 
-func (a *Account) removeClient(c *client) {
+// removeClient unbinds c, which closed for reason, and adds its traffic to
+// the account's closed totals. Called once c queues nothing more, so that
+// its counters are final; both happen under a.mu, so that usage
+// counts c either live or closed, never in neither or both.
+func (a *Account) removeClient(c *client, reason string) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.mu.clients[c]; !ok {
+		return
+	}
 	delete(a.mu.clients, c)
-	a.mu.Unlock()
+	a.mu.closed = a.mu.closed.plus(c.counters())
+	if reason == reasonSlowConsumer || reason == reasonSlowWrite {
+		a.mu.slowConsumers++
+	}
 }
 
 // GlobalAccount returns the account "$G": that of clients and users

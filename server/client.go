@@ -384,9 +384,6 @@ func (c *client) close(reason string, flush bool) {
 	for _, sub := range subs {
 		c.srv.unindex(sub)
 	}
-	if acc != nil {
-		acc.removeClient(c)
-	}
 
 	c.out.startClosing(flush)
 	if flush {
@@ -394,6 +391,9 @@ func (c *client) close(reason string, flush bool) {
 		_ = c.conn.SetReadDeadline(time.Now())
 	} else {
 		_ = c.conn.Close()
+	}
+	if acc != nil {
+		acc.removeClient(c, reason) // after startClosing: its counters are final
 	}
 	c.srv.removeClient(c)
 	msgs, bytes := c.out.counts()

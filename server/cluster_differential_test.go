@@ -52,15 +52,7 @@ func startReferenceCluster(t *testing.T, n int, opts func() *natsserver.Options)
 		if i > 0 {
 			o.Routes = natsserver.RoutesFromStr(fmt.Sprintf("nats-route://%s", servers[0].ClusterAddr()))
 		}
-		ns, err := natsserver.NewServer(o)
-		require.NoError(t, err)
-		ns.Start()
-		t.Cleanup(func() {
-			ns.Shutdown()
-			ns.WaitForShutdown()
-		})
-		require.True(t, ns.ReadyForConnections(5*time.Second))
-		servers = append(servers, ns)
+		servers = append(servers, runReference(t, o))
 	}
 	require.Eventually(t, func() bool {
 		for _, ns := range servers {

@@ -181,12 +181,27 @@ func diffStartReference(t testing.TB, cfg diffConfig) string {
 	t.Helper()
 	o := cfg.referenceOptions()
 	if cfg.conf != "" {
-		var err error
-		o, err = natsserver.ProcessConfigFile(cfg.conf)
-		require.NoError(t, err)
-		o.Host, o.Port, o.NoLog, o.NoSigs, o.NoSystemAccount = "127.0.0.1", -1, true, true, true
-		o.DisableShortFirstPing, o.PingInterval = true, time.Hour
+		o = referenceConfOptions(t, cfg.conf)
 	}
+	return runReference(t, o).Addr().String()
+}
+
+// referenceConfOptions reads the configuration file conf as nats-server
+// does, for a server of the harness: on 127.0.0.1, a random port, without
+// a system account (Skiff has none yet), logs, signals or early pings.
+func referenceConfOptions(t testing.TB, conf string) *natsserver.Options {
+	t.Helper()
+	o, err := natsserver.ProcessConfigFile(conf)
+	require.NoError(t, err)
+	o.Host, o.Port, o.NoLog, o.NoSigs, o.NoSystemAccount = "127.0.0.1", -1, true, true, true
+	o.DisableShortFirstPing, o.PingInterval = true, time.Hour
+	return o
+}
+
+// runReference starts nats-server in process with o, waits until it
+// accepts clients, and shuts it down when the test ends.
+func runReference(t testing.TB, o *natsserver.Options) *natsserver.Server {
+	t.Helper()
 	ns, err := natsserver.NewServer(o)
 	require.NoError(t, err)
 	ns.Start()
@@ -195,7 +210,7 @@ func diffStartReference(t testing.TB, cfg diffConfig) string {
 		ns.WaitForShutdown()
 	})
 	require.True(t, ns.ReadyForConnections(5*time.Second), "nats-server did not start")
-	return ns.Addr().String()
+	return ns
 }
 
 // diffStartSkiff starts Skiff with the same configuration.

@@ -107,7 +107,7 @@ func (c *client) bind(acc *Account) error {
 		if acc.jwtExpired() {
 			// expireJWT set expired before gathering the account's
 			// clients: this one was not gathered, so it must not stay.
-			acc.removeClient(c)
+			acc.removeClient(c, reasonAuth)
 			c.mu.Unlock()
 			c.log.Warn("authorization violation: the account JWT expired", "account", acc.name)
 			return proto.ErrAuthorization

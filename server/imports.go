@@ -64,9 +64,10 @@ type hop struct {
 	msg    []byte
 }
 
-// newBridges indexes the bridges of the configured imports and the
-// response tables of the accounts that export or import services, and
-// returns the tables (for the sweeper).
+// newBridges indexes the bridges of the imports of ix and the response
+// tables of the accounts that export or import services, and returns the
+// tables (for the sweeper). An import approved by an activation token
+// that expires lasts until then (expireBridge).
 func (s *Server) newBridges(ix *importIndex) []*respTable {
 	s.respPrefix = newRespPrefix()
 	var tables []*respTable
@@ -78,32 +79,54 @@ func (s *Server) newBridges(ix *importIndex) []*respTable {
 		tables = append(tables, a.resp)
 		s.indexBridge(a, s.respPrefix+">", subResponse, &bridge{})
 	}
-	for _, ac := range s.opts.Accounts {
-		acc := s.accounts.lookup(ac.Name)
-		for _, e := range ix.exports[ac.Name] {
+	for _, name := range ix.order {
+		acc := s.accounts.lookup(name)
+		acc.ports = accountPorts{exports: ix.exports[name], streams: ix.streams[name], svcs: ix.svcs[name]}
+		for _, e := range ix.exports[name] {
 			if e.Service {
 				table(acc)
 			}
 		}
-		for _, si := range ix.streams[ac.Name] {
+		for _, si := range ix.streams[name] {
 			exp := s.accounts.lookup(si.acc)
-			s.indexBridge(exp, si.from, subStreamImport, &bridge{to: acc, tr: si.tr})
+			sub := s.indexBridge(exp, si.from, subStreamImport, &bridge{to: acc, tr: si.tr})
+			s.expireBridge(sub, si.until, name, si.acc, si.from)
 		}
-		for _, si := range ix.svcs[ac.Name] {
+		for _, si := range ix.svcs[name] {
 			exp := s.accounts.lookup(si.acc)
 			table(acc)
 			table(exp)
 			info, _ := json.Marshal(&requestInfo{Account: acc.name})
-			s.indexBridge(acc, si.from, subServiceImport, &bridge{to: exp, tr: si.tr, export: si.export, share: si.share, info: info})
+			sub := s.indexBridge(acc, si.from, subServiceImport, &bridge{to: exp, tr: si.tr, export: si.export, share: si.share, info: info})
+			s.expireBridge(sub, si.until, name, si.acc, si.to)
 		}
 	}
 	return tables
 }
 
-func (s *Server) indexBridge(acc *Account, pattern string, kind subKind, b *bridge) {
+func (s *Server) indexBridge(acc *Account, pattern string, kind subKind, b *bridge) *subscription {
 	sub := &subscription{client: s.internalClient, acc: acc, subject: pattern, sid: []byte(kind.String())}
 	sub.kind, sub.bridge = kind, b
 	s.index(sub)
+	return sub
+}
+
+// expireBridge removes the bridge sub of account imp's import of subj
+// from account exp at until (unix seconds; 0: never), when the
+// activation token that approved it expires, as nats-server invalidates
+// the import then. Called from New; the timers stop at Shutdown.
+func (s *Server) expireBridge(sub *subscription, until int64, imp, exp, subj string) {
+	if until == 0 {
+		return
+	}
+	t := time.AfterFunc(untilUnix(until, time.Now()), func() {
+		if sub.removed.Swap(true) {
+			return
+		}
+		s.unindex(sub)
+		s.log.Info("import's activation token expired: import removed", "account", imp, "from", exp, "subject", subj, "kind", sub.kind.String())
+	})
+	s.bridgeTimers = append(s.bridgeTimers, t)
 }
 
 func (k subKind) String() string {
@@ -131,6 +154,9 @@ func (sub *subscription) toldToPeers() bool {
 func (c *client) deliverSpecial(sub *subscription, subj string, subjBytes, reply []byte, hdr int, msg []byte) bool {
 	if sub.kind == subInternal {
 		return c.deliverInternal(sub, subj, reply, hdr, msg)
+	}
+	if sub.removed.Load() {
+		return false // an import whose activation expired while the message was routed
 	}
 	if c.depth == 0 {
 		if c.route != nil && sub.kind != subResponse {
@@ -242,7 +268,7 @@ func (c *client) request(h *hop, sub *subscription, subj string, as, reply []byt
 	var e *respEntry
 	var reply2 []byte
 	if len(reply) > 0 {
-		e = b.to.resp.add(sub.acc, reply, c.asker(sub.acc), b.export.Response, responseThreshold(b.export))
+		e = b.to.resp.add(sub.acc, reply, c.asker(sub.acc), b.export.Response, b.share, responseThreshold(b.export))
 		reply2 = unsafe.Slice(unsafe.StringData(e.key), len(e.key))
 	}
 	msg, hdr = c.withRequestInfo(h, sub, hdr, msg)
@@ -288,7 +314,7 @@ func (c *client) respond(t *respTable, subj string, reply []byte, hdr int, msg [
 	var back *respEntry
 	var reply2 []byte
 	if len(reply) > 0 && e.to.resp != nil {
-		back = e.to.resp.add(t.acc, reply, c.asker(t.acc), e.rt, e.threshold)
+		back = e.to.resp.add(t.acc, reply, c.asker(t.acc), e.rt, e.share, e.threshold)
 		reply2 = unsafe.Slice(unsafe.StringData(back.key), len(back.key))
 	}
 	wasServer, was := c.serverPub, c.actFor

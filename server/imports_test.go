@@ -334,8 +334,10 @@ func TestImportsDeputy(t *testing.T) {
 		api := record(accB, "$JS.API.>")
 		a := connectAs(t, s, "a")
 		echo(t, a, "svc.echo", nil)
-		bClient, err := connectAs(t, s, "b").SubscribeSync("orders.new")
+		bConn := connectAs(t, s, "b")
+		bClient, err := bConn.SubscribeSync("orders.new")
 		require.NoError(t, err)
+		require.NoError(t, bConn.Flush()) // subscribed before b2 asks
 
 		// b2 may not publish orders.new: its reply there is delivered to
 		// B's subscribers, as nats-server does, but is not b2's to store.

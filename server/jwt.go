@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -40,6 +41,9 @@ type trust struct {
 	resolver accountResolver
 	// sysAccount is the system account's public key ("" for none).
 	sysAccount string
+	// late is set once New has registered the resolver's accounts: an
+	// account registered later gets no exports, imports or JetStream.
+	late atomic.Bool
 }
 
 // errOperator wraps every problem newTrust finds.

@@ -132,39 +132,87 @@ func (s *Server) newJWTAccount(ac *jwt.AccountClaims, raw string) *Account {
 		aj.signers[ac.Subject] = nil
 	}
 	aj.defaultPerms, aj.defaultResp = permissionsFromJWT(&ac.DefaultPermissions)
-	aj.refused = unsupportedClaims(ac)
+	aj.refused = unsupportedClaims(ac, s.trust.late.Load())
 	if ac.Trace != nil {
 		s.log.Warn("account JWT asks for message tracing, which Skiff does not implement: ignored", "account", ac.Subject)
+	}
+	switch {
+	case !ac.Limits.IsJSEnabled() || aj.refused != "":
+	case ac.Subject == s.trust.sysAccount:
+		// As nats-server, which refuses to enable it there.
+		s.log.Warn("account JWT gives the system account JetStream, which it cannot have: ignored", "account", ac.Subject)
+	default:
+		l := jetStreamFromJWT(&ac.Limits)
+		a.js.Store(&l)
 	}
 	a.jwt = aj
 	return a
 }
 
-// unsupportedClaims names what ac asks for that Skiff does not implement
-// yet, or returns "". Such an account fails closed: honouring only part
-// of it could open subjects it shares through exports and imports, or
-// skip the mappings and authorization it relies on.
-func unsupportedClaims(ac *jwt.AccountClaims) string {
+// unsupportedClaims names what ac asks for that Skiff does not implement,
+// or returns "". Such an account fails closed: honouring only part of it
+// could skip the mappings and authorization it relies on. late is set for
+// an account registered after New: exports, imports and JetStream are
+// resolved and enabled only for the accounts registered then.
+func unsupportedClaims(ac *jwt.AccountClaims, late bool) string {
 	var why []string
-	if len(ac.Exports) > 0 {
-		why = append(why, "exports")
-	}
-	if len(ac.Imports) > 0 {
-		why = append(why, "imports")
-	}
 	if len(ac.Mappings) > 0 {
 		why = append(why, "subject mappings")
 	}
 	if ac.HasExternalAuthorization() {
 		why = append(why, "authorization callout")
 	}
-	if ac.Limits.IsJSEnabled() {
-		why = append(why, "JetStream limits")
+	for _, e := range ac.Exports {
+		if e != nil && e.Latency != nil {
+			why = append(why, "service latency tracking")
+			break
+		}
 	}
-	if len(why) == 0 {
+	if late {
+		if len(ac.Exports) > 0 {
+			why = append(why, "exports")
+		}
+		if len(ac.Imports) > 0 {
+			why = append(why, "imports")
+		}
+		if ac.Limits.IsJSEnabled() {
+			why = append(why, "JetStream limits")
+		}
+	}
+	switch {
+	case len(why) == 0:
 		return ""
+	case late:
+		return "the account JWT, which became valid after the server started, has " + strings.Join(why, ", ") +
+			", which Skiff resolves only for the accounts valid at start"
 	}
-	return "the account JWT has " + strings.Join(why, ", ") + ", which Skiff does not implement for JWT accounts yet"
+	return "the account JWT has " + strings.Join(why, ", ") + ", which Skiff does not implement"
+}
+
+// jetStreamFromJWT returns the JetStream limits of account claims that
+// enable JetStream, as nats-server reads them for a stream of one
+// replica: the account-wide limits, or else the R1 tier's. A storage
+// limit of 0 where the other is set allows no stream of that type; any
+// other limit of 0 or less is none. Tiers without R1 leave no room for
+// any stream: Skiff's streams have one replica.
+func jetStreamFromJWT(l *jwt.OperatorLimits) JetStreamLimits {
+	jl := l.JetStreamLimits
+	if jl.MemoryStorage == 0 && jl.DiskStorage == 0 {
+		jl = l.JetStreamTieredLimits["R1"] // the zero limits if there is none
+	}
+	none := func(v int64) int64 { return max(v, NoLimit) }
+	return JetStreamLimits{
+		MaxMemory:            none(jl.MemoryStorage),
+		MaxStore:             none(jl.DiskStorage),
+		NoMemory:             jl.MemoryStorage == 0,
+		NoStore:              jl.DiskStorage == 0,
+		MaxStreams:           int(none(jl.Streams)),
+		MaxConsumers:         int(none(jl.Consumer)),
+		MaxAckPending:        int(none(jl.MaxAckPending)),
+		MemoryMaxStreamBytes: none(jl.MemoryMaxStreamBytes),
+		StoreMaxStreamBytes:  none(jl.DiskMaxStreamBytes),
+		MaxBytesRequired:     jl.MaxBytesRequired,
+	}
 }
 
 // jwtLimit reads a limit of a JWT as nats-server does: -1 for none, any
@@ -240,6 +288,9 @@ func (a *Account) jwtExpired() bool { return a.jwt != nil && a.jwt.expired.Load(
 
 // stopAccountTimers stops the expiry timers of the accounts (Shutdown).
 func (s *Server) stopAccountTimers() {
+	for _, t := range s.bridgeTimers {
+		t.Stop()
+	}
 	for _, a := range s.accounts.all() {
 		if a.jwt == nil {
 			continue
@@ -273,5 +324,10 @@ func (s *Server) startOperatorMode() error {
 			return fmt.Errorf("error resolving system account %s: %w", sys, err)
 		}
 	}
+	t.late.Store(true)
 	return nil
 }
+
+// OperatorMode reports whether the server runs in operator mode: its
+// accounts come from account JWTs (docs/accounts.md).
+func (s *Server) OperatorMode() bool { return s.trust != nil }

@@ -167,28 +167,34 @@ func TestDifferentialJWT(t *testing.T) {
 	}
 }
 
-// TestDifferentialJWTFailsClosed: the one deliberate difference of
-// operator mode. nats-server lets the users of an account whose JWT has
-// exports (or imports, mappings, JetStream limits, auth callout) connect;
-// Skiff, which does not implement those yet, refuses them rather than run
-// the account without what its JWT says.
+// TestDifferentialJWTFailsClosed: the deliberate differences of operator
+// mode. nats-server lets the users of an account whose JWT has subject
+// mappings or exports with service latency tracking connect; Skiff, which
+// does not implement those, refuses them rather than run the account
+// without what its JWT says.
 func TestDifferentialJWTFailsClosed(t *testing.T) {
 	op := jwttest.NewOperator(t)
-	exporting := op.Account("E", jwttest.AccountClaims(func(c *jwt.AccountClaims) {
-		c.Exports = jwt.Exports{&jwt.Export{Subject: "x.>", Type: jwt.Stream}}
-	}))
-	conf := filepath.Join(t.TempDir(), "operator.conf")
-	require.NoError(t, os.WriteFile(conf, []byte(op.Conf(exporting)), 0o600))
-	u := exporting.User("u")
-	var s jwtDiffSteps
-	s.send("c1", connectJWTAs(u, u.Seed)+"PING\r\n").op("c1", "sync")
-	sc := &diffScript{name: "exports", pos: "TestDifferentialJWTFailsClosed", cfg: diffConfig{conf: conf}, steps: s}
-	ref := runDiffScript(t, sc, diffStartReference(t, sc.cfg))
-	got := runDiffScript(t, sc, diffStartSkiff(t, sc.cfg))
-	const refusal = "c1 < -ERR 'Authorization Violation'\nc1 < <closed>"
-	require.NotContains(t, ref.transcript, refusal, "nats-server refuses it too now:\n%s", ref.transcript)
-	require.Contains(t, ref.transcript, "c1 < PONG", "nats-server lets the user in:\n%s", ref.raw)
-	require.Contains(t, got.transcript, refusal)
+	for name, acc := range map[string]*jwttest.Account{
+		"mappings": op.Account("M", jwttest.AccountClaims(func(c *jwt.AccountClaims) {
+			c.Mappings = jwt.Mapping{"a": []jwt.WeightedMapping{{Subject: "b"}}}
+		})),
+		"latency": op.Account("L", jwttest.Exports(&jwt.Export{Subject: "svc", Type: jwt.Service,
+			Latency: &jwt.ServiceLatency{Sampling: 100, Results: "lat"}})),
+	} {
+		t.Run(name, func(t *testing.T) {
+			conf := writeConf(t, op, acc)
+			u := acc.User("u")
+			var s jwtDiffSteps
+			s.send("c1", connectJWTAs(u, u.Seed)+"PING\r\n").op("c1", "sync")
+			sc := &diffScript{name: name, pos: "TestDifferentialJWTFailsClosed", cfg: diffConfig{conf: conf}, steps: s}
+			ref := runDiffScript(t, sc, diffStartReference(t, sc.cfg))
+			got := runDiffScript(t, sc, diffStartSkiff(t, sc.cfg))
+			const refusal = "c1 < -ERR 'Authorization Violation'\nc1 < <closed>"
+			require.NotContains(t, ref.transcript, refusal, "nats-server refuses it too now:\n%s", ref.transcript)
+			require.Contains(t, ref.transcript, "c1 < PONG", "nats-server lets the user in:\n%s", ref.raw)
+			require.Contains(t, got.transcript, refusal)
+		})
+	}
 }
 
 // TestDifferentialJWTCommitted: the committed nsc set (testdata/jwt) in
@@ -227,4 +233,119 @@ func TestDifferentialJWTCommitted(t *testing.T) {
 	t.Logf("reference transcript:\n%s", ref.transcript)
 	require.Contains(t, ref.transcript, `c1 < MSG a.x 1 2 | "hi"`)
 	require.Equal(t, ref.transcript, got.transcript, "nats-server bytes:\n%sSkiff bytes:\n%s", ref.raw, got.raw)
+}
+
+// writeConf writes a configuration file of operator mode for op's
+// accounts and returns its path.
+func writeConf(t *testing.T, op *jwttest.Operator, accounts ...*jwttest.Account) string {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "operator.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(op.Conf(accounts...)), 0o600))
+	return conf
+}
+
+// runJWTDiff runs steps against nats-server and Skiff loaded with conf,
+// requires the same transcripts, and returns nats-server's.
+func runJWTDiff(t *testing.T, name, conf string, steps jwtDiffSteps) string {
+	t.Helper()
+	sc := &diffScript{name: name, pos: t.Name(), cfg: diffConfig{conf: conf}, steps: steps}
+	ref := runDiffScript(t, sc, diffStartReference(t, sc.cfg))
+	got := runDiffScript(t, sc, diffStartSkiff(t, sc.cfg))
+	t.Logf("reference transcript:\n%s", ref.transcript)
+	require.Equal(t, ref.transcript, got.transcript,
+		"Skiff's transcript differs from nats-server's\nnats-server bytes:\n%sSkiff bytes:\n%s", ref.raw, got.raw)
+	return ref.transcript
+}
+
+// TestDifferentialJWTImportActivations: the activation tokens of
+// TestJWTImportActivations in both servers: the same imports made, the
+// same left out (the importer's users connect and receive nothing), the
+// same accounts refused.
+func TestDifferentialJWTImportActivations(t *testing.T) {
+	op, e, o, cases, importers := activationSetup(t)
+	conf := writeConf(t, op, append([]*jwttest.Account{e, o}, importers...)...)
+	eu := e.User("e")
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			u := importers[i].User("u")
+			var s jwtDiffSteps
+			s.send("c1", connectJWTAs(eu, eu.Seed)+"PING\r\n").op("c1", "sync")
+			s.send("c2", connectJWTAs(u, u.Seed)+"SUB priv.> 1\r\n").op("c2", "sync")
+			s.send("c1", "PUB priv.x 2\r\nhi\r\n").op("c1", "sync").op("c2", "sync")
+			ref := runJWTDiff(t, c.name, conf, s)
+			// nats-server's outcome is the case's: the comparison above
+			// checks the rule, not a setup both get wrong alike.
+			switch c.outcome {
+			case "delivered":
+				require.Contains(t, ref, `c2 < MSG priv.x 1 2 | "hi"`)
+			case "skipped":
+				require.NotContains(t, ref, "c2 < MSG")
+				require.NotContains(t, ref, "Authorization Violation")
+			case "refused":
+				require.Contains(t, ref, "c2 < -ERR 'Authorization Violation'")
+			}
+		})
+	}
+}
+
+// TestDifferentialJWTImports: public exports and imports of account JWTs
+// in both servers: streams under a local subject, a prefix and an account
+// token position; services singleton, streamed and chunked, with share;
+// no responders across a service import.
+func TestDifferentialJWTImports(t *testing.T) {
+	op := jwttest.NewOperator(t)
+	e := op.Account("E", jwttest.Exports(
+		&jwt.Export{Subject: "events.>", Type: jwt.Stream},
+		&jwt.Export{Subject: "news.*", Type: jwt.Stream},
+		&jwt.Export{Subject: "acct.*.ev", Type: jwt.Stream, AccountTokenPosition: 2},
+		&jwt.Export{Subject: "one", Type: jwt.Service},
+		&jwt.Export{Subject: "many.*", Type: jwt.Service, ResponseType: jwt.ResponseTypeStream},
+		&jwt.Export{Subject: "chunks", Type: jwt.Service, ResponseType: jwt.ResponseTypeChunked},
+		&jwt.Export{Subject: "nobody", Type: jwt.Service},
+		&jwt.Export{Subject: "calc", Type: jwt.Service},
+	))
+	kp, pub := importerKey(t)
+	i := op.Account("I", withKey(kp, pub), jwttest.Imports(
+		&jwt.Import{Account: e.Pub, Subject: "events.>", LocalSubject: "e.>", Type: jwt.Stream},
+		&jwt.Import{Account: e.Pub, Subject: "news.*", To: "pre", Type: jwt.Stream}, //nolint:staticcheck // the deprecated prefix, as older JWTs carry it
+		&jwt.Import{Account: e.Pub, Subject: jwt.Subject("acct." + pub + ".ev"), Type: jwt.Stream},
+		&jwt.Import{Account: e.Pub, Subject: "one", LocalSubject: "uno", Type: jwt.Service, Share: true},
+		&jwt.Import{Account: e.Pub, Subject: "many.*", Type: jwt.Service},
+		&jwt.Import{Account: e.Pub, Subject: "chunks", Type: jwt.Service},
+		&jwt.Import{Account: e.Pub, Subject: "nobody", Type: jwt.Service},
+		// The deprecated to of a service: the exporter's subject.
+		&jwt.Import{Account: e.Pub, Subject: "calc.local", To: "calc", Type: jwt.Service}, //nolint:staticcheck // as older JWTs carry it
+	))
+	o := op.Account("O", jwttest.Imports(
+		// Not O's token position: left out.
+		&jwt.Import{Account: e.Pub, Subject: jwt.Subject("acct." + pub + ".ev"), Type: jwt.Stream},
+	))
+	conf := writeConf(t, op, e, i, o)
+	eu, iu, ou := e.User("e"), i.User("i"), o.User("o")
+	var s jwtDiffSteps
+	s.send("c1", connectJWTAs(eu, eu.Seed)+"SUB one 1\r\nSUB many.* 2\r\nSUB chunks 3\r\nSUB calc 5\r\n").op("c1", "sync")
+	s.send("c2", connectJWTAs(iu, iu.Seed)+"SUB e.> 1\r\nSUB pre.> 2\r\nSUB acct.> 3\r\nSUB _INBOX.> 4\r\n").op("c2", "sync")
+	s.send("c3", connectJWTAs(ou, ou.Seed)+"SUB > 1\r\n").op("c3", "sync")
+	s.send("c1", "PUB events.a.b 1\r\n1\r\nPUB news.x 1\r\n2\r\nPUB acct."+pub+".ev 1\r\n3\r\n").op("c1", "sync")
+	s.op("c2", "sync").op("c3", "sync")
+	s.send("c2", "PUB uno _INBOX.r1 1\r\nq\r\n").op("c2", "sync").op("c1", "sync")
+	s.send("c1", "PUB "+diffReplyMark+" 1\r\na\r\nPUB "+diffReplyMark+" 1\r\nb\r\n").op("c1", "sync").op("c2", "sync")
+	s.send("c2", "PUB many.x _INBOX.r2 1\r\nq\r\n").op("c2", "sync").op("c1", "sync")
+	s.send("c1", "PUB "+diffReplyMark+" 1\r\na\r\nPUB "+diffReplyMark+" 1\r\nb\r\n").op("c1", "sync").op("c2", "sync")
+	s.send("c2", "PUB chunks _INBOX.r3 1\r\nq\r\n").op("c2", "sync").op("c1", "sync")
+	s.send("c1", "PUB "+diffReplyMark+" 1\r\na\r\nPUB "+diffReplyMark+" 0\r\n\r\nPUB "+diffReplyMark+" 1\r\nc\r\n").
+		op("c1", "sync").op("c2", "sync")
+	s.send("c2", "PUB calc.local _INBOX.r5 1\r\nq\r\n").op("c2", "sync").op("c1", "sync")
+	s.send("c1", "PUB "+diffReplyMark+" 1\r\nz\r\n").op("c1", "sync").op("c2", "sync")
+	nr := `CONNECT {"verbose":false,"protocol":1,"headers":true,"no_responders":true,"jwt":"` + iu.JWT + `","sig":"` +
+		diffSignMark + string(iu.Seed) + diffSignMark + `"}` + "\r\n"
+	s.send("c4", nr+"SUB _INBOX.> 1\r\nHPUB nobody _INBOX.r4 12 12\r\nNATS/1.0\r\n\r\n\r\n").op("c4", "sync")
+	s.op("c3", "sync")
+	ref := runJWTDiff(t, "imports", conf, s)
+	require.Contains(t, ref, `c2 < MSG e.a.b 1 1 | "1"`)
+	require.Contains(t, ref, `c2 < MSG pre.news.x 2 1 | "2"`)
+	require.Contains(t, ref, `c2 < MSG _INBOX.r2 4 1 | "b"`)
+	require.Contains(t, ref, `c4 < HMSG _INBOX.r4 1`)
+	require.Contains(t, ref, `c1 < MSG calc 5 _R_.<4> 1 | "q"`)
+	require.Contains(t, ref, `c2 < MSG _INBOX.r5 4 1 | "z"`)
 }

@@ -49,9 +49,20 @@ func TestJWTSecurity(t *testing.T) {
 	selfSigned := op.Account("SELF")
 	selfSigned.Update(jwttest.AccountSignedBy(selfSigned.Key))
 
-	exporting := op.Account("EXPORTS", jwttest.AccountClaims(func(c *jwt.AccountClaims) {
-		c.Exports = jwt.Exports{&jwt.Export{Subject: "x.>", Type: jwt.Stream}}
+	exporting := op.Account("EXPORTS", jwttest.Exports(&jwt.Export{Subject: "x.>", Type: jwt.Stream}))
+	latency := op.Account("LATENCY", jwttest.Exports(&jwt.Export{Subject: "svc", Type: jwt.Service,
+		Latency: &jwt.ServiceLatency{Sampling: 100, Results: "lat"}}))
+	_, calloutPub := newUserKey(t)
+	callout := op.Account("CALLOUT", jwttest.AccountClaims(func(c *jwt.AccountClaims) {
+		c.Authorization.AuthUsers.Add(calloutPub)
 	}))
+	for _, a := range []*jwttest.Account{latency, callout} {
+		ac, err := jwt.DecodeAccountClaims(a.JWT)
+		require.NoError(t, err)
+		vr := jwt.CreateValidationResults()
+		ac.Validate(vr)
+		require.False(t, vr.IsBlocking(true), "account %s must be valid, refused only for what Skiff lacks: %v", a.Claims.Name, vr.Errors())
+	}
 	mapping := op.Account("MAPS", jwttest.AccountClaims(func(c *jwt.AccountClaims) {
 		c.Mappings = jwt.Mapping{"a": []jwt.WeightedMapping{{Subject: "b"}}}
 	}))
@@ -61,7 +72,7 @@ func TestJWTSecurity(t *testing.T) {
 
 	// An account JWT preloaded under another account's key.
 	misfiled := op.Account("MISFILED")
-	o := operatorOptions(op, acc, all, allEarlier, selfSigned, foreignAcc, noBearer, expiredAcc, futureAcc, rogue, exporting, mapping, js)
+	o := operatorOptions(op, acc, all, allEarlier, selfSigned, foreignAcc, noBearer, expiredAcc, futureAcc, rogue, exporting, mapping, js, latency, callout)
 	o.Resolver.Preload[misfiled.Pub] = acc.JWT
 	s := RunServer(t, o)
 
@@ -98,9 +109,9 @@ func TestJWTSecurity(t *testing.T) {
 		{"connection type not allowed", acc.User("ct", jwttest.ConnectionTypes(jwt.ConnectionTypeWebsocket))},
 		{"only unknown connection types", acc.User("ct2", jwttest.ConnectionTypes("CARRIER_PIGEON"))},
 		{"proxy required", acc.User("px", jwttest.UserClaims(func(c *jwt.UserClaims) { c.ProxyRequired = true }))},
-		{"account with exports (fails closed)", exporting.User("x")},
 		{"account with mappings (fails closed)", mapping.User("x")},
-		{"account with JetStream (fails closed)", js.User("x")},
+		{"account with service latency tracking (fails closed)", latency.User("x")},
+		{"account with authorization callout (fails closed)", callout.User("x")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			requireRefused(t, s, tc.u)
@@ -138,6 +149,8 @@ func TestJWTSecurity(t *testing.T) {
 		{"bearer where allowed", acc.User("bearer", jwttest.Bearer())},
 		{"src allowed", acc.User("src", jwttest.Src("127.0.0.0/8"))},
 		{"standard connection type", acc.User("ct", jwttest.ConnectionTypes(jwt.ConnectionTypeStandard, "CARRIER_PIGEON"))},
+		{"account with exports", exporting.User("x")},
+		{"account with JetStream limits", js.User("x")},
 	} {
 		t.Run("accepted/"+tc.name, func(t *testing.T) {
 			requireAccepted(t, s, tc.u)

@@ -212,6 +212,9 @@ func TestJWTLimits(t *testing.T) {
 		r.Expect("-ERR 'maximum subscriptions exceeded'", "PONG")
 	})
 	t.Run("connections", func(t *testing.T) {
+		// The earlier subtests' connections closed with them; the server
+		// sees that a moment later.
+		waitAccountConns(t, s, acc.Pub, 0)
 		a1 := requireAccepted(t, s, acc.User("c1"))
 		a1.ReadLine()
 		a2 := requireAccepted(t, s, acc.User("c2"))

@@ -23,6 +23,11 @@ type jwtUser struct {
 	// expiresIn is how long the connection may stay: until the JWT
 	// expires or its connect times end (0: no end).
 	expiresIn time.Duration
+	// raw is the user JWT, for /connz; "" for a bearer token, which is a
+	// credential on its own (nats-server does not show it either). tags
+	// are its tags.
+	raw  string
+	tags jwt.TagList
 }
 
 // errUserJWT wraps every reason a user JWT is refused; the client only
@@ -131,7 +136,17 @@ func (c *client) checkJWT(co *connectOpts) (*user, error) {
 		maxSubs:    jwtLimit(lim.Subs),
 		maxPayload: jwtLimit(lim.Payload),
 		expiresIn:  expiresIn(uc.Expires, validFor, now),
+		raw:        bearerRedacted(co.JWT, lim.BearerToken),
+		tags:       uc.Tags,
 	}}, nil
+}
+
+// bearerRedacted returns raw, or "" for a bearer token.
+func bearerRedacted(raw string, bearer bool) string {
+	if bearer {
+		return ""
+	}
+	return raw
 }
 
 // expiresIn is how long a connection authenticated by a JWT expiring at

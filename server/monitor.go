@@ -23,6 +23,9 @@ const (
 	connzPath   = "/connz"
 	subszPath   = "/subsz"
 	metricsPath = "/metrics"
+
+	accountzPath     = "/accountz"
+	accountStatzPath = "/accstatz"
 )
 
 // monitor serves the monitoring endpoints of one server. Its handlers run
@@ -90,6 +93,8 @@ func (m *monitor) handler() http.Handler {
 	route(connzPath, m.handleConnz)
 	route(subszPath, m.handleSubsz)
 	route(routezPath, m.handleRoutez)
+	route(accountzPath, m.handleAccountz)
+	route(accountStatzPath, m.handleAccountStatz)
 	route(metricsPath, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP)
 	for path, f := range m.s.extraMonitor {
 		route(path, func(w http.ResponseWriter, r *http.Request) {
@@ -146,7 +151,7 @@ func (s *Server) RegisterMetrics(c prometheus.Collector) error {
 // builtinMonitorPath reports whether the server serves path itself.
 func builtinMonitorPath(path string) bool {
 	switch path {
-	case healthzPath, varzPath, connzPath, subszPath, metricsPath, routezPath:
+	case healthzPath, varzPath, connzPath, subszPath, metricsPath, routezPath, accountzPath, accountStatzPath:
 		return true
 	}
 	return false

@@ -23,11 +23,7 @@ func (s *Server) counterTotals() counters {
 		outBytes: s.stats.closedOutBytes.Load(),
 	}
 	for _, c := range s.clients() {
-		msgs, bytes := c.out.counts()
-		t.inMsgs += c.inMsgs.Load()
-		t.inBytes += c.inBytes.Load()
-		t.outMsgs += msgs
-		t.outBytes += bytes
+		t = t.plus(c.counters())
 	}
 	return t
 }
@@ -68,8 +64,51 @@ func (c *client) connInfo(now time.Time, auth bool) *ConnInfo {
 	if auth {
 		ci.AuthorizedUser = c.mu.user
 	}
+	acc := c.accountLocked()
 	c.mu.Unlock()
+	if auth {
+		c.identity(ci, acc)
+	}
 	return ci
+}
+
+// accountLocked returns the account the client publishes in: the one
+// CONNECT bound it to, or, before that, the global account (where a
+// client of a server without authentication may publish before CONNECT).
+func (c *client) accountLocked() *Account {
+	if c.mu.acc != nil {
+		return c.mu.acc
+	}
+	return c.srv.gacc
+}
+
+// identity fills what /connz says with auth=true of whom the client acts
+// as in acc, its account, as nats-server does: the account (absent for
+// the global one), the account's name tag, and the user's issuer: for a
+// configured nkey its account, for a user JWT the key that signed it
+// (the account's own or a signing key); and a user JWT's tags and the JWT
+// itself, unless it is a bearer token.
+func (c *client) identity(ci *ConnInfo, acc *Account) {
+	if acc != c.srv.gacc {
+		ci.Account = acc.name
+	}
+	ci.NameTag = acc.nameTag()
+	u := c.usr.Load()
+	switch {
+	case u == nil:
+	case u.jwt != nil:
+		ci.IssuerKey, ci.JWT, ci.Tags = u.jwt.signer, u.jwt.raw, u.jwt.tags
+	case u.nkey:
+		ci.IssuerKey = u.acc.name
+	}
+}
+
+// selected reports whether the client is in account acc and
+// authenticated as user (each "" for any), for /connz's filters.
+func (c *client) selected(acc, user string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return (acc == "" || c.accountLocked().name == acc) && (user == "" || c.mu.user == user)
 }
 
 // listSubs fills ci's subscription list, sorted: the client's map has no

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nats-io/jwt/v2"
 )
 
 // Connz is the body of /connz: one page of the open connections.
@@ -41,10 +43,21 @@ type ConnInfo struct {
 	Name         string    `json:"name,omitempty"`
 	Lang         string    `json:"lang,omitempty"`
 	Version      string    `json:"version,omitempty"`
-	// AuthorizedUser is filled only when asked for with auth=true.
+	// AuthorizedUser, Account, JWT, IssuerKey, NameTag and Tags are
+	// filled only when asked for with auth=true, as in nats-server: the
+	// user the client authenticated as (a name, an nkey, or a user JWT's
+	// key); its account, unless the global one; a user JWT, unless a
+	// bearer token; the user's issuer (a configured nkey's account, the
+	// key that signed a user JWT); the account's name tag; a user JWT's
+	// tags.
 	AuthorizedUser string      `json:"authorized_user,omitempty"`
+	Account        string      `json:"account,omitempty"`
 	Subs           []string    `json:"subscriptions_list,omitempty"`
 	SubsDetail     []SubDetail `json:"subscriptions_list_detail,omitempty"`
+	JWT            string      `json:"jwt,omitempty"`
+	IssuerKey      string      `json:"issuer_key,omitempty"`
+	NameTag        string      `json:"name_tag,omitempty"`
+	Tags           jwt.TagList `json:"tags,omitempty"`
 }
 
 // connOrder is one way /connz sorts: how to compare two connections, and
@@ -82,6 +95,8 @@ type connzQuery struct {
 	auth          bool
 	offset, limit int
 	cid           uint64 // 0: every connection
+	acc           string // only this account's connections; "": every account
+	user          string // only this user's; "": every user
 }
 
 func parseConnzQuery(r *http.Request) (connzQuery, error) {
@@ -114,6 +129,7 @@ func parseConnzQuery(r *http.Request) (connzQuery, error) {
 	cq.auth = q.bool("auth")
 	cq.offset, cq.limit = q.page()
 	cq.cid = q.uint64("cid")
+	cq.acc, cq.user = q.v.Get("acc"), q.v.Get("user")
 	return cq, q.err
 }
 
@@ -139,6 +155,9 @@ func (m *monitor) connz(cq connzQuery, now time.Time) *Connz {
 	clients := m.s.clients()
 	if cq.cid != 0 {
 		clients = slices.DeleteFunc(clients, func(c *client) bool { return c.cid != cq.cid })
+	}
+	if cq.acc != "" || cq.user != "" {
+		clients = slices.DeleteFunc(clients, func(c *client) bool { return !c.selected(cq.acc, cq.user) })
 	}
 	type entry struct {
 		info *ConnInfo

@@ -45,6 +45,9 @@ func (mc *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range routeDescs {
 		ch <- d
 	}
+	for _, d := range accountDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector. The registry may call it from
@@ -75,4 +78,5 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMaxPending, float64(o.MaxPending))
 	gauge(descMaxConnections, float64(o.MaxConnections))
 	s.collectRoutes(ch)
+	s.collectAccounts(ch)
 }

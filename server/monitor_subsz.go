@@ -20,17 +20,13 @@ import (
 // subscriptions take from one message (one per plain subscription, one per
 // queue group), not counting other patterns that match the same subject.
 // max_fanout is the largest, avg_fanout the mean over patterns.
+//
+// num_matches counts the messages clients published (each is one lookup):
+// those of the account's clients with acc=NAME.
 type Subsz struct {
-	ID           string    `json:"server_id"`
-	Now          time.Time `json:"now"`
-	NumSubs      uint32    `json:"num_subscriptions"`
-	NumCache     uint32    `json:"num_cache"`
-	NumInserts   uint64    `json:"num_inserts"`
-	NumRemoves   uint64    `json:"num_removes"`
-	NumMatches   uint64    `json:"num_matches"` // messages published; each is one lookup
-	CacheHitRate float64   `json:"cache_hit_rate"`
-	MaxFanout    uint32    `json:"max_fanout"`
-	AvgFanout    float64   `json:"avg_fanout"`
+	ID  string    `json:"server_id"`
+	Now time.Time `json:"now"`
+	SublistStats
 	// Total counts the subscriptions selected (those that test matches, if
 	// given), on every page; it is filled with or without subs=true.
 	Total  int         `json:"total"`
@@ -123,15 +119,16 @@ func (m *monitor) subsz(sq subszQuery, now time.Time) *Subsz {
 			}
 		}
 	}
-	sz := &Subsz{
-		ID:         s.id,
-		Now:        now.UTC(),
-		NumSubs:    uint32(len(entries)),
-		NumInserts: uint64(s.stats.subInserts.Load()),
-		NumRemoves: uint64(s.stats.subRemoves.Load()),
-		NumMatches: uint64(m.counters().inMsgs),
-		Offset:     sq.offset,
-		Limit:      sq.limit,
+	sz := &Subsz{ID: s.id, Now: now.UTC(), Offset: sq.offset, Limit: sq.limit}
+	sz.NumSubs = uint32(len(entries))
+	for _, a := range accs {
+		sz.NumInserts += uint64(a.subInserts.Load())
+		sz.NumRemoves += uint64(a.subRemoves.Load())
+	}
+	if sq.acc != "" {
+		sz.NumMatches = uint64(accs[0].usage().traffic.inMsgs)
+	} else {
+		sz.NumMatches = uint64(m.counters().inMsgs)
 	}
 	sz.MaxFanout, sz.AvgFanout = fanout(entries)
 	if hit != nil {

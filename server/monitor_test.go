@@ -19,8 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/server"
@@ -472,12 +470,7 @@ func TestMonitorMetrics(t *testing.T) {
 	require.NoError(t, pub.Flush())
 	receiveN(t, sub, 3)
 
-	status, ct, body := monitorGet(t, s, "/metrics")
-	require.Equal(t, http.StatusOK, status)
-	require.True(t, strings.HasPrefix(ct, "text/plain"), ct)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
-	require.NoError(t, err, "%s", body)
+	families := scrapeMetrics(t, s)
 
 	for name, want := range map[string]struct {
 		kind  dto.MetricType
@@ -497,7 +490,7 @@ func TestMonitorMetrics(t *testing.T) {
 		"skiff_info":                 {dto.MetricType_GAUGE, 1},
 	} {
 		f := families[name]
-		require.NotNil(t, f, "%s missing from:\n%s", name, body)
+		require.NotNil(t, f, "%s missing", name)
 		require.Equal(t, want.kind, f.GetType(), name)
 		require.Len(t, f.GetMetric(), 1, name)
 		m := f.GetMetric()[0]
@@ -594,25 +587,33 @@ func requireKeysIn(t *testing.T, what string, obj any, ref reflect.Type) {
 	}
 }
 
-// TestMonitorFieldNamesMatchReference checks Skiff's monitoring JSON
-// against nats-server's types, which tools decode it into: the declared
-// field names, the keys of real responses, and that a response decodes
-// into the reference type with the same values.
-func TestMonitorFieldNamesMatchReference(t *testing.T) {
-	for _, pair := range [][2]any{
-		{server.Varz{}, natsserver.Varz{}},
-		{server.SlowConsumersStats{}, natsserver.SlowConsumersStats{}},
-		{server.Connz{}, natsserver.Connz{}},
-		{server.ConnInfo{}, natsserver.ConnInfo{}},
-		{server.Subsz{}, natsserver.Subsz{}},
-		{server.SubDetail{}, natsserver.SubDetail{}},
-	} {
+// requireFieldsOfReference requires, for each pair of a Skiff type and a
+// nats-server type, every JSON field name of the first to be one of the
+// second's.
+func requireFieldsOfReference(t *testing.T, pairs [][2]any) {
+	t.Helper()
+	for _, pair := range pairs {
 		ours, ref := reflect.TypeOf(pair[0]), reflect.TypeOf(pair[1])
 		allowed := jsonKeys(ref)
 		for k := range jsonKeys(ours) {
 			require.True(t, allowed[k], "%v.%s is not a field of %v", ours, k, ref)
 		}
 	}
+}
+
+// TestMonitorFieldNamesMatchReference checks Skiff's monitoring JSON
+// against nats-server's types, which tools decode it into: the declared
+// field names, the keys of real responses, and that a response decodes
+// into the reference type with the same values.
+func TestMonitorFieldNamesMatchReference(t *testing.T) {
+	requireFieldsOfReference(t, [][2]any{
+		{server.Varz{}, natsserver.Varz{}},
+		{server.SlowConsumersStats{}, natsserver.SlowConsumersStats{}},
+		{server.Connz{}, natsserver.Connz{}},
+		{server.ConnInfo{}, natsserver.ConnInfo{}},
+		{server.Subsz{}, natsserver.Subsz{}},
+		{server.SubDetail{}, natsserver.SubDetail{}},
+	})
 
 	s := RunMonitored(t, server.Options{})
 	nc := Connect(t, s, nats.Name("n"))
@@ -685,6 +686,7 @@ func TestMonitorUnderChurn(t *testing.T) {
 		}
 	}()
 	var last server.Varz
+	var lastAcc server.AccountStat
 	for range 30 {
 		v := getVarz(t, s)
 		require.GreaterOrEqual(t, v.InMsgs, last.InMsgs)
@@ -692,6 +694,17 @@ func TestMonitorUnderChurn(t *testing.T) {
 		require.GreaterOrEqual(t, v.InBytes, last.InBytes)
 		require.GreaterOrEqual(t, v.OutBytes, last.OutBytes)
 		last = v
+		var stz server.AccountStatz
+		MonitorJSON(t, s, "/accstatz?unused=1", &stz)
+		require.Len(t, stz.Accounts, 1)
+		acc := *stz.Accounts[0]
+		require.GreaterOrEqual(t, acc.Received.Msgs, lastAcc.Received.Msgs)
+		require.GreaterOrEqual(t, acc.Received.Bytes, lastAcc.Received.Bytes)
+		require.GreaterOrEqual(t, acc.Sent.Msgs, lastAcc.Sent.Msgs)
+		require.GreaterOrEqual(t, acc.Sent.Bytes, lastAcc.Sent.Bytes)
+		lastAcc = acc
+		var az server.Accountz
+		MonitorJSON(t, s, "/accountz?acc=%24G", &az)
 		var c server.Connz
 		MonitorJSON(t, s, "/connz?subs=detail&sort=msgs_from", &c)
 		getSubsz(t, s, "?subs=1&test=churn.1")
@@ -704,6 +717,11 @@ func TestMonitorUnderChurn(t *testing.T) {
 		v := getVarz(t, s)
 		return v.Connections == 0 && v.InMsgs == published.Load()
 	}, 5*time.Second, 10*time.Millisecond)
+	// Every connection bound to $G at CONNECT: the account's totals are
+	// the server's.
+	stz := s.AccountStatz(server.AccountStatzOptions{IncludeUnused: true})
+	require.Equal(t, published.Load(), stz.Accounts[0].Received.Msgs)
+	require.Equal(t, getVarz(t, s).OutMsgs, stz.Accounts[0].Sent.Msgs)
 }
 
 // TestMonitorExtensions adds an endpoint and a collector before Start, as

@@ -8,6 +8,22 @@ type counters struct {
 	inMsgs, inBytes, outMsgs, outBytes int64
 }
 
+// plus returns the sum of c and d.
+func (c counters) plus(d counters) counters {
+	return counters{
+		inMsgs:   c.inMsgs + d.inMsgs,
+		inBytes:  c.inBytes + d.inBytes,
+		outMsgs:  c.outMsgs + d.outMsgs,
+		outBytes: c.outBytes + d.outBytes,
+	}
+}
+
+// counters returns the client's own counters.
+func (c *client) counters() counters {
+	msgs, bytes := c.out.counts()
+	return counters{inMsgs: c.inMsgs.Load(), inBytes: c.inBytes.Load(), outMsgs: msgs, outBytes: bytes}
+}
+
 // monotonicTotals keeps the totals that /varz and /metrics report from
 // ever going down. The server keeps no running totals (a shared counter
 // written per message would be contended by every publisher): a total is

@@ -13,8 +13,12 @@ import (
 )
 
 // newUserKey returns a user nkey pair and its public key.
-func newUserKey(t *testing.T) (nkeys.KeyPair, string) {
-	kp, err := nkeys.CreateUser()
+func newUserKey(t *testing.T) (nkeys.KeyPair, string) { return newKeyOf(t, nkeys.CreateUser) }
+
+// newKeyOf returns an nkey pair create makes and its public key.
+func newKeyOf(t *testing.T, create func() (nkeys.KeyPair, error)) (nkeys.KeyPair, string) {
+	t.Helper()
+	kp, err := create()
 	require.NoError(t, err)
 	pub, err := kp.PublicKey()
 	require.NoError(t, err)

@@ -67,6 +67,12 @@ type JetStreamLimits struct {
 	StoreMaxStreamBytes  int64
 	// MaxBytesRequired refuses a stream without max_bytes (10113).
 	MaxBytesRequired bool
+	// NoMemory and NoStore allow no memory (file) streams at all,
+	// whatever MaxMemory (MaxStore) says. An account JWT's JetStream
+	// limits say so with a mem_storage (disk_storage) of 0, which
+	// nats-server reads as no room; a configuration file cannot (a
+	// max_mem of 0 is refused).
+	NoMemory, NoStore bool
 }
 
 // systemAccountName is the name nats-server gives its system account by

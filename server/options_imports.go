@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,10 @@ type Export struct {
 	// the token at that position (from 1), which must be "*" in Subject,
 	// must be the importing account's name in the subject it imports.
 	TokenPosition int
+
+	// jwt is set for an export of an account JWT (operator mode): what
+	// the JWT adds to the rules above (jwt_imports.go).
+	jwt *jwtExport
 }
 
 // ResponseType is how a service export answers a request.
@@ -84,19 +89,29 @@ type Import struct {
 	// in the Nats-Request-Info header (nats-server's format); without it
 	// the header names the requester's account only.
 	Share bool
+
+	// token is the activation token of an import of an account JWT
+	// (operator mode), which an export that requires one checks.
+	token string
 }
 
 // importIndex is what validateImports learns, for New to build bridges
 // from: per account, its exports and, for each import, its mapping.
 type importIndex struct {
+	order   []string // the accounts, in the order bridges are made
 	exports map[string][]*Export
 	streams map[string][]*streamImport // by importing account
 	svcs    map[string][]*serviceImport
 }
 
+func newImportIndex() *importIndex {
+	return &importIndex{exports: map[string][]*Export{}, streams: map[string][]*streamImport{}, svcs: map[string][]*serviceImport{}}
+}
+
 type streamImport struct {
 	acc, from, to string // from: in the exporter; to: the pattern in the importer
 	tr            *subject.Transform
+	until         int64 // unix seconds the import lasts until (its activation's expiry), 0: for ever
 }
 
 type serviceImport struct {
@@ -104,6 +119,7 @@ type serviceImport struct {
 	tr            *subject.Transform
 	export        *Export
 	share         bool
+	until         int64
 }
 
 // validateImports checks every account's exports and imports the way
@@ -113,10 +129,11 @@ type serviceImport struct {
 // form no cycle; a service import subject is not taken twice from one
 // account.
 func (o *Options) validateImports() (*importIndex, error) {
-	ix := &importIndex{exports: map[string][]*Export{}, streams: map[string][]*streamImport{}, svcs: map[string][]*serviceImport{}}
+	ix := newImportIndex()
 	defined := map[string]bool{}
 	for _, a := range o.Accounts {
 		defined[a.Name] = true
+		ix.order = append(ix.order, a.Name)
 	}
 	for _, a := range o.Accounts {
 		for i := range a.Exports {
@@ -210,33 +227,56 @@ func validateExport(acc string, e *Export, defined map[string]bool) error {
 	return nil
 }
 
-// approves reports whether export e of account exp lets account imp
-// import subj, which e covers (nats-server's checkAuth).
-func (e *Export) approves(imp, subj string) bool {
+// errNotApproved is an export's refusal of an importer it does not list.
+var errNotApproved = errors.New("not approved")
+
+// approves reports whether export e lets account imp import subj, which e
+// covers, with the activation token (operator mode; "" for none), as
+// nats-server's checkAuth: nil and until when (unix seconds, 0 for ever:
+// an activation token may expire), or why not.
+func (e *Export) approves(imp, subj, token string) (int64, error) {
 	if e.TokenPosition > 0 {
 		toks := strings.Split(subj, ".")
-		return e.TokenPosition <= len(toks) && toks[e.TokenPosition-1] == imp
-	}
-	if len(e.Accounts) == 0 {
-		return true
-	}
-	for _, a := range e.Accounts {
-		if a == imp {
-			return true
+		if e.TokenPosition <= len(toks) && toks[e.TokenPosition-1] == imp {
+			return 0, nil
 		}
+		return 0, errNotApproved
 	}
-	return false
+	if e.jwt != nil && e.jwt.tokenReq {
+		return e.jwt.activation(imp, subj, e.Service, token, time.Now())
+	}
+	if len(e.Accounts) == 0 || slices.Contains(e.Accounts, imp) {
+		return 0, nil
+	}
+	return 0, errNotApproved
 }
 
 // export returns the export of account exp of the given kind that covers
-// subj and approves imp, or nil.
-func (ix *importIndex) export(exp, imp, subj string, service bool) *Export {
+// subj and approves imp (with the activation token), and until when it
+// does; or nil and why the last export covering subj refused (nil if none
+// covers it).
+func (ix *importIndex) export(exp, imp, subj string, service bool, token string) (*Export, int64, error) {
+	var why error
 	for _, e := range ix.exports[exp] {
-		if e.Service == service && subject.Covers(e.Subject, subj) && e.approves(imp, subj) {
-			return e
+		if e.Service != service || !subject.Covers(e.Subject, subj) {
+			continue
 		}
+		until, err := e.approves(imp, subj, token)
+		if err == nil {
+			return e, until, nil
+		}
+		why = err
 	}
-	return nil
+	return nil, 0, why
+}
+
+// notAuthorized is an import's refusal: nats-server's text, and the
+// activation token's problem if there is one.
+func notAuthorized(kind string, why error) error {
+	if why == nil || errors.Is(why, errNotApproved) {
+		return fmt.Errorf("%s import not authorized", kind)
+	}
+	return fmt.Errorf("%s import not authorized: %w", kind, why)
 }
 
 func (ix *importIndex) addStream(acc string, im Import, defined map[string]bool) error {
@@ -264,10 +304,11 @@ func (ix *importIndex) addStream(acc string, im Import, defined map[string]bool)
 	case to == "":
 		to = im.Subject
 	}
-	if ix.export(im.Account, acc, im.Subject, false) == nil {
-		return bad(errors.New("stream import not authorized"))
+	e, until, why := ix.export(im.Account, acc, im.Subject, false, im.token)
+	if e == nil {
+		return bad(notAuthorized("stream", why))
 	}
-	si := &streamImport{acc: im.Account, from: im.Subject, to: to}
+	si := &streamImport{acc: im.Account, from: im.Subject, to: to, until: until}
 	if to != im.Subject {
 		tr, err := importTransform(im.Subject, to)
 		if err != nil {
@@ -308,11 +349,11 @@ func (ix *importIndex) addService(acc string, im Import, defined map[string]bool
 	if err := natsPattern(im.Subject); err != nil {
 		return bad(err)
 	}
-	e := ix.export(im.Account, acc, im.Subject, true)
+	e, until, why := ix.export(im.Account, acc, im.Subject, true, im.token)
 	if e == nil {
-		return bad(errors.New("service import not authorized"))
+		return bad(notAuthorized("service", why))
 	}
-	si := &serviceImport{acc: im.Account, from: local, to: im.Subject, export: e, share: im.Share}
+	si := &serviceImport{acc: im.Account, from: local, to: im.Subject, export: e, share: im.Share, until: until}
 	if local != im.Subject {
 		// The local subject may refer to the exported subject's
 		// wildcards ("local.$2.$1"): the mapping from the exported

@@ -260,8 +260,7 @@ func TestRaftLinkHandshakeRaw(t *testing.T) {
 	})
 	t.Run("route line in pieces", func(t *testing.T) {
 		conn, r := dial(t)
-		for _, piece := range []string{"CONN", "ECT ", //nolint:misspell // CONNECT split in two
-			`{"name":"y","cluster":"c",`, `"user":"route","pass":"pw"}`, "\r",
+		for _, piece := range []string{"CO", "NNECT ", `{"name":"y","cluster":"c",`, `"user":"route","pass":"pw"}`, "\r",
 			"\nINFO {\"server_id\":\"FAKE\",\"server_name\":\"y\",\"cluster\":\"c\",\"host\":\"127.0.0.1\",\"port\":1}\r\nPING\r\n"} {
 			_, err := io.WriteString(conn, piece)
 			require.NoError(t, err)

@@ -50,6 +50,7 @@ type respEntry struct {
 	reply     string   // the requester's reply subject there
 	pr        Principal
 	rt        ResponseType
+	share     bool // the import's Share (shown in /accountz)
 	threshold time.Duration
 	deadline  int64 // unix nanoseconds
 	prev      *respEntry
@@ -79,9 +80,9 @@ func randomChars(n int) string {
 
 // add records the way back to reply in account to and returns the entry,
 // whose key is the reply subject the request carries in t's account.
-func (t *respTable) add(to *Account, reply []byte, pr Principal, rt ResponseType, threshold time.Duration) *respEntry {
+func (t *respTable) add(to *Account, reply []byte, pr Principal, rt ResponseType, share bool, threshold time.Duration) *respEntry {
 	e := &respEntry{
-		key: t.prefix + randomChars(10), to: to, reply: string(reply), pr: pr, rt: rt,
+		key: t.prefix + randomChars(10), to: to, reply: string(reply), pr: pr, rt: rt, share: share,
 		threshold: threshold, deadline: time.Now().Add(threshold).UnixNano(),
 	}
 	t.mu.Lock()

@@ -14,10 +14,10 @@ func TestRespTable(t *testing.T) {
 	tab := newRespTable(a, "_R_.abcdef.")
 	pr := Principal{kind: clientUser, acc: b, name: "b"}
 
-	single := tab.add(b, []byte("_INBOX.1"), pr, Singleton, time.Minute)
+	single := tab.add(b, []byte("_INBOX.1"), pr, Singleton, false, time.Minute)
 	require.True(t, strings.HasPrefix(single.key, "_R_.abcdef."))
 	require.Len(t, single.key, len("_R_.abcdef.")+10)
-	streamed := tab.add(b, []byte("_INBOX.2"), pr, Streamed, time.Minute)
+	streamed := tab.add(b, []byte("_INBOX.2"), pr, Streamed, false, time.Minute)
 	require.NotEqual(t, single.key, streamed.key)
 	require.Equal(t, 2, tab.pending())
 
@@ -40,8 +40,8 @@ func TestRespTable(t *testing.T) {
 func TestRespTableExpiry(t *testing.T) {
 	tab := newRespTable(&Account{name: "A"}, "_R_.abcdef.")
 	b := &Account{name: "B"}
-	short := tab.add(b, []byte("r1"), Principal{}, Streamed, 10*time.Millisecond)
-	long := tab.add(b, []byte("r2"), Principal{}, Singleton, time.Hour)
+	short := tab.add(b, []byte("r1"), Principal{}, Streamed, false, 10*time.Millisecond)
+	long := tab.add(b, []byte("r2"), Principal{}, Singleton, false, time.Hour)
 	now := time.Now()
 	tab.sweep(now.UnixNano())
 	require.Equal(t, 2, tab.pending(), "nothing expired yet")
@@ -60,20 +60,20 @@ func TestRespTableExpiry(t *testing.T) {
 func TestRespTableBound(t *testing.T) {
 	tab := newRespTable(&Account{name: "A"}, "_R_.abcdef.")
 	b := &Account{name: "B"}
-	first := tab.add(b, []byte("first"), Principal{}, Singleton, time.Hour)
-	second := tab.add(b, []byte("second"), Principal{}, Singleton, time.Hour)
+	first := tab.add(b, []byte("first"), Principal{}, Singleton, false, time.Hour)
+	second := tab.add(b, []byte("second"), Principal{}, Singleton, false, time.Hour)
 	tab.remove(second) // removed entries leave the order too
 	var oldest *respEntry
 	for i := range maxPendingResponses - 1 {
-		e := tab.add(b, fmt.Appendf(nil, "r%d", i), Principal{}, Singleton, time.Hour)
+		e := tab.add(b, fmt.Appendf(nil, "r%d", i), Principal{}, Singleton, false, time.Hour)
 		if i == 0 {
 			oldest = e
 		}
 	}
 	require.Equal(t, maxPendingResponses, tab.pending())
 	require.Same(t, first, tab.take(first.key), "full, nothing dropped yet")
-	tab.add(b, []byte("again"), Principal{}, Singleton, time.Hour)
-	third := tab.add(b, []byte("past the bound"), Principal{}, Singleton, time.Hour)
+	tab.add(b, []byte("again"), Principal{}, Singleton, false, time.Hour)
+	third := tab.add(b, []byte("past the bound"), Principal{}, Singleton, false, time.Hour)
 	require.Equal(t, maxPendingResponses, tab.pending())
 	require.EqualValues(t, 1, tab.evicted.Load(), "the oldest went")
 	require.Same(t, third, tab.take(third.key))
@@ -86,7 +86,7 @@ func BenchmarkRespTable(b *testing.B) {
 	reply := []byte("_INBOX.abcdefghijklmnop.1")
 	b.ReportAllocs()
 	for range b.N {
-		e := tab.add(to, reply, Principal{}, Singleton, time.Minute)
+		e := tab.add(to, reply, Principal{}, Singleton, false, time.Minute)
 		tab.take(e.key)
 	}
 }

@@ -43,6 +43,7 @@ type Server struct {
 	internalClient *client                // owns internal subscriptions and bridges
 	respPrefix     string                 // "_R_.<random>.": this server's reply subjects of service imports
 	respTables     []*respTable           // of the accounts with service exports or imports, for the sweeper
+	bridgeTimers   []*time.Timer          // remove imports when their activation expires; set in New, stopped at Shutdown
 	jetstream      bool                   // advertised in INFO
 	extraMonitor   map[string]MonitorFunc // endpoints added by HandleMonitor
 	extraMetrics   []prometheus.Collector // collectors added by RegisterMetrics
@@ -81,7 +82,6 @@ type stats struct {
 	stalls        paddedInt // publisher reads held at a subscriber's gate (stall.go)
 	// Totals of clients that have closed; live clients keep their own.
 	closedInMsgs, closedInBytes, closedOutMsgs, closedOutBytes paddedInt
-	subInserts, subRemoves                                     paddedInt
 	bridgeDrops                                                paddedInt // messages a loop or depth of imports stopped
 }
 
@@ -127,6 +127,9 @@ func New(opts Options) (*Server, error) {
 	ix, err := s.opts.validateImports()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err) // validated already
+	}
+	if s.trust != nil {
+		ix = s.jwtImportIndex()
 	}
 	s.respTables = s.newBridges(ix)
 	return s, nil
@@ -432,7 +435,7 @@ func (s *Server) index(sub *subscription) {
 	if err := sub.acc.subs.Subscribe(sub.subject, sub.queue, sub); err != nil {
 		panic("server: indexing a validated subscription: " + err.Error()) // validated in Sub
 	}
-	s.stats.subInserts.Add(1)
+	sub.acc.subInserts.Add(1)
 	if s.cluster != nil && sub.toldToPeers() {
 		s.cluster.interestAdded(sub)
 	}
@@ -440,7 +443,7 @@ func (s *Server) index(sub *subscription) {
 
 func (s *Server) unindex(sub *subscription) {
 	if sub.acc.subs.Unsubscribe(sub.subject, sub.queue, sub) == nil {
-		s.stats.subRemoves.Add(1)
+		sub.acc.subRemoves.Add(1)
 		if s.cluster != nil && sub.toldToPeers() {
 			s.cluster.interestRemoved(sub)
 		}

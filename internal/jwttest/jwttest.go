@@ -9,6 +9,9 @@
 //	conf := op.Conf(acc)          // operator, resolver: MEMORY, resolver_preload
 //	nc, _ := nats.Connect(url, nats.UserCredentials(u.CredsFile(t)))
 //
+// Exports and imports (with activation tokens: Activation) and JetStream
+// limits are account options too.
+//
 // Changing an account (Update, Revoke, AddSigningKey) re-signs its JWT:
 // build the server's configuration after the changes. Values are not safe
 // for concurrent use; they belong to the test goroutine.
@@ -191,6 +194,22 @@ func AccountClaims(f func(*jwt.AccountClaims)) AccountOption {
 	return func(a *Account) { f(a.Claims) }
 }
 
+// Exports adds exports to the account's claims.
+func Exports(e ...*jwt.Export) AccountOption {
+	return func(a *Account) { a.Claims.Exports.Add(e...) }
+}
+
+// Imports adds imports to the account's claims.
+func Imports(i ...*jwt.Import) AccountOption {
+	return func(a *Account) { a.Claims.Imports.Add(i...) }
+}
+
+// JetStream gives the account JetStream with limits l (mem_storage or
+// disk_storage not 0 enables it).
+func JetStream(l jwt.JetStreamLimits) AccountOption {
+	return func(a *Account) { a.Claims.Limits.JetStreamLimits = l }
+}
+
 // Account mints an account signed by the operator.
 func (o *Operator) Account(name string, opts ...AccountOption) *Account {
 	o.t.Helper()
@@ -250,6 +269,67 @@ func (a *Account) Revoke(pub string, at time.Time) {
 	a.t.Helper()
 	a.Claims.RevokeAt(pub, at)
 	a.sign()
+}
+
+// ActivationOption changes an activation token's claims, or its signer,
+// before signing.
+type ActivationOption func(*activationBuild)
+
+type activationBuild struct {
+	acc    *Account
+	claims *jwt.ActivationClaims
+	signer nkeys.KeyPair
+}
+
+// ActivationExpires sets the activation token's expiry.
+func ActivationExpires(at time.Time) ActivationOption {
+	return func(b *activationBuild) { b.claims.Expires = at.Unix() }
+}
+
+// ActivationSignedWith signs the token with kp: one of the exporting
+// account's signing keys (the token then names the account as
+// issuer_account), or a foreign key.
+func ActivationSignedWith(kp nkeys.KeyPair) ActivationOption {
+	return func(b *activationBuild) {
+		b.signer = kp
+		if pub, err := kp.PublicKey(); err == nil && pub != b.acc.Pub {
+			b.claims.IssuerAccount = b.acc.Pub
+		}
+	}
+}
+
+// ActivationClaims applies f to the token's claims.
+func ActivationClaims(f func(*jwt.ActivationClaims)) ActivationOption {
+	return func(b *activationBuild) { f(b.claims) }
+}
+
+// Activation mints an activation token of the account's, letting account
+// importer import subject (an export of the kind given), signed by the
+// account's key unless ActivationSignedWith says otherwise.
+func (a *Account) Activation(importer, subject string, kind jwt.ExportType, opts ...ActivationOption) string {
+	a.t.Helper()
+	b := &activationBuild{acc: a, claims: jwt.NewActivationClaims(importer), signer: a.Key}
+	b.claims.ImportSubject = jwt.Subject(subject)
+	b.claims.ImportType = kind
+	for _, opt := range opts {
+		opt(b)
+	}
+	return encode(a.t, "an activation of account "+a.Claims.Name, b.claims, b.signer)
+}
+
+// RevokeActivation revokes, in the account's export of subject, the
+// activation tokens of account importer (or every account, jwt.All)
+// issued at or before at, and re-signs the account.
+func (a *Account) RevokeActivation(subject, importer string, at time.Time) {
+	a.t.Helper()
+	for _, e := range a.Claims.Exports {
+		if string(e.Subject) == subject {
+			e.RevokeAt(importer, at)
+			a.sign()
+			return
+		}
+	}
+	a.t.Fatalf("jwttest: account %s has no export %q", a.Claims.Name, subject)
 }
 
 // User is a user: its key, seed and JWT.

@@ -121,6 +121,13 @@ const coreNotes = `
   whenever the subscriber's queue passes 48 MiB, on both servers, so the
   rows compare delivery under backpressure. The 64 KiB row sends a
   sixteenth of the messages of the others.
+- **Accounts.** The account rows run both servers with two accounts, the
+  same file for both: A (user a) exports the stream ` + "`bench.>`" + ` and the service
+  ` + "`bench.svc`" + `, B (user b) imports both. "Both in account A" is the cost of
+  an account's own namespace (compare the first row); "through a stream
+  import" and "through a service import" the cost of crossing accounts
+  (Skiff routes the message again in the importer's account; nats-server
+  uses shadow subscriptions).
 - **Churn.** The churn scenario uses minimal raw-protocol clients (the same
   for both servers) instead of nats.go, so that the clients, which share
   the cores with the server, take as little CPU as possible and the servers'

@@ -28,6 +28,10 @@ func TestParseRate(t *testing.T) {
 	require.Equal(t, "12", commas(12))
 }
 
+func TestAsUser(t *testing.T) {
+	require.Equal(t, "nats://b:b@127.0.0.1:4222", asUser("nats://127.0.0.1:4222", "b"))
+}
+
 func TestResultRatio(t *testing.T) {
 	r := &Result{Scenario: Scenario{LowerIsBetter: true}, Samples: map[string][]float64{"skiff": {100, 200, 300}, "nats-server": {400}}}
 	require.Equal(t, 2.0, r.Ratio())

@@ -46,11 +46,17 @@ func (o *Options) pubSub(ctx context.Context, url, subSubject, pubSubject string
 
 // pubSubN is pubSub with n messages instead of Options.Msgs.
 func (o *Options) pubSubN(ctx context.Context, url, subSubject, pubSubject string, subs, size, n int) (float64, error) {
+	return o.pubSubAt(ctx, url, url, subSubject, pubSubject, subs, size, n)
+}
+
+// pubSubAt is pubSubN with the subscribers on subURL and the publisher on
+// pubURL (two users of one server: the accounts scenarios).
+func (o *Options) pubSubAt(ctx context.Context, subURL, pubURL, subSubject, pubSubject string, subs, size, n int) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	msgs := strconv.Itoa(n)
 	sizeArg := strconv.Itoa(size)
-	sub := o.natsBench(ctx, url, "sub", subSubject, "--msgs", msgs, "--size", sizeArg, "--clients", strconv.Itoa(subs), "--no-progress")
+	sub := o.natsBench(ctx, subURL, "sub", subSubject, "--msgs", msgs, "--size", sizeArg, "--clients", strconv.Itoa(subs), "--no-progress")
 	var subOut lockedBuffer
 	sub.Stdout, sub.Stderr = &subOut, &subOut
 	if err := sub.Start(); err != nil {
@@ -63,7 +69,7 @@ func (o *Options) pubSubN(ctx context.Context, url, subSubject, pubSubject strin
 		return 0, err
 	}
 	time.Sleep(200 * time.Millisecond)
-	pub := o.natsBench(ctx, url, "pub", pubSubject, "--msgs", msgs, "--size", sizeArg, "--no-progress")
+	pub := o.natsBench(ctx, pubURL, "pub", pubSubject, "--msgs", msgs, "--size", sizeArg, "--no-progress")
 	if out, err := pub.CombinedOutput(); err != nil {
 		_ = sub.Process.Kill()
 		_ = sub.Wait()
@@ -92,9 +98,15 @@ func (o *Options) pubSubN(ctx context.Context, url, subSubject, pubSubject strin
 // service runs `nats bench service serve` and `nats bench service request`
 // and returns the requesters' aggregate requests/sec.
 func (o *Options) service(ctx context.Context, url string, requesters, size int) (float64, error) {
+	return o.serviceAt(ctx, url, url, requesters, size)
+}
+
+// serviceAt is service with the responders on serveURL and the requesters
+// on reqURL.
+func (o *Options) serviceAt(ctx context.Context, serveURL, reqURL string, requesters, size int) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	serve := o.natsBench(ctx, url, "service", "serve", "bench.svc", "--clients", "2", "--no-progress")
+	serve := o.natsBench(ctx, serveURL, "service", "serve", "bench.svc", "--clients", "2", "--no-progress")
 	var serveOut lockedBuffer
 	serve.Stdout, serve.Stderr = &serveOut, &serveOut
 	if err := serve.Start(); err != nil {
@@ -106,7 +118,7 @@ func (o *Options) service(ctx context.Context, url string, requesters, size int)
 	}()
 	time.Sleep(500 * time.Millisecond)
 	n := strconv.Itoa(max(o.Msgs/20, 1000))
-	req := o.natsBench(ctx, url, "service", "request", "bench.svc", "--msgs", n, "--size", strconv.Itoa(size),
+	req := o.natsBench(ctx, reqURL, "service", "request", "bench.svc", "--msgs", n, "--size", strconv.Itoa(size),
 		"--clients", strconv.Itoa(requesters), "--no-progress")
 	out, err := req.CombinedOutput()
 	if err != nil {

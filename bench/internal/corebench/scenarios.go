@@ -21,8 +21,9 @@ type Scenario struct {
 	Goal          float64
 	LowerIsBetter bool
 	// Config is the configuration both servers run with ("" for their
-	// defaults).
-	Config string
+	// defaults); ConfigLabel, if set, names it in the table instead.
+	Config      string
+	ConfigLabel string
 	// Run measures one server; RunCluster, set instead for the cluster
 	// scenarios, measures a cluster of ClusterSize servers.
 	Run         func(ctx context.Context, o *Options, p *Proc) (float64, error)
@@ -71,6 +72,21 @@ func Scenarios() []Scenario {
 			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
 				return o.pubSubN(ctx, p.URL, "bench.a", "bench.a", 1, 64<<10, max(o.Msgs/16, 1))
 			}},
+		// The cost of accounts: the same workloads with both clients in one
+		// account, and across accounts through a stream or service import.
+		{Name: "pubsub-16-account", Config: bigPending + "\n" + accountsConfig, ConfigLabel: accountsLabel, Title: "1 publisher -> 1 subscriber, 16 B, both in account A (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				a := asUser(p.URL, "a")
+				return o.pubSubAt(ctx, a, a, "bench.a", "bench.a", 1, 16, o.Msgs)
+			}},
+		{Name: "pubsub-16-import", Config: bigPending + "\n" + accountsConfig, ConfigLabel: accountsLabel, Title: "1 publisher in account A -> 1 subscriber in B through a stream import, 16 B (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return o.pubSubAt(ctx, asUser(p.URL, "b"), asUser(p.URL, "a"), "bench.a", "bench.a", 1, 16, o.Msgs)
+			}},
+		{Name: "request-reply-import", Config: bigPending + "\n" + accountsConfig, ConfigLabel: accountsLabel, Title: "request/reply, requesters in account B, responders in A through a service import, 4 requesters, 2 responders, 128 B (req/s)", Unit: "req/s", Goal: 1,
+			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
+				return o.serviceAt(ctx, asUser(p.URL, "a"), asUser(p.URL, "b"), 4, 128)
+			}},
 		{Name: "churn", Title: "10,000 wildcard subscriptions, 1,000 subscribes and 1,000 unsubscribes/s, publishing 128 B (delivered msgs/s)", Unit: "msgs/s", Goal: 1.5,
 			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
 				return churn(ctx, p.URL, 10000, 1000, 128, o.Duration)
@@ -80,6 +96,23 @@ func Scenarios() []Scenario {
 		{Name: "mem-sub", Title: "RSS per subscription (100,000 subscriptions)", Unit: "bytes", Goal: 1, LowerIsBetter: true,
 			Run: func(ctx context.Context, _ *Options, p *Proc) (float64, error) { return memoryPerSub(ctx, p, 100000) }},
 	}
+}
+
+// accountsConfig gives both servers two accounts: A, with user a, exports
+// bench.> as a stream and bench.svc as a service; B, with user b, imports
+// both.
+const accountsConfig = `accounts {
+  A: { users: [ { user: a, password: a } ], exports: [ { stream: "bench.>" }, { service: "bench.svc" } ] }
+  B: { users: [ { user: b, password: b } ], imports: [ { stream: { account: A, subject: "bench.>" } }, { service: { account: A, subject: "bench.svc" } } ] }
+}`
+
+// accountsLabel names accountsConfig in the report's table.
+const accountsLabel = "max_pending: 1GB, accounts A (exports bench.>, bench.svc) and B (imports both)"
+
+// asUser returns the server URL u with user's credentials (the password
+// is the user's name, as in accountsConfig).
+func asUser(u, user string) string {
+	return strings.Replace(u, "nats://", "nats://"+user+":"+user+"@", 1)
 }
 
 // Result is every sample of one scenario, by target name, and every run
@@ -183,6 +216,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 			met = "**no**"
 		}
 		config := r.Scenario.Config
+		if r.Scenario.ConfigLabel != "" {
+			config = r.Scenario.ConfigLabel
+		}
 		if config == "" {
 			config = "defaults"
 		}
