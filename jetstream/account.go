@@ -159,11 +159,15 @@ func (ja *jsAccount) enable() error {
 	if err := ja.recover(); err != nil {
 		return fmt.Errorf("account %s: %w", ja.name, err)
 	}
+	is, err := ja.js.subscribeAPI(ja.acc, ja.handleAPI)
+	if err != nil {
+		return err
+	}
+	ja.js.subs = append(ja.js.subs, is)
 	for _, sub := range []struct {
 		pattern string
 		h       server.InternalHandler
 	}{
-		{"$JS.API.>", ja.handleAPI},
 		{"$JS.ACK.>", ja.handleAck},
 		{"$JS.FC.>", ja.handleFlowControl},
 	} {
@@ -202,7 +206,7 @@ func (js *JetStream) enableAccounts() error {
 			if a == js.srv.SystemAccount() {
 				continue
 			}
-			is, err := a.SubscribeInternal("$JS.API.>", "", js.handleNotEnabled)
+			is, err := js.subscribeAPI(a, js.handleNotEnabled)
 			if err != nil {
 				return err
 			}
@@ -414,7 +418,7 @@ func (ja *jsAccount) recover() error {
 			meta.Config.SyncInterval = MinSyncInterval
 			syncToMetadata(&meta.Config)
 		}
-		st, err := ja.openStream(meta.Config, meta.Created, false)
+		st, err := ja.openStream(meta.Config, meta.Created, false, meta.Group)
 		if err != nil {
 			ja.failStream(e.Name(), err)
 			continue

@@ -37,6 +37,15 @@ type apiRequest struct {
 	// principal is the requester, whose permissions bound what the
 	// server publishes for it (a consumer's deliver subject).
 	principal server.Principal
+	// local asks for this server's own answer in a cluster, never the
+	// meta leader's (cluster_api.go): the meta leader's order to create,
+	// update or delete a stream on the server it placed it on.
+	local bool
+	// done, if set, takes the answer instead of the requester: a request
+	// a peer forwarded, whose answer goes back to it.
+	done func(replies []apiReply, isErr bool)
+	// group is the meta group's for a stream a local create makes.
+	group uint64
 }
 
 // apiResponse is the envelope of every API response.
@@ -62,6 +71,10 @@ func (ja *jsAccount) handleAPI(m *server.Msg) {
 	if ja.refuseForeign(m, route) {
 		return
 	}
+	if to := ja.clusterTarget(route, args); to != "" {
+		ja.forward(m, to)
+		return
+	}
 	if route != nil && route.worker == onRequester {
 		route.direct(ja, m, args)
 		return
@@ -70,13 +83,7 @@ func (ja *jsAccount) handleAPI(m *server.Msg) {
 	if ja.wants(advAPI) {
 		req.client = m.Client()
 	}
-	queue := js.apiQueue // an unknown API too: the worker answers no responders
-	if route != nil && route.worker == onStreamWorker {
-		queue = js.streamQueues[streamWorker(ja.name, args[0])]
-	}
-	select {
-	case queue <- req:
-	default:
+	if !js.enqueue(req, route, args) {
 		ja.apiTotal.Add(1)
 		ja.apiErrs.Add(1)
 		reply := req.reply
@@ -86,18 +93,39 @@ func (ja *jsAccount) handleAPI(m *server.Msg) {
 	}
 }
 
+// enqueue queues req for the worker of its route, and reports whether
+// the queue had room.
+func (js *JetStream) enqueue(req apiRequest, route *apiRoute, args apiArgs) bool {
+	queue := js.apiQueue // an unknown API too: the worker answers no responders
+	if route != nil && route.worker == onStreamWorker {
+		queue = js.streamQueues[streamWorker(req.ja.name, args[0])]
+	}
+	select {
+	case queue <- req:
+		return true
+	default:
+		return false
+	}
+}
+
 // handleNext queues a pull request on its consumer.
 func (ja *jsAccount) handleNext(rest string, m *server.Msg) {
-	stream, name, ok := strings.Cut(rest, ".")
-	if ok && !strings.Contains(name, ".") && ja.toConsumer(stream, name, func(c *consumer) {
-		c.in.reqs = append(c.in.reqs, pullMsg{reply: strings.Clone(m.Reply), body: bytes.Clone(m.Data), at: time.Now(), principal: m.Principal()})
-	}) {
+	if ja.pull(rest, strings.Clone(m.Reply), bytes.Clone(m.Data), m.Principal()) {
 		return
 	}
 	// The reference server has no subscription for a missing consumer:
 	// the requester sees no responders.
 	reply := strings.Clone(m.Reply)
 	m.AfterRead(func(p *server.Publisher) { status(p, reply, 503, "") })
+}
+
+// pull queues a pull request (rest: <stream>.<consumer>) on its consumer,
+// and reports whether the consumer exists.
+func (ja *jsAccount) pull(rest, reply string, body []byte, pr server.Principal) bool {
+	stream, name, ok := strings.Cut(rest, ".")
+	return ok && !strings.Contains(name, ".") && ja.toConsumer(stream, name, func(c *consumer) {
+		c.in.reqs = append(c.in.reqs, pullMsg{reply: reply, body: body, at: time.Now(), principal: pr})
+	})
 }
 
 // streamWorker returns the stream worker of a stream: its account's and
@@ -142,6 +170,12 @@ func (js *JetStream) apiWorker(queue chan apiRequest) {
 			ja.apiTotal.Add(1)
 			if isErr {
 				ja.apiErrs.Add(1)
+			}
+			if req.done != nil {
+				req.done(replies, isErr)
+				ja.publishAdvisories(pub)
+				pub.Flush()
+				continue
 			}
 			pub.ActFor(req.principal)
 			for _, r := range replies {
@@ -188,10 +222,17 @@ type apiReply struct {
 func (ja *jsAccount) dispatch(req *apiRequest) ([]apiReply, bool) {
 	var v any
 	if route, args := routeAPI(req.subject); route != nil && route.answer != nil {
-		v = route.answer(ja, *req, args)
+		if route.meta != nil && ja.js.raft != nil && !req.local {
+			v = route.meta(ja, *req, args)
+		} else {
+			v = route.answer(ja, *req, args)
+		}
 	}
 	if replies, ok := v.([]apiReply); ok {
 		return replies, false // DIRECT.GET's messages
+	}
+	if f, ok := v.(forwarded); ok {
+		return f.replies, f.isErr // another server's answer
 	}
 	if _, ok := v.(noAnswer); ok {
 		return nil, false

@@ -44,6 +44,53 @@ type apiRoute struct {
 	answer func(ja *jsAccount, req apiRequest, a apiArgs) any
 	// direct handles a request onRequester.
 	direct func(ja *jsAccount, m *server.Msg, a apiArgs)
+	// target is the server of a cluster that answers the route
+	// (cluster_api.go), and meta, if set, the meta leader's answer in a
+	// cluster, in place of answer.
+	target apiTarget
+	meta   func(ja *jsAccount, req apiRequest, a apiArgs) any
+}
+
+// apiTarget says which server of a cluster answers a route; the others
+// forward its requests there (cluster_api.go). Outside a cluster every
+// server answers its own.
+type apiTarget uint8
+
+const (
+	// targetHere: the server the request reached.
+	targetHere apiTarget = iota
+	// targetMeta: the meta leader (stream creates, updates, deletes and
+	// listings, the account's info).
+	targetMeta
+	// targetStream: the server the stream is placed on (the route's first
+	// capture, up to its first dot).
+	targetStream
+)
+
+// on sets the route's target.
+func (r apiRoute) on(t apiTarget) apiRoute {
+	r.target = t
+	return r
+}
+
+// metaAnswers are the meta leader's answers in a cluster, by route
+// pattern: apiRoutes gets them at init, since they forward requests
+// through apiRoutes themselves.
+var metaAnswers = map[string]func(*jsAccount, apiRequest, apiArgs) any{
+	"INFO":            (*jsAccount).clusterAccountInfo,
+	"STREAM.CREATE.*": (*jsAccount).clusterStreamCreate,
+	"STREAM.UPDATE.*": (*jsAccount).clusterStreamUpdate,
+	"STREAM.DELETE.*": (*jsAccount).clusterStreamDelete,
+	"STREAM.NAMES":    (*jsAccount).clusterStreamNames,
+	"STREAM.LIST":     (*jsAccount).clusterStreamList,
+}
+
+func init() {
+	for i := range apiRoutes {
+		if f := metaAnswers[strings.Join(apiRoutes[i].toks, ".")]; f != nil {
+			apiRoutes[i].meta = f
+		}
+	}
 }
 
 // apiRoutes are the APIs the server answers, by subject after $JS.API.:
@@ -51,41 +98,41 @@ type apiRoute struct {
 // subject matches two routes; one that matches none is not an API the
 // reference server has, and is answered with no responders.
 var apiRoutes = []apiRoute{
-	requester("CONSUMER.MSG.NEXT.>", func(ja *jsAccount, m *server.Msg, a apiArgs) { ja.handleNext(a[0], m) }),
+	requester("CONSUMER.MSG.NEXT.>", func(ja *jsAccount, m *server.Msg, a apiArgs) { ja.handleNext(a[0], m) }).on(targetStream),
 
-	queued("INFO", "account_info", onAPIWorker, func(ja *jsAccount, _ apiRequest, _ apiArgs) any { return ja.accountInfo() }),
+	queued("INFO", "account_info", onAPIWorker, func(ja *jsAccount, _ apiRequest, _ apiArgs) any { return ja.accountInfo() }).on(targetMeta),
 
-	queued("STREAM.CREATE.*", "stream_create", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamCreate(a[0], r.data) }),
-	queued("STREAM.UPDATE.*", "stream_update", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamUpdate(a[0], r.data) }),
-	queued("STREAM.DELETE.*", "stream_delete", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.streamDelete(a[0]) }),
-	queued("STREAM.INFO.*", "stream_info", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamInfo(a[0], r.data) }),
-	queued("STREAM.PURGE.*", "stream_purge", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamPurge(a[0], r.data) }),
-	queued("STREAM.NAMES", "stream_names", onAPIWorker, func(ja *jsAccount, r apiRequest, _ apiArgs) any { return ja.streamNames(r.data) }),
-	queued("STREAM.LIST", "stream_list", onAPIWorker, func(ja *jsAccount, r apiRequest, _ apiArgs) any { return ja.streamList(r.data) }),
-	queued("STREAM.MSG.GET.*", "stream_msg_get", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgGet(a[0], r.data) }),
-	queued("STREAM.MSG.DELETE.*", "stream_msg_delete", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgDelete(a[0], r.data) }),
+	queued("STREAM.CREATE.*", "stream_create", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamCreate(a[0], r.data, r.group) }).on(targetMeta),
+	queued("STREAM.UPDATE.*", "stream_update", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamUpdate(a[0], r.data) }).on(targetMeta),
+	queued("STREAM.DELETE.*", "stream_delete", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.streamDelete(a[0]) }).on(targetMeta),
+	queued("STREAM.INFO.*", "stream_info", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamInfo(a[0], r.data) }).on(targetStream),
+	queued("STREAM.PURGE.*", "stream_purge", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamPurge(a[0], r.data) }).on(targetStream),
+	queued("STREAM.NAMES", "stream_names", onAPIWorker, func(ja *jsAccount, r apiRequest, _ apiArgs) any { return ja.streamNames(r.data) }).on(targetMeta),
+	queued("STREAM.LIST", "stream_list", onAPIWorker, func(ja *jsAccount, r apiRequest, _ apiArgs) any { return ja.streamList(r.data) }).on(targetMeta),
+	queued("STREAM.MSG.GET.*", "stream_msg_get", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgGet(a[0], r.data) }).on(targetStream),
+	queued("STREAM.MSG.DELETE.*", "stream_msg_delete", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgDelete(a[0], r.data) }).on(targetStream),
 
 	// DIRECT.GET.<stream>[.<subject>]
-	queued("DIRECT.GET.*", "", onStreamWorker, directGetRoute),
-	queued("DIRECT.GET.*.>", "", onStreamWorker, directGetRoute),
+	queued("DIRECT.GET.*", "", onStreamWorker, directGetRoute).on(targetStream),
+	queued("DIRECT.GET.*.>", "", onStreamWorker, directGetRoute).on(targetStream),
 
 	// The three create forms (see consumerCreate): CREATE.<stream>,
 	// CREATE.<stream>.<consumer>[.<filter>] and
 	// DURABLE.CREATE.<stream>.<consumer>.
 	queued("CONSUMER.CREATE.*", "consumer_create", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any {
 		return ja.consumerCreate(a[0], "", "", true, false, r.data, r.principal)
-	}),
-	queued("CONSUMER.CREATE.*.*", "consumer_create", onStreamWorker, consumerCreateRoute),
-	queued("CONSUMER.CREATE.*.*.>", "consumer_create", onStreamWorker, consumerCreateRoute),
+	}).on(targetStream),
+	queued("CONSUMER.CREATE.*.*", "consumer_create", onStreamWorker, consumerCreateRoute).on(targetStream),
+	queued("CONSUMER.CREATE.*.*.>", "consumer_create", onStreamWorker, consumerCreateRoute).on(targetStream),
 	queued("CONSUMER.DURABLE.CREATE.*.*", "consumer_create", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any {
 		return ja.consumerCreate(a[0], a[1], "", false, true, r.data, r.principal)
-	}),
-	queued("CONSUMER.INFO.*.*", "consumer_info", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.consumerInfo(a[0], a[1]) }),
-	queued("CONSUMER.DELETE.*.*", "consumer_delete", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.consumerDelete(a[0], a[1]) }),
-	queued("CONSUMER.PAUSE.*.*", "consumer_pause", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerPause(a[0], a[1], r.data) }),
-	queued("CONSUMER.RESET.*.*", unanswered, onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerReset(a[0], a[1], r.data) }),
-	queued("CONSUMER.NAMES.*", "consumer_names", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerNames(a[0], r.data) }),
-	queued("CONSUMER.LIST.*", "consumer_list", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerList(a[0], r.data) }),
+	}).on(targetStream),
+	queued("CONSUMER.INFO.*.*", "consumer_info", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.consumerInfo(a[0], a[1]) }).on(targetStream),
+	queued("CONSUMER.DELETE.*.*", "consumer_delete", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.consumerDelete(a[0], a[1]) }).on(targetStream),
+	queued("CONSUMER.PAUSE.*.*", "consumer_pause", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerPause(a[0], a[1], r.data) }).on(targetStream),
+	queued("CONSUMER.RESET.*.*", unanswered, onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerReset(a[0], a[1], r.data) }).on(targetStream),
+	queued("CONSUMER.NAMES.*", "consumer_names", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerNames(a[0], r.data) }).on(targetStream),
+	queued("CONSUMER.LIST.*", "consumer_list", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerList(a[0], r.data) }).on(targetStream),
 }
 
 func directGetRoute(ja *jsAccount, r apiRequest, a apiArgs) any {
@@ -102,7 +149,7 @@ func consumerCreateRoute(ja *jsAccount, r apiRequest, a apiArgs) any {
 const unanswered = "-"
 
 func queued(pattern, kind string, w apiWorker, answer func(*jsAccount, apiRequest, apiArgs) any) apiRoute {
-	return apiRoute{toks: strings.Split(pattern, "."), kind: kind, worker: w, answer: answer}
+	return apiRoute{toks: strings.Split(pattern, "."), kind: kind, worker: w, answer: answer, target: targetHere}
 }
 
 func requester(pattern string, direct func(*jsAccount, *server.Msg, apiArgs)) apiRoute {

@@ -126,3 +126,25 @@ func TestRouteKinds(t *testing.T) {
 		require.Equal(t, typePrefix+r.kind+"_response", v.Type, subj)
 	}
 }
+
+// TestRouteTargets: in a cluster, the meta leader answers the account-wide
+// APIs and the changes of streams, each with an answer of its own; the
+// stream's server answers everything about one stream; every route has a
+// target.
+func TestRouteTargets(t *testing.T) {
+	meta := map[string]bool{"INFO": true, "STREAM.CREATE.*": true, "STREAM.UPDATE.*": true,
+		"STREAM.DELETE.*": true, "STREAM.NAMES": true, "STREAM.LIST": true}
+	for _, r := range apiRoutes {
+		pattern := strings.Join(r.toks, ".")
+		t.Run(pattern, func(t *testing.T) {
+			if meta[pattern] {
+				require.Equal(t, targetMeta, r.target)
+				require.NotNil(t, r.meta, "the meta leader's answer")
+				return
+			}
+			require.Equal(t, targetStream, r.target)
+			require.Nil(t, r.meta)
+			require.True(t, strings.Contains(pattern, "*") || strings.HasSuffix(pattern, ">"), "a stream route captures the stream")
+		})
+	}
+}

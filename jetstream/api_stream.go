@@ -71,32 +71,13 @@ type streamListResponse struct {
 	Streams []*StreamInfo `json:"streams"`
 }
 
-func (ja *jsAccount) streamCreate(name string, data []byte) any {
+// streamCreate answers STREAM.CREATE with this server's streams; group is
+// the meta group's for the stream, in a cluster (0 outside one).
+func (ja *jsAccount) streamCreate(name string, data []byte, group uint64) any {
 	r := &streamChangeResponse{apiResponse: newResponse("stream_create")}
-	var cfg StreamConfig
-	if r.Error = ja.js.decode(data, &cfg); r.Error != nil {
-		return r
-	}
-	if r.Error = unsupportedStream(data); r.Error != nil {
-		return r
-	}
-	if cfg.Name != name {
-		r.Error = errStreamMismatch()
-		return r
-	}
-	if r.Error = checkMirrorDirect(cfg); r.Error != nil {
-		return r
-	}
-	// A stream that does not choose its sync policy gets the server's.
-	if r.Error = syncDefaults(data, &cfg, ja.js.opts.Sync, ja.js.opts.SyncInterval); r.Error != nil {
-		return r
-	}
-	ncfg, aerr := ja.js.normalize(cfg)
+	ncfg, aerr := ja.createConfig(name, data)
 	if aerr != nil {
 		r.Error = aerr
-		return r
-	}
-	if r.Error = ja.checkMaxBytes(&ncfg); r.Error != nil {
 		return r
 	}
 	if st, aerr := ja.reserveStream(name, ncfg); st != nil || aerr != nil {
@@ -110,7 +91,7 @@ func (ja *jsAccount) streamCreate(name string, data []byte) any {
 	}
 	// Opening the stream (its files, a subscription per subject) runs
 	// without ja.mu: the name and subjects are reserved.
-	st, err := ja.openStream(ncfg, time.Now().UTC(), true)
+	st, err := ja.openStream(ncfg, time.Now().UTC(), true, group)
 	if err != nil {
 		ja.js.log.Warn("stream create failed", "account", ja.name, "stream", name, "err", err)
 		// What the failed create wrote would come back at the next start,
@@ -133,6 +114,36 @@ func (ja *jsAccount) streamCreate(name string, data []byte) any {
 	r.StreamInfo, r.DidCreate = st.info(), true
 	ja.adviseStream(advStreamCreated, name, "create")
 	return r
+}
+
+// createConfig reads and checks the configuration of a STREAM.CREATE of
+// name, and returns it normalized.
+func (ja *jsAccount) createConfig(name string, data []byte) (StreamConfig, *APIError) {
+	var cfg StreamConfig
+	if aerr := ja.js.decode(data, &cfg); aerr != nil {
+		return cfg, aerr
+	}
+	if aerr := unsupportedStream(data); aerr != nil {
+		return cfg, aerr
+	}
+	if cfg.Name != name {
+		return cfg, errStreamMismatch()
+	}
+	if aerr := checkMirrorDirect(cfg); aerr != nil {
+		return cfg, aerr
+	}
+	// A stream that does not choose its sync policy gets the server's.
+	if aerr := syncDefaults(data, &cfg, ja.js.opts.Sync, ja.js.opts.SyncInterval); aerr != nil {
+		return cfg, aerr
+	}
+	ncfg, aerr := ja.js.normalize(cfg)
+	if aerr != nil {
+		return ncfg, aerr
+	}
+	if aerr := ja.checkMaxBytes(&ncfg); aerr != nil {
+		return ncfg, aerr
+	}
+	return ncfg, nil
 }
 
 // reserveStream checks that a stream named name with cfg may be created
@@ -310,7 +321,7 @@ func (st *stream) update(cfg StreamConfig) error {
 	if err := st.store.UpdateConfig(cfg.storeOptions(filepath.Join(st.dir, "msgs"))); err != nil {
 		return err
 	}
-	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created}); err != nil {
+	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created, Group: st.group}); err != nil {
 		return err
 	}
 	old := st.config()

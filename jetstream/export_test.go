@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"github.com/skiffmq/skiff/internal/jscluster"
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store"
 )
@@ -20,3 +21,6 @@ func AccountStreamWorkerOf(account, name string) uint32 { return streamWorker(ac
 // SetMigrateHook sets a function run at each step of a store migration
 // (tests only: the crash test kills the process there).
 func SetMigrateHook(f func(step string)) { migrateHook = f }
+
+// RaftOf returns the raft layer of a clustered JetStream (tests only).
+func RaftOf(js *JetStream) *jscluster.Cluster { return js.raft }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/jscluster"
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store"
 )
@@ -98,6 +99,16 @@ type Options struct {
 	MaxOpenFiles int
 	// Logger receives structured logs (default: the server's, or discard).
 	Logger *slog.Logger
+
+	// Cluster, if set, lets New run on a clustered server: it starts the
+	// raft layer (internal/jscluster) with these options, in
+	// StoreDir/raft unless they name another directory, and the server
+	// joins the cluster's meta group. Internal and incomplete: its type
+	// cannot be named outside this module and no configuration sets it,
+	// so that JetStream in a cluster stays refused to users (ErrClustered)
+	// until it replicates streams; tests use it. Streams are still each
+	// server's own.
+	Cluster *jscluster.Options
 }
 
 func (o *Options) setDefaults() {
@@ -193,6 +204,10 @@ type JetStream struct {
 	// (see quota.go).
 	memQuota, fileQuota quota
 	wg                  sync.WaitGroup
+
+	// raft is the raft layer of a clustered server (Options.Cluster).
+	raft *jscluster.Cluster
+	clustered
 }
 
 // New attaches JetStream to s: it recovers the streams and consumers in
@@ -202,7 +217,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	// Before the default bound of open files is taken from the limit.
 	softBefore, raiseErr := raiseOpenFileLimit()
 	opts.setDefaults()
-	if s.Clustered() {
+	if s.Clustered() && opts.Cluster == nil {
 		// Streams are not replicated yet, and a message forwarded by a
 		// route does not carry whether the server published it (see
 		// server/principal.go): a peer's delivery could act past its
@@ -231,6 +246,10 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		js.streamQueues[i] = make(chan apiRequest, max(opts.APIQueue/streamWorkers, 1))
 	}
 	js.mu.accounts = map[string]*jsAccount{}
+	if err := js.startCluster(); err != nil {
+		_ = js.Close()
+		return nil, err
+	}
 	if err := js.enableAccounts(); err != nil {
 		_ = js.Close()
 		return nil, err
@@ -249,6 +268,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	}
 	s.OnShutdown(js.shutdown)
 	js.recountQuotas()
+	js.runCluster()
 	js.wg.Add(2)
 	go js.apiWorker(js.apiQueue)
 	go js.quotaLoop()
@@ -320,6 +340,9 @@ func (js *JetStream) Close() error {
 	for _, ja := range js.sortedAccounts() {
 		errs = append(errs, ja.closeStreams())
 	}
+	if js.raft != nil {
+		errs = append(errs, js.raft.Close())
+	}
 	return errors.Join(append(errs, js.lock.release())...)
 }
 
@@ -345,6 +368,8 @@ const metaFile = "meta.json"
 type streamMeta struct {
 	Config  StreamConfig `json:"config"`
 	Created time.Time    `json:"created"`
+	// Group is the stream's group in a cluster's meta group (stream.group).
+	Group uint64 `json:"group,omitempty"`
 }
 
 type consumerMeta struct {

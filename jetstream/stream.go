@@ -23,6 +23,10 @@ type stream struct {
 	dir     string
 	created time.Time
 	store   *store.Stream
+	// group is the stream's group in the meta group of a cluster: the
+	// index of the entry that assigned it; 0 for a stream the meta group
+	// did not make (a single server's).
+	group uint64
 
 	ackPrefix []byte // of every PubAck: {"stream":"<name>","seq":
 
@@ -57,10 +61,10 @@ type stream struct {
 
 // openStream opens (or, with create, creates) a stream of the account and
 // subscribes it, in the account.
-func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool) (*stream, error) {
+func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool, group uint64) (*stream, error) {
 	js := ja.js
 	dir := filepath.Join(ja.dir, cfg.Name)
-	st := &stream{js: js, ja: ja, name: cfg.Name, dir: dir, created: created, ackPrefix: pubAckPrefix(cfg.Name)}
+	st := &stream{js: js, ja: ja, name: cfg.Name, dir: dir, created: created, group: group, ackPrefix: pubAckPrefix(cfg.Name)}
 	st.cfg.Store(&cfg)
 	st.mu.consumers = map[string]*consumer{}
 	st.clist.Store(&[]*consumer{})
@@ -68,7 +72,7 @@ func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool
 		if err := os.MkdirAll(filepath.Join(dir, "consumers"), 0o755); err != nil {
 			return nil, err
 		}
-		if err := writeMeta(filepath.Join(dir, metaFile), streamMeta{Config: cfg, Created: created}); err != nil {
+		if err := writeMeta(filepath.Join(dir, metaFile), streamMeta{Config: cfg, Created: created, Group: group}); err != nil {
 			return nil, err
 		}
 	}

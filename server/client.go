@@ -44,10 +44,12 @@ type client struct {
 	noRespRes match.Result[*subscription]
 	flushes   []*client // clients queued to this read, to wake at its end
 	afterRead []afterRead
-	imsg      Msg             // the Msg handed to internal subscriptions, reused
-	internal  bool            // a connectionless publisher (see internal.go)
-	serverPub bool            // routing a Publisher's message (see principal.go)
-	actFor    Principal       // whom that Publisher acts for
+	imsg      Msg       // the Msg handed to internal subscriptions, reused
+	internal  bool      // a connectionless publisher (see internal.go)
+	serverPub bool      // routing a Publisher's message (see principal.go)
+	actFor    Principal // whom that Publisher acts for
+	// answerer publishes a route's AfterRead answers (internal.go).
+	answerer  *client
 	readMsgs  int64           // messages in the read being handled, for inMsgs
 	readBytes int64           // their payload bytes, for inBytes
 	pubOK     map[string]bool // permission answers for recent publish subjects

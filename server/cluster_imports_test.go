@@ -288,3 +288,62 @@ func TestClusterImports(t *testing.T) {
 		require.ErrorIs(t, err, nats.ErrNoResponders, "no responder in the cluster")
 	})
 }
+
+// TestSubscribeInternalLocal: a local internal subscription's interest is
+// not told to peers, and it takes what is published on its server, never
+// what a peer forwards (here for a client's subscription to everything);
+// a plain internal subscription's interest crosses as a client's.
+func TestSubscribeInternalLocal(t *testing.T) {
+	c := clustertest.Start(t, 2, server.Options{})
+	s1, s2 := c.Servers[0], c.Servers[1]
+	got := make(chan string, 16)
+	local, err := s1.GlobalAccount().SubscribeInternalLocal("api.>", "", func(m *server.Msg) { got <- m.Subject })
+	require.NoError(t, err)
+	_, err = s1.GlobalAccount().SubscribeInternal("plain.>", "", func(*server.Msg) {})
+	require.NoError(t, err)
+	c.WaitInterest(t, "plain.x", 0)
+	require.False(t, s2.PeerHasInterest(s1.ID(), "api.x"), "a local subscription's interest stays home")
+
+	// s1 tells s2 it wants everything, for a client of its own: s2 then
+	// forwards api.remote to s1, where only that client takes it.
+	all := c.Connect(t, 0)
+	sa, err := all.SubscribeSync(">")
+	require.NoError(t, err)
+	require.NoError(t, all.Flush())
+	c.WaitInterest(t, "api.remote", 0)
+	pub2 := c.Connect(t, 1)
+	require.NoError(t, pub2.Publish("api.remote", nil))
+	require.NoError(t, pub2.Flush())
+	m, err := sa.NextMsg(clustertest.Wait)
+	require.NoError(t, err)
+	require.Equal(t, "api.remote", m.Subject)
+
+	pub1 := c.Connect(t, 0)
+	require.NoError(t, pub1.Publish("api.here", nil))
+	require.NoError(t, pub1.Flush())
+	select {
+	case subj := <-got:
+		require.Equal(t, "api.here", subj, "only what is published on s1")
+	case <-time.After(clustertest.Wait):
+		t.Fatal("the local subscription missed a local message")
+	}
+	require.Empty(t, got)
+	require.NoError(t, local.Unsubscribe())
+}
+
+// TestAfterReadAnswerCrossesRoutes: an internal subscription answers, in
+// AfterRead, a request that a peer's client published: the answer is this
+// server's message and reaches the requester on the peer.
+func TestAfterReadAnswerCrossesRoutes(t *testing.T) {
+	c := clustertest.Start(t, 2, server.Options{})
+	_, err := c.Servers[0].GlobalAccount().SubscribeInternal("svc.echo", "", func(m *server.Msg) {
+		reply, data := m.Reply, append([]byte("echo: "), m.Data...)
+		m.AfterRead(func(p *server.Publisher) { p.ActFor(server.ServerPrincipal); p.Publish(reply, "", nil, data) })
+	})
+	require.NoError(t, err)
+	c.WaitInterest(t, "svc.echo", 0)
+	nc := c.Connect(t, 1)
+	m, err := nc.Request("svc.echo", []byte("hi"), clustertest.Wait)
+	require.NoError(t, err)
+	require.Equal(t, "echo: hi", string(m.Data))
+}

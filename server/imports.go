@@ -147,7 +147,7 @@ func (k subKind) String() string {
 // route's (one hop), nor a stream or service bridge (bridged where the
 // message is published).
 func (sub *subscription) toldToPeers() bool {
-	return sub.client.route == nil && sub.kind != subStreamImport && sub.kind != subServiceImport
+	return sub.client.route == nil && sub.kind != subStreamImport && sub.kind != subServiceImport && !sub.local
 }
 
 // deliverSpecial delivers to a subscription that is not a client's.

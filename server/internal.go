@@ -81,14 +81,29 @@ func (s *Server) SubscribeInternal(pattern, queue string, h InternalHandler) (*I
 // a plain subscription; a queue group shares messages with clients'
 // members).
 func (a *Account) SubscribeInternal(pattern, queue string, h InternalHandler) (*InternalSub, error) {
+	return a.subscribeInternal(pattern, queue, h, false)
+}
+
+func (a *Account) subscribeInternal(pattern, queue string, h InternalHandler, local bool) (*InternalSub, error) {
 	if _, err := match.ParsePattern(pattern, queue); err != nil {
 		return nil, err
 	}
 	s := a.srv
 	sub := &subscription{client: s.internalClient, acc: a, subject: pattern, queue: queue, sid: []byte("internal")}
-	sub.kind, sub.internal = subInternal, h
+	sub.kind, sub.internal, sub.local = subInternal, h, local
 	s.index(sub)
 	return &InternalSub{s: s, sub: sub}, nil
+}
+
+// SubscribeInternalLocal is SubscribeInternal for a subscription of this
+// server alone: its interest is not told to the peers of a cluster, and
+// it takes only the messages published on this server (by its clients
+// and by the server itself), never one a peer forwards. A clustered
+// component whose every server answers the same subjects for its own
+// clients (the JetStream API) subscribes so, and each request reaches
+// one server only.
+func (a *Account) SubscribeInternalLocal(pattern, queue string, h InternalHandler) (*InternalSub, error) {
+	return a.subscribeInternal(pattern, queue, h, true)
 }
 
 // Unsubscribe removes the subscription.
@@ -170,23 +185,42 @@ func (s *Server) newInternalClient(acc *Account) *client {
 
 // endOfRead runs after a read (or a Publisher's batch) has been routed: the
 // AfterRead functions, then the writers of every receiver.
+//
+// The answers of a route's read (a PubAck to a peer's client) are this
+// server's own messages, not the peer's: they go out through a
+// connectionless publisher of the route's, so that they are routed as the
+// server's, to peers included, where a message from the route itself goes
+// one hop only.
 func (c *client) endOfRead() {
+	pc := c
+	if c.route != nil && len(c.afterRead) > 0 {
+		if c.answerer == nil {
+			c.answerer = c.srv.newInternalClient(c.srv.gacc)
+		}
+		pc = c.answerer
+	}
 	for len(c.afterRead) > 0 {
 		// A function may publish and so add more: run until none is left.
 		fs := c.afterRead
 		c.afterRead = nil
-		p := &Publisher{c: c}
+		p := &Publisher{c: pc}
 		for _, e := range fs {
 			p.acc = e.acc
 			p.principal = Principal{} // nobody, unless f says whom it acts for
 			e.f(p)
 		}
 	}
+	if pc != c {
+		pc.endOfRead()
+	}
 	c.wakeTargets()
 }
 
 // deliverInternal hands a message to an internal subscription's handler.
 func (c *client) deliverInternal(sub *subscription, subj string, reply []byte, hdr int, msg []byte) bool {
+	if sub.local && c.route != nil {
+		return false // published on another server, which handles it there
+	}
 	m := &c.imsg
 	m.Subject, m.Reply, m.pub, m.acc = subj, unsafe.String(unsafe.SliceData(reply), len(reply)), c, sub.acc
 	m.internal, m.principal = c.internal || c.serverPub, c.actFor
@@ -206,7 +240,11 @@ type internalFields struct {
 	kind     subKind
 	internal InternalHandler // subInternal's
 	bridge   *bridge         // a bridge's (imports.go)
-	removed  atomic.Bool
+	// local marks an internal subscription whose interest is not told to
+	// peers and which takes only what is published on this server
+	// (SubscribeInternalLocal).
+	local   bool
+	removed atomic.Bool
 }
 
 // HasSubscribers is GlobalAccount().HasSubscribers.

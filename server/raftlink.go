@@ -124,6 +124,45 @@ func (s *Server) Routes() []RoutePeer {
 	return peers
 }
 
+// ClusterName returns the name of the server's cluster: "" without a
+// cluster, or in a cluster without a name.
+func (s *Server) ClusterName() string {
+	if s.cluster == nil {
+		return ""
+	}
+	return s.cluster.opts.Name
+}
+
+// ConfiguredRoutesUp reports whether every configured route URL
+// (ClusterOptions.Routes) leads to a registered route, or to this server
+// itself: the raft layer bootstraps a new group only once it sees every
+// server it was told of. Without a cluster it reports false.
+func (s *Server) ConfiguredRoutesUp() bool {
+	cl := s.cluster
+	if cl == nil {
+		return false
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	hosts := make(map[string]bool, len(cl.mu.routes))
+	for _, c := range cl.mu.routes {
+		hosts[c.route.remoteHost] = true
+	}
+	for _, r := range cl.opts.Routes {
+		u, err := ParseRouteURL(r)
+		if err != nil {
+			return false // validated in New: unreachable
+		}
+		if cl.mu.selfURLs[u.Host] || hosts[u.Host] {
+			continue
+		}
+		if id := cl.mu.urlIDs[u.Host]; id == "" || cl.mu.routes[id] == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // routesChanged tells the raft layer, if any, that the routes changed.
 func (cl *cluster) routesChanged() {
 	if l := cl.raft.Load(); l != nil {

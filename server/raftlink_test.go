@@ -278,3 +278,23 @@ func TestRaftLinkHandshakeRaw(t *testing.T) {
 		require.Equal(t, []string{"y"}, names(s.Routes()))
 	})
 }
+
+// TestConfiguredRoutesUp: a server sees every configured route up once
+// each leads to a registered route; a server configured with none sees
+// them up at once; a peer gone takes its route down.
+func TestConfiguredRoutesUp(t *testing.T) {
+	c := clustertest.Start(t, 3, server.Options{})
+	for _, s := range c.Servers {
+		require.True(t, s.ConfiguredRoutesUp(), s.Name())
+	}
+	c.Stop(t, 0) // the seed every other server was configured with
+	require.Eventually(t, func() bool { return !c.Servers[1].ConfiguredRoutesUp() },
+		clustertest.Wait, 10*time.Millisecond)
+	c.Restart(t, 0)
+	require.Eventually(t, func() bool { return c.Servers[1].ConfiguredRoutesUp() },
+		clustertest.Wait, 10*time.Millisecond)
+
+	alone, err := server.New(server.Options{})
+	require.NoError(t, err)
+	require.False(t, alone.ConfiguredRoutesUp(), "a server without a cluster has no routes")
+}

@@ -20,6 +20,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,14 +38,30 @@ type Cluster struct {
 	// Servers are the cluster's servers; a stopped one is nil.
 	Servers []*server.Server
 	opts    []server.Options
+	setup   Setup
+	// stops are the running servers' teardowns, from their Setup.
+	stops []func()
 }
+
+// Setup runs for server i after it is created and before it starts, at
+// Start and at every Restart: a test attaches the layers it tests (the
+// raft layer, JetStream) to the server there. What it returns, if not
+// nil, runs once the server has shut down (at Stop, and when the test
+// ends): JetStream is closed there.
+type Setup func(t testing.TB, i int, s *server.Server) (teardown func())
 
 // Start starts n servers with base's options (ports, hosts and cluster
 // listener are set here) and waits until every server has a route to
 // every other. They are shut down when the test ends.
 func Start(t testing.TB, n int, base server.Options) *Cluster {
 	t.Helper()
-	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]server.Options, n)}
+	return StartWith(t, n, base, nil)
+}
+
+// StartWith is Start with setup run for every server before it starts.
+func StartWith(t testing.TB, n int, base server.Options, setup Setup) *Cluster {
+	t.Helper()
+	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]server.Options, n), setup: setup, stops: make([]func(), n)}
 	for i := range n {
 		o := base
 		o.Host, o.Port, o.HTTPPort = "127.0.0.1", server.RandomPort, base.HTTPPort
@@ -71,12 +88,23 @@ func (c *Cluster) start(t testing.TB, i int) {
 	}
 	s, err := server.New(o)
 	require.NoError(t, err)
+	var teardown func()
+	if c.setup != nil {
+		teardown = c.setup(t, i, s)
+	}
+	stop := func() {
+		shutdown(s)
+		if teardown != nil {
+			teardown()
+		}
+	}
+	c.stops[i] = sync.OnceFunc(stop)
+	t.Cleanup(c.stops[i])
 	require.NoError(t, s.Start())
 	c.Servers[i] = s
 	// A restart reuses the ports: clients and peers know these.
 	c.opts[i].Port = portOf(s.Addr().String())
 	c.opts[i].Cluster.Port = portOf(s.RouteURL())
-	t.Cleanup(func() { shutdown(s) })
 }
 
 // portOf returns the port of a host:port or of a URL's.
@@ -175,7 +203,7 @@ func (c *Cluster) WaitNoInterest(t testing.TB, subject string) {
 func (c *Cluster) Stop(t testing.TB, i int) {
 	t.Helper()
 	require.NotNil(t, c.Servers[i], "server %d is not running", i)
-	shutdown(c.Servers[i])
+	c.stops[i]()
 	c.Servers[i] = nil
 }
 

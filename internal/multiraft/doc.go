@@ -44,6 +44,7 @@
 //	msgs:  repeated | group uvarint | n uvarint | marshaled raftpb.Message |
 //	beats: repeated | group u64 | term u64 | commit u64 | flags u8 |
 //	ping, pong: empty
+//	app:   one message of the layer above (TCP.SendApp, AppHandler)
 //
 // Every group ticks on one ticker, so a leader's heartbeats for all its
 // groups leave in the same round and travel as 25-byte Beats, one beats

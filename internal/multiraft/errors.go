@@ -29,4 +29,10 @@ var (
 	// ErrFrame is returned by the frame decoder for bytes that are not a
 	// well-formed frame; a link that reads one is closed.
 	ErrFrame = errors.New("multiraft: bad frame")
+	// ErrNoLink is returned by TCP.SendApp when there is no link to the
+	// peer.
+	ErrNoLink = errors.New("multiraft: no link to the peer")
+	// ErrLaneFull is returned by TCP.SendApp when the link's queue of
+	// messages of the layer above is full (TCPOptions.BulkBytes).
+	ErrLaneFull = errors.New("multiraft: link queue full")
 )

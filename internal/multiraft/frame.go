@@ -21,6 +21,7 @@ import (
 //	beats  repeated | group u64 | term u64 | commit u64 | flags u8 |   (25 bytes; flag 1: response)
 //	ping   empty    (the peer answers pong; any frame proves the link alive)
 //	pong   empty
+//	app    one message of the layer above, opaque here (TCP.SendApp)
 //
 // Kinds 3 (leader), 4 (snap) and 7 (stats) are reserved for the leader
 // cache, snapshot streams and placement statistics of later phases; a
@@ -32,6 +33,7 @@ const (
 	frameBeats frameKind = 2
 	framePing  frameKind = 5
 	framePong  frameKind = 6
+	frameApp   frameKind = 8
 )
 
 func (k frameKind) String() string {
@@ -44,6 +46,8 @@ func (k frameKind) String() string {
 		return "ping"
 	case framePong:
 		return "pong"
+	case frameApp:
+		return "app"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -142,7 +146,7 @@ func checkFrame(head, body []byte) (frameKind, []byte, error) {
 	}
 	kind, payload := frameKind(body[0]), body[1:]
 	switch kind {
-	case frameMsgs, frameBeats:
+	case frameMsgs, frameBeats, frameApp:
 	case framePing, framePong:
 		if len(payload) != 0 {
 			return 0, nil, fmt.Errorf("%w: %s with a %d-byte payload", ErrFrame, kind, len(payload))

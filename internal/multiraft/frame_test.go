@@ -37,6 +37,8 @@ func TestFrameRoundTrip(t *testing.T) {
 		{"beats", frameBeats, beatsPayload(Beat{Group: 1, Term: 2, Commit: 3}, Beat{Group: 9, Term: 4, Resp: true})},
 		{"ping", framePing, nil},
 		{"pong", framePong, nil},
+		{"app", frameApp, []byte(`{"api":"STREAM.INFO.S"}`)},
+		{"empty app", frameApp, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := appendFrame([]byte("prefix"), c.kind, c.payload)[len("prefix"):]

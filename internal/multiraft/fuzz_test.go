@@ -14,6 +14,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(appendFrame(nil, frameMsgs, msgsPayload(Envelope{Group: 7, Data: []byte("abc")}, Envelope{Group: 300})))
 	f.Add(appendFrame(nil, frameBeats, beatsPayload(Beat{Group: 1, Term: 2, Commit: 3}, Beat{Group: 2, Term: 2, Resp: true})))
 	f.Add(appendFrame(nil, framePing, nil))
+	f.Add(appendFrame(nil, frameApp, []byte("forwarded")))
 	f.Add(appendFrame(appendFrame(nil, framePong, nil), frameMsgs, nil))
 	f.Add(msgsPayload(Envelope{Group: 1, Data: []byte("x")}))
 	f.Add(beatsPayload(Beat{Group: 5, Term: 6, Commit: 7}))

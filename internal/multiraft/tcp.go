@@ -125,6 +125,33 @@ func (t *TCP) Send(to uint64, b Batch) []Envelope {
 	return l.queue(b)
 }
 
+// SendApp queues payload, a message of the layer above, on the link to
+// `to`, after the control traffic queued and before the bulk traffic; the
+// peer's AppHandler receives it whole, in order with the others. The link
+// keeps payload. It fails with ErrNoLink, ErrLaneFull (more than
+// TCPOptions.BulkBytes waiting) or ErrTooLarge (over a frame).
+func (t *TCP) SendApp(to uint64, payload []byte) error {
+	if len(payload) >= MaxFrameBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(payload), MaxFrameBytes-1)
+	}
+	t.mu.Lock()
+	l := t.mu.links[to]
+	t.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("%w %d", ErrNoLink, to)
+	}
+	l.mu.Lock()
+	if waiting := l.mu.appBytes; waiting > 0 && waiting+len(payload) > l.t.opts.BulkBytes {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %d bytes waiting for %d", ErrLaneFull, waiting, to)
+	}
+	l.mu.app = append(l.mu.app, payload)
+	l.mu.appBytes += len(payload)
+	l.mu.Unlock()
+	l.signal()
+	return nil
+}
+
 func bulkOf(es []Envelope) []Envelope {
 	var out []Envelope
 	for _, e := range es {
@@ -158,6 +185,7 @@ type LinkStats struct {
 	BytesOut    uint64
 	BeatsOut    uint64
 	MsgsOut     uint64
+	AppOut      uint64 // messages of the layer above (SendApp)
 	BulkDropped uint64
 }
 
@@ -170,7 +198,7 @@ func (t *TCP) Stats() []LinkStats {
 		out = append(out, LinkStats{
 			Peer: l.peer, FramesOut: l.stats.framesOut.Load(), FramesIn: l.stats.framesIn.Load(),
 			BytesOut: l.stats.bytesOut.Load(), BeatsOut: l.stats.beatsOut.Load(),
-			MsgsOut: l.stats.msgsOut.Load(), BulkDropped: l.stats.bulkDropped.Load(),
+			MsgsOut: l.stats.msgsOut.Load(), AppOut: l.stats.appOut.Load(), BulkDropped: l.stats.bulkDropped.Load(),
 		})
 	}
 	return out
@@ -207,10 +235,12 @@ type link struct {
 		beats     []Beat
 		bulk      []Envelope
 		bulkBytes int
+		app       [][]byte
+		appBytes  int
 		pongs     int
 	}
 	stats struct {
-		framesOut, framesIn, bytesOut, beatsOut, msgsOut, bulkDropped atomic.Uint64
+		framesOut, framesIn, bytesOut, beatsOut, msgsOut, appOut, bulkDropped atomic.Uint64
 	}
 }
 
@@ -307,12 +337,13 @@ func (l *link) writeLoop() {
 }
 
 // encode appends to buf the frames for what is queued: pings and pongs,
-// one beats frame, the control messages, then at most about FrameBytes of
-// bulk messages. It reports whether bulk messages remain.
+// one beats frame, the control messages, the messages of the layer above,
+// then at most about FrameBytes of bulk messages. It reports whether bulk
+// messages remain.
 func (l *link) encode(buf []byte, pings int) ([]byte, bool) {
 	l.mu.Lock()
-	ctl, beats, pongs := l.mu.ctl, l.mu.beats, l.mu.pongs
-	l.mu.ctl, l.mu.beats, l.mu.pongs = nil, nil, 0
+	ctl, beats, pongs, app := l.mu.ctl, l.mu.beats, l.mu.pongs, l.mu.app
+	l.mu.ctl, l.mu.beats, l.mu.pongs, l.mu.app, l.mu.appBytes = nil, nil, 0, nil, 0
 	n, size := 0, 0
 	for n < len(l.mu.bulk) && (n == 0 || size+len(l.mu.bulk[n].Data) <= l.t.opts.FrameBytes) {
 		size += len(l.mu.bulk[n].Data)
@@ -343,11 +374,15 @@ func (l *link) encode(buf []byte, pings int) ([]byte, bool) {
 		frames++
 		l.stats.beatsOut.Add(uint64(len(beats)))
 	}
-	for _, es := range [][]Envelope{ctl, bulk} {
-		var f int
-		buf, f = l.appendMsgs(buf, es)
-		frames += f
+	buf, f := l.appendMsgs(buf, ctl)
+	frames += f
+	for _, p := range app {
+		buf = appendFrame(buf, frameApp, p)
+		frames++
 	}
+	l.stats.appOut.Add(uint64(len(app)))
+	buf, f = l.appendMsgs(buf, bulk)
+	frames += f
 	l.stats.framesOut.Add(uint64(frames))
 	return buf, more
 }
@@ -400,6 +435,10 @@ func (l *link) readLoop(h Handler) {
 				return
 			}
 			h.Receive(l.peer, Batch{Beats: beats})
+		case frameApp:
+			if ah, ok := h.(AppHandler); ok {
+				ah.ReceiveApp(l.peer, payload)
+			}
 		case framePing:
 			l.mu.Lock()
 			l.mu.pongs++

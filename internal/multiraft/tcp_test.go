@@ -1,7 +1,9 @@
 package multiraft
 
 import (
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -271,4 +273,70 @@ func TestTCPOptionsValidated(t *testing.T) {
 	c1, c2 := net.Pipe()
 	defer func() { _ = c2.Close() }()
 	require.ErrorIs(t, tr.Add(2, c1), ErrNoHandler)
+}
+
+// appHandler is a recording handler that also takes app messages.
+type appHandler struct {
+	*recordingHandler
+	app []string
+}
+
+func (a *appHandler) ReceiveApp(from uint64, payload []byte) {
+	a.mu.Lock()
+	a.app = append(a.app, string(payload)) // copied: the transport reuses its buffer
+	a.mu.Unlock()
+}
+
+func (a *appHandler) apps() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.app...)
+}
+
+// TestTCPApp: the layer above's messages cross a link whole and in order,
+// interleaved with raft traffic; without a link, or with the lane full,
+// SendApp says so.
+func TestTCPApp(t *testing.T) {
+	c1, c2 := loopbackConns(t)
+	t1, err := NewTCP(TCPOptions{BulkBytes: 1 << 20})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = t1.Close() })
+	t1.SetHandler(newRecordingHandler())
+	require.ErrorIs(t, t1.SendApp(2, []byte("early")), ErrNoLink)
+	require.NoError(t, t1.Add(2, c1))
+	t2, err := NewTCP(TCPOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = t2.Close() })
+	h2 := &appHandler{recordingHandler: newRecordingHandler()}
+	t2.SetHandler(h2)
+	require.NoError(t, t2.Add(1, c2))
+
+	var want []string
+	for i := range 100 {
+		p := fmt.Sprintf("app %d %s", i, strings.Repeat("x", i*100))
+		want = append(want, p)
+		require.NoError(t, t1.SendApp(2, []byte(p)))
+		hb := &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(1)), To: new(uint64(2))}
+		t1.Send(2, Batch{Msgs: []Envelope{envelope(t, 1, hb)}})
+	}
+	waitFor(t, "every app message", func() bool { return len(h2.apps()) == len(want) })
+	require.Equal(t, want, h2.apps())
+	require.Equal(t, uint64(100), t1.Stats()[0].AppOut)
+
+	// Nobody reads c4: the writer blocks, and the lane fills up.
+	c3, c4 := net.Pipe()
+	defer func() { _ = c4.Close() }()
+	t3, err := NewTCP(TCPOptions{BulkBytes: 1000, WriteTimeout: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = t3.Close() })
+	t3.SetHandler(newRecordingHandler())
+	require.NoError(t, t3.Add(2, c3))
+	var err3 error
+	for range 20 {
+		if err3 = t3.SendApp(2, make([]byte, 300)); err3 != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, err3, ErrLaneFull)
+	require.ErrorIs(t, t3.SendApp(2, make([]byte, MaxFrameBytes)), ErrTooLarge)
 }

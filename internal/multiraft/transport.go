@@ -30,6 +30,16 @@ type Handler interface {
 	LinkDown(peer uint64)
 }
 
+// AppHandler is a Handler that also takes the messages of the layer
+// above the node (the JetStream API forwarded between servers), which a
+// TCP transport carries on the same links (TCP.SendApp): in order per
+// peer, on the link's reader goroutine. It must not keep payload after it
+// returns, and should not block: the link reads nothing meanwhile.
+type AppHandler interface {
+	Handler
+	ReceiveApp(from uint64, payload []byte)
+}
+
 // Batch is what one server sends another in one go: raft messages, each
 // marshaled and tagged with its group, and coalesced heartbeats.
 type Batch struct {

@@ -16,6 +16,7 @@ package vfs
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 )
 
@@ -105,4 +106,50 @@ func SyncDir(fsys FS, dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// WriteFile replaces file name of fsys with b, atomically and durably: b
+// goes to name+".tmp", which is fsynced and renamed over name, and then
+// the directory is fsynced. A crash leaves the old file or the new one,
+// never a mix; a failure leaves no temporary file behind.
+func WriteFile(fsys FS, name string, b []byte) error {
+	tmp := name + ".tmp"
+	err := writeSynced(fsys, tmp, b)
+	if err == nil {
+		err = fsys.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = fsys.Remove(tmp)
+		return err
+	}
+	return SyncDir(fsys, filepath.Dir(name))
+}
+
+// writeSynced creates name with b and fsyncs it.
+func writeSynced(fsys FS, name string, b []byte) error {
+	f, err := fsys.Create(name)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ReadFile returns the contents of file name of fsys.
+func ReadFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return b, err
 }

@@ -1,0 +1,171 @@
+package jetstream
+
+import (
+	"cmp"
+	"path/filepath"
+	"sync"
+
+	"github.com/skiffmq/skiff/internal/jscluster"
+	"github.com/skiffmq/skiff/server"
+)
+
+// raftDir is the raft layer's directory under StoreDir: the node file, the
+// raft WAL and the meta group's snapshots (internal/jscluster).
+const raftDir = "raft"
+
+// clustered is what a JetStream in a cluster keeps besides its raft layer.
+type clustered struct {
+	// forwards bounds the requests forwarded at once (cluster_api.go).
+	forwards chan struct{}
+	// recon is the work of the reconciler: the streams whose assignment
+	// changed since it last ran.
+	recon struct {
+		sync.Mutex
+		keys map[jscluster.StreamKey]bool
+		all  bool
+		wake chan struct{}
+	}
+}
+
+// startCluster starts the raft layer of a clustered server, if
+// Options.Cluster asks for it.
+func (js *JetStream) startCluster() error {
+	if js.opts.Cluster == nil {
+		return nil
+	}
+	js.forwards = make(chan struct{}, maxForwards)
+	js.recon.keys = map[jscluster.StreamKey]bool{}
+	js.recon.wake = make(chan struct{}, 1)
+	o := *js.opts.Cluster
+	o.Dir = cmp.Or(o.Dir, filepath.Join(js.opts.StoreDir, raftDir))
+	o.Logger = cmp.Or(o.Logger, js.log)
+	o.OnStreams = js.streamsChanged
+	c, err := jscluster.Start(js.srv, o)
+	if err != nil {
+		return err
+	}
+	js.raft = c
+	return nil
+}
+
+// runCluster starts what serves the cluster once the accounts are
+// enabled: peers' forwarded requests and the reconciler.
+func (js *JetStream) runCluster() {
+	if js.raft == nil {
+		return
+	}
+	js.raft.HandleCalls(js.handleCall)
+	js.wg.Add(1)
+	go js.reconcileLoop()
+	js.streamsChanged(nil, true)
+}
+
+// subscribeAPI subscribes h to an account's API: in a cluster, for this
+// server's clients only, since each request is answered once, by the
+// server that can (cluster_api.go).
+func (js *JetStream) subscribeAPI(acc *server.Account, h server.InternalHandler) (*server.InternalSub, error) {
+	if js.opts.Cluster != nil {
+		return acc.SubscribeInternalLocal("$JS.API.>", "", h)
+	}
+	return acc.SubscribeInternal("$JS.API.>", "", h)
+}
+
+// streamsChanged hears the meta group's changes of stream assignments
+// (jscluster.Options.OnStreams), on its apply goroutine.
+func (js *JetStream) streamsChanged(keys []jscluster.StreamKey, all bool) {
+	r := &js.recon
+	r.Lock()
+	for _, k := range keys {
+		r.keys[k] = true
+	}
+	r.all = r.all || all
+	r.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reconcileLoop makes this server's streams what the meta state says: a
+// stream placed here and missing is created; a stream the meta group made
+// here (its group in its meta.json) and no longer places here, or placed
+// again under another group since (deleted and made anew while this server
+// was down), is removed. Streams the meta group did not make (this
+// server's before it joined a cluster) are left alone.
+func (js *JetStream) reconcileLoop() {
+	defer js.wg.Done()
+	r := &js.recon
+	for {
+		select {
+		case <-r.wake:
+		case <-js.stop:
+			return
+		}
+		r.Lock()
+		keys, all := r.keys, r.all
+		r.keys, r.all = map[jscluster.StreamKey]bool{}, false
+		r.Unlock()
+		if all {
+			js.raft.View(func(s *jscluster.State) {
+				for k := range s.Streams {
+					keys[k] = true
+				}
+			})
+			for _, ja := range js.sortedAccounts() {
+				for _, st := range ja.streams() {
+					if st.group != 0 {
+						keys[jscluster.StreamKey{Account: ja.name, Name: st.name}] = true
+					}
+				}
+			}
+		}
+		for k := range keys {
+			js.reconcile(k)
+		}
+	}
+}
+
+// reconcile makes one stream here what the meta state says.
+func (js *JetStream) reconcile(k jscluster.StreamKey) {
+	ja := js.account(k.Account)
+	if ja == nil {
+		return
+	}
+	var peer string
+	var group, applied uint64
+	var config []byte
+	js.raft.ViewAt(func(s *jscluster.State, at uint64) {
+		applied = at
+		if sa := s.Streams[k]; sa != nil && len(sa.Peers) > 0 {
+			peer, group, config = sa.Peers[0], sa.Group, sa.Config
+		}
+	})
+	me := js.raft.Name()
+	st := ja.lookup(k.Name)
+	// A stream of the meta group's making goes once the state has moved
+	// past the entry that made it (its group) and no longer places it
+	// here under that group. While the state is behind it (replaying the
+	// log at start), the stream is newer than what the state says, and
+	// stays.
+	if st != nil && st.group != 0 && st.group <= applied && (peer != me || st.group != group) {
+		js.runLocal(ja, "STREAM.DELETE."+k.Name, nil, 0)
+		st = nil
+	}
+	if peer == me && st == nil {
+		js.runLocal(ja, "STREAM.CREATE."+k.Name, config, group)
+	}
+}
+
+// runLocal answers a request with this server's own streams, through the
+// stream's worker, and logs an error answer.
+func (js *JetStream) runLocal(ja *jsAccount, subject string, data []byte, group uint64) {
+	ans, err := js.answerForward(forwardRequest{Op: fwdLocal, Account: ja.name, Subject: subject, Data: data, Group: group})
+	if err != nil || ans.IsErr {
+		var body []byte
+		if len(ans.Replies) > 0 {
+			body = ans.Replies[0].Body
+		}
+		js.log.Warn("stream not made what the meta group says", "account", ja.name, "request", subject,
+			"err", err, "answer", string(body))
+	}
+}

@@ -1,0 +1,452 @@
+package jetstream
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skiffmq/skiff/internal/jscluster"
+	"github.com/skiffmq/skiff/subject"
+)
+
+// Streams in a cluster (design 4.2, R1 only): the meta leader checks a
+// create, places the stream on one server (cluster_placement.go), has the
+// meta group assign it there, then orders that server to create it and
+// answers with its answer. Every server applies the assignment too, and
+// the server it names creates the stream if it has not (reconcile): a
+// create whose leader failed after the commit is completed there. An
+// update goes to the stream's server first, and the meta state takes the
+// configuration it answers with; a delete is unassigned, then removed on
+// its server. The stream itself is today's single-server stream.
+
+// metaProposeTimeout bounds a meta proposal of the API.
+const metaProposeTimeout = 5 * time.Second
+
+// propose proposes a meta entry, bounded in time.
+func (js *JetStream) propose(e jscluster.Entry) error {
+	ctx, cancel := context.WithTimeout(context.Background(), metaProposeTimeout)
+	defer cancel()
+	return js.raft.Propose(ctx, e)
+}
+
+// replicasRequested returns the num_replicas a stream configuration asks
+// for.
+func replicasRequested(data []byte) int {
+	var r struct {
+		Replicas int `json:"num_replicas"`
+	}
+	_ = json.Unmarshal(data, &r)
+	return r.Replicas
+}
+
+// clusterStreamCreate answers STREAM.CREATE on the meta leader.
+func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
+	js, name := ja.js, a[0]
+	r := &streamChangeResponse{apiResponse: newResponse("stream_create")}
+	if replicasRequested(req.data) > 1 {
+		r.Error = errClusterUnsupported() // replicated streams come next
+		return r
+	}
+	cfg, aerr := ja.createConfig(name, req.data)
+	if aerr != nil {
+		r.Error = aerr
+		return r
+	}
+	if peer, group := js.placement(ja.name, name); peer != "" {
+		// Its server answers: the stream's info for the same
+		// configuration, 10058 for another.
+		req.group = group
+		return ja.runOn(peer, req)
+	}
+	if names, _ := ja.assignedNames(""); ja.lim.maxStreams != noLimit && len(names) >= ja.lim.maxStreams {
+		// The account's limit holds over the cluster: each server alone
+		// sees only the streams placed on it.
+		r.Error = errMaxStreams()
+		return r
+	}
+	if ja.overlapsAssigned(name, cfg.Subjects) {
+		r.Error = errSubjectOverlap()
+		return r
+	}
+	peer, aerr := js.selectPeer(placementOf(req.data))
+	if aerr != nil {
+		r.Error = aerr
+		return r
+	}
+	b, err := json.Marshal(&cfg)
+	if err != nil {
+		r.Error = errStreamGeneral(err)
+		return r
+	}
+	sa := &jscluster.StreamAssignment{Account: ja.name, Name: name, Config: b, Peers: []string{peer}, Created: time.Now().UTC()}
+	switch err := js.propose(jscluster.Entry{Op: jscluster.OpAssignStream, Stream: sa}); {
+	case errors.Is(err, jscluster.ErrStreamExists):
+		if peer, group := js.placement(ja.name, name); peer != "" {
+			req.group = group
+			return ja.runOn(peer, req)
+		}
+		r.Error = errClusterUnavailable()
+		return r
+	case err != nil:
+		js.log.Warn("stream assignment failed", "account", ja.name, "stream", name, "err", err)
+		r.Error = errClusterUnavailable()
+		return r
+	}
+	_, req.group = js.placement(ja.name, name)
+	ans := ja.runOn(peer, req)
+	if answerIsErr(ans) {
+		// The server refused what the meta leader placed there: undo the
+		// assignment, so that the stream is not left half made.
+		if err := js.propose(jscluster.Entry{Op: jscluster.OpRemoveStream, Stream: sa}); err != nil {
+			js.log.Warn("failed stream create not unassigned", "account", ja.name, "stream", name, "err", err)
+		}
+	}
+	return ans
+}
+
+// overlapsAssigned reports whether subjects overlap those of another stream
+// of the account in the meta state.
+func (ja *jsAccount) overlapsAssigned(name string, subjects []string) bool {
+	overlap := false
+	ja.js.raft.View(func(s *jscluster.State) {
+		for k, sa := range s.Streams {
+			if k.Account != ja.name || k.Name == name || overlap {
+				continue
+			}
+			for _, o := range assignedSubjects(sa) {
+				if slices.ContainsFunc(subjects, func(x string) bool { return subject.Intersects(x, o) }) {
+					overlap = true
+					break
+				}
+			}
+		}
+	})
+	return overlap
+}
+
+// assignedSubjects returns the subjects of an assigned stream's
+// configuration.
+func assignedSubjects(sa *jscluster.StreamAssignment) []string {
+	var cfg struct {
+		Subjects []string `json:"subjects"`
+	}
+	_ = json.Unmarshal(sa.Config, &cfg)
+	return cfg.Subjects
+}
+
+// clusterStreamUpdate answers STREAM.UPDATE on the meta leader: the
+// stream's server updates it, and the meta state takes the configuration
+// it answers with.
+func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
+	js, name := ja.js, a[0]
+	r := &streamChangeResponse{apiResponse: newResponse("stream_update")}
+	if replicasRequested(req.data) > 1 {
+		r.Error = errClusterUnsupported()
+		return r
+	}
+	var sa *jscluster.StreamAssignment
+	js.raft.View(func(s *jscluster.State) {
+		if x := s.Streams[jscluster.StreamKey{Account: ja.name, Name: name}]; x != nil {
+			c := *x
+			sa = &c
+		}
+	})
+	if sa == nil || len(sa.Peers) == 0 {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	var cfg StreamConfig
+	if ja.js.decode(req.data, &cfg) == nil && ja.overlapsAssigned(name, cfg.Subjects) {
+		r.Error = errSubjectOverlap()
+		return r
+	}
+	ans := ja.runOn(sa.Peers[0], req)
+	if answerIsErr(ans) {
+		return ans
+	}
+	if b, ok := configOf(ans); ok {
+		sa.Config = b
+		if err := js.propose(jscluster.Entry{Op: jscluster.OpUpdateStream, Stream: sa}); err != nil {
+			js.log.Warn("stream update not recorded in the meta group", "account", ja.name, "stream", name, "err", err)
+		}
+	}
+	return ans
+}
+
+// configOf returns the stream configuration a STREAM.UPDATE's answer
+// carries.
+func configOf(ans any) (json.RawMessage, bool) {
+	switch v := ans.(type) {
+	case *streamChangeResponse:
+		if v.StreamInfo == nil {
+			return nil, false
+		}
+		b, err := json.Marshal(&v.Config)
+		return b, err == nil
+	case forwarded:
+		if len(v.replies) != 1 {
+			return nil, false
+		}
+		var info struct {
+			Config json.RawMessage `json:"config"`
+		}
+		if json.Unmarshal(v.replies[0].body, &info) != nil || len(info.Config) == 0 {
+			return nil, false
+		}
+		return info.Config, true
+	}
+	return nil, false
+}
+
+// clusterStreamDelete answers STREAM.DELETE on the meta leader.
+func (ja *jsAccount) clusterStreamDelete(req apiRequest, a apiArgs) any {
+	js, name := ja.js, a[0]
+	r := &successResponse{apiResponse: newResponse("stream_delete")}
+	peer := js.placedOn(ja.name, name)
+	if peer == "" {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	sa := &jscluster.StreamAssignment{Account: ja.name, Name: name}
+	switch err := js.propose(jscluster.Entry{Op: jscluster.OpRemoveStream, Stream: sa}); {
+	case errors.Is(err, jscluster.ErrStreamNotFound):
+		r.Error = errStreamNotFound()
+		return r
+	case err != nil:
+		r.Error = errClusterUnavailable()
+		return r
+	}
+	// Its server removes it once it applies the entry (reconcile), or
+	// now: whichever comes first, the other finds nothing to do.
+	if ans := ja.runOn(peer, req); answerIsErr(ans) {
+		js.log.Debug("stream delete on its server", "account", ja.name, "stream", name, "answer", ans)
+	}
+	r.Success = true
+	return r
+}
+
+// assignedNames returns the sorted names of the account's assigned
+// streams with a subject that can overlap filter ("" for all), and the
+// servers they are placed on.
+func (ja *jsAccount) assignedNames(filter string) ([]string, map[string]string) {
+	var names []string
+	placed := map[string]string{}
+	ja.js.raft.View(func(s *jscluster.State) {
+		for k, sa := range s.Streams {
+			if k.Account != ja.name {
+				continue
+			}
+			if filter != "" && !slices.ContainsFunc(assignedSubjects(sa), func(x string) bool { return subject.Intersects(x, filter) }) {
+				continue
+			}
+			names = append(names, k.Name)
+			if len(sa.Peers) > 0 {
+				placed[k.Name] = sa.Peers[0]
+			}
+		}
+	})
+	slices.Sort(names)
+	return names, placed
+}
+
+// clusterStreamNames answers STREAM.NAMES from the meta state.
+func (ja *jsAccount) clusterStreamNames(req apiRequest, _ apiArgs) any {
+	r := &streamNamesResponse{apiResponse: newResponse("stream_names")}
+	var pr pagedRequest
+	if r.Error = ja.js.decode(req.data, &pr); r.Error != nil {
+		return r
+	}
+	names, _ := ja.assignedNames(pr.Subject)
+	r.paged, r.Streams = page(names, pr.Offset, namesLimit)
+	return r
+}
+
+// clusterStreamListResponse is STREAM.LIST's answer in a cluster: the
+// streams whose server did not answer are missing.
+type clusterStreamListResponse struct {
+	streamListResponse
+	Missing []string `json:"missing,omitempty"`
+}
+
+// clusterStreamList answers STREAM.LIST: the info of each stream from its
+// server, asked at once.
+func (ja *jsAccount) clusterStreamList(req apiRequest, _ apiArgs) any {
+	r := &clusterStreamListResponse{streamListResponse: streamListResponse{apiResponse: newResponse("stream_list"), Streams: []*StreamInfo{}}}
+	var pr pagedRequest
+	if r.Error = ja.js.decode(req.data, &pr); r.Error != nil {
+		return r
+	}
+	names, placed := ja.assignedNames(pr.Subject)
+	r.paged, names = page(names, pr.Offset, listLimit)
+	servers := map[string]bool{}
+	for _, n := range names {
+		servers[placed[n]] = true
+	}
+	infos := map[string]*StreamInfo{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for srv := range servers {
+		wg.Go(func() {
+			ans, aerr := ja.js.call(srv, forwardRequest{Op: fwdList, Account: ja.name, Data: []byte(pr.Subject)})
+			var list []*StreamInfo
+			if aerr != nil || json.Unmarshal(ans.Data, &list) != nil {
+				return
+			}
+			mu.Lock()
+			for _, si := range list {
+				infos[si.Config.Name] = si
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, n := range names {
+		if si := infos[n]; si != nil {
+			r.Streams = append(r.Streams, si)
+		} else {
+			r.Missing = append(r.Missing, n)
+		}
+	}
+	return r
+}
+
+// localList answers fwdList: the info of the account's streams here with a
+// subject that can overlap filter.
+func (ja *jsAccount) localList(filter string) (forwardAnswer, error) {
+	var out []*StreamInfo
+	for _, n := range ja.namesMatching(filter) {
+		if st := ja.lookup(n); st != nil {
+			out = append(out, st.info())
+		}
+	}
+	b, err := json.Marshal(out)
+	return forwardAnswer{Data: b}, err
+}
+
+// usageJSON is usage as servers tell each other.
+type usageJSON struct {
+	Memory, Storage, Msgs           uint64
+	ReservedMemory, ReservedStorage uint64
+	Streams, Consumers              int
+}
+
+// localUsage answers fwdUsage.
+func (ja *jsAccount) localUsage() (forwardAnswer, error) {
+	u := ja.usage()
+	b, err := json.Marshal(usageJSON{Memory: u.memory, Storage: u.storage, Msgs: u.msgs, ReservedMemory: u.reservedMemory,
+		ReservedStorage: u.reservedStorage, Streams: u.streams, Consumers: u.consumers})
+	return forwardAnswer{Data: b}, err
+}
+
+// clusterAccountInfo answers $JS.API.INFO on the meta leader: the
+// account's usage summed over every server of the meta group.
+func (ja *jsAccount) clusterAccountInfo(_ apiRequest, _ apiArgs) any {
+	r := ja.accountInfo()
+	var servers []string
+	ja.js.raft.View(func(s *jscluster.State) {
+		for name := range s.Servers {
+			servers = append(servers, name)
+		}
+	})
+	var total usage
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() {
+			ans, aerr := ja.js.call(srv, forwardRequest{Op: fwdUsage, Account: ja.name})
+			var u usageJSON
+			if aerr != nil || json.Unmarshal(ans.Data, &u) != nil {
+				return
+			}
+			mu.Lock()
+			total.add(usage{memory: u.Memory, storage: u.Storage, msgs: u.Msgs, reservedMemory: u.ReservedMemory,
+				reservedStorage: u.ReservedStorage, streams: u.Streams, consumers: u.Consumers})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	names, _ := ja.assignedNames("")
+	r.Memory, r.Storage, r.Streams, r.Consumers = total.memory, total.storage, len(names), total.consumers
+	r.ReservedMemory, r.ReservedStorage = total.reservedMemory, total.reservedStorage
+	return r
+}
+
+// placement is a stream configuration's placement.
+type placement struct {
+	Cluster   string   `json:"cluster"`
+	Tags      []string `json:"tags"`
+	Preferred string   `json:"preferred"`
+}
+
+func placementOf(data []byte) placement {
+	var cfg struct {
+		Placement *placement `json:"placement"`
+	}
+	_ = json.Unmarshal(data, &cfg)
+	if cfg.Placement == nil {
+		return placement{}
+	}
+	return *cfg.Placement
+}
+
+func errNoPeers(why string) *APIError {
+	return apiErr(400, 10005, "no suitable peers for placement"+why)
+}
+
+// selectPeer places a new R1 stream: on a server of the meta group that
+// this one (the meta leader) has a link to, or this one, matching the
+// placement; the one with the fewest streams, then the first by name.
+// Servers have no tags (server_tags is not implemented), so placement by
+// tags finds none.
+func (js *JetStream) selectPeer(p placement) (string, *APIError) {
+	if p.Cluster != "" && p.Cluster != js.srv.ClusterName() {
+		return "", errNoPeers("")
+	}
+	if len(p.Tags) > 0 {
+		quoted := make([]string, len(p.Tags))
+		for i, t := range p.Tags {
+			quoted[i] = "'" + t + "'"
+		}
+		return "", errNoPeers(", tags not matched [" + strings.Join(quoted, ", ") + "]")
+	}
+	up := map[string]bool{js.raft.Name(): true}
+	for _, n := range js.raft.Stats().LinksUp {
+		up[n] = true
+	}
+	load := map[string]int{}
+	js.raft.View(func(s *jscluster.State) {
+		for name := range s.Servers {
+			if up[name] {
+				load[name] = 0
+			}
+		}
+		for _, sa := range s.Streams {
+			if len(sa.Peers) > 0 {
+				if _, ok := load[sa.Peers[0]]; ok {
+					load[sa.Peers[0]]++
+				}
+			}
+		}
+	})
+	if p.Preferred != "" {
+		if _, ok := load[p.Preferred]; ok {
+			return p.Preferred, nil
+		}
+		return "", errNoPeers(", peer offline")
+	}
+	var best string
+	for name, n := range load {
+		if best == "" || cmp.Or(cmp.Compare(n, load[best]), strings.Compare(name, best)) < 0 {
+			best = name
+		}
+	}
+	if best == "" {
+		return "", errNoPeers(", peer offline")
+	}
+	return best, nil
+}

@@ -1,0 +1,500 @@
+package jetstream_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/clustertest"
+	"github.com/skiffmq/skiff/internal/jscluster"
+	"github.com/skiffmq/skiff/internal/natscli"
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
+)
+
+// jsCluster is an in-process cluster whose servers run JetStream with the
+// internal cluster option, each with a store directory that outlives its
+// restarts.
+type jsCluster struct {
+	*clustertest.Cluster
+	dirs []string
+	mu   sync.Mutex
+	js   []*jetstream.JetStream
+}
+
+func startJSCluster(t *testing.T, n int) *jsCluster {
+	t.Helper()
+	return startJSClusterWith(t, n, server.Options{})
+}
+
+// startJSClusterWith is startJSCluster with base as every server's
+// options.
+func startJSClusterWith(t *testing.T, n int, base server.Options) *jsCluster {
+	t.Helper()
+	jc := &jsCluster{dirs: make([]string, n), js: make([]*jetstream.JetStream, n)}
+	for i := range n {
+		jc.dirs[i] = t.TempDir()
+	}
+	jc.Cluster = clustertest.StartWith(t, n, base, func(t testing.TB, i int, s *server.Server) func() {
+		js, err := jetstream.New(s, jetstream.Options{StoreDir: jc.dirs[i],
+			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}})
+		require.NoError(t, err)
+		jc.mu.Lock()
+		jc.js[i] = js
+		jc.mu.Unlock()
+		return func() { require.NoError(t, js.Close()) }
+	})
+	return jc
+}
+
+func (jc *jsCluster) raft(i int) *jscluster.Cluster {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	return jetstream.RaftOf(jc.js[i])
+}
+
+// waitMeta waits until every running server is a voter of one meta group
+// and agrees on its leader.
+func (jc *jsCluster) waitMeta(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var lead string
+		for i, s := range jc.Servers {
+			if s == nil {
+				continue
+			}
+			r := jc.raft(i)
+			m, err := r.Members()
+			name, _ := r.Leader()
+			if err != nil || len(m.Voters) != len(jc.Live()) || name == "" || (lead != "" && name != lead) {
+				return false
+			}
+			lead = name
+		}
+		return true
+	}, 2*clustertest.Wait, 20*time.Millisecond, "the meta group did not form")
+}
+
+// TestClusterOptionStartsMeta: JetStream on a clustered server with the
+// internal cluster option runs the raft layer in StoreDir/raft, and the
+// servers form one meta group, which a restarted server rejoins from its
+// WAL.
+func TestClusterOptionStartsMeta(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	for _, f := range []string{"node", "wal"} {
+		_, err := os.Stat(filepath.Join(jc.dirs[1], "raft", f))
+		require.NoError(t, err)
+	}
+	id := jc.raft(0).MetaID()
+	jc.Stop(t, 1)
+	jc.Restart(t, 1)
+	require.Equal(t, id, jc.raft(1).MetaID(), "restarted from its WAL")
+	jc.waitMeta(t)
+}
+
+// TestClusterOptionNeedsCluster: the cluster option on a server without a
+// cluster is refused.
+func TestClusterOptionNeedsCluster(t *testing.T) {
+	s, err := server.New(server.Options{Host: "127.0.0.1", Port: server.RandomPort, ServerName: "s1"})
+	require.NoError(t, err)
+	_, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir(), Cluster: &jscluster.Options{}})
+	require.ErrorIs(t, err, jscluster.ErrNotClustered)
+}
+
+// TestClusterR1Streams: in a clustered JetStream, any server answers the
+// API: a stream created through one server is placed on one of them and
+// assigned in the meta group; publishes from clients of every server are
+// stored and acknowledged; its info, listings, consumers and pull requests
+// are answered through every server; a delete through another server
+// removes it everywhere.
+func TestClusterR1Streams(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	ctxs := make([]nats.JetStreamContext, 3)
+	for i := range 3 {
+		js, err := jc.Connect(t, i).JetStream(nats.MaxWait(clustertest.Wait))
+		require.NoError(t, err)
+		ctxs[i] = js
+	}
+	info, err := ctxs[0].AddStream(&nats.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	require.NoError(t, err)
+	require.Equal(t, "ORDERS", info.Config.Name)
+	placed := jc.placement(t, "ORDERS")
+	t.Logf("ORDERS placed on %s", placed)
+
+	// The same create again, through another server: the stream as it is.
+	_, err = ctxs[2].AddStream(&nats.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	require.NoError(t, err)
+	_, err = ctxs[1].AddStream(&nats.StreamConfig{Name: "OTHER", Subjects: []string{"orders.new"}})
+	require.ErrorContains(t, err, "subjects overlap")
+
+	jc.WaitInterest(t, "orders.x", jc.index(placed))
+	for i := range 3 {
+		for k := range 5 {
+			ack, err := ctxs[i].Publish("orders.x", []byte(fmt.Sprintf("from %d #%d", i, k)))
+			require.NoError(t, err)
+			require.Equal(t, "ORDERS", ack.Stream)
+		}
+	}
+	for i := range 3 {
+		si, err := ctxs[i].StreamInfo("ORDERS")
+		require.NoError(t, err)
+		require.Equal(t, uint64(15), si.State.Msgs, "through server %d", i)
+		names := ctxs[i].StreamNames()
+		var got []string
+		for n := range names {
+			got = append(got, n)
+		}
+		require.Equal(t, []string{"ORDERS"}, got)
+		var listed []string
+		for si := range ctxs[i].Streams() {
+			listed = append(listed, si.Config.Name)
+		}
+		require.Equal(t, []string{"ORDERS"}, listed)
+	}
+
+	_, err = ctxs[1].AddConsumer("ORDERS", &nats.ConsumerConfig{Durable: "work", AckPolicy: nats.AckExplicitPolicy})
+	require.NoError(t, err)
+	sub, err := ctxs[2].PullSubscribe("orders.>", "work", nats.Bind("ORDERS", "work"))
+	require.NoError(t, err)
+	got := 0
+	for got < 15 {
+		msgs, err := sub.Fetch(15-got, nats.MaxWait(clustertest.Wait))
+		require.NoError(t, err)
+		for _, m := range msgs {
+			require.NoError(t, m.AckSync())
+			got++
+		}
+	}
+	ci, err := ctxs[0].ConsumerInfo("ORDERS", "work")
+	require.NoError(t, err)
+	require.Equal(t, uint64(15), ci.AckFloor.Consumer)
+
+	require.NoError(t, ctxs[2].DeleteStream("ORDERS"))
+	require.Eventually(t, func() bool {
+		for i := range 3 {
+			st, _ := jc.raft(i).State()
+			if len(st.Streams) != 0 {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 10*time.Millisecond)
+	for i := range 3 {
+		_, err := ctxs[i].StreamInfo("ORDERS")
+		require.ErrorIs(t, err, nats.ErrStreamNotFound, "through server %d", i)
+	}
+}
+
+// index returns the index of the server called name.
+func (jc *jsCluster) index(name string) int {
+	for i, s := range jc.Servers {
+		if s != nil && s.Name() == name {
+			return i
+		}
+	}
+	panic("no server " + name)
+}
+
+// placement returns the server the meta group placed a stream of the
+// global account on, once every server applied it.
+func (jc *jsCluster) placement(t *testing.T, name string) string {
+	t.Helper()
+	var peer string
+	require.Eventually(t, func() bool {
+		peer = ""
+		for i, s := range jc.Servers {
+			if s == nil {
+				continue
+			}
+			st, _ := jc.raft(i).State()
+			sa := st.Streams[jscluster.StreamKey{Account: server.GlobalAccountName, Name: name}]
+			if sa == nil || len(sa.Peers) != 1 || (peer != "" && sa.Peers[0] != peer) {
+				return false
+			}
+			peer = sa.Peers[0]
+		}
+		return true
+	}, clustertest.Wait, 10*time.Millisecond, "stream %s not assigned everywhere", name)
+	return peer
+}
+
+// TestClusterStreamErrors: the errors of a clustered create, as
+// nats-server gives them.
+func TestClusterStreamErrors(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	nc := jc.Connect(t, 1)
+	tests := []struct {
+		name, body string
+		code       int
+		errCode    int
+		desc       string
+	}{
+		{"replicated", `{"name":"R","subjects":["r"],"num_replicas":3}`, 503, 10036, "not currently supported in clustered mode"},
+		{"tags", `{"name":"T","subjects":["t"],"placement":{"tags":["ssd"]}}`, 400, 10005, "no suitable peers for placement, tags not matched ['ssd']"},
+		{"another cluster", `{"name":"C","subjects":["c"],"placement":{"cluster":"elsewhere"}}`, 400, 10005, "no suitable peers for placement"},
+		{"unknown preferred", `{"name":"P","subjects":["p"],"placement":{"preferred":"nobody"}}`, 400, 10005, "no suitable peers for placement, peer offline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := strings.TrimSuffix(strings.Split(tt.body, `"name":"`)[1][:1], `"`)
+			m, err := nc.Request("$JS.API.STREAM.CREATE."+name, []byte(tt.body), clustertest.Wait)
+			require.NoError(t, err)
+			var r struct {
+				Error struct {
+					Code        int    `json:"code"`
+					ErrCode     int    `json:"err_code"`
+					Description string `json:"description"`
+				} `json:"error"`
+			}
+			require.NoError(t, json.Unmarshal(m.Data, &r), string(m.Data))
+			require.Equal(t, tt.code, r.Error.Code, string(m.Data))
+			require.Equal(t, tt.errCode, r.Error.ErrCode)
+			require.Equal(t, tt.desc, r.Error.Description)
+		})
+	}
+	st, _ := jc.raft(0).State()
+	require.Empty(t, st.Streams, "nothing assigned")
+}
+
+// TestClusterForwardActsForRequester: a request forwarded to the stream's
+// server acts there for the requester's user: mallory may not have a
+// consumer deliver where she may not publish, admin may, whichever server
+// they ask.
+func TestClusterForwardActsForRequester(t *testing.T) {
+	base := server.Options{Users: []server.User{
+		{Name: adminUser, Password: adminPass},
+		{Name: malloryUser, Password: malloryPass, Permissions: malloryPerms},
+	}}
+	jc := startJSClusterWith(t, 3, base)
+	jc.waitMeta(t)
+	admin := jc.Connect(t, 0, nats.UserInfo(adminUser, adminPass))
+	ajs, err := admin.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = ajs.AddStream(&nats.StreamConfig{Name: "OWN", Subjects: []string{"own.>"}})
+	require.NoError(t, err)
+	at := jc.index(jc.placement(t, "OWN"))
+	other := (at + 1) % 3
+
+	mallory := jc.Connect(t, other, nats.UserInfo(malloryUser, malloryPass))
+	mjs, err := mallory.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = mjs.AddConsumer("OWN", &nats.ConsumerConfig{Durable: "push", DeliverSubject: "victim.injected"})
+	var aerr nats.JetStreamError
+	require.ErrorAs(t, err, &aerr)
+	require.Equal(t, nats.ErrorCode(10112), aerr.APIError().ErrorCode, "judged as mallory on %s", jc.Servers[at].Name())
+
+	admin2 := jc.Connect(t, other, nats.UserInfo(adminUser, adminPass))
+	ajs2, err := admin2.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = ajs2.AddConsumer("OWN", &nats.ConsumerConfig{Durable: "push", DeliverSubject: "victim.injected"})
+	require.NoError(t, err, "admin may")
+}
+
+// TestClusterKV: a key-value bucket (a stream read by DIRECT.GET) works
+// through every server.
+func TestClusterKV(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	kvs := make([]nats.KeyValue, 3)
+	js0, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	kvs[0], err = js0.CreateKeyValue(&nats.KeyValueConfig{Bucket: "CFG", History: 3})
+	require.NoError(t, err)
+	jc.WaitInterest(t, "$KV.CFG.x", jc.index(jc.placement(t, "KV_CFG")))
+	for i := 1; i < 3; i++ {
+		js, err := jc.Connect(t, i).JetStream(nats.MaxWait(clustertest.Wait))
+		require.NoError(t, err)
+		kvs[i], err = js.KeyValue("CFG")
+		require.NoError(t, err)
+	}
+	for i := range 3 {
+		_, err := kvs[i].Put("k", []byte(fmt.Sprintf("v%d", i)))
+		require.NoError(t, err)
+		for j := range 3 {
+			e, err := kvs[j].Get("k")
+			require.NoError(t, err)
+			require.Equal(t, fmt.Sprintf("v%d", i), string(e.Value()), "put through %d, read through %d", i, j)
+		}
+	}
+	h, err := kvs[2].History("k")
+	require.NoError(t, err)
+	require.Len(t, h, 3)
+}
+
+// TestClusterStreamServerDown: while the server a stream is placed on is
+// down, requests about it fail with 10008 through the others, and the
+// stream comes back with it; the meta leader's own loss does not stop
+// creates for long.
+func TestClusterStreamServerDown(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	nc0 := jc.Connect(t, 0)
+	js0, err := nc0.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	m, err := nc0.Request("$JS.API.STREAM.CREATE.S", []byte(`{"name":"S","subjects":["s.>"],"placement":{"preferred":"s3"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	require.NotContains(t, string(m.Data), `"error"`)
+	require.Equal(t, "s3", jc.placement(t, "S"))
+	jc.WaitInterest(t, "s.x", 2)
+	_, err = js0.Publish("s.x", []byte("one"))
+	require.NoError(t, err)
+
+	jc.Stop(t, 2)
+	nc := jc.Connect(t, 1)
+	m, err = nc.Request("$JS.API.STREAM.INFO.S", nil, clustertest.Wait)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"err_code":10008`)
+
+	jc.Restart(t, 2)
+	jc.waitMeta(t)
+	jc.WaitInterest(t, "s.x", 2)
+	js1, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js1.Publish("s.x", []byte("two"))
+	require.NoError(t, err)
+	si, err := js1.StreamInfo("S")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), si.State.Msgs)
+
+	name, _ := jc.raft(0).Leader()
+	l := jc.index(name)
+	jc.Stop(t, l)
+	js, err := jc.Connect(t, (l+1)%3).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "AFTER", Subjects: []string{"after.>"}})
+	require.NoError(t, err, "a create once another meta leader is elected")
+}
+
+// TestClusterStreamUpdate: an update through any server changes the
+// stream on its server and the meta state.
+func TestClusterStreamUpdate(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	js0, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js0.AddStream(&nats.StreamConfig{Name: "U", Subjects: []string{"u.>"}})
+	require.NoError(t, err)
+	js2, err := jc.Connect(t, 2).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	si, err := js2.UpdateStream(&nats.StreamConfig{Name: "U", Subjects: []string{"u.>", "v.>"}, MaxMsgs: 10})
+	require.NoError(t, err)
+	require.Equal(t, int64(10), si.Config.MaxMsgs)
+	require.Eventually(t, func() bool {
+		for i := range 3 {
+			st, _ := jc.raft(i).State()
+			sa := st.Streams[jscluster.StreamKey{Account: server.GlobalAccountName, Name: "U"}]
+			var cfg nats.StreamConfig
+			if sa == nil || json.Unmarshal(sa.Config, &cfg) != nil || cfg.MaxMsgs != 10 || len(cfg.Subjects) != 2 {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 10*time.Millisecond, "the meta state did not take the update")
+	_, err = js2.UpdateStream(&nats.StreamConfig{Name: "U", Subjects: []string{"u.>"}, Replicas: 3})
+	require.ErrorContains(t, err, "not currently supported in clustered mode")
+	_, err = js2.UpdateStream(&nats.StreamConfig{Name: "NONE", Subjects: []string{"n"}})
+	require.ErrorIs(t, err, nats.ErrStreamNotFound)
+}
+
+// TestClusterNATSCLI drives a clustered JetStream with the real `nats`
+// CLI, each command through another server.
+func TestClusterNATSCLI(t *testing.T) {
+	bin := natscli.Path(t)
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	cli := func(i int) *natscli.CLI { return natscli.New(t, bin, jc.URL(i)) }
+
+	out := cli(0).Run("stream", "add", "ORDERS", "--subjects", "orders.*", "--storage", "file", "--defaults")
+	require.Contains(t, out, "Stream ORDERS was created")
+	jc.WaitInterest(t, "orders.new", jc.index(jc.placement(t, "ORDERS")))
+	out = cli(1).Run("pub", "--jetstream", "orders.new", "order {{Count}}", "--count", "5")
+	require.Contains(t, out, `Published 7 bytes to "orders.new"`)
+	out = cli(2).Run("stream", "info", "ORDERS")
+	require.Contains(t, out, "Messages: 5")
+	out = cli(2).Run("stream", "ls")
+	require.Contains(t, out, "ORDERS")
+
+	out = cli(1).Run("consumer", "add", "ORDERS", "WORKER", "--pull", "--ack", "explicit", "--deliver", "all", "--defaults")
+	require.Contains(t, out, "Information for Consumer ORDERS > WORKER")
+	out = cli(0).Run("consumer", "next", "ORDERS", "WORKER", "--count", "3")
+	require.Contains(t, out, "order 3")
+
+	out = cli(2).Run("kv", "add", "CFG")
+	require.Contains(t, out, "CFG")
+	jc.WaitInterest(t, "$KV.CFG.k", jc.index(jc.placement(t, "KV_CFG")))
+	cli(0).Run("kv", "put", "CFG", "k", "v1")
+	out = cli(1).Run("kv", "get", "CFG", "k", "--raw")
+	require.Equal(t, "v1", strings.TrimSpace(out))
+
+	out = cli(1).Run("stream", "rm", "ORDERS", "-f")
+	require.NotContains(t, out, "error")
+	out = cli(0).Run("stream", "ls", "--names")
+	require.NotContains(t, out, "ORDERS")
+	require.Contains(t, out, "KV_CFG")
+}
+
+// TestClusterAccountMaxStreams: an account's max_streams holds over the
+// cluster, though its streams are placed on different servers.
+func TestClusterAccountMaxStreams(t *testing.T) {
+	base := server.Options{Accounts: []server.AccountConfig{{Name: "T",
+		Users: []server.User{{Name: "t", Password: "t"}}, JetStream: &server.JetStreamLimits{MaxStreams: 2}}}}
+	jc := startJSClusterWith(t, 3, base)
+	jc.waitMeta(t)
+	js, err := jc.Connect(t, 1, nats.UserInfo("t", "t")).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	for _, name := range []string{"A", "B"} {
+		_, err := js.AddStream(&nats.StreamConfig{Name: name, Subjects: []string{name}})
+		require.NoError(t, err)
+	}
+	placed := map[string]bool{}
+	for i := range 3 {
+		st, _ := jc.raft(i).State()
+		for _, sa := range st.Streams {
+			placed[sa.Peers[0]] = true
+		}
+	}
+	require.Len(t, placed, 2, "the streams are on two servers")
+	_, err = js.AddStream(&nats.StreamConfig{Name: "C", Subjects: []string{"C"}})
+	var aerr nats.JetStreamError
+	require.ErrorAs(t, err, &aerr)
+	require.Equal(t, nats.ErrorCode(10027), aerr.APIError().ErrorCode)
+}
+
+// TestClusterStreamDeletedWhileDown: a stream deleted while its server was
+// down is removed there when it comes back, files and all; a stream of
+// that server the meta group did not make is left alone.
+func TestClusterStreamDeletedWhileDown(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	nc0 := jc.Connect(t, 0)
+	m, err := nc0.Request("$JS.API.STREAM.CREATE.S", []byte(`{"name":"S","subjects":["s.>"],"placement":{"preferred":"s3"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	require.NotContains(t, string(m.Data), `"error"`)
+	require.Equal(t, "s3", jc.placement(t, "S"))
+	dir := filepath.Join(jc.dirs[2], "accounts", server.GlobalAccountName, "streams", "S")
+	require.Eventually(t, func() bool { _, err := os.Stat(dir); return err == nil }, clustertest.Wait, 10*time.Millisecond)
+
+	jc.Stop(t, 2)
+	js0, err := nc0.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	require.NoError(t, js0.DeleteStream("S"))
+	jc.Restart(t, 2)
+	jc.waitMeta(t)
+	require.Eventually(t, func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) }, clustertest.Wait, 10*time.Millisecond,
+		"the deleted stream's files are still on its server")
+	js2, err := jc.Connect(t, 2).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js2.StreamInfo("S")
+	require.ErrorIs(t, err, nats.ErrStreamNotFound)
+}
