@@ -31,7 +31,10 @@ import (
 //
 // A pull request's messages are published by the consumer's server to the
 // request's reply subject, and reach the requester by its interest, as a
-// consumer's deliveries do.
+// consumer's deliveries do. The interest travels on the route, the request
+// on the raft link: the requester's server flushes the route to the
+// consumer's (Server.FlushRoute) before it forwards the request, so the
+// interest is known there before the first message is published.
 
 // Kinds of forwarded requests.
 const (
@@ -190,6 +193,15 @@ func (ja *jsAccount) forward(m *server.Msg, to string) {
 	}
 	go func() {
 		defer func() { <-js.forwards }()
+		if route != nil && route.worker == onRequester && to != toMetaLeader {
+			// The target publishes a pull request's messages to its reply
+			// subject itself: it must know of the interest in it first.
+			ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+			if err := js.srv.FlushRoute(ctx, to); err != nil {
+				js.log.Debug("route flush before a forwarded pull request", "to", to, "err", err)
+			}
+			cancel()
+		}
 		ans, aerr := js.call(to, req)
 		if aerr != nil {
 			ja.apiTotal.Add(1)

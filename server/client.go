@@ -425,6 +425,14 @@ func (c *client) authTimeout() {
 	c.close(reasonAuthTimeout, true)
 }
 
+// queuePing queues a PING; a route's is counted, for FlushRoute.
+func (c *client) queuePing() bool {
+	if c.route != nil {
+		return c.route.pings.send(c)
+	}
+	return c.out.queue(proto.Ping)
+}
+
 // pingTick pings the client if it has been quiet, and closes it as stale
 // when MaxPingsOut pings went unanswered.
 func (c *client) pingTick() {
@@ -441,7 +449,7 @@ func (c *client) pingTick() {
 	}
 	if always || time.Since(time.Unix(0, c.lastIn.Load())) >= interval || c.pingsOut.Load() > 0 {
 		c.pingsOut.Add(1)
-		if !c.out.queue(proto.Ping) {
+		if !c.queuePing() {
 			c.slowConsumer()
 			return
 		}

@@ -263,6 +263,7 @@ func (cl *cluster) runRoute(conn net.Conn, dialed *url.URL, configured bool, fir
 func (s *Server) removeRoute(c *client) {
 	cl := s.cluster
 	r := c.route
+	r.pings.close()
 	cl.mu.Lock()
 	delete(cl.mu.conns, c)
 	gone := r.remoteID != "" && cl.mu.routes[r.remoteID] == c

@@ -49,6 +49,8 @@ type route struct {
 	remoteHost           string // the peer's route host:port
 	clientURLs           []string
 	ldm                  bool
+
+	pings pings // PINGs sent, PONGs read: FlushRoute
 }
 
 var _ proto.RouteHandler = (*route)(nil)
@@ -499,6 +501,7 @@ func (r *route) Ping() error {
 // Pong implements proto.RouteHandler.
 func (r *route) Pong() error {
 	r.c.pingsOut.Store(0)
+	r.pings.pong()
 	return nil
 }
 

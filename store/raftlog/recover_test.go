@@ -436,6 +436,7 @@ func TestLeftoverSegments(t *testing.T) {
 		}
 	}
 	require.NoError(t, l.Group(1).Compact(38))
+	settle(t, l) // the segments go after Compact returns
 	segs := segmentPaths(mem)
 	require.NoError(t, l.Close())
 	// Segments 1 and 2 were removed; put them back, with a gap after.
