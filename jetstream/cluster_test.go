@@ -301,6 +301,57 @@ func TestClusterForwardActsForRequester(t *testing.T) {
 	require.NoError(t, err, "admin may")
 }
 
+// TestClusterDeliveryCrossesRoute: a consumer's server delivers a pull
+// request's messages for the requester; where they cross a route to a
+// stream on another server, that stream judges them as the requester's,
+// as a stream on the consumer's own server does: mallory may not have
+// them stored where she may not publish. A plain subscriber there gets
+// them (they did cross).
+func TestClusterDeliveryCrossesRoute(t *testing.T) {
+	base := server.Options{Users: []server.User{
+		{Name: adminUser, Password: adminPass},
+		{Name: malloryUser, Password: malloryPass, Permissions: malloryPerms},
+	}}
+	jc := startJSClusterWith(t, 3, base)
+	jc.waitMeta(t)
+	admin := jc.Connect(t, 0, nats.UserInfo(adminUser, adminPass))
+	ajs, err := admin.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = ajs.AddStream(&nats.StreamConfig{Name: "OWN", Subjects: []string{"own.>"}})
+	require.NoError(t, err)
+	_, err = ajs.AddStream(&nats.StreamConfig{Name: "VICTIM", Subjects: []string{"victim.>"}})
+	require.NoError(t, err)
+	own, victim := jc.index(jc.placement(t, "OWN")), jc.index(jc.placement(t, "VICTIM"))
+	require.NotEqual(t, own, victim, "placed on the server with the fewest streams")
+	_, err = ajs.AddConsumer("OWN", &nats.ConsumerConfig{Durable: "pull", AckPolicy: nats.AckNonePolicy})
+	require.NoError(t, err)
+	jc.WaitInterest(t, "own.x", own)
+	for range 3 {
+		_, err := ajs.Publish("own.x", []byte("payload"))
+		require.NoError(t, err)
+	}
+
+	watcher := jc.Connect(t, victim, nats.UserInfo(adminUser, adminPass))
+	seen, err := watcher.SubscribeSync("victim.injected")
+	require.NoError(t, err)
+	require.NoError(t, watcher.Flush())
+	jc.WaitInterest(t, "victim.injected", victim)
+
+	mallory := jc.Connect(t, 3-own-victim, nats.UserInfo(malloryUser, malloryPass))
+	require.NoError(t, mallory.PublishRequest("$JS.API.CONSUMER.MSG.NEXT.OWN.pull", "victim.injected", []byte(`{"batch":3,"no_wait":true}`)))
+	require.NoError(t, mallory.Flush())
+	for k := range 3 {
+		_, err := seen.NextMsg(clustertest.Wait)
+		require.NoError(t, err, "delivery %d crossed to %s", k, jc.Servers[victim].Name())
+	}
+	// A message admin may publish, stored after them if they were.
+	_, err = ajs.Publish("victim.marker", nil)
+	require.NoError(t, err)
+	si, err := ajs.StreamInfo("VICTIM")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), si.State.Msgs, "VICTIM stored what mallory may not publish")
+}
+
 // TestClusterKV: a key-value bucket (a stream read by DIRECT.GET) works
 // through every server.
 func TestClusterKV(t *testing.T) {

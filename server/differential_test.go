@@ -900,8 +900,22 @@ func (p *diffPings) feed(data []byte) {
 }
 
 // diffSortCopies sorts each run of rendered messages that differ only in their
-// sid: copies of one message to several subscriptions of a connection.
+// sid: copies of one message to several subscriptions of a connection. An
+// INFO with connect_info, which both servers send after a CONNECT on their
+// own time, goes first in the lines reported at once: where it lands
+// among the messages that came then is not part of the behaviour.
 func diffSortCopies(lines []string) []string {
+	lines = slices.Clone(lines)
+	slices.SortStableFunc(lines, func(a, b string) int {
+		ai, bi := diffAsyncInfo(a), diffAsyncInfo(b)
+		switch {
+		case ai && !bi:
+			return -1
+		case bi && !ai:
+			return 1
+		}
+		return 0
+	})
 	key := func(l string) (string, bool) {
 		f := strings.SplitN(l, " ", 4)
 		if len(f) < 4 || (f[0] != "MSG" && f[0] != "HMSG") {
@@ -923,6 +937,12 @@ func diffSortCopies(lines []string) []string {
 		i = j
 	}
 	return out
+}
+
+// diffAsyncInfo reports whether a rendered line is the INFO a server
+// sends once a CONNECT is accepted (connect_info).
+func diffAsyncInfo(l string) bool {
+	return strings.HasPrefix(l, "INFO ") && strings.Contains(l, " connect_info=true")
 }
 
 // diffScriptFiles returns the script files.

@@ -285,10 +285,10 @@ func (c *client) request(h *hop, sub *subscription, subj string, as, reply []byt
 // nobody, since its user is on the peer and cannot be judged here.
 func (c *client) asker(acc *Account) Principal {
 	switch {
+	case c.route != nil:
+		return Principal{} // a peer's client, or a peer's server for one
 	case c.internal || c.serverPub:
 		return c.actFor
-	case c.route != nil:
-		return Principal{}
 	}
 	return c.principalIn(acc)
 }

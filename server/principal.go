@@ -63,7 +63,7 @@ const (
 	serverItself               // the server, for itself
 	clientUser                 // a client (usr nil: no limits)
 	goneUser                   // a user no longer configured (in this account)
-	crossed                    // a server-published message that crossed into another account
+	crossed                    // a server-published message that crossed into another account, or from a peer
 )
 
 // ServerPrincipal is the server acting for itself, in the account of the
@@ -148,10 +148,23 @@ func (m *Msg) Permitted() bool {
 	if !m.internal {
 		return true
 	}
-	if m.principal.kind == crossed {
-		return m.principal.ok
+	return m.principal.permits(m.Subject)
+}
+
+// permits reports whether a message the server publishes for p on subj
+// is permitted: for a principal that crossed (from another account or
+// another server), the verdict it crossed with.
+func (p Principal) permits(subj string) bool {
+	if p.kind == crossed {
+		return p.ok
 	}
-	return m.principal.CanPublish(m.Subject)
+	return p.CanPublish(subj)
+}
+
+// routed returns the principal of a server's message a peer sent (IMSG):
+// its client is on the peer, where it was judged, permitted or not.
+func routed(acc *Account, permitted bool) Principal {
+	return Principal{kind: crossed, acc: acc, ok: permitted}
 }
 
 // crossed returns the principal a server-published message acts for once

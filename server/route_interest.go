@@ -179,9 +179,18 @@ func peerMember(sub *subscription) bool {
 func (c *client) forward(acc *Account, subj string, reply []byte, hdr int, msg []byte) bool {
 	sent := false
 	subjBytes := unsafe.Slice(unsafe.StringData(subj), len(subj))
+	kind := proto.ClientMsg
+	if c.internal || c.serverPub {
+		// The server's message: the peer learns whether the client it
+		// acts for may publish it (IMSG), as this server's receivers do.
+		kind = proto.ServerMsgDenied
+		if c.actFor.permits(subj) {
+			kind = proto.ServerMsgPermitted
+		}
+	}
 	for i := range c.fwd.targets {
 		t := &c.fwd.targets[i]
-		switch t.rc.out.queueRouteMsg(acc.name, subjBytes, reply, t.queues, hdr, msg) {
+		switch t.rc.out.queueRouteMsg(kind, acc.name, subjBytes, reply, t.queues, hdr, msg) {
 		case queued:
 			c.queued(t.rc)
 			sent = true
@@ -194,16 +203,16 @@ func (c *client) forward(acc *Account, subj string, reply []byte, hdr int, msg [
 	return sent
 }
 
-// queueRouteMsg appends an RMSG or HMSG for a peer. A route is held to
+// queueRouteMsg appends an RMSG or HMSG (IMSG, IHMSG) for a peer. A route is held to
 // the clients' policy (stall.go): past the mark its gate closes, and the
 // publishers that forwarded to it wait there at the end of their reads, so
 // that a publisher faster than a peer (or than the peer's subscribers,
 // whose gates hold the peer's reads of the route) settles at the peer's
 // pace; past the bound it returns queueFull and the caller cuts the route
 // off as a slow consumer, as it would a client that does not drain.
-func (o *outbound) queueRouteMsg(account string, subject, reply []byte, queues []string, hdr int, msg []byte) queueResult {
+func (o *outbound) queueRouteMsg(kind proto.RouteMsgKind, account string, subject, reply []byte, queues []string, hdr int, msg []byte) queueResult {
 	var buf [512]byte
-	line := proto.AppendRouteMsgLine(buf[:0], account, subject, reply, queues, hdr, len(msg))
+	line := proto.AppendRouteMsgLine(buf[:0], kind, account, subject, reply, queues, hdr, len(msg))
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.mu.closing {

@@ -461,7 +461,16 @@ func (r *route) RouteMsg(m *proto.RouteMsg) error {
 		hdr = -1
 	}
 	r.queues = m.Queues
-	c.srv.route(c, acc, unsafe.String(unsafe.SliceData(m.Subject), len(m.Subject)), m.Subject, m.Reply, hdr, m.Msg)
+	subj := unsafe.String(unsafe.SliceData(m.Subject), len(m.Subject))
+	if m.Internal {
+		// The peer's server published it, for a client of its own: the
+		// same to receivers here as to the peer's (principal.go).
+		c.serverPub, c.actFor = true, routed(acc, m.Permitted)
+		c.srv.route(c, acc, subj, m.Subject, m.Reply, hdr, m.Msg)
+		c.serverPub, c.actFor = false, Principal{}
+	} else {
+		c.srv.route(c, acc, subj, m.Subject, m.Reply, hdr, m.Msg)
+	}
 	r.queues = nil
 	return nil
 }

@@ -70,6 +70,7 @@ type Parser struct {
 	// fields scratch (see route.go).
 	rlens  []int
 	fields [][]byte
+	rflags routeFlags // IMSG/IHMSG's
 }
 
 // NewParser returns a parser that calls h.

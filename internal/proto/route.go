@@ -20,9 +20,15 @@ import (
 //	RMSG <acct> <subject> + <reply> <q>... <size>
 //	RMSG <acct> <subject> | <q>... <size>   ... and for one member of each queue group q
 //	HMSG <acct> <subject> [...] <hdr> <size>  the same with headers
+//	IMSG <acct> <subject> <+p|-p> [...] <size>  RMSG for a message the sender's server published
+//	IHMSG <acct> <subject> <+p|-p> [...] <hdr> <size>  ... and HMSG
 //	PING, PONG, -ERR '...'
 //
-// The payload follows RMSG/HMSG as it follows PUB.
+// The payload follows RMSG/HMSG/IMSG/IHMSG as it follows PUB. IMSG and
+// IHMSG carry a message the sending server published itself, for a client
+// (a JetStream delivery, a reply): +p if that client may publish on the
+// subject, -p if not. The receiver treats it as a server's message with
+// that verdict (server/principal.go), as the sender's own receivers do.
 
 // RouteHandler receives the operations a route's Parser decodes, from the
 // goroutine that calls Parse. Arguments are valid only during the call.
@@ -51,10 +57,24 @@ type RouteMsg struct {
 	// Hdr is the length of the headers at the start of Msg, -1 for none.
 	Hdr int
 	Msg []byte
+	// Internal is set for IMSG and IHMSG: the sender's server published
+	// the message; Permitted is its +p (the client it was published for
+	// may publish on Subject) or -p.
+	Internal, Permitted bool
 }
 
+// routeFlags are an IMSG's Internal and Permitted, kept while its payload
+// is read.
+type routeFlags struct{ internal, permitted bool }
+
+// The permission field of IMSG and IHMSG.
+const (
+	permitYes = "+p"
+	permitNo  = "-p"
+)
+
 // routeOps lists every operation name a route may send.
-var routeOps = []string{"RS+", "RS-", "RMSG", "HMSG", "PING", "PONG", "CONNECT", "INFO", "-ERR", "+OK"}
+var routeOps = []string{"RS+", "RS-", "RMSG", "HMSG", "IMSG", "IHMSG", "PING", "PONG", "CONNECT", "INFO", "-ERR", "+OK"}
 
 // NewRouteParser returns a parser for a route, calling h.
 func NewRouteParser(h RouteHandler, l Limits) *Parser {
@@ -76,9 +96,13 @@ func (p *Parser) routeDispatch(line, rest []byte) ([]byte, error) {
 	op, args := cutOp(line)
 	switch {
 	case opIs(op, "RMSG"):
-		return p.routeMsg(args, false, rest)
+		return p.routeMsg(args, false, false, rest)
 	case opIs(op, "HMSG"):
-		return p.routeMsg(args, true, rest)
+		return p.routeMsg(args, true, false, rest)
+	case opIs(op, "IMSG"):
+		return p.routeMsg(args, false, true, rest)
+	case opIs(op, "IHMSG"):
+		return p.routeMsg(args, true, true, rest)
 	case opIs(op, "RS+"):
 		f := p.routeFields(args)
 		switch len(f) {
@@ -117,19 +141,33 @@ func (p *Parser) routeDispatch(line, rest []byte) ([]byte, error) {
 	return rest, ErrUnknownOp.withDetail("%q", snippet(line))
 }
 
-// routeMsg parses RMSG/HMSG arguments and delivers the message if its
-// payload is in rest, or starts buffering it as pub does.
-func (p *Parser) routeMsg(args []byte, headers bool, rest []byte) ([]byte, error) {
+// routeMsg parses RMSG/HMSG (IMSG/IHMSG if internal) arguments and
+// delivers the message if its payload is in rest, or starts buffering it
+// as pub does.
+func (p *Parser) routeMsg(args []byte, headers, internal bool, rest []byte) ([]byte, error) {
 	f := p.routeFields(args)
 	nums := 1
 	if headers {
 		nums = 2
 	}
-	if len(f) < 2+nums {
+	first := 2 // the first field after the subject
+	if internal {
+		first = 3
+	}
+	if len(f) < first+nums {
 		return rest, ErrUnknownOp.withDetail("wrong number of arguments: %q", snippet(args))
 	}
-	m := RouteMsg{Account: f[0], Subject: f[1], Hdr: -1}
-	mid := f[2 : len(f)-nums]
+	m := RouteMsg{Account: f[0], Subject: f[1], Hdr: -1, Internal: internal}
+	if internal {
+		switch string(f[2]) {
+		case permitYes:
+			m.Permitted = true
+		case permitNo:
+		default:
+			return rest, ErrUnknownOp.withDetail("bad permission field (+p or -p): %q", snippet(args))
+		}
+	}
+	mid := f[first : len(f)-nums]
 	switch {
 	case len(mid) == 0:
 	case len(mid) >= 2 && string(mid[0]) == "+":
@@ -172,6 +210,7 @@ func (p *Parser) routeMsg(args []byte, headers bool, rest []byte) ([]byte, error
 		p.rlens = append(p.rlens, len(q))
 	}
 	p.hdr, p.size = m.Hdr, size
+	p.rflags = routeFlags{internal: m.Internal, permitted: m.Permitted}
 	if cap(p.msg) < size+2 {
 		p.msg = bufpool.Get(max(size+2, 512))
 	}
@@ -188,7 +227,8 @@ func (p *Parser) finishRouteMsg(payload []byte) error {
 		a = a[n:]
 		return b
 	}
-	m := RouteMsg{Account: cut(p.rlens[0]), Subject: cut(p.rlens[1]), Reply: cut(p.rlens[2]), Hdr: p.hdr, Msg: payload}
+	m := RouteMsg{Account: cut(p.rlens[0]), Subject: cut(p.rlens[1]), Reply: cut(p.rlens[2]), Hdr: p.hdr, Msg: payload,
+		Internal: p.rflags.internal, Permitted: p.rflags.permitted}
 	if len(m.Reply) == 0 {
 		m.Reply = nil
 	}
@@ -232,18 +272,44 @@ func appendRouteInterest(dst []byte, verb, account, subject, queue string) []byt
 	return dst
 }
 
+// RouteMsgKind says which of the message operations a line is.
+type RouteMsgKind uint8
+
+const (
+	// ClientMsg is RMSG/HMSG: a client's message.
+	ClientMsg RouteMsgKind = iota
+	// ServerMsgPermitted is IMSG/IHMSG +p: the server's, for a client
+	// that may publish on the subject.
+	ServerMsgPermitted
+	// ServerMsgDenied is IMSG/IHMSG -p: the server's, for a client that
+	// may not (or for nobody).
+	ServerMsgDenied
+)
+
 // AppendRouteMsgLine appends the control line of an RMSG (hdr < 0) or
-// HMSG, through its CRLF.
-func AppendRouteMsgLine(dst []byte, account string, subject, reply []byte, queues []string, hdr, size int) []byte {
-	if hdr < 0 {
+// HMSG, or for a server's message IMSG or IHMSG, through its CRLF.
+func AppendRouteMsgLine(dst []byte, kind RouteMsgKind, account string, subject, reply []byte, queues []string, hdr, size int) []byte {
+	if kind != ClientMsg {
+		dst = append(dst, 'I')
+	}
+	switch {
+	case hdr < 0 && kind == ClientMsg:
 		dst = append(dst, "RMSG "...)
-	} else {
+	case hdr < 0:
+		dst = append(dst, "MSG "...)
+	default:
 		dst = append(dst, "HMSG "...)
 	}
 	dst = append(dst, account...)
 	dst = append(dst, ' ')
 	dst = append(dst, subject...)
 	dst = append(dst, ' ')
+	switch kind {
+	case ServerMsgPermitted:
+		dst = append(dst, permitYes+" "...)
+	case ServerMsgDenied:
+		dst = append(dst, permitNo+" "...)
+	}
 	switch {
 	case len(queues) > 0 && len(reply) > 0:
 		dst = append(dst, "+ "...)

@@ -23,7 +23,16 @@ func (r *routeRecorder) RouteSub(a, s, q []byte, w int) error {
 }
 func (r *routeRecorder) RouteUnsub(a, s, q []byte) error { return r.add("RS- %s|%s|%s", a, s, q) }
 func (r *routeRecorder) RouteMsg(m *RouteMsg) error {
-	return r.add("MSG %s|%s|%s|%s|%d|%s", m.Account, m.Subject, m.Reply, bytes.Join(m.Queues, []byte(",")), m.Hdr, m.Msg)
+	verb := "MSG"
+	switch {
+	case m.Internal && m.Permitted:
+		verb = "IMSG+p"
+	case m.Internal:
+		verb = "IMSG-p"
+	case m.Permitted:
+		verb = "MSG with Permitted" // never: Permitted only comes with Internal
+	}
+	return r.add("%s %s|%s|%s|%s|%d|%s", verb, m.Account, m.Subject, m.Reply, bytes.Join(m.Queues, []byte(",")), m.Hdr, m.Msg)
 }
 func (r *routeRecorder) Ping() error        { return r.add("PING") }
 func (r *routeRecorder) Pong() error        { return r.add("PONG") }
@@ -74,6 +83,11 @@ var routeCases = []struct {
 	{name: "rmsg reply and queues", in: "RMSG $G foo + r q1 0\r\n\r\n", calls: []string{"MSG $G|foo|r|q1|-1|"}},
 	{name: "hmsg", in: "HMSG $G foo r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", calls: []string{"MSG $G|foo|r||12|NATS/1.0\r\n\r\nhi"}},
 	{name: "hmsg queues", in: "HMSG $G foo | q 12 12\r\nNATS/1.0\r\n\r\n\r\n", calls: []string{"MSG $G|foo||q|12|NATS/1.0\r\n\r\n"}},
+	{name: "imsg permitted", in: "IMSG $G foo +p 5\r\nhello\r\n", calls: []string{"IMSG+p $G|foo|||-1|hello"}},
+	{name: "imsg denied reply", in: "IMSG $G foo -p _INBOX.x 2\r\nhi\r\n", calls: []string{"IMSG-p $G|foo|_INBOX.x||-1|hi"}},
+	{name: "imsg reply and queues", in: "IMSG $G foo +p + r q1 q2 0\r\n\r\n", calls: []string{"IMSG+p $G|foo|r|q1,q2|-1|"}},
+	{name: "ihmsg queues", in: "IHMSG $G foo -p | q 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", calls: []string{"IMSG-p $G|foo||q|12|NATS/1.0\r\n\r\nhi"}},
+	{name: "imsg then rmsg", in: "IMSG $G a +p 1\r\nx\r\nRMSG $G b 1\r\ny\r\n", calls: []string{"IMSG+p $G|a|||-1|x", "MSG $G|b|||-1|y"}},
 	{name: "handshake", in: "CONNECT {\"a\":1}\r\nINFO {}\r\nPING\r\nPONG\r\n-ERR 'x'\r\n",
 		calls: []string{`CONNECT {"a":1}`, "INFO {}", "PING", "PONG", "ERR 'x'"}},
 	{name: "client ops are garbage", in: "PUB foo 1\r\nx\r\n", err: "Unknown Protocol Operation"},
@@ -88,6 +102,10 @@ var routeCases = []struct {
 	{name: "rmsg two replies", in: "RMSG $G foo a b 1\r\nx\r\n", err: "Unknown Protocol Operation"},
 	{name: "rmsg short payload", in: "RMSG $G foo 3\r\nhello\r\n", err: "Unknown Protocol Operation"},
 	{name: "hmsg header too large", in: "HMSG $G foo 5 4\r\n", err: "Unknown Protocol Operation"},
+	{name: "imsg no permission field", in: "IMSG $G foo 5\r\nhello\r\n", err: "Unknown Protocol Operation"},
+	{name: "imsg bad permission field", in: "IMSG $G foo +x 5\r\nhello\r\n", err: "Unknown Protocol Operation"},
+	{name: "imsg reply in its place", in: "IMSG $G foo r 5\r\nhello\r\n", err: "Unknown Protocol Operation"},
+	{name: "ihmsg no size", in: "IHMSG $G foo +p 5\r\n", err: "Unknown Protocol Operation"},
 	{name: "rmsg max payload", in: "RMSG $G foo 1048577\r\n", err: "Maximum Payload Violation"},
 }
 
@@ -120,12 +138,16 @@ func TestRouteEncodeParse(t *testing.T) {
 	b = AppendRouteUnsub(b, "$G", "a.*", "")
 	b = AppendRouteUnsub(b, "$G", "a.>", "q")
 	for _, m := range []struct {
+		kind   RouteMsgKind
 		reply  string
 		queues []string
 		hdr    int
-	}{{"", nil, -1}, {"r", nil, -1}, {"", []string{"q1", "q2"}, -1}, {"r", []string{"q"}, 12}} {
+	}{
+		{ClientMsg, "", nil, -1}, {ClientMsg, "r", nil, -1}, {ClientMsg, "", []string{"q1", "q2"}, -1}, {ClientMsg, "r", []string{"q"}, 12},
+		{ServerMsgPermitted, "", nil, -1}, {ServerMsgDenied, "r", nil, 12}, {ServerMsgPermitted, "r", []string{"q"}, -1}, {ServerMsgDenied, "", []string{"q"}, 12},
+	} {
 		payload := "NATS/1.0\r\n\r\nhi"
-		b = AppendRouteMsgLine(b, "$G", []byte("s"), []byte(m.reply), m.queues, m.hdr, len(payload))
+		b = AppendRouteMsgLine(b, m.kind, "$G", []byte("s"), []byte(m.reply), m.queues, m.hdr, len(payload))
 		b = append(b, payload+"\r\n"...)
 	}
 	calls, err := parseRouteChunks(Limits{}, b)
@@ -134,6 +156,8 @@ func TestRouteEncodeParse(t *testing.T) {
 		"RS+ $G|a.*||0", "RS+ $G|a.>|q|2", "RS- $G|a.*|", "RS- $G|a.>|q",
 		"MSG $G|s|||-1|NATS/1.0\r\n\r\nhi", "MSG $G|s|r||-1|NATS/1.0\r\n\r\nhi",
 		"MSG $G|s||q1,q2|-1|NATS/1.0\r\n\r\nhi", "MSG $G|s|r|q|12|NATS/1.0\r\n\r\nhi",
+		"IMSG+p $G|s|||-1|NATS/1.0\r\n\r\nhi", "IMSG-p $G|s|r||12|NATS/1.0\r\n\r\nhi",
+		"IMSG+p $G|s|r|q|-1|NATS/1.0\r\n\r\nhi", "IMSG-p $G|s||q|12|NATS/1.0\r\n\r\nhi",
 	}, calls)
 }
 
