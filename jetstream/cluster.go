@@ -55,6 +55,7 @@ func (js *JetStream) runCluster() {
 		return
 	}
 	js.raft.HandleCalls(js.handleCall)
+	js.srv.HandleHealth(js.raft.Health)
 	js.wg.Add(1)
 	go js.reconcileLoop()
 	js.streamsChanged(nil, true)

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -26,6 +27,7 @@ type jsz struct {
 	Consumers int           `json:"consumers"`
 	Messages  uint64        `json:"messages"`
 	Bytes     uint64        `json:"bytes"`
+	Meta      *jszMeta      `json:"meta_cluster,omitempty"`
 	Accounts  []*jszAccount `json:"account_details,omitempty"`
 	Total     int           `json:"total"`
 	// FailedStreams is Skiff's: streams that could not be opened at
@@ -36,6 +38,65 @@ type jsz struct {
 	// StoreDir/accounts of no JetStream-enabled account, whose streams
 	// are kept on disk and not served (account.go).
 	OrphanedAccounts []string `json:"skiff_orphaned_accounts,omitempty"`
+}
+
+// jszMeta is the meta group as this server sees it, in nats-server's
+// MetaClusterInfo shape.
+type jszMeta struct {
+	Name            string         `json:"name,omitempty"`
+	Leader          string         `json:"leader,omitempty"`
+	Peer            string         `json:"peer,omitempty"`
+	Replicas        []*jszMetaPeer `json:"replicas,omitempty"`
+	Size            int            `json:"cluster_size"`
+	QuorumNeeded    int            `json:"quorum_needed"`
+	Pending         int            `json:"pending"`
+	PendingRequests int            `json:"pending_requests"`
+	PendingInfos    int            `json:"pending_infos"`
+}
+
+// jszMetaPeer is nats-server's PeerInfo.
+type jszMetaPeer struct {
+	Name    string        `json:"name"`
+	Current bool          `json:"current"`
+	Offline bool          `json:"offline,omitempty"`
+	Active  time.Duration `json:"active"`
+	Lag     uint64        `json:"lag,omitempty"`
+	Peer    string        `json:"peer"`
+}
+
+// metaJsz returns /jsz's meta_cluster, nil outside a cluster or before
+// this server joined the meta group.
+func (js *JetStream) metaJsz() *jszMeta {
+	if js.raft == nil {
+		return nil
+	}
+	mi, err := js.raft.MetaInfo()
+	if err != nil {
+		return nil
+	}
+	m := &jszMeta{Name: js.srv.ClusterName(), Leader: mi.Leader, Size: mi.Size, QuorumNeeded: mi.Size/2 + 1,
+		PendingRequests: len(js.forwards)}
+	m.Pending = m.PendingRequests
+	if mi.Leader != "" {
+		m.Peer = nodeHash(mi.Leader)
+	}
+	for _, p := range mi.Replicas {
+		m.Replicas = append(m.Replicas, &jszMetaPeer{Name: p.Name, Current: p.Current, Offline: p.Offline,
+			Active: p.Active, Lag: p.Lag, Peer: nodeHash(p.Name)})
+	}
+	return m
+}
+
+// nodeHash is a server's peer ID as nats-server shows it: the first 8
+// characters of the base-62 digits of its name's SHA-256.
+func nodeHash(name string) string {
+	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	sum := sha256.Sum256([]byte(name))
+	b := make([]byte, 8)
+	for i := range b {
+		b[i] = digits[int(sum[i]%62)]
+	}
+	return string(b)
 }
 
 type jszStats struct {
@@ -228,6 +289,7 @@ func (js *JetStream) jsz(o jszOptions) *jsz {
 	r.Messages, r.Bytes = total.msgs, total.memory+total.storage
 	r.Total = r.Streams
 	r.OrphanedAccounts = js.orphans
+	r.Meta = js.metaJsz()
 	return r
 }
 

@@ -82,9 +82,15 @@ func (m *monitor) handler() http.Handler {
 			h(w, r)
 		})
 	}
-	route(healthzPath, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	route(healthzPath, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		hs := m.s.healthz(q.Get("js-enabled-only") == "true" || q.Get("js-enabled") == "true")
+		code := hs.StatusCode
+		if hs.Error != "" {
+			m.s.log.Warn("health check failed", "err", hs.Error)
+		}
+		hs.StatusCode = 0 // the HTTP status says it, as in nats-server
+		writeJSON(w, code, hs)
 	})
 	route(varzPath, m.handleVarz)
 	route(connzPath, m.handleConnz)

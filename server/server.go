@@ -46,6 +46,7 @@ type Server struct {
 	bridgeTimers   []*time.Timer          // remove imports when their activation expires; set in New, stopped at Shutdown
 	jetstream      bool                   // advertised in INFO
 	extraMonitor   map[string]MonitorFunc // endpoints added by HandleMonitor
+	health         []HealthFunc           // checks added by HandleHealth, under mu
 	extraMetrics   []prometheus.Collector // collectors added by RegisterMetrics
 	cluster        *cluster               // nil unless Options.Cluster is set
 	sys            *sysState              // the system account's machinery; nil without one (sys.go)

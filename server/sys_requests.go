@@ -418,9 +418,8 @@ type HealthStatus struct {
 	Error      string `json:"error,omitempty"`
 }
 
-// healthzReq answers HEALTHZ: the server is up; asked about JetStream
-// (js-enabled-only), whether it has JetStream. The health of streams and
-// consumers is not checked: asking for one is an error.
+// healthzReq answers HEALTHZ as /healthz does (health.go). The health of
+// streams and consumers is not checked: asking for one is an error.
 func (sy *sysState) healthzReq(in *sysIn) {
 	var o struct {
 		JSEnabled     bool   `json:"js-enabled,omitempty"`
@@ -436,10 +435,7 @@ func (sy *sysState) healthzReq(in *sysIn) {
 		if o.Account != "" || o.Stream != "" || o.Consumer != "" {
 			return nil, fmt.Errorf("%w: Skiff's healthz does not check accounts, streams or consumers", errBadQuery)
 		}
-		if (o.JSEnabled || o.JSEnabledOnly) && !sy.s.jetstream {
-			return &HealthStatus{Status: "unavailable", StatusCode: http.StatusServiceUnavailable, Error: "JetStream not enabled"}, nil
-		}
-		return &HealthStatus{Status: "ok", StatusCode: http.StatusOK}, nil
+		return sy.s.healthz(o.JSEnabled || o.JSEnabledOnly), nil
 	})
 }
 

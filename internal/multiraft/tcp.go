@@ -187,6 +187,7 @@ type LinkStats struct {
 	MsgsOut     uint64
 	AppOut      uint64 // messages of the layer above (SendApp)
 	BulkDropped uint64
+	LastRecv    time.Time // when the link last read a frame
 }
 
 // Stats returns the counters of every live link.
@@ -199,6 +200,7 @@ func (t *TCP) Stats() []LinkStats {
 			Peer: l.peer, FramesOut: l.stats.framesOut.Load(), FramesIn: l.stats.framesIn.Load(),
 			BytesOut: l.stats.bytesOut.Load(), BeatsOut: l.stats.beatsOut.Load(),
 			MsgsOut: l.stats.msgsOut.Load(), AppOut: l.stats.appOut.Load(), BulkDropped: l.stats.bulkDropped.Load(),
+			LastRecv: time.Unix(0, l.lastRecv.Load()),
 		})
 	}
 	return out
