@@ -36,7 +36,7 @@ func monitorJSON(t *testing.T, s *server.Server, path string, v any) int {
 	t.Helper()
 	resp, err := http.Get("http://" + s.MonitorAddr().String() + path)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
 	return resp.StatusCode
 }
