@@ -267,11 +267,10 @@ func TestClusterStreamErrors(t *testing.T) {
 	require.Empty(t, st.Streams, "nothing assigned")
 }
 
-// TestClusterForwardActsForRequester: a request forwarded to the stream's
-// server acts there for the requester's user: mallory may not have a
-// consumer deliver where she may not publish, admin may, whichever server
-// they ask.
-func TestClusterForwardActsForRequester(t *testing.T) {
+// startDeputyCluster starts three servers with the users admin and
+// mallory (malloryPerms), and has admin create the stream OWN (own.>).
+func startDeputyCluster(t *testing.T) (*jsCluster, nats.JetStreamContext) {
+	t.Helper()
 	base := server.Options{Users: []server.User{
 		{Name: adminUser, Password: adminPass},
 		{Name: malloryUser, Password: malloryPass, Permissions: malloryPerms},
@@ -283,6 +282,15 @@ func TestClusterForwardActsForRequester(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ajs.AddStream(&nats.StreamConfig{Name: "OWN", Subjects: []string{"own.>"}})
 	require.NoError(t, err)
+	return jc, ajs
+}
+
+// TestClusterForwardActsForRequester: a request forwarded to the stream's
+// server acts there for the requester's user: mallory may not have a
+// consumer deliver where she may not publish, admin may, whichever server
+// they ask.
+func TestClusterForwardActsForRequester(t *testing.T) {
+	jc, _ := startDeputyCluster(t)
 	at := jc.index(jc.placement(t, "OWN"))
 	other := (at + 1) % 3
 
@@ -308,18 +316,8 @@ func TestClusterForwardActsForRequester(t *testing.T) {
 // them stored where she may not publish. A plain subscriber there gets
 // them (they did cross).
 func TestClusterDeliveryCrossesRoute(t *testing.T) {
-	base := server.Options{Users: []server.User{
-		{Name: adminUser, Password: adminPass},
-		{Name: malloryUser, Password: malloryPass, Permissions: malloryPerms},
-	}}
-	jc := startJSClusterWith(t, 3, base)
-	jc.waitMeta(t)
-	admin := jc.Connect(t, 0, nats.UserInfo(adminUser, adminPass))
-	ajs, err := admin.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = ajs.AddStream(&nats.StreamConfig{Name: "OWN", Subjects: []string{"own.>"}})
-	require.NoError(t, err)
-	_, err = ajs.AddStream(&nats.StreamConfig{Name: "VICTIM", Subjects: []string{"victim.>"}})
+	jc, ajs := startDeputyCluster(t)
+	_, err := ajs.AddStream(&nats.StreamConfig{Name: "VICTIM", Subjects: []string{"victim.>"}})
 	require.NoError(t, err)
 	own, victim := jc.index(jc.placement(t, "OWN")), jc.index(jc.placement(t, "VICTIM"))
 	require.NotEqual(t, own, victim, "placed on the server with the fewest streams")

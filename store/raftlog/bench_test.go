@@ -63,17 +63,7 @@ func benchReplicaWrite(b *testing.B, path string, size, batch int) {
 	var write func() error
 	switch path {
 	case "wal+store":
-		l, err := Open(Options{Dir: dir + "/wal", FS: fs, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = l.Close() }()
-		s, err := store.Open(store.Options{Dir: dir + "/stream", FS: fs, Logger: quiet,
-			Durability: store.Durability{Sync: store.SyncInterval, Interval: time.Second}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = s.Close() }()
+		l, s := openReplica(b, dir, fs)
 		g := l.Group(1)
 		next := uint64(1)
 		write = func() error {
@@ -96,17 +86,7 @@ func benchReplicaWrite(b *testing.B, path string, size, batch int) {
 			return nil
 		}
 	case "walbatch+store":
-		l, err := Open(Options{Dir: dir + "/wal", FS: fs, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = l.Close() }()
-		s, err := store.Open(store.Options{Dir: dir + "/stream", FS: fs, Logger: quiet,
-			Durability: store.Durability{Sync: store.SyncInterval, Interval: time.Second}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = s.Close() }()
+		l, s := openReplica(b, dir, fs)
 		g := l.Group(1)
 		next := uint64(1)
 		per := binary.MaxVarintLen64*2 + len(subj) + size
@@ -178,4 +158,22 @@ func benchReplicaWrite(b *testing.B, path string, size, batch int) {
 	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(fsyncs.Load())/elapsed.Seconds(), "fsyncs/s")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs/batch")
+}
+
+// openReplica opens a replica's raft log and its stream store, which
+// fsyncs in the background every second, under dir; b's cleanup closes
+// them.
+func openReplica(b *testing.B, dir string, fs vfs.FS) (*Log, *store.Stream) {
+	l, err := Open(Options{Dir: dir + "/wal", FS: fs, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	s, err := store.Open(store.Options{Dir: dir + "/stream", FS: fs, Logger: quiet,
+		Durability: store.Durability{Sync: store.SyncInterval, Interval: time.Second}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return l, s
 }
