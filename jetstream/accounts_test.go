@@ -92,12 +92,7 @@ func TestAccountsIsolation(t *testing.T) {
 
 	// A push consumer of B delivers in B: A's subscriber to the same
 	// subject sees nothing.
-	subA, err := ncA.SubscribeSync("deliver.here")
-	require.NoError(t, err)
-	subB, err := ncB.SubscribeSync("deliver.here")
-	require.NoError(t, err)
-	require.NoError(t, ncA.Flush())
-	require.NoError(t, ncB.Flush())
+	subA, subB := subscribeEach(t, "deliver.here", ncA, ncB)
 	_, err = jsB.CreateOrUpdateConsumer(c, "ORDERS", njs.ConsumerConfig{Durable: "P", DeliverSubject: "deliver.here"})
 	require.NoError(t, err)
 	m, err := subB.NextMsg(5 * time.Second)
@@ -299,13 +294,8 @@ func TestAccountAdvisories(t *testing.T) {
 	b := startAccountsBroker(t, jetstream.Options{}, tenant("A", &server.JetStreamLimits{}), tenant("B", &server.JetStreamLimits{}))
 	ncA, jsA := connectUser(t, b, "a")
 	ncB, _ := connectUser(t, b, "b")
-	subA, err := ncA.SubscribeSync("$JS.EVENT.ADVISORY.>")
-	require.NoError(t, err)
-	subB, err := ncB.SubscribeSync("$JS.EVENT.ADVISORY.>")
-	require.NoError(t, err)
-	require.NoError(t, ncA.Flush())
-	require.NoError(t, ncB.Flush())
-	_, err = jsA.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
+	subA, subB := subscribeEach(t, "$JS.EVENT.ADVISORY.>", ncA, ncB)
+	_, err := jsA.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
 	require.NoError(t, err)
 	var subjects []string
 	for {
@@ -536,4 +526,18 @@ func TestJetStreamAcrossImports(t *testing.T) {
 	require.Equal(t, 1, info2.Streams, "nothing created through the import")
 	require.Contains(t, scrape(t, br), "skiff_jetstream_refused_across_accounts_total 4")
 	require.NoError(t, got.Ack(), "A's own ack is taken")
+}
+
+// subscribeEach subscribes a and b to subject, each, and returns once the
+// server has both subscriptions.
+func subscribeEach(t *testing.T, subject string, a, b *nats.Conn) (*nats.Subscription, *nats.Subscription) {
+	t.Helper()
+	var subs [2]*nats.Subscription
+	for i, nc := range []*nats.Conn{a, b} {
+		sub, err := nc.SubscribeSync(subject)
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+		subs[i] = sub
+	}
+	return subs[0], subs[1]
 }

@@ -45,15 +45,7 @@ func startReferenceSys(t *testing.T) string {
 			{Username: "a", Password: "a", Account: aAcc},
 		},
 	}
-	ns, err := natsserver.NewServer(o)
-	require.NoError(t, err)
-	ns.Start()
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	require.True(t, ns.ReadyForConnections(5*time.Second))
-	return ns.ClientURL()
+	return runReference(t, o).ClientURL()
 }
 
 // TestSysDifferentialKeys sends the same $SYS requests to nats-server and

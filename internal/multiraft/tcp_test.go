@@ -102,7 +102,8 @@ func discard(c net.Conn) {
 	}()
 }
 
-func loopbackConns(t *testing.T) (net.Conn, net.Conn) {
+// loopbackConns returns the two ends of a TCP connection on loopback.
+func loopbackConns(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -133,9 +134,9 @@ func envelope(t *testing.T, group uint64, m *raftpb.Message) Envelope {
 func TestTCPDeliversInOrder(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		conns func(t *testing.T) (net.Conn, net.Conn)
+		conns func(t testing.TB) (net.Conn, net.Conn)
 	}{
-		{"pipe", func(*testing.T) (net.Conn, net.Conn) { return net.Pipe() }},
+		{"pipe", func(testing.TB) (net.Conn, net.Conn) { return net.Pipe() }},
 		{"loopback", loopbackConns},
 	} {
 		t.Run(c.name, func(t *testing.T) {

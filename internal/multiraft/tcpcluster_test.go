@@ -3,7 +3,6 @@ package multiraft_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -104,7 +103,7 @@ func startTCPCluster(t testing.TB, n int, groups []uint64, opts multiraft.Option
 	}
 	for i := range servers {
 		for j := i + 1; j < len(servers); j++ {
-			a, b := pairConns(t)
+			a, b := multiraft.LoopbackConns(t)
 			require.NoError(t, servers[i].tr.Add(servers[j].id, a))
 			require.NoError(t, servers[j].tr.Add(servers[i].id, b))
 		}
@@ -117,23 +116,6 @@ func startTCPCluster(t testing.TB, n int, groups []uint64, opts multiraft.Option
 		}
 	}
 	return servers
-}
-
-func pairConns(t testing.TB) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = ln.Close() }()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		ch <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	b := <-ch
-	require.NotNil(t, b)
-	return a, b
 }
 
 // leaderOf returns the leader of group that the live servers agree on, or
