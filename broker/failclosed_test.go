@@ -401,7 +401,7 @@ func TestRefusedConfigLeavesNothingOpen(t *testing.T) {
 		"accounts { A: { users: [ {user: a, password: b} ], exports: [ {service: x, latency: y} ] } }",
 		"accounts { A: { users: [ {user: a, password: b} ], limits: { max_connections: 0 } } }",
 		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: \"URL(http://127.0.0.1:9090/jwt/v1/accounts/)\"",
-		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: { type: full, dir: \"/tmp/jwt\" }",
+		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: { type: cache, dir: \"/tmp/jwt\" }",
 		"operator: \"../testdata/jwt/operator.jwt\"\nresolver: MEMORY\nresolver_tls { verify: true }",
 		"default_sentinel: jwt",
 		"cluster { listen: 127.0.0.1:6222, pool_size: 3 }",

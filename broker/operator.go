@@ -18,8 +18,9 @@ import (
 
 // Reasons given for the operator-mode keys Skiff does not implement yet.
 const (
-	whyResolverFull = "the URL, full and cache resolvers are not implemented yet; use resolver: MEMORY with resolver_preload"
-	whyResolverTLS  = "resolver_tls serves the URL resolver, which is not implemented yet"
+	whyResolverURL   = "the URL resolver is not implemented; use resolver { type: full, dir: ... } or resolver: MEMORY with resolver_preload"
+	whyResolverCache = "the cache resolver is not implemented; use resolver { type: full, dir: ... }"
+	whyResolverTLS   = "resolver_tls serves the URL resolver, which is not implemented"
 	whySentinel     = "default_sentinel serves auth callout, which is not implemented"
 )
 
@@ -73,7 +74,7 @@ func readOperatorJWT(s string) (string, error) {
 var memResolver = regexp.MustCompile(`(?i)^\s*(MEM|MEMORY)\s*$`)
 
 // applyResolver reads resolver: MEMORY (or MEM), or the block form with
-// type: MEMORY. Every other resolver is refused by name.
+// type MEMORY or FULL. The URL and cache resolvers are refused by name.
 func applyResolver(o *server.Options, v value) error {
 	switch x := v.v.(type) {
 	case string:
@@ -82,7 +83,7 @@ func applyResolver(o *server.Options, v value) error {
 			return nil
 		}
 		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(x)), "URL") {
-			return v.errorf(ErrUnsupported, "%s", whyResolverFull)
+			return v.errorf(ErrUnsupported, "%s", whyResolverURL)
 		}
 		return v.errorf(ErrInvalidValue, "error parsing account resolver, should be MEM or URL(\"url\") or a map containing dir and type state=[FULL|CACHE]")
 	case map[string]any:
@@ -91,8 +92,8 @@ func applyResolver(o *server.Options, v value) error {
 	return v.errorf(ErrInvalidValue, "error parsing operator resolver, wrong type %s", describe(v.v))
 }
 
-// resolverKeys is the resolver block: only its type, MEMORY, is
-// implemented; the directory resolvers' keys are refused.
+// resolverKeys is the resolver block: type MEMORY, or FULL with its
+// directory and options (the server checks how they fit together).
 var resolverKeys = func() keys[*server.Options] {
 	k := newKeys[*server.Options]()
 	k.on(func(o *server.Options, v value) error {
@@ -104,12 +105,39 @@ var resolverKeys = func() keys[*server.Options] {
 		case "MEM", "MEMORY":
 			o.Resolver.Type = server.ResolverMemory
 			return nil
-		case "FULL", "CACHE":
-			return v.errorf(ErrUnsupported, "%s", whyResolverFull)
+		case "FULL":
+			o.Resolver.Type = server.ResolverFull
+			return nil
+		case "CACHE":
+			return v.errorf(ErrUnsupported, "%s", whyResolverCache)
 		}
-		return v.errorf(ErrInvalidValue, "resolver type %q: want MEMORY (FULL and CACHE are not implemented yet)", s)
+		return v.errorf(ErrInvalidValue, "resolver type %q: want FULL or MEMORY (CACHE is not implemented)", s)
 	}, "type")
-	k.refuse(whyResolverFull, "dir", "allow_delete", "hard_delete", "limit", "ttl", "interval", "timeout")
+	k.on(func(o *server.Options, v value) (err error) {
+		o.Resolver.Dir, err = v.str()
+		return err
+	}, "dir")
+	k.on(func(o *server.Options, v value) (err error) {
+		o.Resolver.AllowDelete, err = v.boolean()
+		return err
+	}, "allow_delete")
+	k.on(func(o *server.Options, v value) (err error) {
+		o.Resolver.HardDelete, err = v.boolean()
+		return err
+	}, "hard_delete")
+	k.on(func(o *server.Options, v value) (err error) {
+		o.Resolver.Limit, err = v.intIn(1, 1<<31-1)
+		return err
+	}, "limit")
+	k.on(func(o *server.Options, v value) (err error) {
+		o.Resolver.Interval, err = v.duration()
+		return err
+	}, "interval")
+	k.on(func(o *server.Options, v value) (err error) {
+		o.Resolver.Timeout, err = v.duration()
+		return err
+	}, "timeout")
+	k.refuse(whyResolverCache, "ttl")
 	return k
 }()
 

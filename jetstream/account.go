@@ -44,7 +44,11 @@ type jsAccount struct {
 	acc  *server.Account
 	name string
 	dir  string // StoreDir/accounts/<name>/streams
-	lim  limits // the account's limits, as configured
+	// limv are the account's limits, as configured: replaced whole when
+	// its JWT is updated (accountUpdated).
+	limv atomic.Pointer[limits]
+	// subs are its API, acknowledgement and flow control subscriptions.
+	subs []*server.InternalSub
 
 	mu struct {
 		sync.RWMutex
@@ -142,8 +146,9 @@ func tenants(s *server.Server) []*server.Account {
 // newAccount makes the JetStream of acc; enable recovers and subscribes
 // it.
 func (js *JetStream) newAccount(acc *server.Account, lim limits) *jsAccount {
-	ja := &jsAccount{js: js, acc: acc, name: acc.Name(), lim: lim,
+	ja := &jsAccount{js: js, acc: acc, name: acc.Name(),
 		dir: filepath.Join(js.opts.StoreDir, accountsDir, acc.Name(), streamsDir)}
+	ja.limv.Store(&lim)
 	ja.mu.streams = map[string]*stream{}
 	ja.mu.creating = map[string]StreamConfig{}
 	ja.mu.subjects = newSubjectIndex()
@@ -163,7 +168,7 @@ func (ja *jsAccount) enable() error {
 	if err != nil {
 		return err
 	}
-	ja.js.subs = append(ja.js.subs, is)
+	ja.subs = append(ja.subs, is)
 	for _, sub := range []struct {
 		pattern string
 		h       server.InternalHandler
@@ -175,7 +180,7 @@ func (ja *jsAccount) enable() error {
 		if err != nil {
 			return err
 		}
-		ja.js.subs = append(ja.js.subs, is)
+		ja.subs = append(ja.subs, is)
 	}
 	return nil
 }
@@ -206,11 +211,9 @@ func (js *JetStream) enableAccounts() error {
 			if a == js.srv.SystemAccount() {
 				continue
 			}
-			is, err := js.subscribeAPI(a, js.handleNotEnabled)
-			if err != nil {
+			if err := js.subscribeNotEnabled(a); err != nil {
 				return err
 			}
-			js.subs = append(js.subs, is)
 			continue
 		}
 		ja := js.newAccount(a, lim)

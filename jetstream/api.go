@@ -442,7 +442,7 @@ func (ja *jsAccount) accountInfo() *accountInfoResponse {
 	u := ja.usage()
 	r.Memory, r.Storage, r.Streams, r.Consumers = u.memory, u.storage, u.streams, u.consumers
 	r.ReservedMemory, r.ReservedStorage = u.reservedMemory, u.reservedStorage
-	l, o := ja.lim, ja.js.opts
+	l, o := *ja.lim(), ja.js.opts
 	or := func(n, server int) int {
 		if n == noLimit {
 			return server

@@ -170,7 +170,7 @@ func (ja *jsAccount) reserveStream(name string, cfg StreamConfig) (*stream, *API
 		// Creates of one name run one after the other (streamWorker):
 		// only a bug gets here.
 		return nil, errStreamNameExist()
-	case ja.lim.maxStreams != noLimit && len(ja.mu.streams)+len(ja.mu.creating) >= ja.lim.maxStreams,
+	case ja.lim().maxStreams != noLimit && len(ja.mu.streams)+len(ja.mu.creating) >= ja.lim().maxStreams,
 		js.numStreamsLocked(ja) >= js.opts.MaxStreams:
 		return nil, errMaxStreams()
 	}

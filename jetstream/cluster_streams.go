@@ -63,7 +63,7 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		req.group = group
 		return ja.runOn(peer, req)
 	}
-	if names, _ := ja.assignedNames(""); ja.lim.maxStreams != noLimit && len(names) >= ja.lim.maxStreams {
+	if names, _ := ja.assignedNames(""); ja.lim().maxStreams != noLimit && len(names) >= ja.lim().maxStreams {
 		// The account's limit holds over the cluster: each server alone
 		// sees only the streams placed on it.
 		r.Error = errMaxStreams()

@@ -168,6 +168,9 @@ type JetStream struct {
 		sync.RWMutex
 		// accounts are the JetStream-enabled accounts, by name.
 		accounts map[string]*jsAccount
+		// notEnabled are the API subscriptions of the accounts without
+		// JetStream, which answer that it is not enabled.
+		notEnabled map[*server.Account]*server.InternalSub
 	}
 	closed atomic.Bool
 	// reserveMu is held while a stream create or update checks the bounds
@@ -185,7 +188,6 @@ type JetStream struct {
 	// account label, and have per-account series.
 	multi bool
 
-	subs     []*server.InternalSub
 	apiQueue chan apiRequest // never closed: handlers may still send
 	// streamQueues feed the stream workers (stream create, update,
 	// delete), chosen by the account and stream's names; never closed
@@ -246,6 +248,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		js.streamQueues[i] = make(chan apiRequest, max(opts.APIQueue/streamWorkers, 1))
 	}
 	js.mu.accounts = map[string]*jsAccount{}
+	js.mu.notEnabled = map[*server.Account]*server.InternalSub{}
 	if err := js.startCluster(); err != nil {
 		_ = js.Close()
 		return nil, err
@@ -254,6 +257,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		_ = js.Close()
 		return nil, err
 	}
+	s.OnAccountUpdate(js.accountUpdated)
 	if err := s.HandleMonitor(jszPath, js.handleJsz); err != nil {
 		_ = js.Close()
 		return nil, err
@@ -331,9 +335,16 @@ func (js *JetStream) Close() error {
 	if js.closed.Swap(true) {
 		return nil
 	}
-	for _, is := range js.subs {
+	js.mu.Lock()
+	for _, is := range js.mu.notEnabled {
 		_ = is.Unsubscribe()
 	}
+	for _, ja := range js.mu.accounts {
+		for _, is := range ja.subs {
+			_ = is.Unsubscribe()
+		}
+	}
+	js.mu.Unlock()
 	close(js.stop)
 	js.wg.Wait()
 	var errs []error

@@ -170,10 +170,10 @@ func (mc *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.accStorage, float64(u.storage), ja.name)
 			counter(d.accAPIRequests, float64(api.Total), ja.name)
 			counter(d.accAPIErrors, float64(api.Errors), ja.name)
-			gauge(d.accLimitMemory, float64(ja.lim.maxMemory), ja.name)
-			gauge(d.accLimitStorage, float64(ja.lim.maxStore), ja.name)
-			gauge(d.accLimitStreams, float64(ja.lim.maxStreams), ja.name)
-			gauge(d.accLimitConsumers, float64(ja.lim.maxConsumers), ja.name)
+			gauge(d.accLimitMemory, float64(ja.lim().maxMemory), ja.name)
+			gauge(d.accLimitStorage, float64(ja.lim().maxStore), ja.name)
+			gauge(d.accLimitStreams, float64(ja.lim().maxStreams), ja.name)
+			gauge(d.accLimitConsumers, float64(ja.lim().maxConsumers), ja.name)
 		}
 		for _, name := range ja.sortedStreamNames() {
 			st := ja.lookup(name)

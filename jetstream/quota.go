@@ -47,9 +47,9 @@ func (js *JetStream) quotaFor(t StorageType) (*quota, int64) {
 // type (-1: none).
 func (ja *jsAccount) quotaFor(t StorageType) (*quota, int64) {
 	if t == MemoryStorage {
-		return &ja.memQuota, ja.lim.maxMemory
+		return &ja.memQuota, ja.lim().maxMemory
 	}
-	return &ja.fileQuota, ja.lim.maxStore
+	return &ja.fileQuota, ja.lim().maxStore
 }
 
 // quotaReached reports whether streams of type t hold the server's quota.
@@ -189,7 +189,7 @@ func (js *JetStream) numStreamsLocked(ja *jsAccount) int {
 // other stream's (10028 memory, 10047 file), in nats-server's order.
 // js.reserveMu and ja.mu held.
 func (ja *jsAccount) checkReserveLocked(cfg *StreamConfig) *APIError {
-	if l := ja.lim.maxConsumers; l != noLimit && cfg.MaxConsumers > l {
+	if l := ja.lim().maxConsumers; l != noLimit && cfg.MaxConsumers > l {
 		return errMaxConsumers()
 	}
 	refuse := func() *APIError {
@@ -227,12 +227,12 @@ func (ja *jsAccount) checkReserveLocked(cfg *StreamConfig) *APIError {
 // limits do not allow: none when the account requires one (10113), or one
 // above the account's per-stream bound (10122).
 func (ja *jsAccount) checkMaxBytes(cfg *StreamConfig) *APIError {
-	limit := ja.lim.storeMaxStreamBytes
+	limit := ja.lim().storeMaxStreamBytes
 	if cfg.Storage == MemoryStorage {
-		limit = ja.lim.memMaxStreamBytes
+		limit = ja.lim().memMaxStreamBytes
 	}
 	switch {
-	case ja.lim.maxBytesRequired && cfg.MaxBytes <= 0:
+	case ja.lim().maxBytesRequired && cfg.MaxBytes <= 0:
 		return apiErr(400, 10113, "account requires a stream config to have max bytes set")
 	case limit > 0 && cfg.MaxBytes > limit:
 		return apiErr(400, 10122, "stream max bytes exceeds account limit max stream bytes")

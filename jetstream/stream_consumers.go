@@ -28,7 +28,7 @@ const (
 // subject.
 func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Principal) (*ConsumerInfo, *APIError) {
 	scfg := st.config()
-	ncfg, aerr := normalizeConsumer(cfg, &scfg, st.ja.lim.maxAckPend)
+	ncfg, aerr := normalizeConsumer(cfg, &scfg, st.ja.lim().maxAckPend)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -76,7 +76,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 	// The stream's max_consumers, lowered to the account's, else the
 	// server's default, as nats-server's.
 	limit := scfg.MaxConsumers
-	if al := st.ja.lim.maxConsumers; limit <= 0 || (al != noLimit && al < limit) {
+	if al := st.ja.lim().maxConsumers; limit <= 0 || (al != noLimit && al < limit) {
 		limit = al
 	}
 	if limit <= 0 {

@@ -21,19 +21,25 @@ type Account struct {
 	name   string
 	srv    *Server
 	subs   *cstrie.Trie[*subscription]
-	limits accountLimits // set before the account is registered, then only read
-	resp   *respTable    // set by New if it exports or imports services, then only read
-	ports  accountPorts  // its exports and imports, set by New, then only read
-	jwt    *accountJWT   // operator mode: what its JWT says (jwt_account.go); nil for a configured account
+	// limits are replaced whole when its JWT is updated (jwt_update.go).
+	limits atomic.Pointer[accountLimits]
+	// resp is its response table, made once it exports or imports
+	// services, then kept.
+	resp atomic.Pointer[respTable]
+	// ports are its exports and imports, as validated: replaced whole
+	// when the JWTs' are resolved again (jwt_update.go).
+	ports atomic.Pointer[accountPorts]
+	jwt   *accountJWT // operator mode: what its JWT says (jwt_account.go); nil for a configured account
 	// js is the account's JetStream limits; nil: no JetStream of its own
-	// configured. Replaced whole (JWT updates, later).
+	// configured. Replaced whole when its JWT is updated.
 	js atomic.Pointer[JetStreamLimits]
 	// remoteConns are the account's clients on the peers, as their
 	// $SYS connection counts tell (sys_events.go): they count in
 	// max_connections too.
 	remoteConns atomic.Int32
-	// updated is when the account was registered: /accountz update_time.
-	updated time.Time
+	// updated is when the account was registered or its JWT last
+	// applied (unix nanoseconds): /accountz update_time.
+	updated atomic.Int64
 
 	// subInserts and subRemoves count the subscriptions added to and
 	// removed from the index; the server's totals are their sums. Written
@@ -59,10 +65,16 @@ type accountPorts struct {
 }
 
 func newAccount(s *Server, name string, limits accountLimits) *Account {
-	a := &Account{name: name, srv: s, subs: cstrie.New[*subscription](), limits: limits, updated: time.Now()}
+	a := &Account{name: name, srv: s, subs: cstrie.New[*subscription]()}
+	a.limits.Store(&limits)
+	a.ports.Store(&accountPorts{})
+	a.updated.Store(time.Now().UnixNano())
 	a.mu.clients = map[*client]struct{}{}
 	return a
 }
+
+// lim returns the account's limits.
+func (a *Account) lim() *accountLimits { return a.limits.Load() }
 
 // Name returns the account's name: "$G" for the global account.
 func (a *Account) Name() string { return a.name }
@@ -94,7 +106,7 @@ func (a *Account) JetStreamLimits() (JetStreamLimits, bool) {
 func (a *Account) addClient(c *client) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.limits.maxConns != noLimit && len(a.mu.clients)+int(a.remoteConns.Load()) >= int(a.limits.maxConns) {
+	if l := a.lim(); l.maxConns != noLimit && len(a.mu.clients)+int(a.remoteConns.Load()) >= int(l.maxConns) {
 		return false
 	}
 	a.mu.clients[c] = struct{}{}
@@ -155,8 +167,9 @@ func (s *Server) limitsFor(acc *Account, u *user) (maxPayload, maxSubs int) {
 			*v = min(*v, int(l))
 		}
 	}
-	lower(&maxPayload, acc.limits.maxPayload)
-	lower(&maxSubs, acc.limits.maxSubs)
+	al := acc.lim()
+	lower(&maxPayload, al.maxPayload)
+	lower(&maxSubs, al.maxSubs)
 	if u != nil && u.jwt != nil {
 		lower(&maxPayload, u.jwt.maxPayload)
 		lower(&maxSubs, u.jwt.maxSubs)

@@ -65,6 +65,9 @@ type client struct {
 	// publishers delivering to this client's subscriptions.
 	headers atomic.Bool
 	usr     atomic.Pointer[user] // nil: no permission limits
+	// limitsStale is set when its account's limits changed: the read
+	// loop takes them again (reapplyLimits).
+	limitsStale atomic.Bool
 	// asyncInfo is set at CONNECT for a client that understands
 	// asynchronous INFO (protocol 1), which lame duck mode tells.
 	asyncInfo atomic.Bool
@@ -199,6 +202,9 @@ func (c *client) readLoop() {
 	for {
 		var n int
 		var err, perr error
+		if c.limitsStale.Load() {
+			c.reapplyLimits()
+		}
 		if space := c.parser.PayloadSpace(); len(space) >= directReadMin {
 			// The rest of a large message goes straight into its buffer,
 			// in reads as large as the socket allows.

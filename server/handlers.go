@@ -107,7 +107,7 @@ func (c *client) bind(acc *Account) error {
 	if !c.closed.Load() {
 		if !acc.addClient(c) {
 			c.mu.Unlock()
-			c.log.Warn("maximum account connections exceeded", "account", acc.name, "max_connections", acc.limits.maxConns)
+			c.log.Warn("maximum account connections exceeded", "account", acc.name, "max_connections", acc.lim().maxConns)
 			return proto.ErrMaxAccountConnections
 		}
 		if acc.jwtExpired() {

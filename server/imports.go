@@ -3,6 +3,9 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -64,44 +67,130 @@ type hop struct {
 	msg    []byte
 }
 
-// newBridges indexes the bridges of the imports of ix and the response
-// tables of the accounts that export or import services, and returns the
-// tables (for the sweeper). An import approved by an activation token
-// that expires lasts until then (expireBridge).
-func (s *Server) newBridges(ix *importIndex) []*respTable {
-	s.respPrefix = newRespPrefix()
-	var tables []*respTable
-	table := func(a *Account) {
-		if a.resp != nil {
+// bridges are the server's bridges of imports and its response tables.
+// The bridges are replaced when the imports are resolved again (a JWT
+// update, jwt_update.go): a bridge that stays is kept as it is, so that
+// a message routed meanwhile crosses an unchanged import exactly once.
+type bridges struct {
+	// resolve serializes resolving the imports and setting their bridges
+	// (resolveJWTImports), so that the last resolved is what is indexed.
+	resolve sync.Mutex
+	mu      sync.Mutex
+	// byKey are the bridges of imports, by bridgeKey.
+	byKey map[string]*importBridge
+	// tables are the response tables, for the sweeper; a table, once
+	// made, is kept.
+	tables []*respTable
+}
+
+// importBridge is the subscription of one import, and the timer that
+// removes it when the activation token that approved it expires.
+type importBridge struct {
+	sub   *subscription
+	timer *time.Timer
+}
+
+// setBridges makes the bridges of the imports of ix what is indexed, and
+// the exports and imports of its accounts what they report (accounts
+// not in ix export and import nothing). An import approved by an
+// activation token that expires lasts until then (expireBridge).
+func (s *Server) setBridges(ix *importIndex) {
+	s.bridges.mu.Lock()
+	defer s.bridges.mu.Unlock()
+	if s.bridges.byKey == nil {
+		s.bridges.byKey = map[string]*importBridge{}
+	}
+	keep := map[string]bool{}
+	add := func(key string, acc *Account, pattern string, kind subKind, b *bridge, until int64, imp, exp, subj string) {
+		keep[key] = true
+		if _, ok := s.bridges.byKey[key]; ok {
 			return
 		}
-		a.resp = newRespTable(a, s.respPrefix)
-		tables = append(tables, a.resp)
-		s.indexBridge(a, s.respPrefix+">", subResponse, &bridge{})
+		ib := &importBridge{sub: s.indexBridge(acc, pattern, kind, b)}
+		ib.timer = s.expireBridge(ib.sub, until, imp, exp, subj)
+		s.bridges.byKey[key] = ib
 	}
+	inIndex := map[string]bool{}
 	for _, name := range ix.order {
+		inIndex[name] = true
 		acc := s.accounts.lookup(name)
-		acc.ports = accountPorts{exports: ix.exports[name], streams: ix.streams[name], svcs: ix.svcs[name]}
+		acc.ports.Store(&accountPorts{exports: ix.exports[name], streams: ix.streams[name], svcs: ix.svcs[name]})
 		for _, e := range ix.exports[name] {
 			if e.Service {
-				table(acc)
+				s.respTableLocked(acc)
 			}
 		}
 		for _, si := range ix.streams[name] {
 			exp := s.accounts.lookup(si.acc)
-			sub := s.indexBridge(exp, si.from, subStreamImport, &bridge{to: acc, tr: si.tr})
-			s.expireBridge(sub, si.until, name, si.acc, si.from)
+			key := bridgeKey(subStreamImport, name, si.acc, si.from, si.tr, si.until)
+			add(key, exp, si.from, subStreamImport, &bridge{to: acc, tr: si.tr}, si.until, name, si.acc, si.from)
 		}
 		for _, si := range ix.svcs[name] {
 			exp := s.accounts.lookup(si.acc)
-			table(acc)
-			table(exp)
+			s.respTableLocked(acc)
+			s.respTableLocked(exp)
 			info, _ := json.Marshal(&requestInfo{Account: acc.name})
-			sub := s.indexBridge(acc, si.from, subServiceImport, &bridge{to: exp, tr: si.tr, export: si.export, share: si.share, info: info})
-			s.expireBridge(sub, si.until, name, si.acc, si.to)
+			key := bridgeKey(subServiceImport, name, si.acc, si.from, si.tr, si.until) +
+				fmt.Sprintf("|%t|%d|%d", si.share, si.export.Response, responseThreshold(si.export))
+			add(key, acc, si.from, subServiceImport, &bridge{to: exp, tr: si.tr, export: si.export, share: si.share, info: info},
+				si.until, name, si.acc, si.to)
 		}
 	}
-	return tables
+	for _, a := range s.accounts.all() {
+		if !inIndex[a.name] && (len(a.ports.Load().exports) > 0 || len(a.ports.Load().streams) > 0 || len(a.ports.Load().svcs) > 0) {
+			a.ports.Store(&accountPorts{})
+		}
+	}
+	for key, ib := range s.bridges.byKey {
+		if keep[key] {
+			continue
+		}
+		delete(s.bridges.byKey, key)
+		if ib.timer != nil {
+			ib.timer.Stop()
+		}
+		if !ib.sub.removed.Swap(true) {
+			s.unindex(ib.sub)
+		}
+	}
+}
+
+// bridgeKey names an import's bridge by what it does.
+func bridgeKey(kind subKind, imp, exp, from string, tr *subject.Transform, until int64) string {
+	to := ""
+	if tr != nil {
+		to = tr.Source() + ">" + tr.Destination()
+	}
+	return fmt.Sprintf("%d|%s|%s|%s|%s|%d", kind, imp, exp, from, to, until)
+}
+
+// respTableLocked returns a's response table, made (and its bridge
+// indexed) on first use. Called with s.bridges.mu held.
+func (s *Server) respTableLocked(a *Account) *respTable {
+	if t := a.resp.Load(); t != nil {
+		return t
+	}
+	t := newRespTable(a, s.respPrefix)
+	// Stored before the bridges that use it are indexed: whoever finds
+	// such a bridge finds the table.
+	a.resp.Store(t)
+	s.bridges.tables = append(s.bridges.tables, t)
+	s.indexBridge(a, s.respPrefix+">", subResponse, &bridge{})
+	return t
+}
+
+// respTable is respTableLocked for a caller without s.bridges.mu.
+func (s *Server) respTable(a *Account) *respTable {
+	s.bridges.mu.Lock()
+	defer s.bridges.mu.Unlock()
+	return s.respTableLocked(a)
+}
+
+// respTables returns the response tables, for the sweeper.
+func (s *Server) respTables() []*respTable {
+	s.bridges.mu.Lock()
+	defer s.bridges.mu.Unlock()
+	return slices.Clone(s.bridges.tables)
 }
 
 func (s *Server) indexBridge(acc *Account, pattern string, kind subKind, b *bridge) *subscription {
@@ -111,22 +200,33 @@ func (s *Server) indexBridge(acc *Account, pattern string, kind subKind, b *brid
 	return sub
 }
 
-// expireBridge removes the bridge sub of account imp's import of subj
-// from account exp at until (unix seconds; 0: never), when the
-// activation token that approved it expires, as nats-server invalidates
-// the import then. Called from New; the timers stop at Shutdown.
-func (s *Server) expireBridge(sub *subscription, until int64, imp, exp, subj string) {
+// expireBridge returns a timer that removes the bridge sub of account
+// imp's import of subj from account exp at until (unix seconds; 0: never,
+// and no timer), when the activation token that approved it expires, as
+// nats-server invalidates the import then. setBridges stops it if the
+// import goes before, and Shutdown stops them all.
+func (s *Server) expireBridge(sub *subscription, until int64, imp, exp, subj string) *time.Timer {
 	if until == 0 {
-		return
+		return nil
 	}
-	t := time.AfterFunc(untilUnix(until, time.Now()), func() {
+	return time.AfterFunc(untilUnix(until, time.Now()), func() {
 		if sub.removed.Swap(true) {
 			return
 		}
 		s.unindex(sub)
 		s.log.Info("import's activation token expired: import removed", "account", imp, "from", exp, "subject", subj, "kind", sub.kind.String())
 	})
-	s.bridgeTimers = append(s.bridgeTimers, t)
+}
+
+// stopBridgeTimers stops the activation expiry timers (Shutdown).
+func (s *Server) stopBridgeTimers() {
+	s.bridges.mu.Lock()
+	defer s.bridges.mu.Unlock()
+	for _, ib := range s.bridges.byKey {
+		if ib.timer != nil {
+			ib.timer.Stop()
+		}
+	}
 }
 
 func (k subKind) String() string {
@@ -181,7 +281,7 @@ func (c *client) deliverSpecial(sub *subscription, subj string, subjBytes, reply
 	case subServiceImport:
 		return c.request(h, sub, subj, as, reply, hdr, msg)
 	case subResponse:
-		return c.respond(sub.acc.resp, subj, reply, hdr, msg)
+		return c.respond(sub.acc.resp.Load(), subj, reply, hdr, msg)
 	}
 	return false
 }
@@ -268,13 +368,13 @@ func (c *client) request(h *hop, sub *subscription, subj string, as, reply []byt
 	var e *respEntry
 	var reply2 []byte
 	if len(reply) > 0 {
-		e = b.to.resp.add(sub.acc, reply, c.asker(sub.acc), b.export.Response, b.share, responseThreshold(b.export))
+		e = b.to.resp.Load().add(sub.acc, reply, c.asker(sub.acc), b.export.Response, b.share, responseThreshold(b.export))
 		reply2 = unsafe.Slice(unsafe.StringData(e.key), len(e.key))
 	}
 	msg, hdr = c.withRequestInfo(h, sub, hdr, msg)
 	delivered := c.routeAcross(b.to, subj, to, as, reply2, hdr, msg)
 	if !delivered && e != nil {
-		b.to.resp.remove(e) // nobody took the request: no response can come
+		b.to.resp.Load().remove(e) // nobody took the request: no response can come
 	}
 	return delivered
 }
@@ -313,8 +413,8 @@ func (c *client) respond(t *respTable, subj string, reply []byte, hdr int, msg [
 	}
 	var back *respEntry
 	var reply2 []byte
-	if len(reply) > 0 && e.to.resp != nil {
-		back = e.to.resp.add(t.acc, reply, c.asker(t.acc), e.rt, e.share, e.threshold)
+	if t2 := e.to.resp.Load(); len(reply) > 0 && t2 != nil {
+		back = t2.add(t.acc, reply, c.asker(t.acc), e.rt, e.share, e.threshold)
 		reply2 = unsafe.Slice(unsafe.StringData(back.key), len(back.key))
 	}
 	wasServer, was := c.serverPub, c.actFor
@@ -322,7 +422,7 @@ func (c *client) respond(t *respTable, subj string, reply []byte, hdr int, msg [
 	delivered := c.srv.route(c, e.to, e.reply, unsafe.Slice(unsafe.StringData(e.reply), len(e.reply)), reply2, hdr, msg)
 	c.serverPub, c.actFor = wasServer, was
 	if !delivered && back != nil {
-		e.to.resp.remove(back)
+		e.to.resp.Load().remove(back)
 	}
 	if e.rt != Singleton {
 		if !delivered || (hdr <= 0 && len(msg) == 0) {
@@ -492,7 +592,7 @@ func (sub *subscription) bridgeInterest(subj string, depth int) bool {
 	b := sub.bridge
 	switch sub.kind {
 	case subResponse:
-		t := sub.acc.resp
+		t := sub.acc.resp.Load()
 		t.mu.Lock()
 		e := t.mu.m[subj]
 		t.mu.Unlock()

@@ -36,13 +36,18 @@ type trust struct {
 	// usage: an account they sign may sign users only with its signing
 	// keys, never with its identity (nats-server's strictSigningKeyUsage).
 	strict map[string]bool
+	// strictOps are the operators with strict signing key usage.
+	strictOps map[string]bool
 	// pinned, if not nil, are the only accounts whose users may connect.
 	pinned   map[string]bool
 	resolver accountResolver
+	// dir is the full resolver's store (nil for the MEMORY resolver).
+	dir *dirStore
 	// sysAccount is the system account's public key ("" for none).
 	sysAccount string
 	// late is set once New has registered the resolver's accounts: an
-	// account registered later gets no exports, imports or JetStream.
+	// account registered later has its exports and imports resolved with
+	// the others', and is told to the OnAccountUpdate hooks.
 	late atomic.Bool
 }
 
@@ -53,7 +58,7 @@ var errOperator = errors.New("operator")
 // be signed by its own key, valid now (not expired, well formed), and ask
 // for no newer server than this one.
 func newTrust(o *Options) (*trust, error) {
-	t := &trust{keys: map[string]bool{}, strict: map[string]bool{}}
+	t := &trust{keys: map[string]bool{}, strict: map[string]bool{}, strictOps: map[string]bool{}}
 	var sys []string
 	for i, raw := range o.TrustedOperators {
 		tok, err := jwt.ParseDecoratedJWT([]byte(raw))
@@ -75,6 +80,8 @@ func newTrust(o *Options) (*trust, error) {
 		}
 		if !opc.StrictSigningKeyUsage {
 			t.keys[opc.Subject] = true
+		} else {
+			t.strictOps[opc.Subject] = true
 		}
 		for _, k := range opc.SigningKeys {
 			t.keys[k] = true
@@ -106,9 +113,12 @@ func newTrust(o *Options) (*trust, error) {
 			t.pinned[t.sysAccount] = true // the operator's own account always connects
 		}
 	}
-	t.resolver = newMemResolver(o.Resolver.Preload)
 	return t, nil
 }
+
+// strictOperator reports whether key is the identity of an operator
+// with strict signing key usage: it may not sign accounts.
+func (t *trust) strictOperator(key string) bool { return t.strictOps[key] }
 
 // validationError returns the blocking problems of a claim (expired, not
 // yet valid, malformed), or nil.

@@ -3,7 +3,9 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,12 +15,26 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/skiffmq/skiff/internal/proto"
+	"github.com/skiffmq/skiff/store/vfs"
 )
 
-// accountJWT is what an account of operator mode holds from its JWT.
-// Everything but expired and the timer is set before the account is
-// registered and only read afterwards.
+// accountJWT is what an account of operator mode holds from its JWT:
+// the JWT applied last (state), and its expiry.
 type accountJWT struct {
+	st atomic.Pointer[jwtState]
+	// expired is set when the JWT applied last expired; deleted when the
+	// operator deleted the account (full resolver).
+	expired, deleted atomic.Bool
+	mu               sync.Mutex
+	timer            *time.Timer // the expiry timer, set once the account is registered
+}
+
+// state returns what the JWT applied last says.
+func (aj *accountJWT) state() *jwtState { return aj.st.Load() }
+
+// jwtState is what one account JWT says, as Skiff reads it; replaced
+// whole when the JWT is updated, never changed.
+type jwtState struct {
 	claims *jwt.AccountClaims
 	raw    string
 	// signers are the keys that may sign the account's users: its
@@ -33,10 +49,6 @@ type accountJWT struct {
 	// for what Skiff does not implement yet, and an account that lacks
 	// what it asks for fails closed ("" if they may connect).
 	refused string
-
-	expired atomic.Bool
-	mu      sync.Mutex
-	timer   *time.Timer // the expiry timer, set once the account is registered
 }
 
 // Why an account of operator mode is refused.
@@ -55,8 +67,10 @@ func (s *Server) jwtAccount(pub string) (*Account, error) {
 		switch {
 		case a.jwt == nil:
 			return nil, errNotJWTAccount
+		case a.jwt.deleted.Load():
+			return nil, errAccountDeleted
 		case a.jwt.expired.Load():
-			// The MEMORY resolver has no newer JWT to fetch.
+			// A newer JWT comes through the full resolver's updates.
 			return nil, errAccountExpired
 		}
 		return a, nil
@@ -73,8 +87,12 @@ func (s *Server) jwtAccount(pub string) (*Account, error) {
 	got, added := s.accounts.add(a)
 	if added {
 		s.startAccountExpiry(a)
-		if a.jwt.refused != "" {
-			s.log.Warn("account refused: its users cannot connect", "account", pub, "name", ac.Name, "reason", a.jwt.refused)
+		if st := a.jwt.state(); st.refused != "" {
+			s.log.Warn("account refused: its users cannot connect", "account", pub, "name", ac.Name, "reason", st.refused)
+		}
+		if s.trust.late.Load() {
+			s.resolveJWTImports(pub)
+			s.accountUpdated(a)
 		}
 	}
 	return got, nil
@@ -118,43 +136,60 @@ func (s *Server) verifyAccountJWT(pub, raw string) (*jwt.AccountClaims, error) {
 
 // newJWTAccount builds the account of claims ac (not registered yet).
 func (s *Server) newJWTAccount(ac *jwt.AccountClaims, raw string) *Account {
-	lim := ac.Limits
-	a := newAccount(s, ac.Subject, accountLimits{
-		maxConns:   jwtLimit(lim.Conn),
-		maxSubs:    jwtLimit(lim.Subs),
-		maxPayload: jwtLimit(lim.Payload),
-	})
-	aj := &accountJWT{claims: ac, raw: raw, signers: map[string]jwt.Scope{}}
+	a := newAccount(s, ac.Subject, limitsFromJWT(ac))
+	a.jwt = &accountJWT{}
+	st := s.jwtStateOf(ac, raw)
+	a.jwt.st.Store(st)
+	a.js.Store(s.jetStreamOf(st))
+	return a
+}
+
+// limitsFromJWT returns the account limits of claims ac.
+func limitsFromJWT(ac *jwt.AccountClaims) accountLimits {
+	return accountLimits{
+		maxConns:   jwtLimit(ac.Limits.Conn),
+		maxSubs:    jwtLimit(ac.Limits.Subs),
+		maxPayload: jwtLimit(ac.Limits.Payload),
+	}
+}
+
+// jwtStateOf reads the claims ac (the JWT raw) of an account.
+func (s *Server) jwtStateOf(ac *jwt.AccountClaims, raw string) *jwtState {
+	st := &jwtState{claims: ac, raw: raw, signers: map[string]jwt.Scope{}}
 	for k, scope := range ac.SigningKeys {
-		aj.signers[k] = scope
+		st.signers[k] = scope
 	}
 	if !s.trust.strict[ac.Issuer] {
-		aj.signers[ac.Subject] = nil
+		st.signers[ac.Subject] = nil
 	}
-	aj.defaultPerms, aj.defaultResp = permissionsFromJWT(&ac.DefaultPermissions)
-	aj.refused = unsupportedClaims(ac, s.trust.late.Load())
+	st.defaultPerms, st.defaultResp = permissionsFromJWT(&ac.DefaultPermissions)
+	st.refused = unsupportedClaims(ac)
 	if ac.Trace != nil {
 		s.log.Warn("account JWT asks for message tracing, which Skiff does not implement: ignored", "account", ac.Subject)
 	}
+	return st
+}
+
+// jetStreamOf returns the JetStream limits an account JWT gives (nil:
+// none).
+func (s *Server) jetStreamOf(st *jwtState) *JetStreamLimits {
+	ac := st.claims
 	switch {
-	case !ac.Limits.IsJSEnabled() || aj.refused != "":
+	case !ac.Limits.IsJSEnabled() || st.refused != "":
+		return nil
 	case ac.Subject == s.trust.sysAccount:
 		// As nats-server, which refuses to enable it there.
 		s.log.Warn("account JWT gives the system account JetStream, which it cannot have: ignored", "account", ac.Subject)
-	default:
-		l := jetStreamFromJWT(&ac.Limits)
-		a.js.Store(&l)
+		return nil
 	}
-	a.jwt = aj
-	return a
+	l := jetStreamFromJWT(&ac.Limits)
+	return &l
 }
 
 // unsupportedClaims names what ac asks for that Skiff does not implement,
 // or returns "". Such an account fails closed: honouring only part of it
-// could skip the mappings and authorization it relies on. late is set for
-// an account registered after New: exports, imports and JetStream are
-// resolved and enabled only for the accounts registered then.
-func unsupportedClaims(ac *jwt.AccountClaims, late bool) string {
+// could skip the mappings and authorization it relies on.
+func unsupportedClaims(ac *jwt.AccountClaims) string {
 	var why []string
 	if len(ac.Mappings) > 0 {
 		why = append(why, "subject mappings")
@@ -168,23 +203,8 @@ func unsupportedClaims(ac *jwt.AccountClaims, late bool) string {
 			break
 		}
 	}
-	if late {
-		if len(ac.Exports) > 0 {
-			why = append(why, "exports")
-		}
-		if len(ac.Imports) > 0 {
-			why = append(why, "imports")
-		}
-		if ac.Limits.IsJSEnabled() {
-			why = append(why, "JetStream limits")
-		}
-	}
-	switch {
-	case len(why) == 0:
+	if len(why) == 0 {
 		return ""
-	case late:
-		return "the account JWT, which became valid after the server started, has " + strings.Join(why, ", ") +
-			", which Skiff resolves only for the accounts valid at start"
 	}
 	return "the account JWT has " + strings.Join(why, ", ") + ", which Skiff does not implement"
 }
@@ -256,7 +276,7 @@ func clone(l jwt.StringList) []string {
 // JWT expires, its clients get -ERR 'Account Authentication Expired' and
 // are closed, and no user connects into it any more.
 func (s *Server) startAccountExpiry(a *Account) {
-	exp := a.jwt.claims.Expires
+	exp := a.jwt.state().claims.Expires
 	if exp == 0 {
 		return
 	}
@@ -288,9 +308,7 @@ func (a *Account) jwtExpired() bool { return a.jwt != nil && a.jwt.expired.Load(
 
 // stopAccountTimers stops the expiry timers of the accounts (Shutdown).
 func (s *Server) stopAccountTimers() {
-	for _, t := range s.bridgeTimers {
-		t.Stop()
-	}
+	s.stopBridgeTimers()
 	for _, a := range s.accounts.all() {
 		if a.jwt == nil {
 			continue
@@ -314,9 +332,18 @@ func (s *Server) startOperatorMode() error {
 		return err
 	}
 	s.trust = t
-	for pub := range s.opts.Resolver.Preload {
+	accounts := slices.Collect(maps.Keys(s.opts.Resolver.Preload))
+	switch s.opts.Resolver.Type {
+	case ResolverFull:
+		if accounts, err = s.openFullResolver(); err != nil {
+			return err
+		}
+	default:
+		t.resolver = newMemResolver(s.opts.Resolver.Preload)
+	}
+	for _, pub := range accounts {
 		if _, err := s.jwtAccount(pub); err != nil {
-			s.log.Warn("preloaded account not usable", "account", pub, "err", err)
+			s.log.Warn("account not usable", "account", pub, "err", err)
 		}
 	}
 	if sys := t.sysAccount; sys != "" {
@@ -326,6 +353,28 @@ func (s *Server) startOperatorMode() error {
 	}
 	t.late.Store(true)
 	return nil
+}
+
+// openFullResolver opens the full resolver's directory, stores the
+// preloaded JWTs there (unless it holds newer ones), and returns the
+// accounts it holds.
+func (s *Server) openFullResolver() ([]string, error) {
+	o := &s.opts.Resolver
+	st, skipped, err := openDirStore(vfs.OS, o)
+	if err != nil {
+		return nil, err
+	}
+	for _, err := range skipped {
+		s.log.Warn("resolver dir: file not read", "err", err)
+	}
+	for pub, raw := range o.Preload {
+		if _, err := st.saveIfNewer(pub, raw); err != nil && !errors.Is(err, errResolverOlder) {
+			s.log.Warn("preloaded account JWT not stored", "account", pub, "err", err)
+		}
+	}
+	s.trust.dir, s.trust.resolver = st, dirResolver{st: st}
+	s.log.Info("managing all account JWTs in exclusive directory", "dir", o.Dir, "accounts", len(st.list()))
+	return st.list(), nil
 }
 
 // OperatorMode reports whether the server runs in operator mode: its

@@ -24,8 +24,9 @@ import (
 //     validate at all (a token that does not decode, or that names another
 //     importer or exporter) is refused whole, by both, before this.
 //
-// Exports and imports are resolved once, when New registers the
-// resolver's accounts: the MEMORY resolver is read-only.
+// Exports and imports are resolved when New registers the resolver's
+// accounts, and again whenever an account is registered later or its JWT
+// changes (jwt_update.go).
 
 // jwtExport is what an account JWT's export adds to an Export.
 type jwtExport struct {
@@ -102,7 +103,7 @@ func exportFromJWT(a *Account, je *jwt.Export) Export {
 		}
 		e.Threshold = je.ResponseThreshold
 	}
-	e.jwt = &jwtExport{exporter: a.name, signers: a.jwt.signers, tokenReq: je.TokenReq, revoked: je.Revocations}
+	e.jwt = &jwtExport{exporter: a.name, signers: a.jwt.state().signers, tokenReq: je.TokenReq, revoked: je.Revocations}
 	return e
 }
 
@@ -128,16 +129,18 @@ func importFromJWT(ji *jwt.Import) Import {
 }
 
 // jwtImportIndex resolves the exports and imports of the operator-mode
-// accounts registered at start, in their JWTs' order (accounts by public
-// key; stream imports before service imports, as for configured
-// accounts). An account refused for what its JWT asks (unsupportedClaims)
-// exports and imports nothing.
-func (s *Server) jwtImportIndex() *importIndex {
+// accounts registered, in their JWTs' order (accounts by public key;
+// stream imports before service imports, as for configured accounts). An
+// account refused for what its JWT asks (unsupportedClaims), or deleted,
+// exports and imports nothing. What cannot be made is logged if it is
+// account changed's, or changed is "".
+func (s *Server) jwtImportIndex(changed string) *importIndex {
+	logs := func(acc, from string) bool { return changed == "" || acc == changed || from == changed }
 	ix := newImportIndex()
 	defined := map[string]bool{}
 	var accs []*Account
 	for _, a := range s.accounts.all() {
-		if a.jwt == nil || a.jwt.refused != "" {
+		if a.jwt == nil || a.jwt.state().refused != "" || a.jwt.deleted.Load() {
 			continue
 		}
 		accs = append(accs, a)
@@ -145,11 +148,12 @@ func (s *Server) jwtImportIndex() *importIndex {
 		ix.order = append(ix.order, a.name)
 	}
 	for _, a := range accs {
-		s.jwtExports(ix, a, defined)
+		s.jwtExports(ix, a, defined, logs(a.name, ""))
 	}
 	for _, service := range []bool{false, true} {
 		for _, a := range accs {
-			for _, ji := range a.jwt.claims.Imports {
+			st := a.jwt.state()
+			for _, ji := range st.claims.Imports {
 				if ji.IsService() != service {
 					continue
 				}
@@ -158,8 +162,8 @@ func (s *Server) jwtImportIndex() *importIndex {
 				if service {
 					add = ix.addService
 				}
-				if err := add(a.name, im, defined); err != nil {
-					s.log.Warn("account JWT import not made", "account", a.name, "name", a.jwt.claims.Name,
+				if err := add(a.name, im, defined); err != nil && logs(a.name, im.Account) {
+					s.log.Warn("account JWT import not made", "account", a.name, "name", st.claims.Name,
 						"from", im.Account, "subject", im.Subject, "err", err)
 				}
 			}
@@ -170,8 +174,9 @@ func (s *Server) jwtImportIndex() *importIndex {
 
 // jwtExports adds the exports of account a's JWT to ix, each checked as a
 // configured one.
-func (s *Server) jwtExports(ix *importIndex, a *Account, defined map[string]bool) {
-	for _, je := range a.jwt.claims.Exports {
+func (s *Server) jwtExports(ix *importIndex, a *Account, defined map[string]bool, logs bool) {
+	st := a.jwt.state()
+	for _, je := range st.claims.Exports {
 		e := exportFromJWT(a, je)
 		err := validateExport(a.name, &e, defined)
 		for _, prev := range ix.exports[a.name] {
@@ -180,7 +185,10 @@ func (s *Server) jwtExports(ix *importIndex, a *Account, defined map[string]bool
 			}
 		}
 		if err != nil {
-			s.log.Warn("account JWT export not made", "account", a.name, "name", a.jwt.claims.Name, "err", err)
+			if !logs {
+				continue
+			}
+			s.log.Warn("account JWT export not made", "account", a.name, "name", st.claims.Name, "err", err)
 			continue
 		}
 		ix.exports[a.name] = append(ix.exports[a.name], &e)

@@ -43,13 +43,13 @@ func TestCommittedSystemAccountExports(t *testing.T) {
 	t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
 	a := s.accounts.lookup(sys)
 	require.NotNil(t, a)
-	require.Empty(t, a.jwt.refused)
-	ix := s.jwtImportIndex()
+	require.Empty(t, a.jwt.state().refused)
+	ix := s.jwtImportIndex("")
 	require.Len(t, ix.exports[sys], 2)
 	for _, e := range ix.exports[sys] {
 		require.Positive(t, e.TokenPosition, e.Subject)
 	}
-	require.NotNil(t, a.resp, "the service export has its response table")
+	require.NotNil(t, a.resp.Load(), "the service export has its response table")
 }
 
 // TestActivation: every rule of an activation token, one case each, on

@@ -67,7 +67,7 @@ func (c *client) checkJWT(co *connectOpts) (*user, error) {
 	if err != nil {
 		return refuse("account %s: %v", issuer, err)
 	}
-	aj := acc.jwt
+	aj := acc.jwt.state()
 	if !s.trust.keys[aj.claims.Issuer] {
 		return refuse("account %s: %v", issuer, errAccountUntrusted)
 	}

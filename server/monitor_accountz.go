@@ -173,15 +173,15 @@ func (a *Account) info() *AccountInfo {
 	st := a.sublistStats(u)
 	ai := &AccountInfo{
 		AccountName: a.name,
-		LastUpdate:  a.updated.UTC(),
+		LastUpdate:  time.Unix(0, a.updated.Load()).UTC(),
 		Complete:    true,
 		JetStream:   a.jetStreamEnabled(),
 		ClientCnt:   u.conns,
 		SubCnt:      st.NumSubs, // of the same snapshot
-		Exports:     a.ports.extExports(),
-		Imports:     a.ports.extImports(),
+		Exports:     a.ports.Load().extExports(),
+		Imports:     a.ports.Load().extImports(),
 		Sublist:     st,
-		Responses:   a.resp.extResponses(),
+		Responses:   a.resp.Load().extResponses(),
 	}
 	if sy := a.srv.sys; sy != nil {
 		ai.IsSystem = a == sy.acc
@@ -197,10 +197,10 @@ func (a *Account) info() *AccountInfo {
 // fields stay absent.
 func (a *Account) identity(ai *AccountInfo) {
 	ai.NameTag = a.nameTag()
-	aj := a.jwt
-	if aj == nil {
+	if a.jwt == nil {
 		return
 	}
+	aj := a.jwt.state()
 	ai.Jwt, ai.IssuerKey, ai.Tags, ai.Claim = aj.raw, aj.claims.Issuer, aj.claims.Tags, aj.claims
 	ai.Expired = a.jwtExpired()
 	ai.Complete = aj.refused == ""
@@ -220,8 +220,8 @@ func (a *Account) identity(ai *AccountInfo) {
 // nameTag is the account's name for people (nats-server's name tag): the
 // name in an account JWT's claims, or the account's name.
 func (a *Account) nameTag() string {
-	if a.jwt != nil && a.jwt.claims.Name != "" {
-		return a.jwt.claims.Name
+	if a.jwt != nil && a.jwt.state().claims.Name != "" {
+		return a.jwt.state().claims.Name
 	}
 	return a.name
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nkeys"
 )
@@ -16,6 +17,11 @@ const (
 	// ResolverMemory holds the accounts of ResolverOptions.Preload, and no
 	// others, for the life of the server (nats-server's MEMORY resolver).
 	ResolverMemory
+	// ResolverFull keeps every account JWT in ResolverOptions.Dir, one
+	// file each, and takes new and updated ones at run time through the
+	// system account ($SYS.REQ.CLAIMS.UPDATE: `nsc push`), as
+	// nats-server's full resolver (resolver_dir.go).
+	ResolverFull
 )
 
 func (t ResolverType) String() string {
@@ -24,13 +30,14 @@ func (t ResolverType) String() string {
 		return "none"
 	case ResolverMemory:
 		return "MEMORY"
+	case ResolverFull:
+		return "FULL"
 	}
 	return fmt.Sprintf("ResolverType(%d)", int(t))
 }
 
 // ResolverOptions configure the account resolver of operator mode.
-// nats-server's URL, full (directory) and cache resolvers are not
-// implemented yet.
+// nats-server's URL and cache resolvers are not implemented.
 type ResolverOptions struct {
 	// Type is the resolver (ResolverNone outside operator mode).
 	Type ResolverType
@@ -39,8 +46,43 @@ type ResolverOptions struct {
 	// trusted operator, valid now, its subject the key it is listed
 	// under); one that does not verify is logged, and checked again when
 	// a client or a peer names it (a JWT not valid yet may be by then).
+	// The full resolver also stores each in Dir, unless Dir holds a newer
+	// JWT of the account.
 	Preload map[string]string
+
+	// The full resolver's options (resolver { type: full, ... }).
+
+	// Dir is the directory of the account JWTs (dir): created if
+	// missing; no other process should write it. Required.
+	Dir string
+	// AllowDelete lets the operator delete accounts
+	// ($SYS.REQ.CLAIMS.DELETE, allow_delete): a deleted account's JWT is
+	// renamed <key>.jwt.deleted, or removed with HardDelete
+	// (hard_delete). Default false: deletes are refused.
+	AllowDelete, HardDelete bool
+	// Limit bounds the accounts the directory holds (limit); an update
+	// that would add one more is refused. Default (0): DefaultResolverLimit.
+	Limit int
+	// Timeout bounds how long a CONNECT waits for the peers to answer a
+	// lookup of an account this server does not hold (timeout). Default
+	// (0): DefaultResolverTimeout.
+	Timeout time.Duration
+	// Interval is how often a server of a cluster compares its accounts
+	// with a peer's and takes the newer JWTs (interval). Default (0):
+	// DefaultResolverInterval.
+	Interval time.Duration
 }
+
+// The full resolver's defaults.
+const (
+	// DefaultResolverLimit is how many accounts the full resolver holds
+	// unless ResolverOptions.Limit says.
+	DefaultResolverLimit = 10000
+	// DefaultResolverTimeout is nats-server's account fetch timeout.
+	DefaultResolverTimeout = 1900 * time.Millisecond
+	// DefaultResolverInterval is nats-server's default sync interval.
+	DefaultResolverInterval = time.Minute
+)
 
 // operatorMode reports whether the options ask for decentralized
 // authentication: operators or trusted keys.
@@ -66,8 +108,16 @@ func (o *Options) validateOperatorMode() error {
 		return errors.New("conflicting options for 'TrustedKeys' and 'TrustedOperators'")
 	case o.Resolver.Type == ResolverNone:
 		return errors.New("operators require an account resolver to be configured")
-	case o.Resolver.Type != ResolverMemory:
+	case o.Resolver.Type != ResolverMemory && o.Resolver.Type != ResolverFull:
 		return fmt.Errorf("resolver %v is not implemented", o.Resolver.Type)
+	case o.Resolver.Type == ResolverFull && o.Resolver.Dir == "":
+		return errors.New("dir has no value and needs to point to a directory")
+	case o.Resolver.Type != ResolverFull && (o.Resolver.Dir != "" || o.Resolver.AllowDelete || o.Resolver.Limit != 0 || o.Resolver.Timeout != 0 || o.Resolver.Interval != 0):
+		return fmt.Errorf("resolver %v takes no dir, allow_delete, limit, timeout or interval", o.Resolver.Type)
+	case o.Resolver.HardDelete && !o.Resolver.AllowDelete:
+		return errors.New("hard_delete has no effect without delete")
+	case o.Resolver.Limit < 0 || o.Resolver.Timeout < 0 || o.Resolver.Interval < 0:
+		return errors.New("resolver limit, timeout and interval cannot be negative")
 	case len(o.Accounts) > 0:
 		return errors.New("operators do not allow Accounts to be configured directly")
 	case len(o.Users) > 0 || len(o.Nkeys) > 0:

@@ -19,8 +19,8 @@ type accountResolver interface {
 }
 
 // memResolver is the MEMORY resolver: the preloaded accounts, read-only
-// once the server is built (nats-server's can take updates through
-// $SYS, which Skiff does not have yet).
+// once the server is built. (nats-server's takes updates of the accounts
+// it holds through $SYS; Skiff's full resolver does, jwt_update.go.)
 type memResolver struct {
 	jwts map[string]string
 }
@@ -30,6 +30,13 @@ var _ accountResolver = (*memResolver)(nil)
 func newMemResolver(preload map[string]string) *memResolver {
 	return &memResolver{jwts: maps.Clone(preload)}
 }
+
+// dirResolver is the full resolver: the JWTs of its directory.
+type dirResolver struct{ st *dirStore }
+
+var _ accountResolver = dirResolver{}
+
+func (r dirResolver) fetch(pub string) (string, error) { return r.st.load(pub) }
 
 func (r *memResolver) fetch(pub string) (string, error) {
 	if j, ok := r.jwts[pub]; ok {

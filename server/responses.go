@@ -159,15 +159,16 @@ func (t *respTable) pending() int {
 // NumPendingResponses returns the requests made to the account's service
 // exports through this server whose responses may still come.
 func (a *Account) NumPendingResponses() int {
-	if a.resp == nil {
+	t := a.resp.Load()
+	if t == nil {
 		return 0
 	}
-	return a.resp.pending()
+	return t.pending()
 }
 
 // sweepResponses runs until Shutdown, dropping expired entries of every
 // response table.
-func (s *Server) sweepResponses(tables []*respTable) {
+func (s *Server) sweepResponses() {
 	defer s.wg.Done()
 	tick := time.NewTicker(respSweepInterval)
 	defer tick.Stop()
@@ -176,7 +177,7 @@ func (s *Server) sweepResponses(tables []*respTable) {
 		case <-s.closing:
 			return
 		case now := <-tick.C:
-			for _, t := range tables {
+			for _, t := range s.respTables() {
 				t.sweep(now.UnixNano())
 			}
 		}

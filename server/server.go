@@ -42,8 +42,8 @@ type Server struct {
 
 	internalClient *client                // owns internal subscriptions and bridges
 	respPrefix     string                 // "_R_.<random>.": this server's reply subjects of service imports
-	respTables     []*respTable           // of the accounts with service exports or imports, for the sweeper
-	bridgeTimers   []*time.Timer          // remove imports when their activation expires; set in New, stopped at Shutdown
+	bridges        bridges                // the bridges of imports, and the response tables (imports.go)
+	accountHooks   []AccountUpdateFunc    // told of accounts registered or updated at run time (jwt_update.go)
 	jetstream      bool                   // advertised in INFO
 	extraMonitor   map[string]MonitorFunc // endpoints added by HandleMonitor
 	health         []HealthFunc           // checks added by HandleHealth, under mu
@@ -132,9 +132,10 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err) // validated already
 	}
 	if s.trust != nil {
-		ix = s.jwtImportIndex()
+		ix = s.jwtImportIndex("")
 	}
-	s.respTables = s.newBridges(ix)
+	s.respPrefix = newRespPrefix()
+	s.setBridges(ix)
 	s.newSys()
 	return s, nil
 }
@@ -190,10 +191,8 @@ func (s *Server) Start() error {
 	s.mu.started = true
 	s.wg.Add(1)
 	go s.acceptLoop()
-	if len(s.respTables) > 0 {
-		s.wg.Add(1)
-		go s.sweepResponses(s.respTables)
-	}
+	s.wg.Add(1)
+	go s.sweepResponses()
 	if s.sys != nil {
 		s.sys.start()
 	}

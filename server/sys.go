@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,10 @@ type sysState struct {
 
 	// reqs are the z requests components added (HandleSysRequest).
 	reqs map[string]SysFunc
+	// packInbox is where peers answer this server's PACK requests (full
+	// resolver, resolver_sys.go); packEvery how often it asks.
+	packInbox string
+	packEvery time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -124,6 +129,8 @@ type sysIn struct {
 	// from is the client that published it on this server (nil for a
 	// peer's, or the server's own).
 	from *client
+	// self is set for a message this server published.
+	self bool
 }
 
 // SystemAccount returns the system account, or nil without one.
@@ -205,19 +212,18 @@ func (s *Server) newSys() {
 		sendq: make(chan *sysOut, sysSendQueue), recvq: make(chan *sysIn, sysRecvQueue),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		statszEvery: statszInterval, connsEvery: connsInterval, connsWait: connsDelay, orphanWait: orphanAfter,
-		reqs: map[string]SysFunc{},
+		reqs: map[string]SysFunc{}, packEvery: cmp.Or(o.Resolver.Interval, DefaultResolverInterval),
 	}
 	sy.mu.imported = map[*Account]bool{}
 	sy.mu.dirty = map[*Account]bool{}
 	sy.mu.servers = map[string]*remoteServer{}
 	s.sys = sy
-	if acc.resp == nil {
-		acc.resp = newRespTable(acc, s.respPrefix)
-		s.respTables = append(s.respTables, acc.resp)
-		s.indexBridge(acc, s.respPrefix+">", subResponse, &bridge{})
-	}
+	s.respTable(acc)
 	sy.subscribeEvents()
 	sy.subscribeRequests()
+	if s.trust != nil && s.trust.dir != nil {
+		sy.subscribeClaims()
+	}
 	for _, a := range s.accounts.all() {
 		sy.importInto(a)
 	}
@@ -325,6 +331,7 @@ func (sy *sysState) on(pattern string, request bool, h func(*sysIn)) {
 		in := &sysIn{
 			subject: strings.Clone(m.Subject), reply: strings.Clone(m.Reply),
 			hdr: bytes.Clone(m.Header), data: bytes.Clone(m.Data), h: h, pr: m.Principal(),
+			self: m.pub != nil && m.pub.internal,
 		}
 		if c := m.pub; c != nil && !c.internal && c.route == nil && !m.Internal() {
 			in.from = c
@@ -465,6 +472,12 @@ func (sy *sysState) workLoop() {
 	defer statsz.Stop()
 	conns := time.NewTicker(sy.connsEvery)
 	defer conns.Stop()
+	var pack <-chan time.Time
+	if sy.packInbox != "" && sy.s.cluster != nil {
+		t := time.NewTicker(sy.packEvery)
+		defer t.Stop()
+		pack = t.C
+	}
 	for {
 		select {
 		case in := <-sy.recvq:
@@ -479,6 +492,8 @@ func (sy *sysState) workLoop() {
 			sy.sendDirtyConns()
 		case <-conns.C:
 			sy.connsHeartbeat()
+		case <-pack:
+			sy.sendPack()
 		case <-sy.stop:
 			return
 		}

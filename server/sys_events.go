@@ -423,7 +423,7 @@ func (sy *sysState) recountRemote(acc *Account) {
 // several servers connected at once, before each server heard of the
 // others' (nats-server's updateRemoteServer does the same).
 func (sy *sysState) enforceMaxConns(acc *Account) {
-	limit := acc.limits.maxConns
+	limit := acc.lim().maxConns
 	if limit == noLimit {
 		return
 	}

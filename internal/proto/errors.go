@@ -50,6 +50,7 @@ var (
 	ErrInvalidProtocol       = &Error{Text: "invalid client protocol", Close: true}
 	ErrUserExpired           = &Error{Text: "User Authentication Expired", Close: true}
 	ErrAccountExpired        = &Error{Text: "Account Authentication Expired", Close: true}
+	ErrUserRevoked           = &Error{Text: "User Authentication Revoked", Close: true}
 	ErrNoRespNeedHeaders     = &Error{Text: "no responders requires headers support", Close: true}
 	ErrInvalidSubject        = &Error{Text: "Invalid Subject"}
 	ErrInvalidPubSubject     = &Error{Text: "Invalid Publish Subject"}
