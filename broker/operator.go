@@ -21,7 +21,7 @@ const (
 	whyResolverURL   = "the URL resolver is not implemented; use resolver { type: full, dir: ... } or resolver: MEMORY with resolver_preload"
 	whyResolverCache = "the cache resolver is not implemented; use resolver { type: full, dir: ... }"
 	whyResolverTLS   = "resolver_tls serves the URL resolver, which is not implemented"
-	whySentinel     = "default_sentinel serves auth callout, which is not implemented"
+	whySentinel      = "default_sentinel serves auth callout, which is not implemented"
 )
 
 // jwtPrefix starts every encoded JWT: an operator value that is not a

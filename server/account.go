@@ -18,9 +18,9 @@ const GlobalAccountName = "$G"
 // through routes, on its peers. The server makes the accounts (New); the
 // zero value is not usable. An Account is safe for concurrent use.
 type Account struct {
-	name   string
-	srv    *Server
-	subs   *cstrie.Trie[*subscription]
+	name string
+	srv  *Server
+	subs *cstrie.Trie[*subscription]
 	// limits are replaced whole when its JWT is updated (jwt_update.go).
 	limits atomic.Pointer[accountLimits]
 	// resp is its response table, made once it exports or imports

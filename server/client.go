@@ -202,9 +202,6 @@ func (c *client) readLoop() {
 	for {
 		var n int
 		var err, perr error
-		if c.limitsStale.Load() {
-			c.reapplyLimits()
-		}
 		if space := c.parser.PayloadSpace(); len(space) >= directReadMin {
 			// The rest of a large message goes straight into its buffer,
 			// in reads as large as the socket allows.
@@ -212,6 +209,11 @@ func (c *client) readLoop() {
 				perr = c.parser.PayloadRead(n)
 			}
 		} else if n, err = c.conn.Read(buf); n > 0 {
+			if c.limitsStale.Load() {
+				// Checked once the read returns: what it read is judged
+				// by the limits of now.
+				c.reapplyLimits()
+			}
 			perr = c.parser.Parse(buf[:n])
 			switch {
 			case n == len(buf) && len(buf) < maxReadBuf:

@@ -160,13 +160,14 @@ func (st *dirStore) saveIfNewer(pub, raw string) (changed bool, err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if old, ok := st.jwts[pub]; ok {
-		if oc, err := jwt.DecodeGeneric(old); err == nil {
-			switch {
-			case oc.ID == nc.ID:
-				return false, nil
-			case oc.IssuedAt > nc.IssuedAt:
-				return false, errResolverOlder
-			}
+		// nats-server takes two JWTs with the same ID for one; but the
+		// ID hashes only the JWT's standard fields, so two JWTs issued
+		// in the same second share it: Skiff compares the JWTs whole.
+		if old == raw {
+			return false, nil
+		}
+		if oc, err := jwt.DecodeGeneric(old); err == nil && oc.IssuedAt > nc.IssuedAt {
+			return false, errResolverOlder
 		}
 	} else if len(st.jwts) >= st.limit {
 		return false, fmt.Errorf("%w (limit %d)", errResolverFull, st.limit)

@@ -109,6 +109,16 @@ func (o *Operator) Update(f OperatorOption) {
 	o.sign()
 }
 
+// DeleteRequest returns the body of a $SYS.REQ.CLAIMS.DELETE request for
+// the accounts, as `nsc delete account` makes it: a JWT the operator
+// signs for itself, listing them.
+func (o *Operator) DeleteRequest(accounts ...string) string {
+	o.t.Helper()
+	gc := jwt.NewGenericClaims(o.Pub)
+	gc.Data["accounts"] = accounts
+	return encode(o.t, "a delete request", gc, o.Key)
+}
+
 // Preload returns the accounts' JWTs by public key, for resolver_preload.
 func (o *Operator) Preload(accounts ...*Account) map[string]string {
 	m := make(map[string]string, len(accounts))
