@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -183,4 +184,56 @@ func TestJWTAccountsPastServerQuota(t *testing.T) {
 	_, err = jwtConnect(t, br, accs[1].User("u")).AccountInfo(ctx(t))
 	require.Equal(t, njs.JSErrCodeJetStreamNotEnabledForAccount, apiCode(err), "%v", err)
 	require.Equal(t, 1, logs.count(`insufficient resources" account=`+accs[1].Pub))
+}
+
+// TestJWTAccountsPushed: with the full resolver, JetStream follows the
+// account JWTs pushed while the server runs: an account pushed with
+// JetStream gets it, a new JWT's limits apply at once, a JWT without
+// JetStream takes it away (10039) and one with it again brings the
+// stream back from disk.
+func TestJWTAccountsPushed(t *testing.T) {
+	op := jwttest.NewOperator(t)
+	sys := op.Account("SYS")
+	op.Update(jwttest.SystemAccount(sys.Pub))
+	br := startBrokerConfigured(t, jetstream.Options{StoreDir: t.TempDir()}, func(o *server.Options) {
+		o.TrustedOperators = []string{op.JWT}
+		o.Resolver = server.ResolverOptions{Type: server.ResolverFull, Dir: t.TempDir(), Preload: op.Preload(sys)}
+	})
+	admin, err := nats.Connect(br.srv.ClientURL(), nats.UserCredentials(sys.User("admin").CredsFile(t)))
+	require.NoError(t, err)
+	defer admin.Close()
+	push := func(acc *jwttest.Account) {
+		t.Helper()
+		m, err := admin.Request("$SYS.REQ.CLAIMS.UPDATE", []byte(acc.JWT), 5*time.Second)
+		require.NoError(t, err)
+		require.Contains(t, string(m.Data), `"code":200`)
+	}
+	a := op.Account("A", jwttest.JetStream(jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: 2, Consumer: -1}))
+	push(a)
+	js := jwtConnect(t, br, a.User("u"))
+	ctx := t.Context()
+	_, err = js.CreateStream(ctx, njs.StreamConfig{Name: "S1", Subjects: []string{"s1"}})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, "s1", []byte("kept"))
+	require.NoError(t, err)
+
+	a.Update(jwttest.JetStream(jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: 1, Consumer: -1}))
+	push(a)
+	_, err = js.CreateStream(ctx, njs.StreamConfig{Name: "S2", Subjects: []string{"s2"}})
+	var apiErr *njs.APIError
+	require.ErrorAs(t, err, &apiErr, "the new max_streams applies at once")
+	require.Equal(t, njs.ErrorCode(10027), apiErr.ErrorCode, "maximum number of streams reached")
+
+	a.Update(jwttest.AccountClaims(func(c *jwt.AccountClaims) { c.Limits.JetStreamLimits = jwt.JetStreamLimits{} }))
+	push(a)
+	_, err = js.AccountInfo(ctx)
+	require.ErrorIs(t, err, njs.ErrJetStreamNotEnabledForAccount)
+
+	a.Update(jwttest.JetStream(jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}))
+	push(a)
+	s, err := js.Stream(ctx, "S1")
+	require.NoError(t, err, "the stream is back from disk")
+	msg, err := s.GetMsg(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, "kept", string(msg.Data))
 }
