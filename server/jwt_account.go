@@ -61,8 +61,9 @@ var (
 
 // jwtAccount returns the operator-mode account pub: registered already,
 // or fetched from the resolver, checked and registered. It runs on
-// client read loops (CONNECT).
-func (s *Server) jwtAccount(pub string) (*Account, error) {
+// client read loops (CONNECT), where the resolver may ask the peers
+// (wait), and on routes' and the system account's, where it may not.
+func (s *Server) jwtAccount(pub string, wait bool) (*Account, error) {
 	if a := s.accounts.lookup(pub); a != nil {
 		switch {
 		case a.jwt == nil:
@@ -75,7 +76,7 @@ func (s *Server) jwtAccount(pub string) (*Account, error) {
 		}
 		return a, nil
 	}
-	raw, err := s.trust.resolver.fetch(pub)
+	raw, err := s.trust.resolver.fetch(pub, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func (s *Server) routeAccount(name []byte) *Account {
 	if a := s.accounts.lookupBytes(name); a != nil || s.trust == nil || !nkeys.IsValidPublicAccountKey(string(name)) {
 		return a
 	}
-	a, err := s.jwtAccount(string(name))
+	a, err := s.jwtAccount(string(name), false)
 	if err != nil {
 		return nil
 	}
@@ -342,12 +343,12 @@ func (s *Server) startOperatorMode() error {
 		t.resolver = newMemResolver(s.opts.Resolver.Preload)
 	}
 	for _, pub := range accounts {
-		if _, err := s.jwtAccount(pub); err != nil {
+		if _, err := s.jwtAccount(pub, false); err != nil {
 			s.log.Warn("account not usable", "account", pub, "err", err)
 		}
 	}
 	if sys := t.sysAccount; sys != "" {
-		if _, err := s.jwtAccount(sys); err != nil {
+		if _, err := s.jwtAccount(sys, false); err != nil {
 			return fmt.Errorf("error resolving system account %s: %w", sys, err)
 		}
 	}
@@ -372,7 +373,7 @@ func (s *Server) openFullResolver() ([]string, error) {
 			s.log.Warn("preloaded account JWT not stored", "account", pub, "err", err)
 		}
 	}
-	s.trust.dir, s.trust.resolver = st, dirResolver{st: st}
+	s.trust.dir, s.trust.resolver = st, dirResolver{st: st, s: s}
 	s.log.Info("managing all account JWTs in exclusive directory", "dir", o.Dir, "accounts", len(st.list()))
 	return st.list(), nil
 }

@@ -239,6 +239,6 @@ func (s *Server) storeAccountJWT(ac *jwt.AccountClaims, raw string) (bool, error
 		s.applyAccountJWT(a, ac, raw)
 		return true, nil
 	}
-	_, err = s.jwtAccount(ac.Subject)
+	_, err = s.jwtAccount(ac.Subject, false)
 	return true, err
 }

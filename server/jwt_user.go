@@ -63,7 +63,7 @@ func (c *client) checkJWT(co *connectOpts) (*user, error) {
 	if s.trust.pinned != nil && !s.trust.pinned[issuer] {
 		return refuse("account %s is not a pinned account", issuer)
 	}
-	acc, err := s.jwtAccount(issuer)
+	acc, err := s.jwtAccount(issuer, true)
 	if err != nil {
 		return refuse("account %s: %v", issuer, err)
 	}

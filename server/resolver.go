@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 )
 
@@ -15,7 +16,9 @@ var errAccountMissing = errors.New("server: account missing")
 // concurrent use.
 type accountResolver interface {
 	// fetch returns the JWT of the account pub, or errAccountMissing.
-	fetch(pub string) (string, error)
+	// wait allows it to ask the peers and wait for them (a CONNECT); a
+	// route's read loop never waits.
+	fetch(pub string, wait bool) (string, error)
 }
 
 // memResolver is the MEMORY resolver: the preloaded accounts, read-only
@@ -31,14 +34,34 @@ func newMemResolver(preload map[string]string) *memResolver {
 	return &memResolver{jwts: maps.Clone(preload)}
 }
 
-// dirResolver is the full resolver: the JWTs of its directory.
-type dirResolver struct{ st *dirStore }
+// dirResolver is the full resolver: the JWTs of its directory, and,
+// for an account the directory lacks, those its peers have (lookup).
+type dirResolver struct {
+	st *dirStore
+	s  *Server
+}
 
 var _ accountResolver = dirResolver{}
 
-func (r dirResolver) fetch(pub string) (string, error) { return r.st.load(pub) }
+func (r dirResolver) fetch(pub string, wait bool) (string, error) {
+	raw, err := r.st.load(pub)
+	if err == nil || !wait || r.s.sys == nil {
+		return raw, err
+	}
+	raw, err = r.s.sys.lookup(pub)
+	if err != nil {
+		return "", err
+	}
+	if _, err := r.s.verifyUpdate(pub, raw); err != nil {
+		return "", fmt.Errorf("a peer's JWT of account %s: %w", pub, err)
+	}
+	if _, err := r.st.saveIfNewer(pub, raw); err != nil && !errors.Is(err, errResolverOlder) {
+		r.s.log.Warn("account JWT from a peer not stored", "account", pub, "err", err)
+	}
+	return raw, nil
+}
 
-func (r *memResolver) fetch(pub string) (string, error) {
+func (r *memResolver) fetch(pub string, _ bool) (string, error) {
 	if j, ok := r.jwts[pub]; ok {
 		return j, nil
 	}

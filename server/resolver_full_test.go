@@ -322,12 +322,14 @@ func TestFullResolverDelete(t *testing.T) {
 
 // TestFullResolverCluster: in a cluster every server takes a push and
 // answers it; a server that was not there catches up from a peer
-// (PACK) within the interval.
+// (PACK) within the interval, and one whose interval is far off asks its
+// peers for an account at its user's CONNECT (LOOKUP).
 func TestFullResolverCluster(t *testing.T) {
 	f := newFullResolver(t)
+	interval := 200 * time.Millisecond
 	opts := func() server.Options {
 		o := f.options(t.TempDir())
-		o.Resolver.Interval = 200 * time.Millisecond
+		o.Resolver.Interval = interval
 		o.Cluster = server.ClusterOptions{Name: "full", Host: "127.0.0.1", Port: server.RandomPort}
 		return o
 	}
@@ -349,16 +351,28 @@ func TestFullResolverCluster(t *testing.T) {
 
 	o3 := opts()
 	o3.Cluster.Routes = []string{s1.RouteURL()}
-	s3 := RunServer(t, o3)
+	RunServer(t, o3)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(o3.Resolver.Dir, a.Pub+".jwt"))
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "the late server took the account from a peer (PACK)")
+
+	interval = time.Hour
+	o4 := opts()
+	o4.Cluster.Routes = []string{s1.RouteURL()}
+	s4 := RunServer(t, o4)
+	require.Eventually(t, func() bool { return s4.NumRoutes() == 3 }, 5*time.Second, 10*time.Millisecond)
+	require.NoFileExists(t, filepath.Join(o4.Resolver.Dir, a.Pub+".jwt"))
 	creds := nats.UserCredentials(a.User("u").CredsFile(t))
 	require.Eventually(t, func() bool {
-		nc, err := nats.Connect(s3.ClientURL(), creds, nats.NoReconnect())
+		nc, err := nats.Connect(s4.ClientURL(), creds, nats.NoReconnect())
 		if err != nil {
 			return false
 		}
 		nc.Close()
 		return true
-	}, 10*time.Second, 100*time.Millisecond, "the late server took the account from a peer")
+	}, 10*time.Second, 100*time.Millisecond, "the CONNECT found the account at a peer (LOOKUP)")
+	require.FileExists(t, filepath.Join(o4.Resolver.Dir, a.Pub+".jwt"))
 }
 
 // hasServerAnswers reports whether want servers answer a LIST.

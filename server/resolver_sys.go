@@ -2,10 +2,12 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
@@ -70,8 +72,8 @@ func (sy *sysState) subscribeClaims() {
 		})
 	}
 	sy.on("$SYS.REQ.ACCOUNT.*.CLAIMS.LOOKUP", false, func(in *sysIn) {
-		if in.reply == "" {
-			return
+		if in.reply == "" || in.self {
+			return // a lookup of this server's own asks the others
 		}
 		raw, err := st.load(strings.Split(in.subject, ".")[3])
 		if err != nil {
@@ -255,4 +257,47 @@ func (sy *sysState) subscribePack() {
 func (sy *sysState) sendPack() {
 	sum := sy.s.trust.dir.sum()
 	sy.enqueue(&sysOut{subject: "$SYS.REQ.CLAIMS.PACK", reply: sy.packInbox, v: sum[:], pr: ServerPrincipal})
+}
+
+// lookupTimeout is how long lookup waits: ResolverOptions.Timeout.
+func (sy *sysState) lookupTimeout() time.Duration {
+	return cmp.Or(sy.s.opts.Resolver.Timeout, DefaultResolverTimeout)
+}
+
+// lookup asks the peers for the JWT of account pub, which this server's
+// store does not hold ($SYS.REQ.ACCOUNT.<pub>.CLAIMS.LOOKUP), and waits
+// for the first that has it, for every peer to say it has not, or for
+// the timeout. It returns the JWT, or errAccountMissing. It blocks: a
+// CONNECT's read loop calls it, never a route's.
+func (sy *sysState) lookup(pub string) (string, error) {
+	peers := sy.activeServers() - 1
+	if peers <= 0 || !nkeys.IsValidPublicAccountKey(pub) {
+		return "", errAccountMissing
+	}
+	inbox := fmt.Sprintf("$SYS._INBOX.%s.lookup.%d", sy.s.id, sy.lookups.Add(1))
+	answers := make(chan []byte, peers)
+	is, err := sy.acc.SubscribeInternal(inbox, "", func(m *Msg) {
+		select {
+		case answers <- bytes.Clone(m.Data):
+		default:
+		}
+	})
+	if err != nil {
+		return "", errAccountMissing
+	}
+	defer func() { _ = is.Unsubscribe() }()
+	sy.enqueue(&sysOut{subject: "$SYS.REQ.ACCOUNT." + pub + ".CLAIMS.LOOKUP", reply: inbox, v: []byte{}, pr: ServerPrincipal})
+	timeout := time.NewTimer(sy.lookupTimeout())
+	defer timeout.Stop()
+	for range peers {
+		select {
+		case raw := <-answers:
+			if len(raw) > 0 {
+				return string(raw), nil
+			}
+		case <-timeout.C:
+			return "", errAccountMissing
+		}
+	}
+	return "", errAccountMissing
 }

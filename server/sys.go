@@ -82,6 +82,7 @@ type sysState struct {
 	// resolver, resolver_sys.go); packEvery how often it asks.
 	packInbox string
 	packEvery time.Duration
+	lookups   atomic.Uint64 // numbers the inboxes of lookups
 
 	mu struct {
 		sync.Mutex
