@@ -114,8 +114,8 @@ func autoReason(msg string) string {
 // featureOf names the feature a refused configuration key belongs to.
 func featureOf(key string) string {
 	if key == "resolver" || key == "resolver_tls" || strings.HasPrefix(key, "resolver.") {
-		// Operator mode with resolver: MEMORY is implemented; these are not.
-		return "the full, URL and cache account resolvers (JWT)"
+		// The MEMORY and full resolvers are implemented; these are not.
+		return "the URL and cache account resolvers (JWT)"
 	}
 	last := key[strings.LastIndex(key, ".")+1:]
 	switch last {
