@@ -160,12 +160,7 @@ func TestAccountQuotaOtherTenantPublishes(t *testing.T) {
 	b := startAccountsBroker(t, jetstream.Options{},
 		tenant("A", &server.JetStreamLimits{MaxStore: quota}), tenant("B", &server.JetStreamLimits{MaxStore: quotaB}))
 	c := ctx(t)
-	_, jsA := connectUser(t, b, "a")
-	_, jsB := connectUser(t, b, "b")
-	for _, js := range []njs.JetStream{jsA, jsB} {
-		_, err := js.CreateStream(c, njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
-		require.NoError(t, err)
-	}
+	jsA, jsB := streamSInEach(t, b)
 	var wg sync.WaitGroup
 	var refusedA int
 	var errA error
@@ -318,12 +313,7 @@ func TestAccountJszAndMetrics(t *testing.T) {
 	b := startAccountsBroker(t, jetstream.Options{},
 		tenant("A", &server.JetStreamLimits{MaxStreams: 5}), tenant("B", &server.JetStreamLimits{}), tenant("C", nil))
 	c := ctx(t)
-	_, jsA := connectUser(t, b, "a")
-	_, jsB := connectUser(t, b, "b")
-	for _, js := range []njs.JetStream{jsA, jsB} {
-		_, err := js.CreateStream(c, njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
-		require.NoError(t, err)
-	}
+	jsA, _ := streamSInEach(t, b)
 	_, err := jsA.CreateStream(c, njs.StreamConfig{Name: "T", Subjects: []string{"t"}})
 	require.NoError(t, err)
 	_, err = jsA.Publish(c, "s", []byte("a"))
@@ -540,4 +530,17 @@ func subscribeEach(t *testing.T, subject string, a, b *nats.Conn) (*nats.Subscri
 		subs[i] = sub
 	}
 	return subs[0], subs[1]
+}
+
+// streamSInEach connects users a and b (of accounts A and B) and creates
+// stream S on subject s in each account, the same name twice.
+func streamSInEach(t *testing.T, b *broker) (jsA, jsB njs.JetStream) {
+	t.Helper()
+	_, jsA = connectUser(t, b, "a")
+	_, jsB = connectUser(t, b, "b")
+	for _, js := range []njs.JetStream{jsA, jsB} {
+		_, err := js.CreateStream(ctx(t), njs.StreamConfig{Name: "S", Subjects: []string{"s"}})
+		require.NoError(t, err)
+	}
+	return jsA, jsB
 }

@@ -85,9 +85,7 @@ func TestAccountIsolation(t *testing.T) {
 		require.NoError(t, b.Flush())
 		require.NoError(t, g.Flush())
 		require.NoError(t, a2.Publish("orders.new", []byte("A")))
-		m, err := aSub.NextMsg(5 * time.Second)
-		require.NoError(t, err)
-		require.Equal(t, "A", string(m.Data))
+		requireNext(t, aSub, "A")
 		for _, sub := range others {
 			requireNothing(t, sub, a2, b, g)
 		}

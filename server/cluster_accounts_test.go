@@ -41,9 +41,7 @@ func TestClusterAccountsIsolation(t *testing.T) {
 		c.WaitInterest(t, "orders.new", 0)
 
 		require.NoError(t, a3.Publish("orders.new", []byte("A")))
-		m, err := aSub.NextMsg(5 * time.Second)
-		require.NoError(t, err)
-		require.Equal(t, "A", string(m.Data))
+		requireNext(t, aSub, "A")
 		require.NoError(t, b3.Publish("orders.new", []byte("B")))
 		require.NoError(t, b3.Flush())
 		got, err := others[0].NextMsg(5 * time.Second) // b1's orders.new

@@ -137,9 +137,7 @@ func TestClusterLameDuckClientsMove(t *testing.T) {
 	c.WaitInterest(t, "ldm.move", now)
 	pub := c.Connect(t, 3-now)
 	require.NoError(t, pub.Publish("ldm.move", []byte("here")))
-	m, err := sub.NextMsg(2 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "here", string(m.Data))
+	requireNext(t, sub, "here")
 }
 
 // TestClusterClientLearnsLateServer: a server that joins after a client

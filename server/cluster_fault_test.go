@@ -51,12 +51,8 @@ func TestClusterRestartRejoins(t *testing.T) {
 
 			require.NoError(t, back.Publish("r.stay", []byte("to stay")))
 			require.NoError(t, stay.Publish("r.back", []byte("to back")))
-			m, err := s.NextMsg(2 * time.Second)
-			require.NoError(t, err)
-			require.Equal(t, "to stay", string(m.Data))
-			m, err = s2.NextMsg(2 * time.Second)
-			require.NoError(t, err)
-			require.Equal(t, "to back", string(m.Data))
+			requireNext(t, s, "to stay")
+			requireNext(t, s2, "to back")
 		})
 	}
 }
@@ -153,9 +149,7 @@ func TestClusterClientDiscovery(t *testing.T) {
 	c.WaitInterest(t, "disc", now)
 	pub := c.Connect(t, 1)
 	require.NoError(t, pub.Publish("disc", []byte("after")))
-	m, err := sub.NextMsg(2 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "after", string(m.Data))
+	requireNext(t, sub, "after")
 }
 
 // rawRoute speaks the route protocol by hand.
@@ -304,14 +298,7 @@ func TestRouteSlowPeer(t *testing.T) {
 	require.NoError(t, pub.Flush(), "the publisher carries on")
 
 	require.Equal(t, int64(1), s.RouteSlowConsumers())
-	var vz struct {
-		Slow  int64 `json:"slow_consumers"`
-		Stats struct {
-			Clients int64 `json:"clients"`
-			Routes  int64 `json:"routes"`
-		} `json:"slow_consumer_stats"`
-	}
-	getJSON(t, "http://"+s.MonitorAddr().String()+"/varz", &vz)
+	vz := slowVarz(t, s)
 	require.Equal(t, int64(1), vz.Slow, "slow_consumers counts every kind, as nats-server's")
 	require.Equal(t, int64(1), vz.Stats.Routes)
 	require.Zero(t, vz.Stats.Clients)

@@ -46,14 +46,7 @@ func TestClusterRouteBackpressure(t *testing.T) {
 	}
 	require.Equal(t, 1, pubSrv.NumRoutes(), "the route was not cut")
 	require.Positive(t, pubSrv.Stalls(), "the publisher was held at the route's gate")
-	var vz struct {
-		Slow  int64 `json:"slow_consumers"`
-		Stats struct {
-			Clients int64 `json:"clients"`
-			Routes  int64 `json:"routes"`
-		} `json:"slow_consumer_stats"`
-	}
-	getJSON(t, "http://"+pubSrv.MonitorAddr().String()+"/varz", &vz)
+	vz := slowVarz(t, pubSrv)
 	require.Zero(t, vz.Slow)
 	require.Zero(t, vz.Stats.Routes)
 }

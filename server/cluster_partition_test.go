@@ -98,12 +98,8 @@ func TestClusterCutAndHeal(t *testing.T) {
 	pubA, pubB := Connect(t, a), Connect(t, b)
 	require.NoError(t, pubA.Publish("cut.b", []byte("a to b")))
 	require.NoError(t, pubB.Publish("cut.a", []byte("b to a")))
-	m, err := sb.NextMsg(2 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "a to b", string(m.Data))
-	m, err = sa.NextMsg(2 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "b to a", string(m.Data))
+	requireNext(t, sb, "a to b")
+	requireNext(t, sa, "b to a")
 }
 
 // TestClusterUnsubscribeDuringPartition: interest that changes while the

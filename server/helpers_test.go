@@ -143,3 +143,30 @@ func (r *rawConn) As(t testing.TB) *rawConn {
 	c.t = t
 	return &c
 }
+
+// requireNext requires sub's next message within 5 s, with payload want,
+// and returns it.
+func requireNext(t testing.TB, sub *nats.Subscription, want string) *nats.Msg {
+	t.Helper()
+	m, err := sub.NextMsg(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, want, string(m.Data))
+	return m
+}
+
+// slowConsumers is what /varz says of slow consumers.
+type slowConsumers struct {
+	Slow  int64 `json:"slow_consumers"`
+	Stats struct {
+		Clients int64 `json:"clients"`
+		Routes  int64 `json:"routes"`
+	} `json:"slow_consumer_stats"`
+}
+
+// slowVarz reads s's /varz slow consumer counts.
+func slowVarz(t *testing.T, s *server.Server) slowConsumers {
+	t.Helper()
+	var vz slowConsumers
+	getJSON(t, "http://"+s.MonitorAddr().String()+"/varz", &vz)
+	return vz
+}

@@ -271,9 +271,7 @@ func TestImportsResponseTypes(t *testing.T) {
 		require.NoError(t, a.Publish(r, []byte(d)))
 	}
 	require.NoError(t, a.Flush())
-	m, err := inbox.NextMsg(5 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "1", string(m.Data))
+	requireNext(t, inbox, "1")
 	requireNothing(t, inbox, a, b)
 	require.Zero(t, accA.NumPendingResponses(), "a Singleton's way back closes with its response")
 

@@ -334,9 +334,7 @@ func TestJWTCluster(t *testing.T) {
 	c.WaitAccountInterest(t, a.Pub, "orders.new", 0)
 	c.WaitAccountInterest(t, b.Pub, "orders.new", 0)
 	require.NoError(t, a3.Publish("orders.new", []byte("A")))
-	m, err := aSub.NextMsg(5 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "A", string(m.Data))
+	requireNext(t, aSub, "A")
 	requireNothing(t, bSub, a3, a1)
 
 	time.Sleep(time.Until(time.Unix(later.Claims.NotBefore, 0).Add(100 * time.Millisecond)))
@@ -348,9 +346,7 @@ func TestJWTCluster(t *testing.T) {
 	c.WaitAccountInterest(t, later.Pub, "late", 1)
 	l0 := as(0, later, "l0")
 	require.NoError(t, l0.Publish("late", []byte("L")))
-	m, err = lSub.NextMsg(5 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "L", string(m.Data))
+	requireNext(t, lSub, "L")
 }
 
 // TestJWTWebSocket: a JWT user connects over WebSocket too (the nonce is

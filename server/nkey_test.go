@@ -68,9 +68,7 @@ func TestNkeyAuth(t *testing.T) {
 		t.Fatal("no permission error for bob")
 	}
 	require.NoError(t, a.Publish("x.2", []byte("from alice")))
-	m, err := sub.NextMsg(5 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "from alice", string(m.Data))
+	requireNext(t, sub, "from alice")
 
 	// A password user lives beside the nkeys.
 	Connect(t, s, nats.UserInfo("carol", "pw")).Close()

@@ -263,10 +263,8 @@ func TestFullResolverImports(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, imp.Flush())
 	require.NoError(t, pub.Publish("feed.x", []byte("1")))
-	m, err := got.NextMsg(5 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "1", string(m.Data))
-	m, err = imp.Request("svc", nil, 5*time.Second)
+	requireNext(t, got, "1")
+	m, err := imp.Request("svc", nil, 5*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "served", string(m.Data))
 

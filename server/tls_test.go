@@ -54,9 +54,7 @@ func TestTLSRequired(t *testing.T) {
 	sub, err := nc.SubscribeSync("secure")
 	require.NoError(t, err)
 	require.NoError(t, nc.Publish("secure", []byte("over TLS")))
-	m, err := sub.NextMsg(2 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "over TLS", string(m.Data))
+	requireNext(t, sub, "over TLS")
 	require.NotNil(t, nc.TLSConnectionState)
 
 	r := DialRaw(t, s)
@@ -93,9 +91,7 @@ func TestTLSHandshakeFirst(t *testing.T) {
 		sub, err := nc.SubscribeSync("first")
 		require.NoError(t, err)
 		require.NoError(t, nc.Publish("first", []byte("hello")))
-		m, err := sub.NextMsg(2 * time.Second)
-		require.NoError(t, err)
-		require.Equal(t, "hello", string(m.Data))
+		requireNext(t, sub, "hello")
 		require.NotNil(t, nc.TLSConnectionState)
 	}
 

@@ -91,9 +91,7 @@ func TestWebSocketTLS(t *testing.T) {
 	sub, err := nc.SubscribeSync("x")
 	require.NoError(t, err)
 	require.NoError(t, nc.Publish("x", []byte("secure")))
-	m, err := sub.NextMsg(5 * time.Second)
-	require.NoError(t, err)
-	require.Equal(t, "secure", string(m.Data))
+	requireNext(t, sub, "secure")
 
 	_, err = server.New(server.Options{WebSocket: server.WebSocketOptions{Port: 1234}})
 	require.ErrorIs(t, err, server.ErrInvalidOptions, "plain ws:// must be asked for")

@@ -364,21 +364,16 @@ func TestCorruptOlderSegment(t *testing.T) {
 			f := newFixture(t, 120, 60, 2048)
 			segs := f.segments(nil)
 			require.GreaterOrEqual(t, len(segs), 3)
-			victim := path.Join(memDir, segs[1])
-			log := f.fs.Contents(victim)
-			first := firstSeqOf(log)
-			ents, _, err := scanLog(storetest.FileOf(log), first, int64(len(log)))
-			require.NoError(t, err)
-			k := len(ents) / 2
-			if where == "last" {
-				k = len(ents) - 1
-			}
-			log[int(ents[k].off)+recHeaderSize+2] ^= 0xff
-			f.fs.SetContents(victim, log)
-			require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
-
-			lost := first + uint64(k)
-			delete(f.want, lost)
+			var off int64
+			lost := f.damageRecord(t, segs[1], func(log []byte, ents []idxEntry) int {
+				k := len(ents) / 2
+				if where == "last" {
+					k = len(ents) - 1
+				}
+				log[int(ents[k].off)+recHeaderSize+2] ^= 0xff
+				off = int64(ents[k].off)
+				return k
+			})
 			for round := 0; round < 2; round++ {
 				s := f.open(t, nil)
 				f.check(t, s, f.last)
@@ -392,7 +387,7 @@ func TestCorruptOlderSegment(t *testing.T) {
 				require.Equal(t, 1, s.State().NumDeleted)
 				if round == 0 {
 					require.Equal(t, 1, rep.IndexesRebuilt)
-					require.Equal(t, int64(ents[k].off), rep.Damaged[0].Offset)
+					require.Equal(t, off, rep.Damaged[0].Offset)
 					require.ErrorIs(t, rep.Damaged[0].Err, ErrCorrupt)
 				} else {
 					require.Zero(t, rep.IndexesRebuilt, "the rebuilt index remembers the damage")
@@ -409,6 +404,25 @@ func TestCorruptOlderSegment(t *testing.T) {
 	}
 }
 
+// damageRecord damages a record of sealed segment seg, as damage says
+// (it changes the segment's bytes and returns which record it damaged),
+// removes the segment's index so that Open scans it, and returns the
+// damaged record's sequence, which the fixture no longer expects.
+func (f *fixture) damageRecord(t *testing.T, seg string, damage func(log []byte, ents []idxEntry) int) uint64 {
+	t.Helper()
+	victim := path.Join(memDir, seg)
+	log := f.fs.Contents(victim)
+	first := firstSeqOf(log)
+	ents, _, err := scanLog(storetest.FileOf(log), first, int64(len(log)))
+	require.NoError(t, err)
+	k := damage(log, ents)
+	f.fs.SetContents(victim, log)
+	require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
+	lost := first + uint64(k)
+	delete(f.want, lost)
+	return lost
+}
+
 // TestCorruptOlderSegmentTail damages the last record of a sealed segment
 // whose index is gone, its length field so that nothing after it can be
 // trusted: the records before it are served, the rest of that segment is
@@ -417,17 +431,11 @@ func TestCorruptOlderSegment(t *testing.T) {
 func TestCorruptOlderSegmentTail(t *testing.T) {
 	f := newFixture(t, 120, 60, 2048)
 	segs := f.segments(nil)
-	victim := path.Join(memDir, segs[1])
-	log := f.fs.Contents(victim)
-	first := firstSeqOf(log)
-	ents, _, err := scanLog(storetest.FileOf(log), first, int64(len(log)))
-	require.NoError(t, err)
-	k := len(ents) - 1
-	log[int(ents[k].off)+3] = 0x7f // a length far past the end of the file
-	f.fs.SetContents(victim, log)
-	require.NoError(t, f.fs.Remove(victim[:len(victim)-len(logExt)]+idxExt))
-	lost := first + uint64(k)
-	delete(f.want, lost)
+	lost := f.damageRecord(t, segs[1], func(log []byte, ents []idxEntry) int {
+		k := len(ents) - 1
+		log[int(ents[k].off)+3] = 0x7f // a length far past the end of the file
+		return k
+	})
 	for round := 0; round < 2; round++ {
 		s := f.open(t, nil)
 		f.check(t, s, f.last)

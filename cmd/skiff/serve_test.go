@@ -22,15 +22,8 @@ import (
 func TestServeBinary(t *testing.T) {
 	bin := buildSkiff(t)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "-p", "-1", "-m", "0", "--auth", "tok", "-sd", filepath.Join(t.TempDir(), "data"))
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	url := regexp.MustCompile(`nats://[0-9.:]+`).FindString(line)
+	cmd, line := startServe(t, bin, 60*time.Second, "-p", "-1", "-m", "0", "--auth", "tok", "-sd", filepath.Join(t.TempDir(), "data"))
+	url := clientURL.FindString(line)
 	require.NotEmpty(t, url, "no URL in %q", line)
 
 	nc, err := nats.Connect(url, nats.Token("tok"), nats.MaxReconnects(0))
@@ -111,19 +104,11 @@ func TestServeFlagsOverFile(t *testing.T) {
 	bin := buildSkiff(t)
 	path := filepath.Join(t.TempDir(), "s.conf")
 	require.NoError(t, os.WriteFile(path, []byte("port: 1\nauthorization { token: filetok }\njetstream: disabled\n"), 0o600))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "-c", path, "-p", "-1", "-m", "0", "--auth", "flagtok")
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
+	_, line := startServe(t, bin, 30*time.Second, "-c", path, "-p", "-1", "-m", "0", "--auth", "flagtok")
 	require.NotContains(t, line, "streams in", "the file's jetstream: disabled holds")
-	url := regexp.MustCompile(`nats://[0-9.:]+`).FindString(line)
+	url := clientURL.FindString(line)
 	require.NotContains(t, url, ":1\n")
-	_, err = nats.Connect(url, nats.Token("filetok"), nats.MaxReconnects(0))
+	_, err := nats.Connect(url, nats.Token("filetok"), nats.MaxReconnects(0))
 	require.Error(t, err, "the flag's token replaces the file's")
 	nc, err := nats.Connect(url, nats.Token("flagtok"), nats.MaxReconnects(0))
 	require.NoError(t, err)
@@ -138,16 +123,8 @@ func TestServeSignals(t *testing.T) {
 	dir := t.TempDir()
 	pidFile, logFile, conf := filepath.Join(dir, "skiff.pid"), filepath.Join(dir, "skiff.log"), filepath.Join(dir, "s.conf")
 	require.NoError(t, os.WriteFile(conf, []byte("lame_duck_duration: \"2s\"\nlame_duck_grace_period: \"500ms\"\n"), 0o600))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "-c", conf, "-p", "-1", "-m", "0", "-js=false", "-P", pidFile, "-l", logFile)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	defer func() { _ = cmd.Process.Kill() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	url := regexp.MustCompile(`nats://[0-9.:]+`).FindString(line)
+	cmd, line := startServe(t, bin, 60*time.Second, "-c", conf, "-p", "-1", "-m", "0", "-js=false", "-P", pidFile, "-l", logFile)
+	url := clientURL.FindString(line)
 
 	signal := func(name string) {
 		out, err := exec.Command(bin, "serve", "--signal", name, "-P", pidFile).CombinedOutput()
@@ -198,16 +175,8 @@ func TestServeSignalStop(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "skiff.pid")
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "serve", "-p", "-1", "-m", "0", "-js=false", "-P", pidFile)
-			stdout, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			defer func() { _ = cmd.Process.Kill() }()
-			line, err := bufio.NewReader(stdout).ReadString('\n')
-			require.NoError(t, err)
-			nc, err := nats.Connect(regexp.MustCompile(`nats://[0-9.:]+`).FindString(line), nats.MaxReconnects(0))
+			cmd, line := startServe(t, bin, 30*time.Second, "-p", "-1", "-m", "0", "-js=false", "-P", pidFile)
+			nc, err := nats.Connect(clientURL.FindString(line), nats.MaxReconnects(0))
 			require.NoError(t, err)
 			defer nc.Close()
 
@@ -227,4 +196,27 @@ func TestServeSignalStop(t *testing.T) {
 			require.Eventually(t, nc.IsClosed, 5*time.Second, 10*time.Millisecond, "the client was disconnected")
 		})
 	}
+}
+
+// clientURL finds the client URL in the line `skiff serve` prints first.
+var clientURL = regexp.MustCompile(`nats://[0-9.:]+`)
+
+// startServe starts `bin serve args...`, bounded by limit, and returns
+// the process and the first line it prints (with the client URL). The
+// process is killed at the test's end if it still runs.
+func startServe(t *testing.T, bin string, limit time.Duration, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"serve"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		cancel()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	return cmd, line
 }
