@@ -36,6 +36,8 @@ type fileBackend struct {
 	// the meta file says of it and of the active segment.
 	high, savedHigh, savedActive, hwGen uint64
 
+	ra readAhead // blocks for sequential readers; its own lock, as readers share the stream's (readahead.go)
+
 	gone      map[uint64]uint64 // removed segments' markers on disk: first to last (gone.go)
 	dirDirty  bool              // files created or removed since the directory's last fsync
 	graveyard []File            // files of dropped segments, closed at the end of a sync round
@@ -125,9 +127,9 @@ func (fb *fileBackend) read(seq uint64, e *entry) ([]byte, error) {
 		copy(buf, c)
 		return buf, nil
 	}
-	if _, err := s.log.f.ReadAt(buf, int64(e.off)); err != nil {
+	if err := fb.ra.read(s, buf, int64(e.off)); err != nil {
 		bufpool.Put(buf)
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			err = fmt.Errorf("%w: record of sequence %d beyond end of %s", ErrCorrupt, seq, segmentBase(s.first)+logExt)
 		}
 		return nil, fmt.Errorf("store: read sequence %d: %w", seq, err)
@@ -266,6 +268,7 @@ func (fb *fileBackend) dropSegment(s *segment) {
 		fb.active = nil
 	}
 	s.dropped, s.ents, s.pending, s.tail = true, nil, nil, nil
+	fb.ra.forget(s)
 	fb.graveyard = append(fb.graveyard, s.log.f)
 	if s.del.f != nil {
 		fb.graveyard = append(fb.graveyard, s.del.f)

@@ -23,7 +23,8 @@ import (
 //   - FailReads: every read fails with an error, as a failing device's.
 //   - StallMkdir: creating certain directories waits until released.
 //
-// Syncs counts fsyncs and Injected the failures injected. Faults apply
+// Syncs counts fsyncs, ReadAts positioned reads, and Injected the failures
+// injected. Faults apply
 // only to the files whose names Match accepts (every file if Match is
 // nil).
 type FaultFS struct {
@@ -40,6 +41,7 @@ type FaultFS struct {
 	onSync   func() // runs inside the next failing Sync
 	readErr  error
 	syncs    int64
+	readAts  int64
 	injected int
 	stalls   []*stall
 }
@@ -116,6 +118,13 @@ func (f *FaultFS) Syncs() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.syncs
+}
+
+// ReadAts returns how many times ReadAt was called on matching files.
+func (f *FaultFS) ReadAts() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.readAts
 }
 
 // Injected returns how many failures were injected so far.
@@ -250,6 +259,9 @@ func (f *faultFile) Read(p []byte) (int, error) {
 }
 
 func (f *faultFile) ReadAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	f.fs.readAts++
+	f.fs.mu.Unlock()
 	if err := f.readErr(); err != nil {
 		return 0, err
 	}
