@@ -74,6 +74,7 @@ func Targets(o *Options) []Target {
 type Proc struct {
 	cmd  *exec.Cmd
 	URL  string
+	dir  string // the store directory made for STORE_DIR, removed at Stop
 	logs bytes.Buffer
 }
 
@@ -95,16 +96,25 @@ func (t Target) startOn(ctx context.Context, port int, config string) (*Proc, er
 		return nil, err
 	}
 	defer func() { _ = os.Remove(conf.Name()) }()
+	p := &Proc{URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+	if strings.Contains(config, storeDirMark) {
+		if p.dir, err = os.MkdirTemp("", "corebench-store-*"); err != nil {
+			return nil, err
+		}
+		config = strings.ReplaceAll(config, storeDirMark, p.dir)
+	}
 	if _, err := conf.WriteString(config + "\n"); err != nil {
+		p.removeDir()
 		return nil, err
 	}
 	if err := conf.Close(); err != nil {
+		p.removeDir()
 		return nil, err
 	}
-	p := &Proc{URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
 	p.cmd = exec.CommandContext(ctx, t.bin, t.args(port, conf.Name())...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	if err := p.cmd.Start(); err != nil {
+		p.removeDir()
 		return nil, fmt.Errorf("%s: %w", t.Name, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -133,6 +143,13 @@ func (p *Proc) Stop() {
 	case <-time.After(15 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-done
+	}
+	p.removeDir()
+}
+
+func (p *Proc) removeDir() {
+	if p.dir != "" {
+		_ = os.RemoveAll(p.dir)
 	}
 }
 

@@ -86,3 +86,13 @@ cluster {
 }
 `, got)
 }
+
+func TestParseJetStreamRates(t *testing.T) {
+	v, err := parseRate(jsPubRate, []byte("NATS JetStream asynchronous publisher stats: 189,017 msgs/sec ~ 2.9 MiB/sec ~ min: 1,624.33us"))
+	require.NoError(t, err)
+	require.Equal(t, 189017.0, v)
+	v, err = parseRate(jsOrderedRate, []byte("NATS JetStream ordered ephemeral consumer stats: 532,672 msgs/sec ~ 65 MiB/sec"))
+	require.NoError(t, err)
+	require.Equal(t, 532672.0, v)
+	require.Contains(t, jsAccountsConfig, "A: { jetstream: enabled, users:")
+}

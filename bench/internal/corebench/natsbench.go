@@ -16,7 +16,13 @@ import (
 // natsBench runs the nats CLI's bench command: `nats -s URL bench ARGS...`,
 // with an isolated home directory so that no user context is read.
 func (o *Options) natsBench(ctx context.Context, url string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, o.NATSBin, append([]string{"-s", url, "bench"}, args...)...)
+	return o.nats(ctx, url, append([]string{"bench"}, args...)...)
+}
+
+// nats runs the nats CLI: `nats -s URL ARGS...`, with an isolated home
+// directory so that no user context is read.
+func (o *Options) nats(ctx context.Context, url string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, o.NATSBin, append([]string{"-s", url}, args...)...)
 	home, _ := os.MkdirTemp("", "corebench-home")
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home)
 	return cmd

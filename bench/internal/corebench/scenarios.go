@@ -22,6 +22,7 @@ type Scenario struct {
 	LowerIsBetter bool
 	// Config is the configuration both servers run with ("" for their
 	// defaults); ConfigLabel, if set, names it in the table instead.
+	// STORE_DIR in it becomes a fresh directory for each run.
 	Config      string
 	ConfigLabel string
 	// Run measures one server; RunCluster, set instead for the cluster
@@ -39,7 +40,7 @@ const bigPending = "max_pending: 1GB"
 
 // Scenarios are the comparisons of docs/benchmarks/core.md.
 func Scenarios() []Scenario {
-	return []Scenario{
+	return append([]Scenario{
 		{Name: "pubsub-16", Config: bigPending, Title: "1 publisher -> 1 subscriber, 16 B (delivered msgs/s)", Unit: "msgs/s", Goal: 1,
 			Run: func(ctx context.Context, o *Options, p *Proc) (float64, error) {
 				return o.pubSub(ctx, p.URL, "bench.a", "bench.a", 1, 16)
@@ -95,16 +96,22 @@ func Scenarios() []Scenario {
 			Run: func(ctx context.Context, _ *Options, p *Proc) (float64, error) { return memoryPerConn(ctx, p, 1000) }},
 		{Name: "mem-sub", Title: "RSS per subscription (100,000 subscriptions)", Unit: "bytes", Goal: 1, LowerIsBetter: true,
 			Run: func(ctx context.Context, _ *Options, p *Proc) (float64, error) { return memoryPerSub(ctx, p, 100000) }},
-	}
+	}, streamScenarios()...)
 }
 
 // accountsConfig gives both servers two accounts: A, with user a, exports
 // bench.> as a stream and bench.svc as a service; B, with user b, imports
 // both.
-const accountsConfig = `accounts {
-  A: { users: [ { user: a, password: a } ], exports: [ { stream: "bench.>" }, { service: "bench.svc" } ] }
+var accountsConfig = accountsWith("")
+
+// accountsWith is accountsConfig with extra (keys and values followed by a
+// comma) added to account A.
+func accountsWith(extra string) string {
+	return `accounts {
+  A: { ` + extra + `users: [ { user: a, password: a } ], exports: [ { stream: "bench.>" }, { service: "bench.svc" } ] }
   B: { users: [ { user: b, password: b } ], imports: [ { stream: { account: A, subject: "bench.>" } }, { service: { account: A, subject: "bench.svc" } } ] }
 }`
+}
 
 // accountsLabel names accountsConfig in the report's table.
 const accountsLabel = "max_pending: 1GB, accounts A (exports bench.>, bench.svc) and B (imports both)"
