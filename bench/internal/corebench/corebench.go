@@ -32,6 +32,8 @@ type Options struct {
 	// Scenarios limits the run to these names (default all).
 	Scenarios []string
 	Log       io.Writer // progress (default discard)
+
+	home string // the nats CLI's home directory, made on first use
 }
 
 func (o *Options) setDefaults() {

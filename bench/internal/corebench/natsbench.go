@@ -23,8 +23,10 @@ func (o *Options) natsBench(ctx context.Context, url string, args ...string) *ex
 // directory so that no user context is read.
 func (o *Options) nats(ctx context.Context, url string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, o.NATSBin, append([]string{"-s", url}, args...)...)
-	home, _ := os.MkdirTemp("", "corebench-home")
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home)
+	if o.home == "" {
+		o.home, _ = os.MkdirTemp("", "corebench-home") // removed at the end of run
+	}
+	cmd.Env = append(os.Environ(), "HOME="+o.home, "XDG_CONFIG_HOME="+o.home)
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
 
@@ -161,6 +162,11 @@ func RunCluster(ctx context.Context, o Options) ([]*Result, error) {
 
 func run(ctx context.Context, o Options, scenarios []Scenario) ([]*Result, error) {
 	o.setDefaults()
+	defer func() {
+		if o.home != "" {
+			_ = os.RemoveAll(o.home)
+		}
+	}()
 	targets := Targets(&o)
 	var results []*Result
 	for _, sc := range scenarios {
