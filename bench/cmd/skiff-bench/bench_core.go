@@ -128,6 +128,13 @@ const coreNotes = `
   import" and "through a service import" the cost of crossing accounts
   (Skiff routes the message again in the importer's account; nats-server
   uses shadow subscriptions).
+- **JetStream.** The "JetStream" rows give both servers a store directory of
+  their own, fresh for each run, and make the file stream with ` + "`nats stream add`" + `
+  (` + "`nats bench --create`" + ` asks for atomic batches, which Skiff refuses).
+  "Async publish" is ` + "`nats bench js pub async`" + ` (a message counts once its
+  acknowledgement is back); "ordered consumer" is ` + "`nats bench js ordered`" + `
+  reading the stream just published. "In account A" runs the same with user a
+  of the accounts file, A being the only account with JetStream.
 - **Churn.** The churn scenario uses minimal raw-protocol clients (the same
   for both servers) instead of nats.go, so that the clients, which share
   the cores with the server, take as little CPU as possible and the servers'
