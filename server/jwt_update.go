@@ -222,23 +222,23 @@ func (s *Server) verifyUpdate(pub, raw string) (*jwt.AccountClaims, error) {
 
 // storeAccountJWT stores an account JWT pushed to the full resolver and
 // applies it: it registers a new account, or updates a registered one.
-// It returns whether the store changed.
-func (s *Server) storeAccountJWT(ac *jwt.AccountClaims, raw string) (bool, error) {
+// The JWT stored already changes nothing.
+func (s *Server) storeAccountJWT(ac *jwt.AccountClaims, raw string) error {
 	st := s.trust.dir
 	if st == nil {
-		return false, errors.New("the resolver takes no updates")
+		return errors.New("the resolver takes no updates")
 	}
 	changed, err := st.saveIfNewer(ac.Subject, raw)
 	if err != nil || !changed {
-		return false, err
+		return err
 	}
 	if a := s.accounts.lookup(ac.Subject); a != nil {
 		if a.jwt == nil {
-			return true, fmt.Errorf("%w: %s", errNotJWTAccount, ac.Subject)
+			return fmt.Errorf("%w: %s", errNotJWTAccount, ac.Subject)
 		}
 		s.applyAccountJWT(a, ac, raw)
-		return true, nil
+		return nil
 	}
 	_, err = s.jwtAccount(ac.Subject, false)
-	return true, err
+	return err
 }

@@ -157,7 +157,7 @@ func TestFullResolverRefusals(t *testing.T) {
 		{"not a JWT", "$SYS.REQ.CLAIMS.UPDATE", "hello", "n/a", "jwt update resulted in error"},
 		{"foreign operator", "$SYS.REQ.CLAIMS.UPDATE", foreign.JWT, foreign.Pub, "account JWT not signed by a trusted operator"},
 		{"expired", "$SYS.REQ.CLAIMS.UPDATE", expired.JWT, expired.Pub, "jwt validation failed"},
-		{"another account's subject", "$SYS.REQ.ACCOUNT." + b.Pub + ".CLAIMS.UPDATE", a.JWT, a.Pub, "subject does not match jwt content"},
+		{"another account's subject", "$SYS.REQ.ACCOUNT." + b.Pub + ".CLAIMS.UPDATE", a.JWT, b.Pub, "subject does not match jwt content"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := f.push(sys, tc.subject, tc.body, 1)[0]

@@ -98,8 +98,8 @@ func (sy *sysState) claimsUpdate(in *sysIn, pub string) {
 	raw := strings.TrimSpace(string(in.data))
 	ac, err := s.verifyUpdate(pub, raw)
 	acct := pub
-	if ac != nil {
-		acct = ac.Subject
+	if ac != nil && (pub == "" || ac.Subject == pub) {
+		acct = ac.Subject // a mismatch names the subject's account, as nats-server does
 	}
 	if err != nil {
 		what := "jwt update resulted in error"
@@ -112,15 +112,13 @@ func (sy *sysState) claimsUpdate(in *sysIn, pub string) {
 		sy.claimsAnswer(in, acct, what, err)
 		return
 	}
-	changed, err := s.storeAccountJWT(ac, raw)
-	switch {
-	case err != nil:
+	// The same JWT again changes nothing, and is answered as any update
+	// is, as nats-server does.
+	if err := s.storeAccountJWT(ac, raw); err != nil {
 		sy.claimsAnswer(in, acct, "jwt update resulted in error", err)
-	case !changed:
-		sy.claimsAnswer(in, acct, "jwt already stored", nil)
-	default:
-		sy.claimsAnswer(in, acct, "jwt updated", nil)
+		return
 	}
+	sy.claimsAnswer(in, acct, "jwt updated", nil)
 }
 
 // claimsDelete deletes the accounts a request lists: its body is a JWT
@@ -245,7 +243,7 @@ func (sy *sysState) subscribePack() {
 		}
 		ac, err := s.verifyUpdate(pub, raw)
 		if err == nil {
-			_, err = s.storeAccountJWT(ac, raw)
+			err = s.storeAccountJWT(ac, raw)
 		}
 		if err != nil && !errors.Is(err, errResolverOlder) {
 			s.log.Warn("account JWT from a peer not stored", "account", pub, "err", err)
