@@ -27,7 +27,7 @@ vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 
-# The tests drive Skiff with tools/bin/nats, so race builds the tools first,
+# The tests drive Skiff with tools/bin/nats and nsc, so race builds the tools first,
 # and bench/'s Redis target tests start redis-server, so it installs Redis.
 race: tools redis
 	$(GO) test -race -timeout 20m ./...
@@ -37,8 +37,8 @@ race: tools redis
 redis:
 	@scripts/peers.sh install redis
 
-## tools: build the pinned nats CLI and nats-server into tools/bin (from tools/nats)
-tools: tools/bin/nats tools/bin/nats-server
+## tools: build the pinned nats CLI and nats-server (tools/nats) and nsc (tools/nsc) into tools/bin
+tools: tools/bin/nats tools/bin/nats-server tools/bin/nsc
 
 # go build leaves an up-to-date binary untouched, so touch it for make.
 tools/bin/nats: tools/nats/go.mod tools/nats/go.sum
@@ -49,7 +49,7 @@ tools/bin/nats-server: tools/nats/go.mod tools/nats/go.sum
 	cd tools/nats && $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
 	@touch $@
 
-## tools/bin/nsc: the pinned nsc (tools/nsc), which testdata/jwt/gen.sh runs
+## tools/bin/nsc: the pinned nsc (tools/nsc), which testdata/jwt/gen.sh and server/TestNSCPush run
 tools/bin/nsc: tools/nsc/go.mod tools/nsc/go.sum
 	cd tools/nsc && $(GO) build -o ../bin/nsc github.com/nats-io/nsc/v2
 	@touch $@

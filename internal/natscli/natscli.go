@@ -26,6 +26,13 @@ const Timeout = 30 * time.Second
 // with the CLI untested.
 func Path(t testing.TB) string {
 	t.Helper()
+	return toolPath(t, "nats")
+}
+
+// toolPath returns tools/bin/NAME under the module root, failing the
+// test if it is not built.
+func toolPath(t testing.TB, name string) string {
+	t.Helper()
 	dir, err := os.Getwd()
 	require.NoError(t, err)
 	for {
@@ -36,9 +43,9 @@ func Path(t testing.TB) string {
 		require.NotEqual(t, dir, parent, "no go.mod above the test's directory")
 		dir = parent
 	}
-	bin := filepath.Join(dir, "tools", "bin", "nats")
+	bin := filepath.Join(dir, "tools", "bin", name)
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("the nats CLI is not built (%v): run `make tools` (`make test` does it first)", err)
+		t.Fatalf("%s is not built (%v): run `make tools` (`make test` does it first)", name, err)
 	}
 	return bin
 }
