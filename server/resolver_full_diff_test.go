@@ -153,4 +153,3 @@ func normalizeClaimsAnswer(t *testing.T, data []byte, raw bool, unlisted string)
 	require.NoError(t, err)
 	return string(out)
 }
-
