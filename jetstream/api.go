@@ -171,6 +171,9 @@ func (js *JetStream) apiWorker(queue chan apiRequest) {
 			if isErr {
 				ja.apiErrs.Add(1)
 			}
+			if req.client != nil && audited(&req, replies, isErr) {
+				ja.audit(&req, replies[0].body)
+			}
 			if req.done != nil {
 				req.done(replies, isErr)
 				ja.publishAdvisories(pub)
@@ -180,9 +183,6 @@ func (js *JetStream) apiWorker(queue chan apiRequest) {
 			pub.ActFor(req.principal)
 			for _, r := range replies {
 				pub.Publish(req.reply, "", r.hdr, r.body)
-			}
-			if req.client != nil && audited(&req, replies, isErr) {
-				ja.audit(&req, replies[0].body)
 			}
 			ja.publishAdvisories(pub)
 			pub.Flush()

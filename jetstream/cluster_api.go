@@ -85,6 +85,9 @@ type forwardRequest struct {
 	Hops        int    `json:"hops,omitempty"`
 	// Group is the meta group's for the stream a fwdLocal create makes.
 	Group uint64 `json:"group,omitempty"`
+	// Client is the requester, for the API audit advisory the server
+	// that answers a fwdAPI request sends, if the account has interest.
+	Client *server.ClientInfo `json:"client,omitempty"`
 }
 
 // forwardAnswer is its answer: what to publish to the reply subject, or
@@ -181,6 +184,9 @@ func (ja *jsAccount) forward(m *server.Msg, to string) {
 	if a := pr.Account(); a != nil && a != ja.acc {
 		req.UserAccount = a.Name()
 	}
+	if ja.wants(advAPI) {
+		req.Client = m.Client()
+	}
 	route, _ := routeAPI(req.Subject)
 	select {
 	case js.forwards <- struct{}{}:
@@ -203,12 +209,17 @@ func (ja *jsAccount) forward(m *server.Msg, to string) {
 			cancel()
 		}
 		ans, aerr := js.call(to, req)
+		pub := ja.acc.NewPublisher()
 		if aerr != nil {
+			// No server answered: this one does, and audits its answer.
 			ja.apiTotal.Add(1)
 			ja.apiErrs.Add(1)
 			ans = failedAnswer(route, aerr)
+			if req.Client != nil && len(ans.Replies) == 1 && ans.Replies[0].Hdr == nil {
+				ja.audit(&apiRequest{subject: req.Subject, data: req.Data, client: req.Client}, ans.Replies[0].Body)
+				ja.publishAdvisories(pub)
+			}
 		}
-		pub := ja.acc.NewPublisher()
 		pub.ActFor(pr)
 		for _, r := range ans.Replies {
 			pub.Publish(req.Reply, "", r.Hdr, r.Body)
@@ -359,6 +370,9 @@ func (js *JetStream) answerForward(req forwardRequest) (forwardAnswer, error) {
 	ch := make(chan forwardAnswer, 1)
 	areq := apiRequest{ja: ja, subject: req.Subject, reply: req.Reply, data: req.Data, principal: pr,
 		local: req.Op == fwdLocal, group: req.Group, done: func(replies []apiReply, isErr bool) { ch <- answerOf(replies, isErr) }}
+	if req.Op == fwdAPI {
+		areq.client = req.Client // audited here, where it is answered
+	}
 	if !js.enqueue(areq, route, args) {
 		ja.apiTotal.Add(1)
 		ja.apiErrs.Add(1)

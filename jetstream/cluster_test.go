@@ -547,3 +547,56 @@ func TestClusterStreamDeletedWhileDown(t *testing.T) {
 	_, err = js2.StreamInfo("S")
 	require.ErrorIs(t, err, nats.ErrStreamNotFound)
 }
+
+// TestClusterAPIAudit: a request forwarded to another server is audited
+// once, by the server that answers it (the meta leader for a create, the
+// stream's server for its info), naming the requester's connection, and
+// the advisory reaches a subscriber on any server.
+func TestClusterAPIAudit(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	leader, _ := jc.raft(0).Leader()
+	// The requester is on a server that leads nothing.
+	from := (jc.index(leader) + 1) % 3
+	watch := jc.Connect(t, (from+1)%3)
+	audits, err := watch.SubscribeSync("$JS.EVENT.ADVISORY.API")
+	require.NoError(t, err)
+	require.NoError(t, watch.Flush())
+	jc.WaitInterest(t, "$JS.EVENT.ADVISORY.API", (from+1)%3)
+
+	nc, err := nats.Connect(jc.URL(from), nats.Name("requester"))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "AUDITED", Subjects: []string{"audited.>"}})
+	require.NoError(t, err)
+	placed := jc.placement(t, "AUDITED")
+	_, err = js.StreamInfo("AUDITED")
+	require.NoError(t, err)
+
+	type audit struct {
+		Server string `json:"server"`
+		Client struct {
+			Name string `json:"name"`
+		} `json:"client"`
+		Subject  string `json:"subject"`
+		Response string `json:"response"`
+	}
+	for _, want := range []struct{ subject, server string }{
+		{"$JS.API.STREAM.CREATE.AUDITED", leader},
+		{"$JS.API.STREAM.INFO.AUDITED", placed},
+	} {
+		m, err := audits.NextMsg(clustertest.Wait)
+		require.NoError(t, err)
+		var a audit
+		require.NoError(t, json.Unmarshal(m.Data, &a), string(m.Data))
+		require.Equal(t, want.subject, a.Subject)
+		require.Equal(t, want.server, a.Server, "audited by the server that answered")
+		require.Equal(t, "requester", a.Client.Name)
+		require.Contains(t, a.Response, `"AUDITED"`)
+	}
+	// Once each: a request forwarded is not audited by its forwarder.
+	_, err = audits.NextMsg(300 * time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrTimeout)
+}
