@@ -68,7 +68,10 @@ type jsAccount struct {
 	// memQuota and fileQuota count what the account's streams hold (see
 	// quota.go).
 	memQuota, fileQuota quota
-	apiTotal, apiErrs   atomic.Uint64
+	// peerMem and peerFile are what the account's streams hold on the
+	// other servers of a cluster, as they last reported (cluster_usage.go).
+	peerMem, peerFile atomic.Int64
+	apiTotal, apiErrs atomic.Uint64
 	adv                 advisories
 }
 

@@ -17,6 +17,9 @@ const raftDir = "raft"
 type clustered struct {
 	// forwards bounds the requests forwarded at once (cluster_api.go).
 	forwards chan struct{}
+	// peerUsage is what the other servers' streams hold, by account
+	// (cluster_usage.go).
+	peerUsage peerUsage
 	// recon is the work of the reconciler: the streams whose assignment
 	// changed since it last ran.
 	recon struct {

@@ -302,10 +302,13 @@ func (js *JetStream) callServer(ctx context.Context, to string, req forwardReque
 }
 
 // handleCall answers a peer's forwarded request (jscluster.CallHandler).
-func (js *JetStream) handleCall(_ string, body []byte) ([]byte, error) {
+func (js *JetStream) handleCall(from string, body []byte) ([]byte, error) {
 	var req forwardRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
+	}
+	if req.Op == fwdUsageReport {
+		return nil, js.usageReported(from, req.Data)
 	}
 	ans, err := js.answerForward(req)
 	if err != nil {

@@ -73,6 +73,10 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		r.Error = errSubjectOverlap()
 		return r
 	}
+	if aerr := ja.checkClusterReserve(&cfg); aerr != nil {
+		r.Error = aerr
+		return r
+	}
 	peer, aerr := js.selectPeer(placementOf(req.data))
 	if aerr != nil {
 		r.Error = aerr
@@ -161,9 +165,16 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 		return r
 	}
 	var cfg StreamConfig
-	if ja.js.decode(req.data, &cfg) == nil && ja.overlapsAssigned(name, cfg.Subjects) {
-		r.Error = errSubjectOverlap()
-		return r
+	if ja.js.decode(req.data, &cfg) == nil {
+		if ja.overlapsAssigned(name, cfg.Subjects) {
+			r.Error = errSubjectOverlap()
+			return r
+		}
+		cfg.Name = name
+		if aerr := ja.checkClusterReserve(&cfg); aerr != nil {
+			r.Error = aerr
+			return r
+		}
 	}
 	ans := ja.runOn(sa.Peers[0], req)
 	if answerIsErr(ans) {

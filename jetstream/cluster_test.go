@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
@@ -209,6 +210,12 @@ func (jc *jsCluster) index(name string) int {
 // global account on, once every server applied it.
 func (jc *jsCluster) placement(t *testing.T, name string) string {
 	t.Helper()
+	return jc.placementIn(t, server.GlobalAccountName, name)
+}
+
+// placementIn is placement for a stream of the named account.
+func (jc *jsCluster) placementIn(t *testing.T, account, name string) string {
+	t.Helper()
 	var peer string
 	require.Eventually(t, func() bool {
 		peer = ""
@@ -217,7 +224,7 @@ func (jc *jsCluster) placement(t *testing.T, name string) string {
 				continue
 			}
 			st, _ := jc.raft(i).State()
-			sa := st.Streams[jscluster.StreamKey{Account: server.GlobalAccountName, Name: name}]
+			sa := st.Streams[jscluster.StreamKey{Account: account, Name: name}]
 			if sa == nil || len(sa.Peers) != 1 || (peer != "" && sa.Peers[0] != peer) {
 				return false
 			}
@@ -599,4 +606,49 @@ func TestClusterAPIAudit(t *testing.T) {
 	// Once each: a request forwarded is not audited by its forwarder.
 	_, err = audits.NextMsg(300 * time.Millisecond)
 	require.ErrorIs(t, err, nats.ErrTimeout)
+}
+
+// TestClusterAccountQuota: an account's max_store holds over the cluster.
+// A stream's max_bytes must fit beside the account's other streams' on
+// every server (10047), and a publish is refused (10002) once the
+// account's streams on every server together would pass it, though the
+// stream's own server holds little.
+func TestClusterAccountQuota(t *testing.T) {
+	const quota = 8192
+	base := server.Options{Accounts: []server.AccountConfig{{Name: "T",
+		Users: []server.User{{Name: "t", Password: "t"}}, JetStream: &server.JetStreamLimits{MaxStore: quota, MaxStreams: -1}}}}
+	jc := startJSClusterWith(t, 3, base)
+	jc.waitMeta(t)
+	js, err := jc.Connect(t, 0, nats.UserInfo("t", "t")).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+
+	_, err = js.AddStream(&nats.StreamConfig{Name: "BIG", Subjects: []string{"big"}, MaxBytes: 6000})
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "TOO", Subjects: []string{"too"}, MaxBytes: 3000})
+	require.Equal(t, njs.ErrorCode(10047), apiCode(err), "6000 + 3000 reserved on two servers: %v", err)
+	require.NoError(t, js.DeleteStream("BIG"))
+
+	for _, name := range []string{"B", "C"} {
+		_, err := js.AddStream(&nats.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name)}})
+		require.NoError(t, err)
+	}
+	onB, onC := jc.placementIn(t, "T", "B"), jc.placementIn(t, "T", "C")
+	require.NotEqual(t, onB, onC, "the two streams are on two servers")
+	for range 5 {
+		_, err := js.Publish("b", make([]byte, 1000))
+		require.NoError(t, err)
+	}
+	si, err := js.StreamInfo("B")
+	require.NoError(t, err)
+	jc.mu.Lock()
+	cjs := jc.js[jc.index(onC)]
+	jc.mu.Unlock()
+	require.Eventually(t, func() bool { return jetstream.PeerFileUsed(cjs, "T") >= int64(si.State.Bytes) },
+		clustertest.Wait, 10*time.Millisecond, "C's server hears what B's holds")
+
+	// C's server holds nothing, but B's 5000 bytes and 4000 more pass 8192.
+	_, err = js.Publish("c", make([]byte, 4000))
+	require.Equal(t, njs.ErrorCode(10002), apiCode(err), "%v", err)
+	_, err = js.Publish("c", make([]byte, 1000))
+	require.NoError(t, err)
 }

@@ -24,3 +24,12 @@ func SetMigrateHook(f func(step string)) { migrateHook = f }
 
 // RaftOf returns the raft layer of a clustered JetStream (tests only).
 func RaftOf(js *JetStream) *jscluster.Cluster { return js.raft }
+
+// PeerFileUsed returns what the other servers of a cluster last reported
+// the named account's file streams hold (tests only).
+func PeerFileUsed(js *JetStream, account string) int64 {
+	if ja := js.account(account); ja != nil {
+		return ja.peerUsed(FileStorage)
+	}
+	return -1
+}

@@ -127,6 +127,10 @@ func apiCode(err error) njs.ErrorCode {
 	if errors.As(err, &jsErr) && jsErr.APIError() != nil {
 		return jsErr.APIError().ErrorCode
 	}
+	var legacy nats.JetStreamError // the JetStreamContext API's
+	if errors.As(err, &legacy) && legacy.APIError() != nil {
+		return njs.ErrorCode(legacy.APIError().ErrorCode)
+	}
 	// Some client calls keep only the error's text.
 	if err != nil {
 		if m := errCodeText.FindStringSubmatch(err.Error()); m != nil {

@@ -63,7 +63,7 @@ func (js *JetStream) quotaReached(t StorageType) bool {
 // wouldExceedLimits.
 func (ja *jsAccount) wouldExceed(t StorageType, size int) bool {
 	q, limit := ja.quotaFor(t)
-	return limit >= 0 && q.used.Load()+int64(size) > limit
+	return limit >= 0 && q.used.Load()+ja.peerUsed(t)+int64(size) > limit
 }
 
 // quota returns the account's counter of streams of type t, or nil if
@@ -108,6 +108,7 @@ func (js *JetStream) quotaLoop() {
 			return
 		case <-t.C:
 			js.recountQuotas()
+			js.reportUsage()
 		}
 	}
 }
@@ -192,16 +193,10 @@ func (ja *jsAccount) checkReserveLocked(cfg *StreamConfig) *APIError {
 	if l := ja.lim().maxConsumers; l != noLimit && cfg.MaxConsumers > l {
 		return errMaxConsumers()
 	}
-	refuse := func() *APIError {
-		if cfg.Storage == MemoryStorage {
-			return apiErr(500, 10028, "insufficient memory resources available")
-		}
-		return apiErr(500, 10047, "insufficient storage resources available")
-	}
 	add := reservation(cfg.MaxBytes)
 	if _, limit := ja.quotaFor(cfg.Storage); limit >= 0 {
 		if reserved := ja.accountReservedLocked(cfg.Storage, cfg.Name); reserved > limit || add > limit-reserved {
-			return refuse()
+			return errInsufficient(cfg.Storage)
 		}
 	}
 	js := ja.js
@@ -218,9 +213,18 @@ func (ja *jsAccount) checkReserveLocked(cfg *StreamConfig) *APIError {
 		reserved += o.reservedLocked(cfg.Storage, skip)
 	})
 	if reserved > limit || add > limit-reserved {
-		return refuse()
+		return errInsufficient(cfg.Storage)
 	}
 	return nil
+}
+
+// errInsufficient refuses a stream whose reservation does not fit a quota
+// of its storage type.
+func errInsufficient(t StorageType) *APIError {
+	if t == MemoryStorage {
+		return apiErr(500, 10028, "insufficient memory resources available")
+	}
+	return apiErr(500, 10047, "insufficient storage resources available")
 }
 
 // checkMaxBytes refuses a stream configuration the account's max_bytes
