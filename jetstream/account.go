@@ -72,7 +72,7 @@ type jsAccount struct {
 	// other servers of a cluster, as they last reported (cluster_usage.go).
 	peerMem, peerFile atomic.Int64
 	apiTotal, apiErrs atomic.Uint64
-	adv                 advisories
+	adv               advisories
 }
 
 // limits are an account's JetStream limits in force: -1 (noLimit) where
