@@ -321,7 +321,7 @@ func (st *stream) update(cfg StreamConfig) error {
 	if err := st.store.UpdateConfig(cfg.storeOptions(filepath.Join(st.dir, "msgs"))); err != nil {
 		return err
 	}
-	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created, Group: st.group}); err != nil {
+	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created, Group: st.group.Load()}); err != nil {
 		return err
 	}
 	old := st.config()

@@ -59,8 +59,9 @@ func (js *JetStream) runCluster() {
 	}
 	js.raft.HandleCalls(js.handleCall)
 	js.srv.HandleHealth(js.raft.Health)
-	js.wg.Add(1)
+	js.wg.Add(2)
 	go js.reconcileLoop()
+	go js.adoptLoop()
 	js.streamsChanged(nil, true)
 }
 
@@ -95,7 +96,8 @@ func (js *JetStream) streamsChanged(keys []jscluster.StreamKey, all bool) {
 // here (its group in its meta.json) and no longer places here, or placed
 // again under another group since (deleted and made anew while this server
 // was down), is removed. Streams the meta group did not make (this
-// server's before it joined a cluster) are left alone.
+// server's before it joined a cluster) are left alone: adoptLoop has the
+// meta group adopt them (cluster_adopt.go).
 func (js *JetStream) reconcileLoop() {
 	defer js.wg.Done()
 	r := &js.recon
@@ -117,7 +119,7 @@ func (js *JetStream) reconcileLoop() {
 			})
 			for _, ja := range js.sortedAccounts() {
 				for _, st := range ja.streams() {
-					if st.group != 0 {
+					if st.group.Load() != 0 {
 						keys[jscluster.StreamKey{Account: ja.name, Name: st.name}] = true
 					}
 				}
@@ -151,7 +153,7 @@ func (js *JetStream) reconcile(k jscluster.StreamKey) {
 	// here under that group. While the state is behind it (replaying the
 	// log at start), the stream is newer than what the state says, and
 	// stays.
-	if st != nil && st.group != 0 && st.group <= applied && (peer != me || st.group != group) {
+	if sg := groupOf(st); sg != 0 && sg <= applied && (peer != me || sg != group) {
 		js.runLocal(ja, "STREAM.DELETE."+k.Name, nil, 0)
 		st = nil
 	}

@@ -85,6 +85,8 @@ type forwardRequest struct {
 	Hops        int    `json:"hops,omitempty"`
 	// Group is the meta group's for the stream a fwdLocal create makes.
 	Group uint64 `json:"group,omitempty"`
+	// From is the server that asks, for fwdAdopt.
+	From string `json:"from,omitempty"`
 	// Client is the requester, for the API audit advisory the server
 	// that answers a fwdAPI request sends, if the account has interest.
 	Client *server.ClientInfo `json:"client,omitempty"`
@@ -340,6 +342,8 @@ func (js *JetStream) answerForward(req forwardRequest) (forwardAnswer, error) {
 		return ja.localList(string(req.Data))
 	case fwdUsage:
 		return ja.localUsage()
+	case fwdAdopt:
+		return ja.adoptOnLeader(req)
 	}
 	acc := ja.acc
 	if req.UserAccount != "" {

@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -40,9 +41,17 @@ func startJSCluster(t *testing.T, n int) *jsCluster {
 // options.
 func startJSClusterWith(t *testing.T, n int, base server.Options) *jsCluster {
 	t.Helper()
+	return startJSClusterOn(t, make([]string, n), base)
+}
+
+// startJSClusterOn is startJSClusterWith with a server per directory of
+// dirs (a fresh one for "").
+func startJSClusterOn(t *testing.T, dirs []string, base server.Options) *jsCluster {
+	t.Helper()
+	n := len(dirs)
 	jc := &jsCluster{dirs: make([]string, n), js: make([]*jetstream.JetStream, n)}
 	for i := range n {
-		jc.dirs[i] = t.TempDir()
+		jc.dirs[i] = cmp.Or(dirs[i], t.TempDir())
 	}
 	jc.Cluster = clustertest.StartWith(t, n, base, func(t testing.TB, i int, s *server.Server) func() {
 		js, err := jetstream.New(s, jetstream.Options{StoreDir: jc.dirs[i],
@@ -651,4 +660,89 @@ func TestClusterAccountQuota(t *testing.T) {
 	require.Equal(t, njs.ErrorCode(10002), apiCode(err), "%v", err)
 	_, err = js.Publish("c", make([]byte, 1000))
 	require.NoError(t, err)
+}
+
+// TestClusterAdoptsStreams: servers that had streams before they joined a
+// cluster have them adopted by the meta group, messages and all, and
+// answered for by any server; of two streams of one name, or whose
+// subjects overlap, one is adopted and the other marked failed on its
+// server, its files kept.
+func TestClusterAdoptsStreams(t *testing.T) {
+	single := func(streams ...*nats.StreamConfig) string {
+		b := startBroker(t, "")
+		nc, err := nats.Connect(b.srv.ClientURL())
+		require.NoError(t, err)
+		js, err := nc.JetStream()
+		require.NoError(t, err)
+		for _, cfg := range streams {
+			_, err := js.AddStream(cfg)
+			require.NoError(t, err)
+			for k := range 3 {
+				_, err := js.Publish(cfg.Subjects[0], []byte(fmt.Sprintf("%s #%d", cfg.Name, k)))
+				require.NoError(t, err)
+			}
+		}
+		nc.Close()
+		b.stop()
+		return b.dir
+	}
+	d0 := single(&nats.StreamConfig{Name: "OLD", Subjects: []string{"old.>"}}, &nats.StreamConfig{Name: "DUP", Subjects: []string{"dup0"}})
+	d1 := single(&nats.StreamConfig{Name: "DUP", Subjects: []string{"dup1"}}, &nats.StreamConfig{Name: "OVER", Subjects: []string{"old.x"}})
+	jc := startJSClusterOn(t, []string{d0, d1, ""}, server.Options{})
+	jc.waitMeta(t)
+
+	// Whichever server asks first has its stream adopted; the other's is
+	// failed where it is, with the reason, and its files stay.
+	jc.mu.Lock()
+	stores := []*jetstream.JetStream{jc.js[0], jc.js[1]}
+	jc.mu.Unlock()
+	failed := func() map[string]string {
+		out := map[string]string{}
+		for i, js := range stores {
+			for name, why := range jetstream.FailedStreams(js, server.GlobalAccountName) {
+				out[fmt.Sprintf("%s@%d", name, i)] = why
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(failed()) == 2 }, clustertest.Wait, 10*time.Millisecond)
+	onDup := jc.placement(t, "DUP")
+	loser := 1 - jc.index(onDup)
+	require.Contains(t, failed()[fmt.Sprintf("DUP@%d", loser)], "stream of this name on "+onDup)
+	adopted, refused, dir := "OLD", "OVER@1", d1
+	if failed()["OLD@0"] != "" {
+		adopted, refused, dir = "OVER", "OLD@0", d0
+	}
+	require.Contains(t, failed()[refused], "overlap")
+	refusedName, _, _ := strings.Cut(refused, "@")
+	require.DirExists(t, filepath.Join(globalStreams(dir), refusedName))
+
+	js2, err := jc.Connect(t, 2).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	for _, name := range []string{adopted, "DUP"} {
+		jc.placement(t, name)
+		si, err := js2.StreamInfo(name)
+		require.NoError(t, err, "%s through a server that had none", name)
+		require.Equal(t, uint64(3), si.State.Msgs, name)
+	}
+	m, err := js2.GetMsg(adopted, 2)
+	require.NoError(t, err)
+	require.Equal(t, adopted+" #1", string(m.Data))
+	_, err = js2.StreamInfo(refusedName)
+	require.ErrorIs(t, err, nats.ErrStreamNotFound, "a stream not adopted is not the cluster's")
+
+	// Adopted streams stay adopted over a restart: no second assignment.
+	on := jc.index(jc.placement(t, adopted))
+	key := jscluster.StreamKey{Account: server.GlobalAccountName, Name: adopted}
+	st, _ := jc.raft(2).State()
+	before := st.Streams[key].Group
+	jc.Stop(t, on)
+	jc.Restart(t, on)
+	jc.waitMeta(t)
+	require.Equal(t, jc.Servers[on].Name(), jc.placement(t, adopted))
+	st, _ = jc.raft(2).State()
+	require.Equal(t, before, st.Streams[key].Group)
+	si, err := js2.StreamInfo(adopted)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), si.State.Msgs)
 }

@@ -33,3 +33,12 @@ func PeerFileUsed(js *JetStream, account string) int64 {
 	}
 	return -1
 }
+
+// FailedStreams returns the named account's failed streams and why
+// (tests only).
+func FailedStreams(js *JetStream, account string) map[string]string {
+	if ja := js.account(account); ja != nil {
+		return ja.failedStreams()
+	}
+	return nil
+}

@@ -25,8 +25,9 @@ type stream struct {
 	store   *store.Stream
 	// group is the stream's group in the meta group of a cluster: the
 	// index of the entry that assigned it; 0 for a stream the meta group
-	// did not make (a single server's).
-	group uint64
+	// did not make (a single server's) until it is adopted
+	// (cluster_adopt.go).
+	group atomic.Uint64
 
 	ackPrefix []byte // of every PubAck: {"stream":"<name>","seq":
 
@@ -64,7 +65,8 @@ type stream struct {
 func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool, group uint64) (*stream, error) {
 	js := ja.js
 	dir := filepath.Join(ja.dir, cfg.Name)
-	st := &stream{js: js, ja: ja, name: cfg.Name, dir: dir, created: created, group: group, ackPrefix: pubAckPrefix(cfg.Name)}
+	st := &stream{js: js, ja: ja, name: cfg.Name, dir: dir, created: created, ackPrefix: pubAckPrefix(cfg.Name)}
+	st.group.Store(group)
 	st.cfg.Store(&cfg)
 	st.mu.consumers = map[string]*consumer{}
 	st.clist.Store(&[]*consumer{})
