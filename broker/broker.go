@@ -45,9 +45,6 @@ func Start(cfg Config) (*Broker, error) {
 }
 
 func (b *Broker) start(cfg Config) (err error) {
-	if cfg.JetStreamEnabled && cfg.Server.Cluster.Port != 0 {
-		return ErrJetStreamInCluster
-	}
 	if cfg.Server.Logger == nil {
 		if b.logs, err = openLog(cfg.Log); err != nil {
 			return err

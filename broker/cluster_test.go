@@ -45,22 +45,38 @@ cluster {
 	}
 }
 
-// TestClusterRefusesJetStream: streams are not replicated yet, so a
-// clustered broker with JetStream does not start, saying how to turn it
-// off; without JetStream it starts.
-func TestClusterRefusesJetStream(t *testing.T) {
+// TestClusterJetStream: a clustered broker with JetStream needs a
+// server_name; with one it founds the meta group (alone here), serves R1
+// streams, and refuses replicated ones with nats-server's error.
+func TestClusterJetStream(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Server.Port, cfg.Server.HTTPPort = server.RandomPort, 0
 	cfg.Server.Cluster.Port = server.RandomPort
 	cfg.JetStream.StoreDir = t.TempDir()
 	_, err := Start(cfg)
-	require.ErrorIs(t, err, ErrJetStreamInCluster)
-	require.Contains(t, err.Error(), "jetstream: disabled")
+	require.ErrorContains(t, err, "server_name")
 
-	cfg.JetStreamEnabled = false
+	cfg.Server.ServerName = "n1"
 	b, err := Start(cfg)
 	require.NoError(t, err)
-	require.NoError(t, b.Shutdown(t.Context()))
+	defer func() { require.NoError(t, b.Shutdown(t.Context())) }()
+	nc, err := nats.Connect(b.Server().ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := nc.JetStream(nats.MaxWait(10 * time.Second))
+	require.NoError(t, err)
+	// The meta group is founded after the bootstrap wait: until then the
+	// API answers 10008, which the client sees as an error.
+	require.Eventually(t, func() bool {
+		_, err := js.AddStream(&nats.StreamConfig{Name: "S", Subjects: []string{"s"}})
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond)
+	_, err = js.Publish("s", []byte("x"))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
+	var aerr nats.JetStreamError
+	require.ErrorAs(t, err, &aerr)
+	require.Equal(t, nats.ErrorCode(10036), aerr.APIError().ErrorCode)
 }
 
 // TestOperatorModeJetStream: operator mode starts with JetStream; the

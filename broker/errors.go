@@ -20,12 +20,6 @@ var (
 	ErrInvalidValue = errors.New("invalid value")
 )
 
-// ErrJetStreamInCluster is returned by Start for a configuration with both
-// a cluster and JetStream: streams are not replicated yet, and a stream
-// on one server of a cluster would answer API requests the others answer
-// too (docs/cluster.md).
-var ErrJetStreamInCluster = errors.New("broker: JetStream in a cluster is not implemented yet (streams are not replicated); turn it off with -js=false or jetstream: disabled")
-
 // ConfigError is a problem with one key of a configuration file: where it
 // is, which key, and what is wrong (wrapping ErrUnsupported, ErrUnknownKey
 // or ErrInvalidValue).

@@ -76,12 +76,11 @@ func (rs Reasons) lenientReason(r Result) string {
 
 // autoReason classifies a failure from its message alone, where the
 // message says it all: configuration keys Skiff refuses, named with the
-// feature they wait for, a clustered server with JetStream, which Skiff
-// refuses until streams are replicated, or a cluster flag compat/bin's
-// wrapper refuses.
+// feature they wait for, a replicated stream, which Skiff refuses until
+// streams are replicated, or a cluster flag compat/bin's wrapper refuses.
 func autoReason(msg string) string {
-	if strings.Contains(msg, "JetStream in a cluster is not implemented") {
-		return "waits for replicated streams (JetStream in a cluster): Skiff refuses a clustered server with JetStream on"
+	if strings.Contains(msg, "ErrorCode(10036)") {
+		return "waits for replicated streams: Skiff refuses num_replicas above 1 (10036)"
 	}
 	if strings.Contains(msg, "is not implemented by Skiff's clustering") {
 		return "waits for clustering: compat's wrapper refuses a cluster flag Skiff does not have"

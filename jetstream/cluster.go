@@ -65,6 +65,15 @@ func (js *JetStream) runCluster() {
 	js.streamsChanged(nil, true)
 }
 
+// clusterInfo is the cluster part of a stream's or consumer's info on a
+// clustered server, nil on a single server: this server serves it.
+func (js *JetStream) clusterInfo() *ClusterInfo {
+	if js.raft == nil {
+		return nil
+	}
+	return &ClusterInfo{Name: js.srv.ClusterName(), Leader: js.srv.Name()}
+}
+
 // subscribeAPI subscribes h to an account's API: in a cluster, for this
 // server's clients only, since each request is answered once, by the
 // server that can (cluster_api.go).

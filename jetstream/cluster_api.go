@@ -151,11 +151,24 @@ func (ja *jsAccount) clusterTarget(route *apiRoute, args apiArgs) string {
 		return toMetaLeader
 	case targetStream:
 		stream, _, _ := strings.Cut(args[0], ".")
-		if peer := ja.js.placedOn(ja.name, stream); peer != "" && peer != c.Name() {
+		switch peer := ja.js.placedOn(ja.name, stream); {
+		case peer != "" && peer != c.Name():
 			return peer
+		case peer == "" && route.worker != onRequester && !c.IsLeader() && !ja.hasOwn(stream):
+			// This server may not have applied the stream's assignment
+			// yet (it was just created through another): the meta
+			// leader, which has, answers or hands the request on.
+			return toMetaLeader
 		}
 	}
 	return ""
+}
+
+// hasOwn reports whether this server has a stream of the account that the
+// meta group did not place (one to adopt, or failed at start), which it
+// answers for itself.
+func (ja *jsAccount) hasOwn(stream string) bool {
+	return ja.lookup(stream) != nil || ja.streamFailure(stream) != nil
 }
 
 // placedOn returns the server the meta group placed a stream on, "" if it

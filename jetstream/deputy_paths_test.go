@@ -13,6 +13,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/jscluster"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
@@ -180,16 +181,22 @@ func TestDeputyRepliesCannotWriteToAnotherStream(t *testing.T) {
 	})
 }
 
-// A message a peer forwards over a route does not say whether its server
-// published it, so JetStream refuses a clustered server rather than take a
-// peer's deliveries as a client's requests (and streams are not
-// replicated yet).
-func TestNewRefusesClusteredServer(t *testing.T) {
+// TestNewClusteredServer: JetStream on a clustered server joins the meta
+// group with the raft layer's defaults, which needs a server_name.
+func TestNewClusteredServer(t *testing.T) {
 	opts := server.DefaultOptions()
 	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RandomPort, 0
 	opts.Cluster.Port = server.RandomPort
 	s, err := server.New(opts)
 	require.NoError(t, err)
 	_, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
-	require.ErrorIs(t, err, jetstream.ErrClustered)
+	require.ErrorIs(t, err, jscluster.ErrNoServerName)
+
+	opts.ServerName = "n1"
+	s, err = server.New(opts)
+	require.NoError(t, err)
+	js, err := jetstream.New(s, jetstream.Options{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	require.NotNil(t, jetstream.RaftOf(js))
+	require.NoError(t, js.Close())
 }

@@ -100,9 +100,6 @@ var (
 	ErrClosed = errors.New("jetstream: closed")
 	// ErrInvalidOptions wraps every error New returns for bad Options.
 	ErrInvalidOptions = errors.New("jetstream: invalid options")
-	// ErrClustered is returned by New for a server in a cluster: streams
-	// are not replicated yet.
-	ErrClustered = errors.New("jetstream: not available in a cluster yet (streams are not replicated)")
 	// ErrStoreDirLocked is returned by New when another process (or
 	// another JetStream in this one) holds the store directory.
 	ErrStoreDirLocked = errors.New("jetstream: store directory in use")

@@ -100,14 +100,13 @@ type Options struct {
 	// Logger receives structured logs (default: the server's, or discard).
 	Logger *slog.Logger
 
-	// Cluster, if set, lets New run on a clustered server: it starts the
-	// raft layer (internal/jscluster) with these options, in
-	// StoreDir/raft unless they name another directory, and the server
-	// joins the cluster's meta group. Internal and incomplete: its type
-	// cannot be named outside this module and no configuration sets it,
-	// so that JetStream in a cluster stays refused to users (ErrClustered)
-	// until it replicates streams; tests use it. Streams are still each
-	// server's own.
+	// Cluster tunes the raft layer of a clustered server
+	// (internal/jscluster: ticks, bootstrap wait, snapshots); New uses its
+	// defaults when it is nil and the server is clustered, in
+	// StoreDir/raft unless it names another directory. The server joins
+	// the cluster's meta group, which places every stream on one server
+	// (R1: streams are not replicated yet). Set on a server that is not
+	// clustered, New refuses it. Its type is internal: tests tune it.
 	Cluster *jscluster.Options
 }
 
@@ -220,11 +219,9 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	softBefore, raiseErr := raiseOpenFileLimit()
 	opts.setDefaults()
 	if s.Clustered() && opts.Cluster == nil {
-		// Streams are not replicated yet, and a message forwarded by a
-		// route does not carry whether the server published it (see
-		// server/principal.go): a peer's delivery could act past its
-		// client's permissions here.
-		return nil, ErrClustered
+		// A clustered server joins the cluster's meta group, with the
+		// raft layer's defaults (docs/cluster.md).
+		opts.Cluster = &jscluster.Options{}
 	}
 	if opts.SyncInterval < MinSyncInterval {
 		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)

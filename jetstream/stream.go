@@ -210,6 +210,7 @@ func (st *stream) info() *StreamInfo {
 	if !s.LastTime.IsZero() {
 		si.State.LastTime = s.LastTime.UTC()
 	}
+	si.Cluster = st.js.clusterInfo()
 	return si
 }
 

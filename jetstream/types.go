@@ -80,7 +80,16 @@ type StreamInfo struct {
 	Config    StreamConfig `json:"config"`
 	Created   time.Time    `json:"created"`
 	State     StreamState  `json:"state"`
+	Cluster   *ClusterInfo `json:"cluster,omitempty"`
 	TimeStamp time.Time    `json:"ts"`
+}
+
+// ClusterInfo says where a stream or consumer of a clustered server is:
+// the cluster's name and the server that serves it (its leader; streams
+// have one replica yet, so there are no others).
+type ClusterInfo struct {
+	Name   string `json:"name,omitempty"`
+	Leader string `json:"leader,omitempty"`
 }
 
 // ConsumerConfig is a consumer's configuration.
@@ -139,6 +148,7 @@ type ConsumerInfo struct {
 	PushBound      bool            `json:"push_bound,omitempty"`
 	Paused         bool            `json:"paused,omitempty"`
 	PauseRemaining time.Duration   `json:"pause_remaining,omitempty"`
+	Cluster        *ClusterInfo    `json:"cluster,omitempty"`
 	TimeStamp      time.Time       `json:"ts"`
 }
 

@@ -8,8 +8,8 @@
 //	c.Propose(ctx, jscluster.Entry{Op: jscluster.OpAssignStream, Stream: sa})  // on the meta leader
 //	st, _ := c.State()                                                       // every server applies it
 //
-// It is internal: JetStream in a cluster is not reachable from a
-// configuration until the layers above it are complete.
+// It is internal: package jetstream starts it on a clustered server
+// (jetstream.Options.Cluster tunes it), and nothing else should.
 //
 // # Identities
 //

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClusterProcessesJetStream runs three `skiff serve` processes with
+// JetStream and a cluster block, as nats-server users write them: they
+// form one meta group, a stream created through one server is placed on
+// one of them and published to and read through the others, a replicated
+// stream is refused with nats-server's error, and after the stream's
+// server is killed (kill -9) and started again, every acknowledged
+// message is there.
+func TestClusterProcessesJetStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	nodes := newNodes(t, 3)
+	dir := t.TempDir()
+	for _, n := range nodes {
+		var routes []string
+		for _, o := range nodes {
+			routes = append(routes, strconv.Quote(o.routeURL()))
+		}
+		conf := fmt.Sprintf(`server_name: %s
+port: %d
+http_port: %d
+jetstream { store_dir: %q }
+cluster {
+  name: js
+  listen: "127.0.0.1:%d"
+  routes: [%s]
+}
+`, n.name, n.clientPort, n.httpPt, filepath.Join(dir, n.name), n.routePort, strings.Join(routes, ", "))
+		path := filepath.Join(dir, n.name+".conf")
+		require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+		n.args = []string{"serve", "-c", path}
+	}
+	startCluster(t, nodes)
+
+	ctx := make([]nats.JetStreamContext, 3)
+	for i, n := range nodes {
+		nc, err := nats.Connect(n.clientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		ctx[i], err = nc.JetStream(nats.MaxWait(5 * time.Second))
+		require.NoError(t, err)
+	}
+	// The meta group forms once the servers see each other.
+	var info *nats.StreamInfo
+	require.Eventually(t, func() bool {
+		var err error
+		info, err = ctx[0].AddStream(&nats.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, Storage: nats.FileStorage})
+		return err == nil
+	}, 30*time.Second, 200*time.Millisecond)
+	require.Equal(t, "ORDERS", info.Config.Name)
+
+	_, err := ctx[1].AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
+	var aerr nats.JetStreamError
+	require.ErrorAs(t, err, &aerr)
+	require.Equal(t, nats.ErrorCode(10036), aerr.APIError().ErrorCode, "replicated streams are refused")
+
+	acked := 0
+	require.Eventually(t, func() bool { // the stream's interest reaches every server
+		_, err := ctx[2].Publish("orders.probe", []byte("probe"))
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	acked++
+	for i := range 3 {
+		for k := range 10 {
+			_, err := ctx[i].Publish("orders.new", []byte(fmt.Sprintf("from %d #%d", i, k)))
+			require.NoError(t, err)
+			acked++
+		}
+	}
+	placed := -1
+	for i := range 3 {
+		si, err := ctx[i].StreamInfo("ORDERS")
+		require.NoError(t, err)
+		require.Equal(t, uint64(acked), si.State.Msgs, "through %s", nodes[i].name)
+		require.NotNil(t, si.Cluster, "STREAM.INFO names the stream's server")
+		placed = slices.IndexFunc(nodes, func(n *node) bool { return n.name == si.Cluster.Leader })
+	}
+	require.GreaterOrEqual(t, placed, 0)
+
+	// kill -9 the stream's server, start it again: nothing acknowledged
+	// is lost, and a durable consumer through another server reads it all.
+	nodes[placed].signal(t, syscall.SIGKILL)
+	_ = nodes[placed].cmd.Wait()
+	bin := buildSkiff(t)
+	nodes[placed].start(t, bin)
+	waitMesh(t, 15*time.Second, nodes...)
+	other := (placed + 1) % 3
+	require.Eventually(t, func() bool {
+		si, err := ctx[other].StreamInfo("ORDERS")
+		return err == nil && si.State.Msgs == uint64(acked)
+	}, 30*time.Second, 100*time.Millisecond, "the acknowledged messages after the restart")
+	sub, err := ctx[other].PullSubscribe("orders.>", "reader")
+	require.NoError(t, err)
+	got := 0
+	for got < acked {
+		msgs, err := sub.Fetch(acked-got, nats.MaxWait(5*time.Second))
+		require.NoError(t, err)
+		for _, m := range msgs {
+			require.NoError(t, m.Ack())
+			got++
+		}
+	}
+	require.Equal(t, acked, got)
+}
