@@ -7,9 +7,11 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/internal/natscli"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
@@ -138,4 +140,42 @@ func TestSysAccountLeavesGlobalJetStream(t *testing.T) {
 	_, sysJS := connectUser(t, b, "sys")
 	_, err = sysJS.AccountInfo(ctx(t))
 	require.Error(t, err, "the system account has none")
+}
+
+// TestSysCLIReportJetStreamCluster: `nats server report jetstream` as a
+// user of the system account, through one server of a three-server
+// cluster with JetStream: every server's row (the stream counted on the
+// server it is placed on), and the meta group with every server.
+func TestSysCLIReportJetStreamCluster(t *testing.T) {
+	jc := startJSClusterWith(t, 3, server.Options{SystemAccount: "SYS", Accounts: []server.AccountConfig{
+		{Name: "SYS", Users: []server.User{{Name: "sys", Password: "sys"}}},
+		{Name: "A", Users: []server.User{{Name: "a", Password: "a"}}, JetStream: &server.JetStreamLimits{}},
+	}})
+	jc.waitMeta(t)
+	js, err := jc.Connect(t, 1, nats.UserInfo("a", "a")).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	require.NoError(t, err)
+	for range 3 {
+		_, err := js.Publish("orders.new", []byte("order"))
+		require.NoError(t, err)
+	}
+	placed := jc.placementIn(t, "A", "ORDERS")
+	leader, _ := jc.raft(0).Leader()
+
+	cli := natscli.New(t, natscli.Path(t), jc.URL(2))
+	out := cli.Run("--user", "sys", "--password", "sys", "server", "report", "jetstream")
+	require.Contains(t, out, "JetStream Summary")
+	for _, s := range jc.Servers {
+		row := `│ 0 +│ 0 +│ 0 +│`
+		if s.Name() == placed {
+			row = `│ 1 +│ 0 +│ 3 +│`
+		}
+		require.Regexp(t, `│ `+s.Name()+`\*? +│ test +`+row, out, "the row of %s", s.Name())
+	}
+	require.Contains(t, out, "RAFT Meta Group Information")
+	for _, s := range jc.Servers {
+		require.Regexp(t, `│ `+s.Name()+` +│ \S+ +│ (yes|   ) +│ true +│ true +│`, out, "meta group member %s", s.Name())
+	}
+	require.Regexp(t, `│ `+leader+` +│ \S+ +│ yes +│`, out)
 }
