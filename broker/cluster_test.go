@@ -99,3 +99,21 @@ func TestOperatorModeJetStream(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(m.Data), `"err_code":10039`)
 }
+
+// TestServerTags: server_tags is a string or a list of strings, as in
+// nats-server; anything else is refused with its line.
+func TestServerTags(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{`server_tags: "az:1"`, []string{"az:1"}},
+		{`server_tags: ["az:1", "ssd"]`, []string{"az:1", "ssd"}},
+	} {
+		cfg, err := ParseConfig(tc.text)
+		require.NoError(t, err, tc.text)
+		require.Equal(t, tc.want, cfg.Server.Tags)
+	}
+	_, err := ParseConfig("server_tags: { a: b }")
+	require.ErrorIs(t, err, ErrInvalidValue)
+}

@@ -58,6 +58,7 @@ func referenceKeys() []refKey {
 	// Top level, applied.
 	for _, kv := range [][2]string{
 		{"listen", `"127.0.0.2:4333"`}, {"port", "4333"}, {"server_name", "n1"}, {"name", "n1"},
+		{"server_tags", `["az:1", "SSD"]`},
 		{"host", "127.0.0.2"}, {"net", "127.0.0.2"}, {"addr", "127.0.0.2"},
 		{"http", `"127.0.0.1:8333"`}, {"monitor", `"127.0.0.1:8333"`}, {"http_port", "8333"},
 		{"monitor_port", "8333"}, {"http_host", "127.0.0.2"},
@@ -106,7 +107,7 @@ func referenceKeys() []refKey {
 		{"resolver_tls", "{ verify: true }"}, {"default_sentinel", "jwt"},
 		{"gateway", "{ name: g }"}, {"leaf", "{ port: 7422 }"},
 		{"leafnodes", "{ port: 7422 }"}, {"client_advertise", `"h:4222"`}, {"connect_error_reports", "5"},
-		{"reconnect_error_reports", "5"}, {"server_tags", "[a]"}, {"default_js_domain", "{ A: d }"},
+		{"reconnect_error_reports", "5"}, {"default_js_domain", "{ A: d }"},
 		{"trace_verbose", "true"}, {"trace_headers", "true"}, {"logfile_size_limit", "1MB"},
 		{"log_size_limit", "1MB"}, {"logfile_max_num", "3"}, {"log_max_num", "3"}, {"syslog", "true"},
 		{"remote_syslog", `"udp://h:514"`}, {"max_traced_msg_len", "10"}, {"ocsp", "{ mode: always }"},

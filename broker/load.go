@@ -147,7 +147,8 @@ var topKeys = func() keys[*loader] {
 		"no_system_account", "no_system", "no_sys_acc")
 	k.on(srv(applyCluster), "cluster")
 	k.refuse(whyCluster, "gateway", "leaf", "leafnodes", "client_advertise",
-		"connect_error_reports", "reconnect_error_reports", "server_tags", "default_js_domain")
+		"connect_error_reports", "reconnect_error_reports", "default_js_domain")
+	k.on(srv(func(o *server.Options, v value) (err error) { o.Tags, err = v.strings(); return }), "server_tags")
 	k.on(srv(func(o *server.Options, v value) (err error) { o.LameDuckDuration, err = v.duration(); return }), "lame_duck_duration")
 	k.on(srv(func(o *server.Options, v value) (err error) { o.LameDuckGracePeriod, err = v.duration(); return }), "lame_duck_grace_period")
 	k.refuse(whyLogging, "trace_verbose", "trace_headers", "logfile_size_limit", "log_size_limit",

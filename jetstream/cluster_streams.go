@@ -409,30 +409,38 @@ func errNoPeers(why string) *APIError {
 	return apiErr(400, 10005, "no suitable peers for placement"+why)
 }
 
+// excludePlacement is the server tag that keeps streams off a server,
+// nats-server's.
+const excludePlacement = "!jetstream"
+
 // selectPeer places a new R1 stream: on a server of the meta group that
-// this one (the meta leader) has a link to, or this one, matching the
-// placement; the one with the fewest streams, then the first by name.
-// Servers have no tags (server_tags is not implemented), so placement by
-// tags finds none.
+// this one (the meta leader) has a link to, or this one, that matches the
+// placement (its tags: each tag required, or with "!" excluded, from the
+// server's server_tags; never a server tagged "!jetstream"); the
+// preferred one if it qualifies, else the one with the fewest streams,
+// then the first by name. Refused, the error says why, in nats-server's
+// words.
 func (js *JetStream) selectPeer(p placement) (string, *APIError) {
 	if p.Cluster != "" && p.Cluster != js.srv.ClusterName() {
 		return "", errNoPeers("")
-	}
-	if len(p.Tags) > 0 {
-		quoted := make([]string, len(p.Tags))
-		for i, t := range p.Tags {
-			quoted[i] = "'" + t + "'"
-		}
-		return "", errNoPeers(", tags not matched [" + strings.Join(quoted, ", ") + "]")
 	}
 	up := map[string]bool{js.raft.Name(): true}
 	for _, n := range js.raft.Stats().LinksUp {
 		up[n] = true
 	}
+	// A server's tags come with its route (this one's are its own).
+	tags := map[string][]string{js.raft.Name(): js.srv.Tags()}
+	for _, r := range js.srv.Routes() {
+		tags[r.Name] = r.Tags
+	}
+	var why selectError
 	load := map[string]int{}
 	js.raft.View(func(s *jscluster.State) {
 		for name := range s.Servers {
-			if up[name] {
+			switch {
+			case !up[name]:
+				why.offline = true
+			case why.admits(p.Tags, tags[name]):
 				load[name] = 0
 			}
 		}
@@ -448,7 +456,10 @@ func (js *JetStream) selectPeer(p placement) (string, *APIError) {
 		if _, ok := load[p.Preferred]; ok {
 			return p.Preferred, nil
 		}
-		return "", errNoPeers(", peer offline")
+		if !up[p.Preferred] {
+			why.offline = true
+		}
+		return "", errNoPeers(why.String())
 	}
 	var best string
 	for name, n := range load {
@@ -457,7 +468,68 @@ func (js *JetStream) selectPeer(p placement) (string, *APIError) {
 		}
 	}
 	if best == "" {
-		return "", errNoPeers(", peer offline")
+		return "", errNoPeers(why.String())
 	}
 	return best, nil
+}
+
+// selectError gathers why servers were passed over, for the error of a
+// placement none qualifies for.
+type selectError struct {
+	offline, excludeTag bool
+	missing, excluded   []string
+}
+
+// admits reports whether a server with tags qualifies for a placement's
+// tags, noting why not.
+func (e *selectError) admits(want, tags []string) bool {
+	if slices.Contains(tags, excludePlacement) {
+		e.excludeTag = true
+		return false
+	}
+	for _, t := range want {
+		t = strings.ToLower(strings.TrimSpace(t))
+		if x, ok := strings.CutPrefix(t, "!"); ok {
+			if slices.Contains(tags, x) {
+				e.excluded = appendNew(e.excluded, x)
+				return false
+			}
+		} else if !slices.Contains(tags, t) {
+			e.missing = appendNew(e.missing, t)
+			return false
+		}
+	}
+	return true
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+// String is the reasons part of nats-server's error, in its order.
+func (e *selectError) String() string {
+	var b strings.Builder
+	if e.offline {
+		b.WriteString(", peer offline")
+	}
+	if e.excludeTag {
+		b.WriteString(", exclude tag set")
+	}
+	for _, l := range []struct {
+		what string
+		tags []string
+	}{{"tags not matched", e.missing}, {"tags excluded", e.excluded}} {
+		if len(l.tags) == 0 {
+			continue
+		}
+		quoted := make([]string, len(l.tags))
+		for i, t := range slices.Sorted(slices.Values(l.tags)) {
+			quoted[i] = "'" + t + "'"
+		}
+		b.WriteString(", " + l.what + " [" + strings.Join(quoted, ", ") + "]")
+	}
+	return b.String()
 }

@@ -48,12 +48,19 @@ func startJSClusterWith(t *testing.T, n int, base server.Options) *jsCluster {
 // dirs (a fresh one for "").
 func startJSClusterOn(t *testing.T, dirs []string, base server.Options) *jsCluster {
 	t.Helper()
+	return startJSClusterEach(t, dirs, base, nil)
+}
+
+// startJSClusterEach is startJSClusterOn with each changing server i's
+// options.
+func startJSClusterEach(t *testing.T, dirs []string, base server.Options, each func(i int, o *server.Options)) *jsCluster {
+	t.Helper()
 	n := len(dirs)
 	jc := &jsCluster{dirs: make([]string, n), js: make([]*jetstream.JetStream, n)}
 	for i := range n {
 		jc.dirs[i] = cmp.Or(dirs[i], t.TempDir())
 	}
-	jc.Cluster = clustertest.StartWith(t, n, base, func(t testing.TB, i int, s *server.Server) func() {
+	jc.Cluster = clustertest.StartEach(t, n, base, each, func(t testing.TB, i int, s *server.Server) func() {
 		js, err := jetstream.New(s, jetstream.Options{StoreDir: jc.dirs[i],
 			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}})
 		require.NoError(t, err)
@@ -745,4 +752,55 @@ func TestClusterAdoptsStreams(t *testing.T) {
 	si, err := js2.StreamInfo(adopted)
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), si.State.Msgs)
+}
+
+// TestClusterPlacementTags: a stream's placement tags choose among the
+// servers by their server_tags (required, or excluded with "!"); a server
+// tagged "!jetstream" gets no streams; a placement no server matches is
+// refused with nats-server's reasons.
+func TestClusterPlacementTags(t *testing.T) {
+	tags := [][]string{{"az:1", "SSD"}, {"az:2"}, {"az:3", "!jetstream"}}
+	jc := startJSClusterEach(t, make([]string, 3), server.Options{}, func(i int, o *server.Options) { o.Tags = tags[i] })
+	jc.waitMeta(t)
+	require.Equal(t, []string{"az:1", "ssd"}, jc.Servers[0].Tags(), "lowercased")
+	nc := jc.Connect(t, 2)
+	create := func(name, placement string) (string, string) {
+		t.Helper()
+		m, err := nc.Request("$JS.API.STREAM.CREATE."+name,
+			[]byte(`{"name":"`+name+`","subjects":["`+strings.ToLower(name)+`"],"placement":`+placement+`}`), clustertest.Wait)
+		require.NoError(t, err)
+		var r struct {
+			Error *struct {
+				ErrCode     int    `json:"err_code"`
+				Description string `json:"description"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(m.Data, &r), string(m.Data))
+		if r.Error != nil {
+			require.Equal(t, 10005, r.Error.ErrCode)
+			return "", r.Error.Description
+		}
+		return jc.placement(t, name), ""
+	}
+	for _, tc := range []struct{ name, placement, on, refused string }{
+		{"FAST", `{"tags":["ssd"]}`, "s1", ""},
+		{"ZONE2", `{"tags":["AZ:2"]}`, "s2", ""},
+		{"NOTSSD", `{"tags":["!ssd"]}`, "s2", ""},
+		{"ZONE3", `{"tags":["az:3"]}`, "", "no suitable peers for placement, exclude tag set, tags not matched ['az:3']"},
+		{"GPU", `{"tags":["gpu"]}`, "", "no suitable peers for placement, exclude tag set, tags not matched ['gpu']"},
+		{"NONE", `{"tags":["!ssd","!az:2"]}`, "", "no suitable peers for placement, exclude tag set, tags excluded ['az:2', 'ssd']"},
+		{"PREF", `{"preferred":"s3"}`, "", "no suitable peers for placement, exclude tag set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			on, refused := create(tc.name, tc.placement)
+			require.Equal(t, tc.refused, refused)
+			require.Equal(t, tc.on, on)
+		})
+	}
+	// Without tags, streams go to s1 and s2 only.
+	for i := range 4 {
+		on, refused := create(fmt.Sprintf("ANY%d", i), `{}`)
+		require.Empty(t, refused)
+		require.NotEqual(t, "s3", on)
+	}
 }

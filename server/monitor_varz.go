@@ -32,6 +32,7 @@ type Varz struct {
 	MaxPayload     int           `json:"max_payload"`
 	MaxPending     int64         `json:"max_pending"`
 	WriteDeadline  time.Duration `json:"write_deadline"`
+	Tags           []string      `json:"tags,omitempty"` // server_tags
 	Start          time.Time     `json:"start"`
 	Now            time.Time     `json:"now"`
 	Uptime         string        `json:"uptime"`
@@ -89,6 +90,7 @@ func (m *monitor) varz(now time.Time) *Varz {
 	v := &Varz{
 		ID:                 s.id,
 		Name:               s.name,
+		Tags:               o.Tags,
 		Version:            Version,
 		Proto:              s.info.Proto,
 		GoVersion:          runtime.Version(),

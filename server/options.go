@@ -48,6 +48,11 @@ type Options struct {
 	Port int
 	// ServerName is reported in INFO (default: the server ID).
 	ServerName string
+	// Tags are the server's tags (nats-server's server_tags), lowercased:
+	// JetStream places a stream whose placement names tags on a server
+	// that has them; a server tagged "!jetstream" gets no streams. Peers
+	// learn them from the route INFO; /varz shows them.
+	Tags []string
 
 	// HTTPHost and HTTPPort serve monitoring (/healthz, /varz, /connz,
 	// /subsz, /metrics, and /jsz with JetStream). HTTPPort 0 turns

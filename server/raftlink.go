@@ -65,8 +65,9 @@ type RaftLinks interface {
 
 // RoutePeer is a server this one has a registered route to.
 type RoutePeer struct {
-	ID   string // server ID
-	Name string // server name
+	ID   string   // server ID
+	Name string   // server name
+	Tags []string // server_tags
 	// Addr is the host:port of the peer's cluster listener, as this server
 	// dialed it (Dialed) or as the peer advertises it.
 	Addr   string
@@ -110,7 +111,7 @@ func (s *Server) Routes() []RoutePeer {
 	peers := make([]RoutePeer, 0, len(cl.mu.routes))
 	for _, c := range cl.mu.routes {
 		r := c.route
-		p := RoutePeer{ID: r.remoteID, Name: r.remoteName, Addr: r.remoteHost, Dialed: r.solicited}
+		p := RoutePeer{ID: r.remoteID, Name: r.remoteName, Addr: r.remoteHost, Dialed: r.solicited, Tags: r.tags}
 		if r.solicited {
 			p.Addr = r.dialed
 			if r.dialURL != nil {

@@ -46,7 +46,8 @@ type route struct {
 
 	// Set at registration and by the peer's INFO updates, under cl.mu.
 	remoteID, remoteName string
-	remoteHost           string // the peer's route host:port
+	remoteHost           string   // the peer's route host:port
+	tags                 []string // the peer's server_tags
 	clientURLs           []string
 	ldm                  bool
 
@@ -73,6 +74,9 @@ type routeInfo struct {
 	// completes the mesh.
 	Peers        []routePeer `json:"peers,omitempty"`
 	LameDuckMode bool        `json:"ldm,omitempty"`
+	// Tags are the sender's server_tags (Skiff's: nats-server's routes
+	// carry none), for JetStream's placement.
+	Tags []string `json:"tags,omitempty"`
 }
 
 type routePeer struct {
@@ -120,7 +124,7 @@ func (cl *cluster) appendInfoLocked(dst []byte, peers bool) []byte {
 	in := routeInfo{
 		ServerID: s.id, ServerName: s.name, Version: Version, Cluster: cl.opts.Name,
 		Host: host, Port: port, AuthRequired: cl.opts.Username != "",
-		Headers: true, MaxPayload: s.opts.MaxPayload, LameDuckMode: cl.mu.lameDuck,
+		Headers: true, MaxPayload: s.opts.MaxPayload, LameDuckMode: cl.mu.lameDuck, Tags: s.opts.Tags,
 	}
 	if !cl.opts.NoAdvertise && !cl.mu.lameDuck {
 		in.ConnectURLs = []string{cl.clientURL}
@@ -192,7 +196,7 @@ func (r *route) Info(arg []byte) error {
 	}
 	cl := r.cl
 	cl.mu.Lock()
-	r.clientURLs, r.ldm = in.ConnectURLs, in.LameDuckMode
+	r.clientURLs, r.ldm, r.tags = in.ConnectURLs, in.LameDuckMode, in.Tags
 	changed := cl.updateConnectURLsLocked()
 	cl.mu.Unlock()
 	if changed {

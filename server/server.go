@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +101,7 @@ func New(opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	opts.Tags = normalizeTags(opts.Tags)
 	s := &Server{
 		opts:  opts,
 		id:    newServerID(),
@@ -231,6 +234,21 @@ func (s *Server) ID() string { return s.id }
 
 // Name returns the server name reported in INFO: server_name, or the ID.
 func (s *Server) Name() string { return s.name }
+
+// Tags returns the server's tags (Options.Tags, lowercased).
+func (s *Server) Tags() []string { return s.opts.Tags }
+
+// normalizeTags lowercases and trims tags and drops empty and repeated
+// ones, as nats-server reads server_tags.
+func normalizeTags(tags []string) []string {
+	var out []string
+	for _, t := range tags {
+		if t = strings.ToLower(strings.TrimSpace(t)); t != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 // Clustered reports whether the server was configured to join a cluster
 // (Options.Cluster): messages may then reach it from other servers.

@@ -456,7 +456,7 @@ func (sy *sysState) publish(p *Publisher, o *sysOut) {
 func (sy *sysState) fill(si *ServerInfo) {
 	s := sy.s
 	si.Name, si.Host, si.ID = s.name, s.opts.Host, s.id
-	si.Cluster, si.Version = s.clusterName(), Version
+	si.Cluster, si.Version, si.Tags = s.clusterName(), Version, s.opts.Tags
 	si.JetStream = s.jetstream
 	if s.jetstream {
 		si.Flags = JetStreamEnabled

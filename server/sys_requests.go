@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -203,8 +204,14 @@ func (s *Server) filtered(f *EventFilterOptions) bool {
 		(f.Cluster != "" && !strings.Contains(cluster, f.Cluster)) {
 		return true
 	}
-	// Skiff servers have no tags and no JetStream domain.
-	return len(f.Tags) > 0 || f.Domain != ""
+	// Every tag asked for must be the server's; Skiff servers have no
+	// JetStream domain.
+	for _, t := range f.Tags {
+		if !slices.Contains(s.opts.Tags, strings.ToLower(strings.TrimSpace(t))) {
+			return true
+		}
+	}
+	return f.Domain != ""
 }
 
 // statszReq answers STATSZ; without a reply it publishes STATSZ on the

@@ -264,6 +264,7 @@ func TestSysEvents(t *testing.T) {
 func TestSysStatsz(t *testing.T) {
 	o := sysOptions()
 	o.ServerName = "statsz-test"
+	o.Tags = []string{"AZ:2", " ssd "}
 	s := RunServer(t, o)
 	sys := connectAs(t, s, "sys")
 	connectAs(t, s, "a")
@@ -282,6 +283,7 @@ func TestSysStatsz(t *testing.T) {
 		require.Equal(t, uint32(s.NumSubscriptions()), ssm.Stats.NumSubs)
 		require.Positive(t, ssm.Stats.Mem)
 		require.Positive(t, ssm.Server.Seq)
+		require.Equal(t, []string{"az:2", "ssd"}, ssm.Server.Tags, "server_tags, lowercased")
 	}
 
 	// Filters: a request for another server gets no answer from this one.
@@ -292,12 +294,13 @@ func TestSysStatsz(t *testing.T) {
 	}
 	for _, f := range []natsserver.EventFilterOptions{
 		{Name: "other"}, {Name: "statsz", ExactMatch: true}, {Host: "10.9.9.9"}, {Cluster: "c1"},
-		{Tags: []string{"az:1"}}, {Domain: "hub"},
+		{Tags: []string{"az:1"}}, {Tags: []string{"az:2", "gpu"}}, {Domain: "hub"},
 	} {
 		_, err := sys.Request("$SYS.REQ.SERVER.PING.STATSZ", body(f), 200*time.Millisecond)
 		require.ErrorIs(t, err, nats.ErrTimeout, "%+v", f)
 	}
-	for _, f := range []natsserver.EventFilterOptions{{Name: "statsz"}, {Name: "statsz-test", ExactMatch: true}, {Host: "127.0.0"}} {
+	for _, f := range []natsserver.EventFilterOptions{{Name: "statsz"}, {Name: "statsz-test", ExactMatch: true}, {Host: "127.0.0"},
+		{Tags: []string{"az:2"}}, {Tags: []string{"SSD", "az:2"}}} {
 		_, err := sys.Request("$SYS.REQ.SERVER.PING.STATSZ", body(f), 5*time.Second)
 		require.NoError(t, err, "%+v", f)
 	}

@@ -10,12 +10,13 @@ import "time"
 // ServerInfo identifies the server that sent an event or an answer. Seq
 // grows by one with every message the server's system account sends.
 type ServerInfo struct {
-	Name    string `json:"name"`
-	Host    string `json:"host"`
-	ID      string `json:"id"`
-	Cluster string `json:"cluster,omitempty"`
-	Domain  string `json:"domain,omitempty"`
-	Version string `json:"ver"`
+	Name    string   `json:"name"`
+	Host    string   `json:"host"`
+	ID      string   `json:"id"`
+	Cluster string   `json:"cluster,omitempty"`
+	Domain  string   `json:"domain,omitempty"`
+	Version string   `json:"ver"`
+	Tags    []string `json:"tags,omitempty"` // server_tags
 	// JetStream and the JetStreamEnabled flag say whether the server has
 	// JetStream.
 	JetStream bool      `json:"jetstream"`
@@ -138,9 +139,9 @@ type APIError struct {
 
 // EventFilterOptions select the servers that answer a $SYS request sent to
 // all of them: each one that does not match stays silent. Name, Host and
-// Cluster match if contained in the server's (exactly, with ExactMatch).
-// Skiff servers have no tags and no JetStream domain: a request naming
-// either gets no answer.
+// Cluster match if contained in the server's (exactly, with ExactMatch);
+// every one of Tags must be among the server's server_tags. Skiff servers
+// have no JetStream domain: a request naming one gets no answer.
 type EventFilterOptions struct {
 	Name       string   `json:"server_name,omitempty"`
 	Cluster    string   `json:"cluster,omitempty"`

@@ -61,9 +61,19 @@ func Start(t testing.TB, n int, base server.Options) *Cluster {
 // StartWith is Start with setup run for every server before it starts.
 func StartWith(t testing.TB, n int, base server.Options, setup Setup) *Cluster {
 	t.Helper()
+	return StartEach(t, n, base, nil, setup)
+}
+
+// StartEach is StartWith with each, if set, changing server i's options
+// (its tags, say) before it is created; the change holds for restarts.
+func StartEach(t testing.TB, n int, base server.Options, each func(i int, o *server.Options), setup Setup) *Cluster {
+	t.Helper()
 	c := &Cluster{Servers: make([]*server.Server, n), opts: make([]server.Options, n), setup: setup, stops: make([]func(), n)}
 	for i := range n {
 		o := base
+		if each != nil {
+			each(i, &o)
+		}
 		o.Host, o.Port, o.HTTPPort = "127.0.0.1", server.RandomPort, base.HTTPPort
 		o.ServerName = fmt.Sprintf("s%d", i+1)
 		o.Cluster.Host, o.Cluster.Port = "127.0.0.1", server.RandomPort
