@@ -304,7 +304,7 @@ func (js *JetStream) callServer(ctx context.Context, to string, req forwardReque
 	if err != nil {
 		return forwardAnswer{}, errStreamGeneral(err)
 	}
-	out, err := js.raft.Call(ctx, to, body)
+	out, err := js.callRetrying(ctx, to, body)
 	if err != nil {
 		js.log.Debug("forwarded API request failed", "to", to, "subject", req.Subject, "err", err)
 		return forwardAnswer{}, errClusterUnavailable()
@@ -314,6 +314,39 @@ func (js *JetStream) callServer(ctx context.Context, to string, req forwardReque
 		return forwardAnswer{}, errClusterUnavailable()
 	}
 	return ans, nil
+}
+
+// callRetrying calls the server `to`, sending again while the request
+// could not be sent but the server's route is up (its raft link is still
+// being dialled after a restart), for up to leaderWait. A request that
+// was sent is never sent twice; a server with no route is down: the call
+// fails at once.
+func (js *JetStream) callRetrying(ctx context.Context, to string, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, leaderWait)
+	defer cancel()
+	for {
+		out, err := js.raft.Call(ctx, to, body)
+		if err == nil || !errors.Is(err, jscluster.ErrNotSent) || !js.routeUp(to) {
+			return out, err
+		}
+		select {
+		case <-time.After(leaderRetry):
+		case <-ctx.Done():
+			return nil, err
+		case <-js.stop:
+			return nil, err
+		}
+	}
+}
+
+// routeUp reports whether this server has a route to the server `name`.
+func (js *JetStream) routeUp(name string) bool {
+	for _, r := range js.srv.Routes() {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // handleCall answers a peer's forwarded request (jscluster.CallHandler).

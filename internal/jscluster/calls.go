@@ -87,7 +87,7 @@ func (c *Cluster) Call(ctx context.Context, peer string, req []byte) ([]byte, er
 		cs.mu.Unlock()
 	}()
 	if err := c.tr.SendApp(RaftID(peer), appMsg(appCall, id, req)); err != nil {
-		return nil, fmt.Errorf("jscluster: call to %s: %w", peer, err)
+		return nil, fmt.Errorf("%w: call to %s: %w", ErrNotSent, peer, err)
 	}
 	select {
 	case r := <-ch:

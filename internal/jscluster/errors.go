@@ -36,6 +36,10 @@ var (
 	// ErrStreamNotFound is the result of updating or removing a stream
 	// that is not assigned.
 	ErrStreamNotFound = errors.New("jscluster: stream not assigned")
+	// ErrNotSent is returned by Call when the request could not be sent
+	// (no raft link to the peer): the peer never saw it, so it is safe to
+	// send again.
+	ErrNotSent = errors.New("jscluster: not sent")
 	// ErrMetaMismatch refuses a raft link from or to a server of another
 	// meta group: two groups formed apart are never merged.
 	ErrMetaMismatch = errors.New("jscluster: another meta group")
