@@ -47,6 +47,8 @@ func TestConformance(t *testing.T) {
 		fn   func(*testing.T, opener)
 	}{
 		{"AppendGet", testAppendGet},
+		{"AppendAt", testAppendAt},
+		{"AppendAtLimits", testAppendAtLimits},
 		{"InvalidInput", testInvalidInput},
 		{"WildcardTokensAreLiteral", testWildcardTokensAreLiteral},
 		{"Limits", testLimits},

@@ -57,6 +57,12 @@ var (
 	// ConsumerState.
 	ErrClosed = errors.New("store: closed")
 
+	// ErrDiverged is returned by AppendAt for a message that does not
+	// follow the stream's last sequence, or that the stream's limits
+	// refuse: a replica that cannot apply what its leader decided has
+	// diverged from it.
+	ErrDiverged = errors.New("store: replica diverged")
+
 	// ErrNotPending is returned by ConsumerState.Ack for a stream sequence
 	// that is not awaiting an acknowledgement.
 	ErrNotPending = errors.New("store: sequence not pending")

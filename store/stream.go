@@ -170,19 +170,30 @@ func (s *Stream) Append(subj string, hdr, data []byte, ttl time.Duration) (seq u
 	return s.appendLocked(subj, hdr, data, ttl)
 }
 
-// appendLocked is Append's work once the subject and TTL are checked.
+// appendLocked is Append's work once the subject and TTL are checked: the
+// next sequence, at the clock's time.
 func (s *Stream) appendLocked(subj string, hdr, data []byte, ttl time.Duration) (seq uint64, ts int64, err error) {
-	if n := len(subj) + len(hdr) + len(data); n > s.mu.opts.msgSizeLimit() {
-		return 0, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrMaxMsgSize, n, s.mu.opts.msgSizeLimit())
-	}
 	now := s.clock().UnixNano()
+	seq, ts = s.mu.last+1, max(now, s.mu.lastTS)
+	if err := s.appendAtLocked(seq, ts, now, subj, hdr, data, ttl); err != nil {
+		return 0, 0, err
+	}
+	return seq, ts, nil
+}
+
+// appendAtLocked appends a message at seq (the last sequence + 1) and ts
+// (not below the last timestamp), with now as the time limits expire
+// from.
+func (s *Stream) appendAtLocked(seq uint64, ts, now int64, subj string, hdr, data []byte, ttl time.Duration) error {
+	if n := len(subj) + len(hdr) + len(data); n > s.mu.opts.msgSizeLimit() {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrMaxMsgSize, n, s.mu.opts.msgSizeLimit())
+	}
 	s.expireLocked(now)
 	size := recordSize(subj, hdr, data)
 	ss := s.mu.subjects[subj]
 	if err := s.admitLocked(ss, size); err != nil {
-		return 0, 0, err
+		return err
 	}
-	seq, ts = s.mu.last+1, max(now, s.mu.lastTS)
 	var name string
 	if ss != nil {
 		name = ss.name
@@ -201,7 +212,7 @@ func (s *Stream) appendLocked(subj string, hdr, data []byte, ttl time.Duration) 
 		s.mu.wbuf = nil
 	}
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	if ss == nil {
 		ss = &subjectState{name: name}
@@ -222,7 +233,7 @@ func (s *Stream) appendLocked(subj string, hdr, data []byte, ttl time.Duration) 
 	}
 	s.enforceSubjectLocked(ss)
 	s.enforceTotalsLocked()
-	return seq, ts, nil
+	return nil
 }
 
 // admitLocked refuses a message of size bytes on subject ss (nil if new)

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/skiffmq/skiff/subject"
+)
+
+// AppendAt appends a message at a sequence and a time its caller chose: a
+// replica applying what its leader decided, the leader's stream having
+// admitted the message and given it seq and ts.
+//
+//   - seq at or below the last sequence: the message is stored already
+//     (the log replayed after a restart, or a snapshot newer than the
+//     log): nothing happens and AppendAt returns nil.
+//   - seq = last + 1: the message is appended at max(ts, the last
+//     timestamp), with the limits applied as Append applies them, but with
+//     ts as the time MaxAge expires from, not the clock, so that every
+//     replica removes the same messages at the same place in the log.
+//   - any other seq (a gap), and a message the limits refuse (DiscardNew,
+//     a message larger than MaxBytes or MaxMsgSize): an error wrapping
+//     ErrDiverged, and nothing changes.
+//
+// Errors of the disk (ErrWrite) are returned as Append returns them.
+func (s *Stream) AppendAt(seq uint64, ts int64, subj string, hdr, data []byte, ttl time.Duration) error {
+	if len(subj) > maxSubjectLen {
+		return fmt.Errorf("%w: %w: %d bytes", ErrDiverged, ErrInvalidSubject, len(subj))
+	}
+	if err := subject.ValidateSubject(subj); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrDiverged, ErrInvalidSubject, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.mu.closed:
+		return ErrClosed
+	case seq <= s.mu.last:
+		return nil
+	case seq != s.mu.last+1:
+		return fmt.Errorf("%w: sequence %d after %d", ErrDiverged, seq, s.mu.last)
+	case ttl != 0 && (!s.mu.opts.ttls() || (ttl < 0 && ttl != TTLNever)):
+		return fmt.Errorf("%w: %w: TTL %v (AllowMsgTTL %v)", ErrDiverged, ErrInvalidConfig, ttl, s.mu.opts.AllowMsgTTL)
+	}
+	ts = max(ts, s.mu.lastTS)
+	if err := s.appendAtLocked(seq, ts, ts, subj, hdr, data, ttl); err != nil {
+		if isLimit(err) {
+			return fmt.Errorf("%w: %w", ErrDiverged, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// isLimit reports whether err is a refusal by the stream's limits.
+func isLimit(err error) bool {
+	for _, l := range []error{ErrMaxMsgs, ErrMaxBytes, ErrMaxMsgsPerSubject, ErrMaxMsgSize} {
+		if errors.Is(err, l) {
+			return true
+		}
+	}
+	return false
+}
