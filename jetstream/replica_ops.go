@@ -1,0 +1,283 @@
+package jetstream
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The entries of a replicated stream's raft group (design 3.1): the
+// leader decides everything that depends on the stream's state (sequence,
+// timestamp, dedup, expectations, admission) and proposes the result;
+// every replica applies results, idempotently, since each op names the
+// sequences it touches. An entry is one op, in a binary format of its
+// own, versioned so that a replica meeting an op it cannot read stops
+// rather than guess:
+//
+//	header   version u8 | kind u8 | proposer uvarint | propID uvarint
+//	opMsgs   count uvarint, then per message:
+//	           seq uvarint | ts varint | ttl varint | flags u8 |
+//	           msgID bytes | subject bytes | header bytes | data bytes
+//	opRemove count uvarint, seq uvarint ... | persist u8
+//	opPurge  subject bytes | below uvarint
+//	opConfig config bytes (StreamConfig JSON) | metaIndex uvarint
+//	opTick   now varint
+//
+// where bytes is a uvarint length and the bytes. proposer and propID name
+// the proposal (the proposing server's raft ID and its sequence of
+// proposals), so that the server that proposed an op finds its waiters
+// when it applies it.
+
+// opsVersion is the version of the format this code writes and reads.
+const opsVersion = 1
+
+// opKind is what an op does.
+type opKind uint8
+
+// The kinds of ops.
+const (
+	// opMsgs appends messages at the sequences and times the leader gave
+	// them (store.AppendAt).
+	opMsgs opKind = iota + 1
+	// opRemove removes messages: a MSG.DELETE (persist: recorded on disk
+	// at once) or retention's removals.
+	opRemove
+	// opPurge purges the messages of a subject filter ("" for all) below
+	// a sequence (0: every one).
+	opPurge
+	// opConfig replaces the stream's configuration, as the meta entry at
+	// metaIndex assigned it.
+	opConfig
+	// opTick moves the stream's time on, for MaxAge and TTLs, when no
+	// message does.
+	opTick
+)
+
+// Flags of a message of opMsgs.
+const (
+	// msgRollupSubject: the message rolls up its subject (purges the
+	// subject's earlier messages once appended).
+	msgRollupSubject uint8 = 1 << iota
+	// msgRollupAll: the message rolls up the whole stream.
+	msgRollupAll
+)
+
+// errBadOp is an entry that is not an op this code can read.
+var errBadOp = errors.New("jetstream: bad replica op")
+
+// replicaOp is one entry of a stream's group: kind says which fields
+// count.
+type replicaOp struct {
+	kind             opKind
+	proposer, propID uint64
+
+	msgs []replicaMsg // opMsgs
+
+	seqs    []uint64 // opRemove
+	persist bool
+
+	subject string // opPurge
+	below   uint64
+
+	config    []byte // opConfig
+	metaIndex uint64
+
+	now int64 // opTick
+}
+
+// replicaMsg is a message of opMsgs, as the leader admitted it.
+type replicaMsg struct {
+	seq   uint64
+	ts    int64 // Unix nanoseconds
+	ttl   int64 // nanoseconds; 0 for none
+	flags uint8
+	msgID string // Nats-Msg-Id, for the replicas' dedup windows
+	subj  string
+	hdr   []byte
+	data  []byte
+}
+
+// appendOp appends op's encoding to b.
+func appendOp(b []byte, op *replicaOp) []byte {
+	b = append(b, opsVersion, byte(op.kind))
+	b = binary.AppendUvarint(b, op.proposer)
+	b = binary.AppendUvarint(b, op.propID)
+	switch op.kind {
+	case opMsgs:
+		b = binary.AppendUvarint(b, uint64(len(op.msgs)))
+		for i := range op.msgs {
+			m := &op.msgs[i]
+			b = binary.AppendUvarint(b, m.seq)
+			b = binary.AppendVarint(b, m.ts)
+			b = binary.AppendVarint(b, m.ttl)
+			b = append(b, m.flags)
+			b = appendBytes(b, []byte(m.msgID))
+			b = appendBytes(b, []byte(m.subj))
+			b = appendBytes(b, m.hdr)
+			b = appendBytes(b, m.data)
+		}
+	case opRemove:
+		b = binary.AppendUvarint(b, uint64(len(op.seqs)))
+		for _, s := range op.seqs {
+			b = binary.AppendUvarint(b, s)
+		}
+		b = append(b, boolByte(op.persist))
+	case opPurge:
+		b = appendBytes(b, []byte(op.subject))
+		b = binary.AppendUvarint(b, op.below)
+	case opConfig:
+		b = appendBytes(b, op.config)
+		b = binary.AppendUvarint(b, op.metaIndex)
+	case opTick:
+		b = binary.AppendVarint(b, op.now)
+	}
+	return b
+}
+
+func appendBytes(b, p []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// decodeOp reads an op. Its byte slices alias b. Anything malformed (an
+// unknown version or kind, a truncated field, bytes left over, a count
+// larger than the entry could hold) is an error wrapping errBadOp.
+func decodeOp(b []byte) (replicaOp, error) {
+	d := opDecoder{b: b}
+	var op replicaOp
+	if v := d.byte(); v != opsVersion && d.err == nil {
+		return op, fmt.Errorf("%w: version %d (this server reads %d)", errBadOp, v, opsVersion)
+	}
+	op.kind = opKind(d.byte())
+	op.proposer, op.propID = d.uvarint(), d.uvarint()
+	switch op.kind {
+	case opMsgs:
+		// Each message takes at least 8 bytes: seq, ts, ttl, flags and
+		// four lengths.
+		n := d.count(8)
+		if n > 0 {
+			op.msgs = make([]replicaMsg, 0, n)
+		}
+		for range n {
+			m := replicaMsg{seq: d.uvarint(), ts: d.varint(), ttl: d.varint(), flags: d.byte()}
+			m.msgID, m.subj = string(d.bytes()), string(d.bytes())
+			m.hdr, m.data = d.bytes(), d.bytes()
+			op.msgs = append(op.msgs, m)
+		}
+	case opRemove:
+		n := d.count(1)
+		if n > 0 {
+			op.seqs = make([]uint64, 0, n)
+		}
+		for range n {
+			op.seqs = append(op.seqs, d.uvarint())
+		}
+		op.persist = d.boolean()
+	case opPurge:
+		op.subject, op.below = string(d.bytes()), d.uvarint()
+	case opConfig:
+		op.config, op.metaIndex = d.bytes(), d.uvarint()
+	case opTick:
+		op.now = d.varint()
+	default:
+		if d.err == nil {
+			return op, fmt.Errorf("%w: unknown kind %d", errBadOp, op.kind)
+		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.err = fmt.Errorf("%d bytes after the op", len(d.b))
+	}
+	if d.err != nil {
+		return op, fmt.Errorf("%w: %v", errBadOp, d.err)
+	}
+	return op, nil
+}
+
+// opDecoder reads fields off b; the first failure sticks in err and makes
+// every later read return zero.
+type opDecoder struct {
+	b   []byte
+	err error
+}
+
+var errTruncated = errors.New("truncated")
+
+func (d *opDecoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.b = nil
+}
+
+func (d *opDecoder) byte() byte {
+	if len(d.b) < 1 {
+		d.fail(errTruncated)
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *opDecoder) boolean() bool {
+	switch v := d.byte(); v {
+	case 0, 1:
+		return v == 1
+	default:
+		d.fail(fmt.Errorf("boolean %d", v))
+		return false
+	}
+}
+
+func (d *opDecoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(errTruncated)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *opDecoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(errTruncated)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a count of items of at least `least` bytes each, refusing one
+// the rest of the entry could not hold (so a corrupt count never makes a
+// huge allocation).
+func (d *opDecoder) count(least int) int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)/least) {
+		d.fail(fmt.Errorf("count %d in %d bytes", n, len(d.b)))
+		return 0
+	}
+	return int(n)
+}
+
+func (d *opDecoder) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail(errTruncated)
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	if n == 0 {
+		return nil
+	}
+	return v
+}

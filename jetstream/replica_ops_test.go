@@ -1,0 +1,80 @@
+package jetstream
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// opSamples are one op of each kind, edge values included.
+func opSamples() []replicaOp {
+	return []replicaOp{
+		{kind: opMsgs, proposer: 0xfeedface12345678, propID: 1, msgs: []replicaMsg{
+			{seq: 1, ts: 1795559000123456789, subj: "orders.new", data: []byte("one")},
+			{seq: 2, ts: 1795559000123456790, ttl: 60e9, flags: msgRollupSubject, msgID: "id-2", subj: "orders.x",
+				hdr: []byte("NATS/1.0\r\nNats-Msg-Id: id-2\r\n\r\n"), data: []byte("two")},
+			{seq: 1<<64 - 1, ts: -1, ttl: -1, flags: msgRollupAll, subj: "z"},
+		}},
+		{kind: opMsgs, propID: 2},
+		{kind: opRemove, propID: 3, seqs: []uint64{5, 7, 1 << 40}, persist: true},
+		{kind: opRemove, propID: 4},
+		{kind: opPurge, propID: 5, subject: "orders.>", below: 100},
+		{kind: opPurge, propID: 6},
+		{kind: opConfig, propID: 7, config: []byte(`{"name":"ORDERS","subjects":["orders.>"]}`), metaIndex: 42},
+		{kind: opTick, propID: 8, now: 1795559000123456789},
+	}
+}
+
+func TestReplicaOpsRoundTrip(t *testing.T) {
+	for _, op := range opSamples() {
+		b := appendOp(nil, &op)
+		got, err := decodeOp(b)
+		require.NoError(t, err, "kind %d", op.kind)
+		require.Equal(t, op, got)
+		// Appending to a buffer with bytes in it changes nothing.
+		b2 := appendOp([]byte("prefix"), &op)
+		require.Equal(t, b, b2[len("prefix"):])
+	}
+}
+
+func TestReplicaOpsMalformed(t *testing.T) {
+	good := appendOp(nil, &opSamples()[0])
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "truncated"},
+		{"another version", append([]byte{opsVersion + 1}, good[1:]...), "version 2"},
+		{"unknown kind", []byte{opsVersion, 99, 0, 0}, "unknown kind 99"},
+		{"truncated header", []byte{opsVersion, byte(opMsgs), 0x80}, "truncated"},
+		{"truncated message", good[:len(good)-1], "truncated"},
+		{"bytes left over", append(append([]byte{}, good...), 0), "1 bytes after the op"},
+		{"a count larger than the entry", []byte{opsVersion, byte(opMsgs), 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "count"},
+		{"a bad boolean", []byte{opsVersion, byte(opRemove), 0, 0, 0, 2}, "boolean 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeOp(tc.b)
+			require.ErrorIs(t, err, errBadOp)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// FuzzDecodeOp: no input makes decodeOp panic or allocate past its
+// size, and what it reads encodes back to an op it reads the same.
+func FuzzDecodeOp(f *testing.F) {
+	for _, op := range opSamples() {
+		f.Add(appendOp(nil, &op))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		op, err := decodeOp(b)
+		if err != nil {
+			require.ErrorIs(t, err, errBadOp)
+			return
+		}
+		again, err := decodeOp(appendOp(nil, &op))
+		require.NoError(t, err)
+		require.Equal(t, op, again)
+	})
+}
