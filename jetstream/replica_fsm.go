@@ -1,0 +1,143 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/skiffmq/skiff/internal/multiraft"
+	"github.com/skiffmq/skiff/store"
+)
+
+// replicaFSM is a replicated stream's state machine on one replica: it
+// applies the committed ops of the stream's raft group (replica_ops.go)
+// to the replica's store, in log order, on the group's apply goroutine.
+// Every op names the sequences it touches, so applying one again (the
+// log replayed after a restart from an older checkpoint) changes
+// nothing: AppendAt skips what is stored, a removal of what is gone is
+// no removal, a purge below a bound is the same purge twice.
+//
+// An op that cannot be applied (unreadable, or a store that cannot
+// follow its leader: store.ErrDiverged) stops the group on this replica
+// (multiraft holds it as damaged); a disk error does too, as the store
+// would otherwise skip what the others applied.
+type replicaFSM struct {
+	store *store.Stream
+	// onApplied, if set, hears each op once applied (or failed), with its
+	// log index: the proposer's waiters (PubAcks) and the consumers.
+	onApplied func(op *replicaOp, index uint64, err error)
+	// onConfig, if set, applies an opConfig's configuration (the stream's
+	// subscriptions, limits and meta.json).
+	onConfig func(config []byte, metaIndex uint64) error
+	// onLeader, if set, hears the group's leader and term.
+	onLeader func(leader, term uint64)
+}
+
+var _ multiraft.StateMachine = (*replicaFSM)(nil)
+
+// errNoBound refuses a purge or remove op that does not bound what it
+// removes: applied again after more messages, it would remove them too.
+var errNoBound = errors.New("jetstream: replica op without a sequence bound")
+
+// Apply applies committed entries (multiraft.StateMachine).
+func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
+	for _, e := range ents {
+		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
+			op, err := decodeOp(e.GetData())
+			if err == nil {
+				err = f.apply(&op)
+			}
+			if f.onApplied != nil {
+				f.onApplied(&op, e.GetIndex(), err)
+			}
+			if err != nil {
+				return fmt.Errorf("stream replica at index %d: %w", e.GetIndex(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// apply applies one op to the store.
+func (f *replicaFSM) apply(op *replicaOp) error {
+	s := f.store
+	switch op.kind {
+	case opMsgs:
+		for i := range op.msgs {
+			m := &op.msgs[i]
+			if err := s.AppendAt(m.seq, m.ts, m.subj, m.hdr, m.data, time.Duration(m.ttl)); err != nil {
+				return fmt.Errorf("message %d: %w", m.seq, err)
+			}
+			if err := f.rollup(m); err != nil {
+				return err
+			}
+		}
+	case opRemove:
+		for _, seq := range op.seqs {
+			remove := s.Remove
+			if op.persist {
+				remove = s.Delete
+			}
+			if err := remove(seq); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("remove %d: %w", seq, err)
+			}
+		}
+	case opPurge:
+		if op.below == 0 {
+			return errNoBound
+		}
+		if _, err := s.Purge(store.PurgeRequest{Subject: op.subject, Seq: op.below}); err != nil {
+			return fmt.Errorf("purge: %w", err)
+		}
+	case opConfig:
+		if f.onConfig == nil {
+			return fmt.Errorf("%w: a configuration this replica cannot apply", errBadOp)
+		}
+		return f.onConfig(op.config, op.metaIndex)
+	default:
+		// opTick waits for the store's log clock (design 3.4): no leader
+		// proposes it yet, and a replica does not skip what it cannot do.
+		return fmt.Errorf("%w: kind %d is not applied by this version", errBadOp, op.kind)
+	}
+	return nil
+}
+
+// rollup purges what a rollup message replaces: the subject's earlier
+// messages, or the stream's, below the message's own sequence.
+func (f *replicaFSM) rollup(m *replicaMsg) error {
+	var req store.PurgeRequest
+	switch {
+	case m.flags&msgRollupAll != 0:
+		req = store.PurgeRequest{Seq: m.seq}
+	case m.flags&msgRollupSubject != 0:
+		req = store.PurgeRequest{Subject: m.subj, Seq: m.seq}
+	default:
+		return nil
+	}
+	if _, err := f.store.Purge(req); err != nil {
+		return fmt.Errorf("rollup at %d: %w", m.seq, err)
+	}
+	return nil
+}
+
+// Restore replaces the replica's state with a snapshot's. Snapshots of
+// streams (design 3.7) are not built: a replica that needs one refuses
+// it, and the group stops there rather than go on without the messages.
+func (f *replicaFSM) Restore(snap *raftpb.Snapshot) error {
+	return fmt.Errorf("%w: stream snapshots (at index %d) are not built yet", errBadOp, snap.GetMetadata().GetIndex())
+}
+
+// Checkpoint returns the index below which the store has every op's
+// effect for good: none yet (checkpoints on disk, design 3.6, come with
+// the stream group), so the whole log is replayed at a start, and every
+// op is idempotent.
+func (f *replicaFSM) Checkpoint() uint64 { return 0 }
+
+// LeaderChanged hears the group's leader (multiraft.StateMachine).
+func (f *replicaFSM) LeaderChanged(leader, term uint64) {
+	if f.onLeader != nil {
+		f.onLeader(leader, term)
+	}
+}
