@@ -1,0 +1,62 @@
+package jscluster
+
+import (
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+
+	"github.com/skiffmq/skiff/internal/multiraft"
+)
+
+// Stream groups (design 3): the raft group of each replicated stream runs
+// on the same node as the meta group, with its log in the same WAL, over
+// the same raft links, its heartbeats coalesced with every other group's
+// to the same peer. A group's ID is the meta log index of the entry that
+// assigned its stream (StreamAssignment.Group: unique, never reused, and
+// never MetaGroup), its voters the stream's peers. Only the servers a
+// stream is placed on add its group; the state machine is the caller's
+// (jetstream's replica of the stream).
+
+// AddGroup puts a stream's group on this server's node, with sm as its
+// state machine: from the group's log in the WAL if it has one (a
+// restart), else new, with peers (server names, this one among them) as
+// its voters. Every peer of a new group must be given the same peers.
+func (c *Cluster) AddGroup(id uint64, peers []string, sm multiraft.StateMachine) error {
+	if id == MetaGroup || id == 0 {
+		return fmt.Errorf("%w: group %d is not a stream's", ErrInvalidOptions, id)
+	}
+	ids := make([]uint64, len(peers))
+	for i, p := range peers {
+		ids[i] = RaftID(p)
+	}
+	return c.node.AddGroup(multiraft.GroupConfig{ID: id, Log: walLog{c.wal.Group(id), c.wal}, StateMachine: sm, Peers: ids})
+}
+
+// RemoveGroup takes a stream's group off this server's node and drops its
+// log from the WAL: the stream left this server.
+func (c *Cluster) RemoveGroup(id uint64) error {
+	if id == MetaGroup {
+		return fmt.Errorf("%w: the meta group is not a stream's", ErrInvalidOptions)
+	}
+	if err := c.node.RemoveGroup(id); err != nil {
+		return err
+	}
+	return c.wal.Remove(id)
+}
+
+// ProposeGroup hands data to a stream's group, if this server leads it;
+// done hears whether raft took it (appended it to the leader's log), not
+// whether it committed: the state machine applies what commits.
+func (c *Cluster) ProposeGroup(id uint64, data []byte, done func(error)) error {
+	return c.node.ProposeAsync(id, data, done)
+}
+
+// GroupLeader returns the name of the server leading a stream's group as
+// this one knows it ("" for none) and the group's term.
+func (c *Cluster) GroupLeader(id uint64) (name string, term uint64) {
+	lead, term, err := c.node.Leader(id)
+	if err != nil || lead == raft.None {
+		return "", term
+	}
+	return c.nameOf(lead), term
+}
