@@ -102,6 +102,9 @@ func (ja *jsAccount) consumerCreate(streamName, name, filter string, legacyEphem
 		r.Error = ja.errNoStream(streamName)
 		return r
 	}
+	if r.Error = st.notYetReplicated("consumers"); r.Error != nil {
+		return r
+	}
 	info, aerr := st.addConsumer(req.Config, req.Action, pr)
 	if aerr != nil {
 		r.Error = aerr

@@ -229,6 +229,11 @@ func (ja *jsAccount) streamUpdate(name string, data []byte) any {
 	// mirror_direct is refused at create only: nats-server keeps it on an
 	// update of a stream that is no mirror, where it does nothing.
 	st := ja.lookup(name)
+	if st != nil {
+		if r.Error = st.notYetReplicated("update"); r.Error != nil {
+			return r
+		}
+	}
 	if st == nil {
 		r.Error = ja.errNoStream(name)
 		return r
@@ -422,6 +427,9 @@ func (ja *jsAccount) streamPurge(name string, data []byte) any {
 	r := &purgeResponse{apiResponse: newResponse("stream_purge")}
 	var req purgeRequest
 	st, aerr := ja.streamRequest(name, data, &req)
+	if aerr == nil {
+		aerr = st.notYetReplicated("purge")
+	}
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -589,6 +597,9 @@ func (ja *jsAccount) msgDelete(name string, data []byte) any {
 	r := &successResponse{apiResponse: newResponse("stream_msg_delete")}
 	var req msgDeleteRequest
 	st, aerr := ja.streamRequest(name, data, &req)
+	if aerr == nil {
+		aerr = st.notYetReplicated("message delete")
+	}
 	if aerr != nil {
 		r.Error = aerr
 		return r

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"cmp"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/skiffmq/skiff/internal/jscluster"
@@ -146,27 +147,27 @@ func (js *JetStream) reconcile(k jscluster.StreamKey) {
 	if ja == nil {
 		return
 	}
-	var peer string
+	var here bool
 	var group, applied uint64
 	var config []byte
+	me := js.raft.Name()
 	js.raft.ViewAt(func(s *jscluster.State, at uint64) {
 		applied = at
-		if sa := s.Streams[k]; sa != nil && len(sa.Peers) > 0 {
-			peer, group, config = sa.Peers[0], sa.Group, sa.Config
+		if sa := s.Streams[k]; sa != nil {
+			here, group, config = slices.Contains(sa.Peers, me), sa.Group, sa.Config
 		}
 	})
-	me := js.raft.Name()
 	st := ja.lookup(k.Name)
 	// A stream of the meta group's making goes once the state has moved
 	// past the entry that made it (its group) and no longer places it
 	// here under that group. While the state is behind it (replaying the
 	// log at start), the stream is newer than what the state says, and
 	// stays.
-	if sg := groupOf(st); sg != 0 && sg <= applied && (peer != me || sg != group) {
+	if sg := groupOf(st); sg != 0 && sg <= applied && (!here || sg != group) {
 		js.runLocal(ja, "STREAM.DELETE."+k.Name, nil, 0)
 		st = nil
 	}
-	if peer == me && st == nil {
+	if here && st == nil {
 		js.runLocal(ja, "STREAM.CREATE."+k.Name, config, group)
 	}
 }

@@ -181,11 +181,23 @@ func (js *JetStream) placedOn(account, stream string) string {
 // placement returns the server the meta group placed a stream on ("" if
 // it placed it nowhere) and the stream's group.
 func (js *JetStream) placement(account, stream string) (peer string, group uint64) {
+	var replicated bool
 	js.raft.View(func(s *jscluster.State) {
 		if sa := s.Streams[jscluster.StreamKey{Account: account, Name: stream}]; sa != nil && len(sa.Peers) > 0 {
-			peer, group = sa.Peers[0], sa.Group
+			peer, group, replicated = sa.Peers[0], sa.Group, len(sa.Peers) > 1
 		}
 	})
+	if replicated {
+		// The group's leader answers, if this server, a replica, knows
+		// it; else the first peer, which hands the request on to it.
+		if ja := js.account(account); ja != nil {
+			if st := ja.lookup(stream); st != nil && st.repl != nil {
+				if l := st.repl.leaderName(); l != "" {
+					peer = l
+				}
+			}
+		}
+	}
 	return peer, group
 }
 
@@ -472,4 +484,16 @@ func answerIsErr(v any) bool {
 		return f.isErr
 	}
 	return hasError(v)
+}
+
+// peersOf returns the servers the meta group placed a stream on, the
+// preferred leader first (nil if it placed it nowhere).
+func (js *JetStream) peersOf(account, stream string) []string {
+	var peers []string
+	js.raft.View(func(s *jscluster.State) {
+		if sa := s.Streams[jscluster.StreamKey{Account: account, Name: stream}]; sa != nil {
+			peers = append(peers, sa.Peers...)
+		}
+	})
+	return peers
 }

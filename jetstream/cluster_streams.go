@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -48,8 +49,8 @@ func replicasRequested(data []byte) int {
 func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 	js, name := ja.js, a[0]
 	r := &streamChangeResponse{apiResponse: newResponse("stream_create")}
-	if replicasRequested(req.data) > 1 {
-		r.Error = errClusterUnsupported() // replicated streams come next
+	if replicasRequested(req.data) > 1 && !js.opts.replicas {
+		r.Error = errClusterUnsupported() // replicated streams are being built
 		return r
 	}
 	cfg, aerr := ja.createConfig(name, req.data)
@@ -77,7 +78,7 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		r.Error = aerr
 		return r
 	}
-	peer, aerr := js.selectPeer(placementOf(req.data))
+	peers, aerr := js.selectPeers(placementOf(req.data), cfg.Replicas)
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -87,7 +88,7 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		r.Error = errStreamGeneral(err)
 		return r
 	}
-	sa := &jscluster.StreamAssignment{Account: ja.name, Name: name, Config: b, Peers: []string{peer}, Created: time.Now().UTC()}
+	sa := &jscluster.StreamAssignment{Account: ja.name, Name: name, Config: b, Peers: peers, Created: time.Now().UTC()}
 	switch err := js.propose(jscluster.Entry{Op: jscluster.OpAssignStream, Stream: sa}); {
 	case errors.Is(err, jscluster.ErrStreamExists):
 		if peer, group := js.placement(ja.name, name); peer != "" {
@@ -102,7 +103,18 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		return r
 	}
 	_, req.group = js.placement(ja.name, name)
-	ans := ja.runOn(peer, req)
+	// Every peer opens the stream (a replicated one with its raft group);
+	// the first answers.
+	var ans any
+	for i, peer := range peers {
+		a := ja.runOn(peer, req)
+		if i == 0 || answerIsErr(a) {
+			ans = a
+		}
+		if answerIsErr(a) {
+			break
+		}
+	}
 	if answerIsErr(ans) {
 		// The server refused what the meta leader placed there: undo the
 		// assignment, so that the stream is not left half made.
@@ -413,16 +425,16 @@ func errNoPeers(why string) *APIError {
 // nats-server's.
 const excludePlacement = "!jetstream"
 
-// selectPeer places a new R1 stream: on a server of the meta group that
-// this one (the meta leader) has a link to, or this one, that matches the
-// placement (its tags: each tag required, or with "!" excluded, from the
+// selectPeers places a new stream of n replicas: on servers of the meta
+// group that this one (the meta leader) has a link to, or this one, that
+// match the placement (its tags: each tag required, or with "!" excluded, from the
 // server's server_tags; never a server tagged "!jetstream"); the
-// preferred one if it qualifies, else the one with the fewest streams,
+// preferred one first if it qualifies, then those with the fewest streams,
 // then the first by name. Refused, the error says why, in nats-server's
 // words.
-func (js *JetStream) selectPeer(p placement) (string, *APIError) {
+func (js *JetStream) selectPeers(p placement, n int) ([]string, *APIError) {
 	if p.Cluster != "" && p.Cluster != js.srv.ClusterName() {
-		return "", errNoPeers("")
+		return nil, errNoPeers("")
 	}
 	up := map[string]bool{js.raft.Name(): true}
 	for _, n := range js.raft.Stats().LinksUp {
@@ -445,32 +457,35 @@ func (js *JetStream) selectPeer(p placement) (string, *APIError) {
 			}
 		}
 		for _, sa := range s.Streams {
-			if len(sa.Peers) > 0 {
-				if _, ok := load[sa.Peers[0]]; ok {
-					load[sa.Peers[0]]++
+			for _, p := range sa.Peers {
+				if _, ok := load[p]; ok {
+					load[p]++
 				}
 			}
 		}
 	})
+	// The servers that qualify, by load then name; the preferred one
+	// first if it qualifies.
+	names := slices.SortedFunc(maps.Keys(load), func(a, b string) int {
+		return cmp.Or(cmp.Compare(load[a], load[b]), strings.Compare(a, b))
+	})
 	if p.Preferred != "" {
-		if _, ok := load[p.Preferred]; ok {
-			return p.Preferred, nil
+		i := slices.Index(names, p.Preferred)
+		if i < 0 {
+			if !up[p.Preferred] {
+				why.offline = true
+			}
+			return nil, errNoPeers(why.String())
 		}
-		if !up[p.Preferred] {
-			why.offline = true
+		names = append([]string{p.Preferred}, slices.Delete(names, i, i+1)...)
+	}
+	if len(names) == 0 || len(names) < n {
+		if len(names) > 0 {
+			why.offline = true // some qualify, too few: the others are down
 		}
-		return "", errNoPeers(why.String())
+		return nil, errNoPeers(why.String())
 	}
-	var best string
-	for name, n := range load {
-		if best == "" || cmp.Or(cmp.Compare(n, load[best]), strings.Compare(name, best)) < 0 {
-			best = name
-		}
-	}
-	if best == "" {
-		return "", errNoPeers(why.String())
-	}
-	return best, nil
+	return names[:max(n, 1)], nil
 }
 
 // selectError gathers why servers were passed over, for the error of a

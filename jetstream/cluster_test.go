@@ -55,14 +55,22 @@ func startJSClusterOn(t *testing.T, dirs []string, base server.Options) *jsClust
 // options.
 func startJSClusterEach(t *testing.T, dirs []string, base server.Options, each func(i int, o *server.Options)) *jsCluster {
 	t.Helper()
+	return startJSClusterFull(t, dirs, base, each, func(o jetstream.Options) jetstream.Options { return o })
+}
+
+// startJSClusterFull is startJSClusterEach with jsOpts changing every
+// server's JetStream options.
+func startJSClusterFull(t *testing.T, dirs []string, base server.Options, each func(i int, o *server.Options),
+	jsOpts func(jetstream.Options) jetstream.Options) *jsCluster {
+	t.Helper()
 	n := len(dirs)
 	jc := &jsCluster{dirs: make([]string, n), js: make([]*jetstream.JetStream, n)}
 	for i := range n {
 		jc.dirs[i] = cmp.Or(dirs[i], t.TempDir())
 	}
 	jc.Cluster = clustertest.StartEach(t, n, base, each, func(t testing.TB, i int, s *server.Server) func() {
-		js, err := jetstream.New(s, jetstream.Options{StoreDir: jc.dirs[i],
-			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}})
+		js, err := jetstream.New(s, jsOpts(jetstream.Options{StoreDir: jc.dirs[i],
+			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}}))
 		require.NoError(t, err)
 		jc.mu.Lock()
 		jc.js[i] = js

@@ -42,3 +42,34 @@ func FailedStreams(js *JetStream, account string) map[string]string {
 	}
 	return nil
 }
+
+// WithReplicas returns o letting streams of more than one replica be
+// created in a cluster (tests only: replicated streams are being built).
+func WithReplicas(o Options) Options {
+	o.replicas = true
+	return o
+}
+
+// LocalStream returns what this server's replica of a stream holds: its
+// messages' data by sequence, and whether it leads the stream's group
+// (tests only). ok is false if the server has no such stream.
+func LocalStream(js *JetStream, account, name string) (msgs map[uint64]string, leads, ok bool) {
+	ja := js.account(account)
+	if ja == nil {
+		return nil, false, false
+	}
+	st := ja.lookup(name)
+	if st == nil {
+		return nil, false, false
+	}
+	msgs = map[uint64]string{}
+	for seq := uint64(1); ; seq++ {
+		m, err := st.store.Next(seq, "")
+		if err != nil {
+			break
+		}
+		msgs[m.Seq] = string(m.Data)
+		seq = m.Seq
+	}
+	return msgs, st.repl != nil && st.repl.isLeader(), true
+}

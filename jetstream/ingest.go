@@ -55,6 +55,10 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, errAccountResources())
 		return
 	}
+	if st.repl != nil {
+		st.repl.ingest(m, hdr, reply, &cfg)
+		return
+	}
 	msgID, hasID := hdr.get("Nats-Msg-Id")
 
 	st.ingestMu.Lock()

@@ -33,6 +33,10 @@ type replicaFSM struct {
 	onConfig func(config []byte, metaIndex uint64) error
 	// onLeader, if set, hears the group's leader and term.
 	onLeader func(leader, term uint64)
+	// onEmpty, if set, hears an empty entry applied, with its term: a
+	// leader's first of its term, after which its store has everything
+	// committed before it.
+	onEmpty func(term uint64)
 }
 
 var _ multiraft.StateMachine = (*replicaFSM)(nil)
@@ -44,6 +48,9 @@ var errNoBound = errors.New("jetstream: replica op without a sequence bound")
 // Apply applies committed entries (multiraft.StateMachine).
 func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 	for _, e := range ents {
+		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) == 0 && f.onEmpty != nil {
+			f.onEmpty(e.GetTerm())
+		}
 		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
 			op, err := decodeOp(e.GetData())
 			if err == nil {

@@ -28,6 +28,9 @@ type stream struct {
 	// did not make (a single server's) until it is adopted
 	// (cluster_adopt.go).
 	group atomic.Uint64
+	// repl is the stream's raft side when it has more than one replica
+	// (replica.go), nil otherwise. Set before the stream is seen.
+	repl *replica
 
 	ackPrefix []byte // of every PubAck: {"stream":"<name>","seq":
 
@@ -109,6 +112,20 @@ func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool
 	// After the consumers: what came due while the server was down goes
 	// at once, and an interest stream must see who wants its markers.
 	s.StartExpiry()
+	if cfg.Replicas > 1 && js.raft != nil {
+		// A replicated stream's leader subscribes, once ready. A new
+		// group starts with its assigned peers; a recovered one from its
+		// log.
+		var peers []string
+		if create {
+			peers = js.peersOf(ja.name, cfg.Name)
+		}
+		if err := st.openReplica(group, peers); err != nil {
+			_ = st.close(false)
+			return nil, err
+		}
+		return st, nil
+	}
 	if err := st.subscribeLocked(cfg.Subjects); err != nil {
 		_ = st.close(false)
 		return nil, err
@@ -153,6 +170,10 @@ func (st *stream) close(destroy bool) error {
 	st.clist.Store(&[]*consumer{})
 	st.mu.Unlock()
 	var errs []error
+	if st.repl != nil {
+		// The group first: nothing more is applied to the store.
+		errs = append(errs, st.repl.close(destroy))
+	}
 	for _, c := range consumers {
 		errs = append(errs, c.close(destroy))
 		st.js.consumers.Add(-1)

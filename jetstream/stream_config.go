@@ -76,12 +76,21 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 		}
 	}
 	switch {
-	case cfg.Replicas > 1:
+	case cfg.Replicas > 1 && js.raft == nil:
 		return cfg, apiErr(500, 10074, "replicas > 1 not supported in non-clustered mode")
+	case cfg.Replicas > 1 && !js.opts.replicas:
+		return cfg, errClusterUnsupported()
+	case cfg.Replicas > maxReplicas:
+		return cfg, errStreamConfig(fmt.Errorf("maximum replicas is %d", maxReplicas))
 	case cfg.Replicas < 0:
 		return cfg, apiErr(400, 10133, "replicas count cannot be negative")
 	}
-	cfg.Replicas = 1
+	cfg.Replicas = max(cfg.Replicas, 1)
+	if cfg.Replicas > 1 {
+		if aerr := replicatedUnsupported(&cfg); aerr != nil {
+			return cfg, aerr
+		}
+	}
 	if cfg.Compression == "" {
 		cfg.Compression = "none"
 	}

@@ -44,6 +44,19 @@ func (c *Cluster) RemoveGroup(id uint64) error {
 	return c.wal.Remove(id)
 }
 
+// StopGroup takes a stream's group off this server's node and keeps its
+// log: the stream closes here, and will be opened again. After Close it
+// does nothing.
+func (c *Cluster) StopGroup(id uint64) error {
+	if id == MetaGroup {
+		return fmt.Errorf("%w: the meta group is not a stream's", ErrInvalidOptions)
+	}
+	if c.closed.Load() {
+		return nil // the node and its groups stopped with the Cluster
+	}
+	return c.node.RemoveGroup(id)
+}
+
 // ProposeGroup hands data to a stream's group, if this server leads it;
 // done hears whether raft took it (appended it to the leader's log), not
 // whether it committed: the state machine applies what commits.

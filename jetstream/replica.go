@@ -1,0 +1,502 @@
+package jetstream
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skiffmq/skiff/internal/jscluster"
+	"github.com/skiffmq/skiff/server"
+)
+
+// A replicated stream (num_replicas above 1; design 3.2 and 3.3) on one of
+// its servers: the stream's store, kept by its raft group (replicaFSM),
+// and, while this server leads the group, the publish path.
+//
+// Only the ready leader subscribes to the stream's subjects. It checks a
+// publish as a single server does, against its projection (the store as
+// applied, plus what it proposed and has not applied yet), gives it the
+// next sequence and a time, and adds it to the open batch. One batch is
+// proposed at a time: the next goes once raft has taken the previous (or
+// at once when none is in flight), so sequences never skip. The PubAck
+// goes out when the batch is applied, that is committed on a quorum, from
+// the apply goroutine; a batch raft drops is refused (10008) with every
+// message behind it, and the projection is rebuilt before publishes are
+// taken again. A leader is ready once it applied the first (empty) entry
+// of its term: its store then holds everything committed before it.
+//
+// Not built yet, and refused for replicated streams until they are
+// (replicatedUnsupported): consumers (P4), updates, purges and message
+// deletes through the group, max_age and TTLs (the log clock), discard
+// new, and retention other than limits.
+
+// maxReplicas bounds num_replicas, as in nats-server.
+const maxReplicas = 5
+
+// replicaBatchBytes bounds a proposed batch's messages.
+const replicaBatchBytes = 256 << 10
+
+// replicaPendingTTL is how long a proposed batch waits to be applied
+// before it is forgotten: an entry a new leader overwrote never applies,
+// and its publishers, with no PubAck, retry.
+const replicaPendingTTL = 10 * time.Second
+
+// replica is a replicated stream's raft side on this server.
+type replica struct {
+	st    *stream
+	c     *jscluster.Cluster
+	group uint64
+	me    uint64     // this server's raft ID
+	fsm   replicaFSM // the group's state machine
+
+	// pub publishes PubAcks; used on the apply goroutine only.
+	pub *server.Publisher
+
+	mu struct {
+		sync.Mutex
+		leader   bool // this server leads the group, as last told
+		term     uint64
+		ready    bool // leader, and its term's first entry applied
+		resync   bool // a batch was dropped: rebuild once nothing is in flight
+		next     uint64
+		lastTS   int64
+		lastID   string            // Nats-Msg-Id of the last message proposed, "" if none
+		subjLast map[string]uint64 // last sequence proposed per subject, not yet applied
+		open     *replicaBatch
+		inFlight bool // a proposal raft has not taken or dropped yet
+		propID   uint64
+		pending  map[uint64]*replicaBatch // proposed, not yet applied, by propID
+		swept    time.Time
+		closed   bool
+	}
+}
+
+// replicaBatch is messages proposed together, and their publishers'
+// replies.
+type replicaBatch struct {
+	propID  uint64
+	msgs    []replicaMsg
+	replies []string
+	bytes   int
+	at      time.Time
+}
+
+// openReplica puts a stream's raft group on this server: new with peers
+// as voters, or from its log (peers nil).
+func (st *stream) openReplica(group uint64, peers []string) error {
+	js := st.js
+	r := &replica{st: st, c: js.raft, group: group, me: js.raft.ID(), pub: st.ja.acc.NewPublisher()}
+	r.mu.subjLast = map[string]uint64{}
+	r.mu.pending = map[uint64]*replicaBatch{}
+	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied}
+	st.repl = r
+	if err := js.raft.AddGroup(group, peers, &r.fsm); err != nil {
+		st.repl = nil
+		return err
+	}
+	return nil
+}
+
+// closeReplica takes the group off this server; destroy drops its log
+// too (the stream was deleted here).
+func (r *replica) close(destroy bool) error {
+	r.mu.Lock()
+	r.mu.closed = true
+	r.mu.Unlock()
+	if destroy {
+		return r.c.RemoveGroup(r.group)
+	}
+	return r.c.StopGroup(r.group)
+}
+
+// leaderChanged hears the group's leader, on the apply goroutine: a
+// server that starts to lead waits for its term's first entry (ready); one
+// that stops leading stops taking publishes.
+func (r *replica) leaderChanged(leader, term uint64) {
+	r.mu.Lock()
+	was := r.mu.leader
+	r.mu.leader, r.mu.term = leader == r.me, term
+	var failed []string
+	if !r.mu.leader {
+		r.mu.ready = false
+		failed = r.failOpenLocked()
+	}
+	r.mu.Unlock()
+	r.refuse(nil, failed)
+	if was && leader != r.me {
+		r.st.setSubscribed(false)
+	}
+}
+
+// emptyApplied hears an empty entry applied: a new leader's first of its
+// term. The leader of that term is now ready: the projection starts from
+// the store.
+func (r *replica) emptyApplied(term uint64) {
+	r.mu.Lock()
+	ready := r.mu.leader && r.mu.term == term && !r.mu.ready && !r.mu.closed
+	if ready {
+		r.resetLocked()
+		r.mu.ready = true
+	}
+	r.mu.Unlock()
+	if ready {
+		r.st.setSubscribed(true)
+	}
+}
+
+// resetLocked starts the projection from the store as applied. r.mu held.
+func (r *replica) resetLocked() {
+	s := r.st.store.State()
+	r.mu.next, r.mu.lastTS = s.LastSeq+1, s.LastTime.UnixNano()
+	if s.LastTime.IsZero() {
+		r.mu.lastTS = 0
+	}
+	r.st.ingestMu.Lock()
+	r.mu.lastID = r.st.ingestMu.lastMsgID
+	r.st.ingestMu.Unlock()
+	clear(r.mu.subjLast)
+	r.mu.resync = false
+}
+
+// ingest takes a publish on the leader, once the stream's own checks
+// (sealed, sizes, quotas) passed: the checks that depend on the stream's
+// state, against the projection, then the open batch.
+func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamConfig) {
+	st := r.st
+	r.mu.Lock()
+	if !r.mu.ready || r.mu.resync || r.mu.closed {
+		r.mu.Unlock()
+		st.nack(m, reply, errClusterUnavailable())
+		return
+	}
+	now := time.Now()
+	msgID, hasID := hdr.get("Nats-Msg-Id")
+	if hasID {
+		st.ingestMu.Lock()
+		seq, dup := st.ingestMu.dedup.lookup(msgID, now)
+		st.ingestMu.Unlock()
+		if dup {
+			r.mu.Unlock()
+			st.ackDuplicate(m, reply, seq)
+			return
+		}
+	}
+	if aerr := r.checkExpectedLocked(hdr, m.Subject); aerr != nil {
+		r.mu.Unlock()
+		st.nack(m, reply, aerr)
+		return
+	}
+	roll, aerr := rollupOf(hdr, cfg)
+	if aerr == nil {
+		_, aerr = ttlOf(hdr, cfg) // refused: replicated streams have no TTLs yet
+	}
+	if aerr != nil {
+		r.mu.Unlock()
+		st.nack(m, reply, aerr)
+		return
+	}
+	seq, ts := r.mu.next, max(now.UnixNano(), r.mu.lastTS)
+	r.mu.next, r.mu.lastTS = seq+1, ts
+	msg := replicaMsg{seq: seq, ts: ts, subj: strings.Clone(m.Subject), hdr: cloneBytes(m.Header), data: cloneBytes(m.Data)}
+	switch roll {
+	case rollupSubject:
+		msg.flags = msgRollupSubject
+	case rollupAll:
+		msg.flags = msgRollupAll
+	}
+	r.mu.lastID = ""
+	if hasID {
+		msg.msgID = strings.Clone(msgID)
+		r.mu.lastID = msg.msgID
+		st.ingestMu.Lock()
+		st.ingestMu.dedup.add(msg.msgID, seq, now)
+		st.ingestMu.Unlock()
+	}
+	r.mu.subjLast[msg.subj] = seq
+	b := r.mu.open
+	if b == nil {
+		b = &replicaBatch{}
+		r.mu.open = b
+	}
+	b.msgs, b.replies = append(b.msgs, msg), append(b.replies, reply)
+	b.bytes += len(msg.subj) + len(msg.hdr) + len(msg.data)
+	var failed []string
+	if !r.mu.inFlight || b.bytes >= replicaBatchBytes {
+		failed = r.proposeLocked()
+	}
+	r.mu.Unlock()
+	r.refuse(m, failed)
+	st.js.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
+}
+
+// checkExpectedLocked checks the Nats-Expected-* headers against the
+// projection. r.mu held.
+func (r *replica) checkExpectedLocked(hdr headers, subj string) *APIError {
+	last := r.mu.next - 1
+	if v, ok := hdr.get("Nats-Expected-Last-Sequence"); ok {
+		if want, err := strconv.ParseUint(v, 10, 64); err != nil || want != last {
+			return errWrongLastSeq(last)
+		}
+	}
+	if v, ok := hdr.get("Nats-Expected-Last-Subject-Sequence"); ok {
+		seq, inFlight := r.mu.subjLast[subj]
+		if !inFlight {
+			if m, err := r.st.store.LastBySubject(subj); err == nil {
+				seq = m.Seq
+			}
+		}
+		if want, err := strconv.ParseUint(v, 10, 64); err != nil || want != seq {
+			return errWrongLastSeq(seq)
+		}
+	}
+	if v, ok := hdr.get("Nats-Expected-Last-Msg-Id"); ok && v != r.mu.lastID {
+		return errWrongLastMsgID(r.mu.lastID)
+	}
+	return nil
+}
+
+// proposeLocked proposes the open batch, and returns the replies of the
+// publishes refused if raft would not take it. r.mu held.
+func (r *replica) proposeLocked() []string {
+	b := r.mu.open
+	if b == nil || len(b.msgs) == 0 {
+		return nil
+	}
+	r.mu.open = nil
+	r.mu.propID++
+	b.propID, b.at = r.mu.propID, time.Now()
+	data := appendOp(nil, &replicaOp{kind: opMsgs, proposer: r.me, propID: b.propID, msgs: b.msgs})
+	r.mu.pending[b.propID] = b
+	r.mu.inFlight = true
+	if err := r.c.ProposeGroup(r.group, data, func(err error) { r.taken(b, err) }); err != nil {
+		r.mu.inFlight = false
+		return r.droppedLocked(b, err)
+	}
+	return nil
+}
+
+// taken hears raft take or drop a proposed batch; the next batch goes.
+func (r *replica) taken(b *replicaBatch, err error) {
+	r.mu.Lock()
+	r.mu.inFlight = false
+	var failed []string
+	switch {
+	case err != nil:
+		failed = r.droppedLocked(b, err)
+	case r.mu.ready && !r.mu.resync:
+		failed = r.proposeLocked()
+	}
+	r.mu.Unlock()
+	r.refuse(nil, failed)
+}
+
+// droppedLocked gives up a batch raft did not take, and what came after
+// it: their sequences are free again, so the projection is rebuilt once
+// every batch taken before it is applied. It returns the replies of the
+// publishes refused. r.mu held.
+func (r *replica) droppedLocked(b *replicaBatch, err error) []string {
+	r.st.js.log.Debug("replicated stream batch dropped", "stream", r.st.name, "msgs", len(b.msgs), "err", err)
+	delete(r.mu.pending, b.propID)
+	failed := append(r.failLocked(b), r.failOpenLocked()...)
+	r.mu.resync = true
+	r.maybeResyncLocked()
+	return failed
+}
+
+// failOpenLocked gives up the batch not proposed yet. r.mu held.
+func (r *replica) failOpenLocked() []string {
+	b := r.mu.open
+	if b == nil {
+		return nil
+	}
+	r.mu.open = nil
+	return r.failLocked(b)
+}
+
+// failLocked takes a batch that will not be stored out of the duplicate
+// window and returns its publishers' replies. r.mu held.
+func (r *replica) failLocked(b *replicaBatch) []string {
+	st := r.st
+	st.ingestMu.Lock()
+	for i := range b.msgs {
+		if id := b.msgs[i].msgID; id != "" {
+			st.ingestMu.dedup.forget(id, b.msgs[i].seq)
+		}
+	}
+	st.ingestMu.Unlock()
+	return b.replies
+}
+
+// refuse answers publishers whose messages were not stored (10008): after
+// the read of m when a publish caused it, else at once.
+func (r *replica) refuse(m *server.Msg, replies []string) {
+	st := r.st
+	if len(replies) == 0 || st.cfg.Load().NoAck {
+		return
+	}
+	body := pubAckError(st.name, errClusterUnavailable())
+	send := func(p *server.Publisher) {
+		for _, reply := range replies {
+			if reply != "" {
+				p.Publish(reply, "", nil, body)
+			}
+		}
+	}
+	if m != nil {
+		m.AfterRead(send)
+		return
+	}
+	p := st.ja.acc.NewPublisher()
+	send(p)
+	p.Flush()
+}
+
+// maybeResyncLocked rebuilds the projection after a dropped batch, once
+// no batch is in flight or waiting to apply. r.mu held.
+func (r *replica) maybeResyncLocked() {
+	if r.mu.resync && !r.mu.inFlight && len(r.mu.pending) == 0 && r.mu.ready {
+		r.resetLocked()
+	}
+}
+
+// applied hears an op applied on this replica (replicaFSM.onApplied), on
+// the apply goroutine: the duplicate window and the consumers learn of
+// the messages on every replica; the proposer's PubAcks go out.
+func (r *replica) applied(op *replicaOp, _ uint64, err error) {
+	st := r.st
+	if err != nil {
+		r.mu.Lock()
+		closed := r.mu.closed
+		r.mu.Unlock()
+		if !closed { // a closed store refuses what comes after its close
+			st.js.log.Error("replicated stream op not applied: the replica stops", "stream", st.name, "err", err)
+		}
+		return
+	}
+	if op.kind != opMsgs {
+		return
+	}
+	st.ingestMu.Lock()
+	for i := range op.msgs {
+		m := &op.msgs[i]
+		st.ingestMu.lastMsgID = m.msgID
+		if m.msgID != "" {
+			st.ingestMu.dedup.add(m.msgID, m.seq, time.Unix(0, m.ts))
+		}
+	}
+	st.ingestMu.Unlock()
+	cfg := st.config()
+	for i := range op.msgs {
+		st.arrived(op.msgs[i].subj, op.msgs[i].seq, cfg)
+	}
+	r.mu.Lock()
+	for i := range op.msgs {
+		if r.mu.subjLast[op.msgs[i].subj] == op.msgs[i].seq {
+			delete(r.mu.subjLast, op.msgs[i].subj)
+		}
+	}
+	var b *replicaBatch
+	if op.proposer == r.me {
+		b = r.mu.pending[op.propID]
+		delete(r.mu.pending, op.propID)
+	}
+	r.sweepLocked()
+	r.maybeResyncLocked()
+	r.mu.Unlock()
+	if b == nil || cfg.NoAck {
+		return
+	}
+	for i, reply := range b.replies {
+		if reply != "" {
+			r.pub.Publish(reply, "", nil, st.pubAckJSON(b.msgs[i].seq, false))
+		}
+	}
+	r.pub.Flush()
+}
+
+// sweepLocked forgets batches proposed long ago and never applied (a new
+// leader overwrote them), at most once a second. r.mu held.
+func (r *replica) sweepLocked() {
+	now := time.Now()
+	if now.Sub(r.mu.swept) < time.Second {
+		return
+	}
+	r.mu.swept = now
+	for id, b := range r.mu.pending {
+		if now.Sub(b.at) > replicaPendingTTL {
+			delete(r.mu.pending, id)
+		}
+	}
+}
+
+// isLeader reports whether this server leads the stream's group and takes
+// publishes.
+func (r *replica) isLeader() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.ready
+}
+
+// leaderName returns the group's leader as this server knows it ("" for
+// none).
+func (r *replica) leaderName() string {
+	name, _ := r.c.GroupLeader(r.group)
+	return name
+}
+
+// setSubscribed subscribes the stream to its subjects (its replica leads)
+// or drops the subscriptions (it does not).
+func (st *stream) setSubscribed(on bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.mu.closed {
+		return
+	}
+	st.unsubscribeLocked()
+	if on {
+		if err := st.subscribeLocked(st.config().Subjects); err != nil {
+			st.js.log.Error("replicated stream leader not subscribed", "stream", st.name, "err", err)
+			st.unsubscribeLocked()
+		}
+	}
+}
+
+// notYetReplicated refuses a request a replicated stream cannot take yet
+// (503 10036, naming it); nil for a stream of one replica.
+func (st *stream) notYetReplicated(what string) *APIError {
+	if st.repl == nil {
+		return nil
+	}
+	return apiErr(503, 10036, "not currently supported in clustered mode: "+what+" of a replicated stream")
+}
+
+// replicatedUnsupported refuses what a replicated stream cannot do yet
+// (503 10036, nats-server's error for what clustered mode does not
+// support), naming it.
+func replicatedUnsupported(cfg *StreamConfig) *APIError {
+	var what []string
+	if cfg.MaxAge > 0 {
+		what = append(what, "max_age")
+	}
+	if cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL > 0 {
+		what = append(what, "message TTLs")
+	}
+	if cfg.Discard == DiscardNew {
+		what = append(what, "discard new")
+	}
+	if cfg.Retention != LimitsPolicy {
+		what = append(what, "retention other than limits")
+	}
+	if len(what) == 0 {
+		return nil
+	}
+	return apiErr(503, 10036, "not currently supported in clustered mode: replicated streams with "+strings.Join(what, ", "))
+}
+
+func cloneBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

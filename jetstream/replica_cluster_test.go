@@ -1,0 +1,173 @@
+package jetstream_test
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/clustertest"
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
+)
+
+// startReplicatedCluster starts n servers whose JetStream creates
+// replicated streams (internal: issue 13, phase 3).
+func startReplicatedCluster(t *testing.T, n int) *jsCluster {
+	t.Helper()
+	jc := startJSClusterFull(t, make([]string, n), server.Options{}, nil, jetstream.WithReplicas)
+	jc.waitMeta(t)
+	return jc
+}
+
+// replicas returns each running server's copy of a global-account stream
+// (nil for a stopped one) and the index of the server leading its group
+// (-1 for none).
+func (jc *jsCluster) replicas(name string) ([]map[uint64]string, int) {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	out, lead := make([]map[uint64]string, len(jc.js)), -1
+	for i, js := range jc.js {
+		if jc.Servers[i] == nil {
+			continue
+		}
+		msgs, leads, ok := jetstream.LocalStream(js, server.GlobalAccountName, name)
+		if ok {
+			out[i] = msgs
+		}
+		if leads {
+			lead = i
+		}
+	}
+	return out, lead
+}
+
+// waitReplicated waits until every running server's replica holds want
+// and one leads, and returns the leader's index.
+func (jc *jsCluster) waitReplicated(t *testing.T, name string, want map[uint64]string) int {
+	t.Helper()
+	var lead int
+	require.Eventually(t, func() bool {
+		var reps []map[uint64]string
+		reps, lead = jc.replicas(name)
+		for i, r := range reps {
+			if jc.Servers[i] != nil && !maps.Equal(r, want) {
+				return false
+			}
+		}
+		return lead >= 0
+	}, clustertest.Wait, 20*time.Millisecond, "every replica of %s holds the %d acknowledged messages", name, len(want))
+	return lead
+}
+
+// publishAcked publishes through server i until n messages are
+// acknowledged, retrying a publish the stream refused or did not answer
+// (an election), with the same message ID: every acknowledged message is
+// recorded in acked by sequence, and none twice.
+func publishAcked(t *testing.T, js nats.JetStreamContext, acked map[uint64]string, prefix string, n int) {
+	t.Helper()
+	for k := range n {
+		data := fmt.Sprintf("%s-%d", prefix, k)
+		var ack *nats.PubAck
+		require.Eventually(t, func() bool {
+			var err error
+			ack, err = js.Publish("repl.x", []byte(data), nats.MsgId(data), nats.AckWait(time.Second))
+			return err == nil
+		}, clustertest.Wait, 10*time.Millisecond, "publish %s", data)
+		if prev, ok := acked[ack.Sequence]; ok {
+			require.Equal(t, data, prev, "sequence %d acknowledged for two messages", ack.Sequence)
+			require.True(t, ack.Duplicate)
+			continue
+		}
+		acked[ack.Sequence] = data
+	}
+}
+
+// TestClusterReplicatedStream: an R3 stream created through one server
+// is held by three; publishes through any server are acknowledged once a
+// quorum applied them, and every replica holds the same messages at the
+// same sequences; the leader's server stops and the others elect another
+// and go on; it comes back and catches up from the log; a retried publish
+// is deduplicated.
+func TestClusterReplicatedStream(t *testing.T) {
+	jc := startReplicatedCluster(t, 3)
+	ctxs := make([]nats.JetStreamContext, 3)
+	for i := range 3 {
+		js, err := jc.Connect(t, i).JetStream(nats.MaxWait(clustertest.Wait))
+		require.NoError(t, err)
+		ctxs[i] = js
+	}
+	info, err := ctxs[0].AddStream(&nats.StreamConfig{Name: "REPL", Subjects: []string{"repl.>"}, Replicas: 3})
+	require.NoError(t, err)
+	require.Equal(t, 3, info.Config.Replicas)
+	st, _ := jc.raft(0).State()
+	for _, sa := range st.Streams {
+		require.Len(t, sa.Peers, 3, "placed on the three servers")
+	}
+	acked := map[uint64]string{}
+	lead := jc.waitReplicated(t, "REPL", acked)
+	for i := range 3 {
+		publishAcked(t, ctxs[i], acked, fmt.Sprintf("from%d", i), 20)
+	}
+	require.Len(t, acked, 60)
+	lead = jc.waitReplicated(t, "REPL", acked)
+
+	// The same message ID again: a duplicate, stored once.
+	ack, err := ctxs[1].Publish("repl.x", []byte("from1-3"), nats.MsgId("from1-3"))
+	require.NoError(t, err)
+	require.True(t, ack.Duplicate)
+
+	// The leader's server stops: the two others go on.
+	jc.Stop(t, lead)
+	other := (lead + 1) % 3
+	publishAcked(t, ctxs[other], acked, "while-down", 20)
+	jc.waitReplicated(t, "REPL", acked)
+
+	// It comes back and catches up.
+	jc.Restart(t, lead)
+	jc.waitMeta(t)
+	publishAcked(t, ctxs[other], acked, "after", 10)
+	jc.waitReplicated(t, "REPL", acked)
+	require.Len(t, acked, 90)
+	for i := range 3 {
+		js, err := jc.Connect(t, i).JetStream(nats.MaxWait(clustertest.Wait))
+		require.NoError(t, err)
+		si, err := js.StreamInfo("REPL")
+		require.NoError(t, err)
+		require.Equal(t, uint64(90), si.State.Msgs, "through server %d", i)
+	}
+}
+
+// TestClusterReplicatedRefusals: what replicated streams cannot do yet is
+// refused with 10036, saying what.
+func TestClusterReplicatedRefusals(t *testing.T) {
+	jc := startReplicatedCluster(t, 3)
+	nc := jc.Connect(t, 0)
+	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "AGED", Subjects: []string{"aged"}, Replicas: 3, MaxAge: time.Hour})
+	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "%v", err)
+	require.ErrorContains(t, err, "max_age")
+	_, err = js.AddStream(&nats.StreamConfig{Name: "R9", Subjects: []string{"r9"}, Replicas: 9})
+	require.ErrorContains(t, err, "maximum replicas is 5")
+	_, err = js.AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
+	require.NoError(t, err)
+	jc.waitReplicated(t, "R3", map[uint64]string{})
+	_, err = js.AddConsumer("R3", &nats.ConsumerConfig{Durable: "c"})
+	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "%v", err)
+	require.Equal(t, njs.ErrorCode(10036), apiCode(js.PurgeStream("R3")))
+	require.NoError(t, js.DeleteStream("R3"))
+	require.Eventually(t, func() bool {
+		reps, _ := jc.replicas("R3")
+		for _, r := range reps {
+			if r != nil {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 20*time.Millisecond, "deleted from every server")
+}
