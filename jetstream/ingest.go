@@ -75,11 +75,7 @@ func (st *stream) ingest(m *server.Msg) {
 		st.nack(m, reply, aerr)
 		return
 	}
-	roll, aerr := rollupOf(hdr, &cfg)
-	var ttl time.Duration
-	if aerr == nil {
-		ttl, aerr = ttlOf(hdr, &cfg)
-	}
+	roll, ttl, aerr := msgOptions(hdr, &cfg)
 	if aerr != nil {
 		st.ingestMu.Unlock()
 		st.nack(m, reply, aerr)
@@ -142,6 +138,17 @@ func (st *stream) ingest(m *server.Msg) {
 		return
 	}
 	m.AfterRead(func(p *server.Publisher) { st.pubAck(p, reply, seq, st.store.WaitDurable(seq)) })
+}
+
+// msgOptions reads a publish's rollup and TTL headers, checked against the
+// stream's configuration.
+func msgOptions(hdr headers, cfg *StreamConfig) (rollup, time.Duration, *APIError) {
+	roll, aerr := rollupOf(hdr, cfg)
+	if aerr != nil {
+		return noRollup, 0, aerr
+	}
+	ttl, aerr := ttlOf(hdr, cfg)
+	return roll, ttl, aerr
 }
 
 // arrived tells the consumers of a stored message; under interest

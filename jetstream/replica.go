@@ -187,10 +187,8 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		st.nack(m, reply, aerr)
 		return
 	}
-	roll, aerr := rollupOf(hdr, cfg)
-	if aerr == nil {
-		_, aerr = ttlOf(hdr, cfg) // refused: replicated streams have no TTLs yet
-	}
+	// A TTL is refused: replicated streams have none yet.
+	roll, _, aerr := msgOptions(hdr, cfg)
 	if aerr != nil {
 		r.mu.Unlock()
 		st.nack(m, reply, aerr)

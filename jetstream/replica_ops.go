@@ -236,18 +236,13 @@ func (d *opDecoder) boolean() bool {
 	}
 }
 
-func (d *opDecoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(errTruncated)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *opDecoder) uvarint() uint64 { return readVarint(d, binary.Uvarint) }
 
-func (d *opDecoder) varint() int64 {
-	v, n := binary.Varint(d.b)
+func (d *opDecoder) varint() int64 { return readVarint(d, binary.Varint) }
+
+// readVarint reads a varint with read (binary.Uvarint or Varint).
+func readVarint[T uint64 | int64](d *opDecoder, read func([]byte) (T, int)) T {
+	v, n := read(d.b)
 	if n <= 0 {
 		d.fail(errTruncated)
 		return 0

@@ -2,11 +2,8 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,25 +25,9 @@ func TestClusterProcessesJetStream(t *testing.T) {
 	}
 	nodes := newNodes(t, 3)
 	dir := t.TempDir()
-	for _, n := range nodes {
-		var routes []string
-		for _, o := range nodes {
-			routes = append(routes, strconv.Quote(o.routeURL()))
-		}
-		conf := fmt.Sprintf(`server_name: %s
-port: %d
-http_port: %d
-jetstream { store_dir: %q }
-cluster {
-  name: js
-  listen: "127.0.0.1:%d"
-  routes: [%s]
-}
-`, n.name, n.clientPort, n.httpPt, filepath.Join(dir, n.name), n.routePort, strings.Join(routes, ", "))
-		path := filepath.Join(dir, n.name+".conf")
-		require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
-		n.args = []string{"serve", "-c", path}
-	}
+	confNodes(t, nodes, "js", func(n *node) string {
+		return fmt.Sprintf("jetstream { store_dir: %q }", filepath.Join(dir, n.name))
+	}, "")
 	startCluster(t, nodes)
 
 	ctx := make([]nats.JetStreamContext, 3)

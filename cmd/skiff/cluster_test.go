@@ -171,6 +171,26 @@ func waitMesh(t *testing.T, within time.Duration, nodes ...*node) {
 	}, within, 20*time.Millisecond, "the mesh of %d servers did not form", len(nodes))
 }
 
+// confNodes writes each node a configuration file, as nats-server users
+// write one, and has it load that: its name and ports, top (the rest of
+// the top level), and a cluster block of the given name listing every
+// node's route, with clusterKeys in it.
+func confNodes(t *testing.T, nodes []*node, cluster string, top func(n *node) string, clusterKeys string) {
+	t.Helper()
+	dir := t.TempDir()
+	var routes []string
+	for _, o := range nodes {
+		routes = append(routes, strconv.Quote(o.routeURL()))
+	}
+	for _, n := range nodes {
+		conf := fmt.Sprintf("server_name: %s\nport: %d\nhttp_port: %d\n%s\ncluster {\n  name: %s\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n  %s\n}\n",
+			n.name, n.clientPort, n.httpPt, top(n), cluster, n.routePort, strings.Join(routes, ", "), clusterKeys)
+		path := filepath.Join(dir, n.name+".conf")
+		require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+		n.args = []string{"serve", "-c", path}
+	}
+}
+
 // startCluster builds the binary and starts every node.
 func startCluster(t *testing.T, nodes []*node) {
 	bin := buildSkiff(t)
@@ -440,28 +460,8 @@ func TestClusterProcessesStopCont(t *testing.T) {
 		t.Skip("starts three processes")
 	}
 	nodes := newNodes(t, 3)
-	dir := t.TempDir()
-	for _, n := range nodes {
-		var routes []string
-		for _, o := range nodes {
-			routes = append(routes, strconv.Quote(o.routeURL()))
-		}
-		conf := fmt.Sprintf(`server_name: %s
-port: %d
-http_port: %d
-jetstream: disabled
-cluster {
-  name: stopcont
-  listen: "127.0.0.1:%d"
-  routes: [%s]
-  ping_interval: "250ms"
-  ping_max: 2
-}
-`, n.name, n.clientPort, n.httpPt, n.routePort, strings.Join(routes, ", "))
-		path := filepath.Join(dir, n.name+".conf")
-		require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
-		n.args = []string{"serve", "-c", path}
-	}
+	confNodes(t, nodes, "stopcont", func(*node) string { return "jetstream: disabled" }, `ping_interval: "250ms"
+  ping_max: 2`)
 	startCluster(t, nodes)
 
 	live := newSubscriber("s1")
