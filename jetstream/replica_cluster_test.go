@@ -109,12 +109,12 @@ func TestClusterReplicatedStream(t *testing.T) {
 		require.Len(t, sa.Peers, 3, "placed on the three servers")
 	}
 	acked := map[uint64]string{}
-	lead := jc.waitReplicated(t, "REPL", acked)
+	jc.waitReplicated(t, "REPL", acked)
 	for i := range 3 {
 		publishAcked(t, ctxs[i], acked, fmt.Sprintf("from%d", i), 20)
 	}
 	require.Len(t, acked, 60)
-	lead = jc.waitReplicated(t, "REPL", acked)
+	lead := jc.waitReplicated(t, "REPL", acked)
 
 	// The same message ID again: a duplicate, stored once.
 	ack, err := ctxs[1].Publish("repl.x", []byte("from1-3"), nats.MsgId("from1-3"))
