@@ -34,15 +34,16 @@ const reasonKicked = "Kicked"
 // not select stays silent. Answers are never compressed: the nats CLI asks
 // for snappy, but reads what comes as it comes.
 //
-// Not answered (no responders): PROFILEZ, EXPVARZ, IPQUEUESZ, RAFTZ and
-// RELOAD, which Skiff has nothing behind.
+// PROFILEZ, EXPVARZ and IPQUEUESZ are answered in sys_runtime.go, RAFTZ
+// by a clustered JetStream (HandleSysRequest). Not answered (no
+// responders): RELOAD, as Skiff does not reload its configuration.
 
 // builtinSysRequest reports whether the server answers the z request name
 // itself (JSZ is JetStream's, with an answer for a server without it).
 func builtinSysRequest(name string) bool {
 	switch name {
 	case "IDZ", "STATSZ", "VARZ", "SUBSZ", "CONNZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "HEALTHZ", "ACCOUNTZ",
-		"KICK", "LDM", "INFO", "STATZ", "CONNS":
+		"KICK", "LDM", "INFO", "STATZ", "CONNS", "PROFILEZ", "EXPVARZ", "IPQUEUESZ":
 		return true
 	}
 	return false
@@ -81,6 +82,7 @@ func (sy *sysState) subscribeRequests() {
 		}
 		sy.zreq(in, &o, &o.EventFilterOptions, func() (any, error) { return sy.s.Accountz(o.AccountzOptions) })
 	})
+	sy.subscribeRuntime(server)
 	sy.on("$SYS.REQ.SERVER."+sy.s.id+".KICK", true, sy.kickReq)
 	sy.on("$SYS.REQ.SERVER."+sy.s.id+".LDM", true, sy.ldmReq)
 

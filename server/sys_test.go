@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/jwttest"
+	"github.com/skiffmq/skiff/internal/natscli"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -495,8 +497,9 @@ func TestSysRequests(t *testing.T) {
 	_, stz, _ = sysRequest[natsserver.AccountStatz](t, sys, "$SYS.REQ.ACCOUNT.PING.STATZ", natsserver.AccountStatzOptions{Accounts: []string{"$G"}, IncludeUnused: true})
 	require.Len(t, stz.Accounts, 1)
 
-	// Nothing behind these in Skiff: no responders.
-	for _, z := range []string{"PROFILEZ", "EXPVARZ", "IPQUEUESZ", "RAFTZ"} {
+	// Nothing behind these in a server without clustered JetStream: no
+	// responders.
+	for _, z := range []string{"RAFTZ"} {
 		_, err := sys.Request("$SYS.REQ.SERVER.PING."+z, nil, 5*time.Second)
 		require.ErrorIs(t, err, nats.ErrNoResponders, z)
 	}
@@ -657,4 +660,50 @@ func TestSysOperatorMode(t *testing.T) {
 	require.Nil(t, apiErr)
 	require.Equal(t, user.Pub, ui.UserID)
 	require.Equal(t, a.Pub, ui.Account)
+}
+
+// TestSysRuntimeRequests: PROFILEZ, EXPVARZ and IPQUEUESZ answer as
+// nats-server's: a profile by name (or why not), the runtime's memory
+// statistics and command line, and an empty map of internal queues.
+func TestSysRuntimeRequests(t *testing.T) {
+	s := RunServer(t, sysOptions())
+	sys := connectAs(t, s, "sys")
+	request := func(z, body string) map[string]any {
+		t.Helper()
+		resp, err := sys.Request("$SYS.REQ.SERVER."+s.ID()+"."+z, []byte(body), 10*time.Second)
+		require.NoError(t, err, z)
+		m, _ := decode[map[string]any](t, resp.Data)
+		require.Nil(t, m["error"], "%s: %s", z, resp.Data)
+		data, _ := m["data"].(map[string]any)
+		return data
+	}
+	for _, tc := range []struct{ body, err string }{
+		{`{"name":"heap"}`, ""},
+		{`{"name":"goroutine","debug":1}`, ""},
+		{`{"name":"cpu","duration":100000000}`, ""},
+		{`{}`, "Profile name not specified"},
+		{`{"name":"nothing"}`, `Profile "nothing" not found`},
+		{`{"name":"cpu"}`, "Duration 0s should be between 0s and 15s"},
+	} {
+		d := request("PROFILEZ", tc.body)
+		if tc.err != "" {
+			require.Equal(t, tc.err, d["error"], tc.body)
+			continue
+		}
+		require.Empty(t, d["error"], tc.body)
+		require.NotEmpty(t, d["profile"], tc.body)
+	}
+	d := request("EXPVARZ", "")
+	require.Contains(t, d["memstats"], "HeapAlloc")
+	require.NotEmpty(t, d["cmdline"])
+	require.Empty(t, request("IPQUEUESZ", ""), "Skiff has no internal queues of nats-server's kind")
+
+	// The nats CLI writes the profile to a file.
+	dir := t.TempDir()
+	out := natscli.New(t, natscli.Path(t), s.ClientURL()).Run("--user", "sys", "--password", "sys",
+		"server", "request", "profile", "allocs", dir)
+	require.Contains(t, out, "profile written")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
 }
