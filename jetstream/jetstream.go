@@ -268,6 +268,12 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		_ = js.Close()
 		return nil, err
 	}
+	if js.raft != nil {
+		if err := s.HandleSysRequest("RAFTZ", js.sysRaftz); err != nil {
+			_ = js.Close()
+			return nil, err
+		}
+	}
 	if err := s.RegisterMetrics(newMetricsCollector(js)); err != nil {
 		_ = js.Close()
 		return nil, err

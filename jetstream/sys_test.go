@@ -179,3 +179,66 @@ func TestSysCLIReportJetStreamCluster(t *testing.T) {
 	}
 	require.Regexp(t, `│ `+leader+` +│ \S+ +│ yes +│`, out)
 }
+
+// TestSysRaftz: RAFTZ, through one server of three, answers from each: the
+// meta group (three voters, one leader among the answers) and an R3
+// stream's group on every server; `nats server request raft` shows it.
+func TestSysRaftz(t *testing.T) {
+	jc := startJSClusterFull(t, make([]string, 3), server.Options{SystemAccount: "SYS", Accounts: []server.AccountConfig{
+		{Name: "SYS", Users: []server.User{{Name: "sys", Password: "sys"}}},
+		{Name: "A", Users: []server.User{{Name: "a", Password: "a"}}, JetStream: &server.JetStreamLimits{}},
+	}}, nil, jetstream.WithReplicas)
+	jc.waitMeta(t)
+	js, err := jc.Connect(t, 0, nats.UserInfo("a", "a")).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "R", Subjects: []string{"r"}, Replicas: 3})
+	require.NoError(t, err)
+
+	type group struct {
+		State string `json:"state"`
+		Size  int    `json:"size"`
+		Peers map[string]struct {
+			Known bool `json:"known"`
+		} `json:"peers"`
+	}
+	sys := jc.Connect(t, 1, nats.UserInfo("sys", "sys"))
+	var streamGroup string
+	require.Eventually(t, func() bool {
+		inbox := nats.NewInbox()
+		sub, err := sys.SubscribeSync(inbox)
+		require.NoError(t, err)
+		defer func() { _ = sub.Unsubscribe() }()
+		require.NoError(t, sys.PublishRequest("$SYS.REQ.SERVER.PING.RAFTZ", inbox, nil))
+		metaLeaders, streamLeaders := 0, 0
+		for range 3 {
+			m, err := sub.NextMsg(clustertest.Wait)
+			require.NoError(t, err)
+			var resp struct {
+				Data map[string]map[string]group `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(m.Data, &resp), string(m.Data))
+			meta, ok := resp.Data["SYS"]["_meta_"]
+			if !ok || meta.Size != 3 || len(meta.Peers) != 2 || len(resp.Data["A"]) != 1 {
+				return false
+			}
+			if meta.State == "LEADER" {
+				metaLeaders++
+			}
+			for name, g := range resp.Data["A"] {
+				streamGroup = name
+				if g.Size != 3 {
+					return false
+				}
+				if g.State == "LEADER" {
+					streamLeaders++
+				}
+			}
+		}
+		return metaLeaders == 1 && streamLeaders == 1
+	}, clustertest.Wait, 50*time.Millisecond)
+	require.Regexp(t, `^S-R3-\d+$`, streamGroup)
+
+	out := natscli.New(t, natscli.Path(t), jc.URL(2)).Run("--user", "sys", "--password", "sys", "server", "request", "raft")
+	require.Contains(t, out, `"_meta_"`)
+	require.Contains(t, out, streamGroup)
+}
