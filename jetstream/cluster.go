@@ -2,8 +2,10 @@ package jetstream
 
 import (
 	"cmp"
+	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/skiffmq/skiff/internal/jscluster"
@@ -66,13 +68,46 @@ func (js *JetStream) runCluster() {
 	js.streamsChanged(nil, true)
 }
 
-// clusterInfo is the cluster part of a stream's or consumer's info on a
-// clustered server, nil on a single server: this server serves it.
-func (js *JetStream) clusterInfo() *ClusterInfo {
+// clusterInfo is the cluster part of a stream's (or its consumers') info
+// on a clustered server, nil on a single server: this server serves it;
+// for a replicated stream, its group's leader and the other replicas as
+// this server's replica sees them (their lag known on the leader only).
+func (st *stream) clusterInfo() *ClusterInfo {
+	js := st.js
 	if js.raft == nil {
 		return nil
 	}
-	return &ClusterInfo{Name: js.srv.ClusterName(), Leader: js.srv.Name()}
+	ci := &ClusterInfo{Name: js.srv.ClusterName(), Leader: js.srv.Name()}
+	if st.repl == nil {
+		return ci
+	}
+	gs, err := js.raft.GroupState(st.repl.group)
+	if err != nil {
+		return ci
+	}
+	ci.Leader = gs.Leader
+	var top uint64
+	if gs.State == "LEADER" {
+		top = gs.Committed
+	}
+	for _, name := range slices.Sorted(maps.Keys(gs.Peers)) {
+		if name == gs.Leader {
+			continue
+		}
+		p := gs.Peers[name]
+		pi := &PeerInfo{Name: name, Offline: !p.Known, Active: p.LastSeen}
+		if top > p.Match {
+			pi.Lag = top - p.Match
+		}
+		pi.Current = p.Known && pi.Lag == 0
+		ci.Replicas = append(ci.Replicas, pi)
+	}
+	if gs.Leader != js.raft.Name() {
+		// This server is a follower: it is among the replicas.
+		ci.Replicas = append(ci.Replicas, &PeerInfo{Name: js.raft.Name(), Current: true})
+		slices.SortFunc(ci.Replicas, func(a, b *PeerInfo) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return ci
 }
 
 // subscribeAPI subscribes h to an account's API: in a cluster, for this

@@ -368,7 +368,7 @@ func (c *consumer) info() *ConsumerInfo {
 		NumRedelivered: len(c.rdc),
 		NumWaiting:     len(c.waiting),
 		NumPending:     uint64(c.numPendingLocked()),
-		Cluster:        c.st.js.clusterInfo(),
+		Cluster:        c.st.clusterInfo(),
 		TimeStamp:      time.Now().UTC(),
 	}
 	if c.sseq == 0 {

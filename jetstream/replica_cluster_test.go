@@ -116,6 +116,21 @@ func TestClusterReplicatedStream(t *testing.T) {
 	require.Len(t, acked, 60)
 	lead := jc.waitReplicated(t, "REPL", acked)
 
+	// STREAM.INFO, answered by the leader, names it and the two other
+	// replicas, current.
+	require.Eventually(t, func() bool {
+		si, err := ctxs[(lead+1)%3].StreamInfo("REPL")
+		if err != nil || si.Cluster == nil || si.Cluster.Leader != jc.Servers[lead].Name() || len(si.Cluster.Replicas) != 2 {
+			return false
+		}
+		for _, r := range si.Cluster.Replicas {
+			if !r.Current || r.Name == si.Cluster.Leader {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 20*time.Millisecond, "cluster info with the leader and two current replicas")
+
 	// The same message ID again: a duplicate, stored once.
 	ack, err := ctxs[1].Publish("repl.x", []byte("from1-3"), nats.MsgId("from1-3"))
 	require.NoError(t, err)

@@ -231,7 +231,7 @@ func (st *stream) info() *StreamInfo {
 	if !s.LastTime.IsZero() {
 		si.State.LastTime = s.LastTime.UTC()
 	}
-	si.Cluster = st.js.clusterInfo()
+	si.Cluster = st.clusterInfo()
 	return si
 }
 

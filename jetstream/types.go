@@ -85,11 +85,24 @@ type StreamInfo struct {
 }
 
 // ClusterInfo says where a stream or consumer of a clustered server is:
-// the cluster's name and the server that serves it (its leader; streams
-// have one replica yet, so there are no others).
+// the cluster's name, the server that serves it (its group's leader), and
+// a replicated stream's other replicas as the leader sees them.
 type ClusterInfo struct {
-	Name   string `json:"name,omitempty"`
-	Leader string `json:"leader,omitempty"`
+	Name     string      `json:"name,omitempty"`
+	Leader   string      `json:"leader,omitempty"`
+	Replicas []*PeerInfo `json:"replicas,omitempty"`
+}
+
+// PeerInfo is a replica of a replicated stream, nats-server's PeerInfo:
+// current when it holds every entry the leader does and its link is up,
+// active how long since its link last brought anything, lag how many
+// entries it is behind.
+type PeerInfo struct {
+	Name    string        `json:"name"`
+	Current bool          `json:"current"`
+	Offline bool          `json:"offline,omitempty"`
+	Active  time.Duration `json:"active"`
+	Lag     uint64        `json:"lag,omitempty"`
 }
 
 // ConsumerConfig is a consumer's configuration.
