@@ -427,8 +427,8 @@ func (ja *jsAccount) streamPurge(name string, data []byte) any {
 	r := &purgeResponse{apiResponse: newResponse("stream_purge")}
 	var req purgeRequest
 	st, aerr := ja.streamRequest(name, data, &req)
-	if aerr == nil {
-		aerr = st.notYetReplicated("purge")
+	if aerr == nil && st.repl != nil && req.Keep > 0 {
+		aerr = st.notYetReplicated("a purge that keeps messages")
 	}
 	if aerr != nil {
 		r.Error = aerr
@@ -447,6 +447,15 @@ func (ja *jsAccount) streamPurge(name string, data []byte) any {
 		return r
 	case req.Filter != "" && subject.ValidatePattern(req.Filter) != nil:
 		r.Error = apiErr(500, 10110, "invalid subject filter")
+		return r
+	}
+	if st.repl != nil {
+		n, aerr := st.repl.purge(req.Filter, req.Seq)
+		if aerr != nil {
+			r.Error = aerr
+			return r
+		}
+		r.Success, r.Purged = true, n
 		return r
 	}
 	n, err := st.store.Purge(store.PurgeRequest{Subject: req.Filter, Seq: req.Seq, Keep: req.Keep})
@@ -597,9 +606,6 @@ func (ja *jsAccount) msgDelete(name string, data []byte) any {
 	r := &successResponse{apiResponse: newResponse("stream_msg_delete")}
 	var req msgDeleteRequest
 	st, aerr := ja.streamRequest(name, data, &req)
-	if aerr == nil {
-		aerr = st.notYetReplicated("message delete")
-	}
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -611,6 +617,12 @@ func (ja *jsAccount) msgDelete(name string, data []byte) any {
 		return r
 	case cfg.DenyDelete:
 		r.Error = apiErr(500, 10057, "message delete not permitted")
+		return r
+	}
+	if st.repl != nil {
+		if r.Error = st.repl.msgDelete(req.Seq); r.Error == nil {
+			r.Success = true
+		}
 		return r
 	}
 	if err := st.store.Delete(req.Seq); err != nil {

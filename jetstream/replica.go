@@ -1,6 +1,8 @@
 package jetstream
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/skiffmq/skiff/internal/jscluster"
 	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/store"
 )
 
 // A replicated stream (num_replicas above 1; design 3.2 and 3.3) on one of
@@ -26,10 +29,13 @@ import (
 // taken again. A leader is ready once it applied the first (empty) entry
 // of its term: its store then holds everything committed before it.
 //
-// Not built yet, and refused for replicated streams until they are
-// (replicatedUnsupported): consumers (P4), updates, purges and message
-// deletes through the group, max_age and TTLs (the log clock), discard
-// new, and retention other than limits.
+// A message delete or a purge is proposed by the leader and answered once
+// applied (proposeWait): a purge's bound is at most the last sequence
+// applied + 1, so it never moves the stream's last sequence past messages
+// still to come. Not built yet, and refused for replicated streams until
+// they are (replicatedUnsupported, notYetReplicated): consumers (P4),
+// updates, purges that keep messages, max_age and TTLs (the log clock),
+// discard new, and retention other than limits.
 
 // maxReplicas bounds num_replicas, as in nats-server.
 const maxReplicas = 5
@@ -67,8 +73,11 @@ type replica struct {
 		inFlight bool // a proposal raft has not taken or dropped yet
 		propID   uint64
 		pending  map[uint64]*replicaBatch // proposed, not yet applied, by propID
-		swept    time.Time
-		closed   bool
+		// waiters are the other ops proposed here (deletes, purges), by
+		// propID, each waiting for its op applied or given up.
+		waiters map[uint64]chan opResult
+		swept   time.Time
+		closed  bool
 	}
 }
 
@@ -89,6 +98,7 @@ func (st *stream) openReplica(group uint64, peers []string) error {
 	r := &replica{st: st, c: js.raft, group: group, me: js.raft.ID(), pub: st.ja.acc.NewPublisher()}
 	r.mu.subjLast = map[string]uint64{}
 	r.mu.pending = map[uint64]*replicaBatch{}
+	r.mu.waiters = map[uint64]chan opResult{}
 	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied}
 	st.repl = r
 	if err := js.raft.AddGroup(group, peers, &r.fsm); err != nil {
@@ -364,6 +374,7 @@ func (r *replica) maybeResyncLocked() {
 func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	st := r.st
 	if err != nil {
+		r.wake(op, err)
 		r.mu.Lock()
 		closed := r.mu.closed
 		r.mu.Unlock()
@@ -373,6 +384,7 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 		return
 	}
 	if op.kind != opMsgs {
+		r.wake(op, nil)
 		return
 	}
 	st.ingestMu.Lock()
@@ -497,4 +509,107 @@ func cloneBytes(b []byte) []byte {
 		return nil
 	}
 	return append([]byte(nil), b...)
+}
+
+// opResult is an op proposed here once applied (with a purge's count), or
+// why it was not.
+type opResult struct {
+	op  *replicaOp
+	err error
+}
+
+// replicaOpWait bounds the wait for an op proposed here to apply.
+const replicaOpWait = 5 * time.Second
+
+// errNotReady: this server does not lead the group, or its leader is not
+// ready yet.
+var errNotReady = errors.New("jetstream: not the replicated stream's ready leader")
+
+// proposeWait proposes op (a removal or a purge) as the ready leader and
+// waits until it is applied here; it returns the applied op, or why not.
+func (r *replica) proposeWait(op *replicaOp) (*replicaOp, error) {
+	r.mu.Lock()
+	if !r.mu.ready || r.mu.closed {
+		r.mu.Unlock()
+		return nil, errNotReady
+	}
+	r.mu.propID++
+	op.proposer, op.propID = r.me, r.mu.propID
+	id := op.propID
+	ch := make(chan opResult, 1)
+	r.mu.waiters[id] = ch
+	r.mu.Unlock()
+	if err := r.c.ProposeGroup(r.group, appendOp(nil, op), func(err error) {
+		if err != nil {
+			r.wakeID(id, opResult{err: err})
+		}
+	}); err != nil {
+		r.wakeID(id, opResult{err: err})
+	}
+	select {
+	case res := <-ch:
+		return res.op, res.err
+	case <-time.After(replicaOpWait):
+		r.mu.Lock()
+		delete(r.mu.waiters, id)
+		r.mu.Unlock()
+		return nil, errNotReady
+	}
+}
+
+// wake hands an op applied here (or failed) to its waiter, if this server
+// proposed it.
+func (r *replica) wake(op *replicaOp, err error) {
+	if op.proposer == r.me {
+		r.wakeID(op.propID, opResult{op: op, err: err})
+	}
+}
+
+func (r *replica) wakeID(id uint64, res opResult) {
+	r.mu.Lock()
+	ch := r.mu.waiters[id]
+	delete(r.mu.waiters, id)
+	r.mu.Unlock()
+	if ch != nil {
+		ch <- res
+	}
+}
+
+// msgDelete deletes a message of a replicated stream through its group:
+// the leader checks that its store holds it and proposes its removal.
+func (r *replica) msgDelete(seq uint64) *APIError {
+	if _, err := r.st.store.Get(seq); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return apiErr(400, 10043, fmt.Sprintf("sequence [%d] not found", seq))
+		}
+		return apiErr(500, 10057, err.Error())
+	}
+	if _, err := r.proposeWait(&replicaOp{kind: opRemove, seqs: []uint64{seq}, persist: true}); err != nil {
+		return r.opError(err, 10057)
+	}
+	return nil
+}
+
+// purge purges a replicated stream through its group, below a bound no
+// higher than the last sequence applied + 1: what the leader proposed and
+// has not applied stays (a purge never moves the last sequence past
+// messages still to come, which the store would then skip).
+func (r *replica) purge(filter string, seq uint64) (uint64, *APIError) {
+	below := r.st.store.State().LastSeq + 1
+	if seq > 0 {
+		below = min(seq, below)
+	}
+	op, err := r.proposeWait(&replicaOp{kind: opPurge, subject: filter, below: below})
+	if err != nil {
+		return 0, r.opError(err, 10110)
+	}
+	return op.purged, nil
+}
+
+// opError is the API's error for an op that did not apply.
+func (r *replica) opError(err error, code uint16) *APIError {
+	if errors.Is(err, errNotReady) {
+		return errClusterUnavailable()
+	}
+	return apiErr(500, code, err.Error())
 }

@@ -174,7 +174,7 @@ func TestClusterReplicatedRefusals(t *testing.T) {
 	jc.waitReplicated(t, "R3", map[uint64]string{})
 	_, err = js.AddConsumer("R3", &nats.ConsumerConfig{Durable: "c"})
 	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "%v", err)
-	require.Equal(t, njs.ErrorCode(10036), apiCode(js.PurgeStream("R3")))
+	require.Equal(t, njs.ErrorCode(10036), apiCode(js.PurgeStream("R3", &nats.StreamPurgeRequest{Keep: 1})))
 	require.NoError(t, js.DeleteStream("R3"))
 	require.Eventually(t, func() bool {
 		reps, _ := jc.replicas("R3")
@@ -185,4 +185,63 @@ func TestClusterReplicatedRefusals(t *testing.T) {
 		}
 		return true
 	}, clustertest.Wait, 20*time.Millisecond, "deleted from every server")
+}
+
+// TestClusterReplicatedDeletes: a message delete and purges (of a subject,
+// below a sequence, of everything) of an R3 stream go through its group:
+// every replica removes the same messages, and publishing goes on at the
+// next sequence.
+func TestClusterReplicatedDeletes(t *testing.T) {
+	jc := startReplicatedCluster(t, 3)
+	js, err := jc.Connect(t, 1).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "D", Subjects: []string{"d.>"}, Replicas: 3})
+	require.NoError(t, err)
+	want := map[uint64]string{}
+	jc.waitReplicated(t, "D", want)
+	publish := func(n int) {
+		for range n {
+			subj := "d.a"
+			if len(want)%2 == 1 {
+				subj = "d.b"
+			}
+			var ack *nats.PubAck
+			require.Eventually(t, func() bool {
+				ack, err = js.Publish(subj, []byte(subj))
+				return err == nil
+			}, clustertest.Wait, 10*time.Millisecond)
+			want[ack.Sequence] = subj
+		}
+	}
+	publish(10)
+	jc.waitReplicated(t, "D", want)
+
+	require.NoError(t, js.DeleteMsg("D", 3))
+	delete(want, 3)
+	require.Equal(t, njs.ErrorCode(10043), apiCode(js.DeleteMsg("D", 3)), "gone already")
+	require.NoError(t, js.PurgeStream("D", &nats.StreamPurgeRequest{Subject: "d.b"}))
+	for seq, subj := range want {
+		if subj == "d.b" {
+			delete(want, seq)
+		}
+	}
+	jc.waitReplicated(t, "D", want)
+	require.NoError(t, js.PurgeStream("D", &nats.StreamPurgeRequest{Sequence: 5}))
+	for seq := range want {
+		if seq < 5 {
+			delete(want, seq)
+		}
+	}
+	jc.waitReplicated(t, "D", want)
+
+	publish(4)
+	require.Contains(t, want, uint64(14), "sequences go on")
+	jc.waitReplicated(t, "D", want)
+	require.NoError(t, js.PurgeStream("D"))
+	clear(want)
+	jc.waitReplicated(t, "D", want)
+	si, err := js.StreamInfo("D")
+	require.NoError(t, err)
+	require.Equal(t, uint64(14), si.State.LastSeq)
+	require.Zero(t, si.State.Msgs)
 }

@@ -95,9 +95,11 @@ func (f *replicaFSM) apply(op *replicaOp) error {
 		if op.below == 0 {
 			return errNoBound
 		}
-		if _, err := s.Purge(store.PurgeRequest{Subject: op.subject, Seq: op.below}); err != nil {
+		n, err := s.Purge(store.PurgeRequest{Subject: op.subject, Seq: op.below})
+		if err != nil {
 			return fmt.Errorf("purge: %w", err)
 		}
+		op.purged = n
 	case opConfig:
 		if f.onConfig == nil {
 			return fmt.Errorf("%w: a configuration this replica cannot apply", errBadOp)

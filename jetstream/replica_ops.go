@@ -83,6 +83,10 @@ type replicaOp struct {
 	metaIndex uint64
 
 	now int64 // opTick
+
+	// purged is what an opPurge removed, set when it is applied (not
+	// encoded).
+	purged uint64
 }
 
 // replicaMsg is a message of opMsgs, as the leader admitted it.
