@@ -73,3 +73,14 @@ func LocalStream(js *JetStream, account, name string) (msgs map[uint64]string, l
 	}
 	return msgs, st.repl != nil && st.repl.isLeader(), true
 }
+
+// ReplicaCheckpoints returns a replicated stream's checkpoints on this
+// server: the one it opened from, and the last one written (tests only).
+func ReplicaCheckpoints(js *JetStream, account, name string) (opened, saved uint64) {
+	if ja := js.account(account); ja != nil {
+		if st := ja.lookup(name); st != nil && st.repl != nil {
+			return st.repl.fsm.checkpoint, st.repl.saved.Load()
+		}
+	}
+	return 0, 0
+}

@@ -109,6 +109,7 @@ func (js *JetStream) quotaLoop() {
 		case <-t.C:
 			js.recountQuotas()
 			js.reportUsage()
+			js.checkpointReplicas()
 		}
 	}
 }

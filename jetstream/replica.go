@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiffmq/skiff/internal/jscluster"
@@ -53,8 +54,9 @@ type replica struct {
 	st    *stream
 	c     *jscluster.Cluster
 	group uint64
-	me    uint64     // this server's raft ID
-	fsm   replicaFSM // the group's state machine
+	me    uint64        // this server's raft ID
+	fsm   replicaFSM    // the group's state machine
+	saved atomic.Uint64 // the index of the last checkpoint written (replica_checkpoint.go)
 
 	// pub publishes PubAcks; used on the apply goroutine only.
 	pub *server.Publisher
@@ -100,6 +102,10 @@ func (st *stream) openReplica(group uint64, peers []string) error {
 	r.mu.pending = map[uint64]*replicaBatch{}
 	r.mu.waiters = map[uint64]chan opResult{}
 	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied}
+	if js.raft.HasGroupLog(group) {
+		r.fsm.checkpoint = st.loadCheckpoint(group)
+		r.saved.Store(r.fsm.checkpoint)
+	}
 	st.repl = r
 	if err := js.raft.AddGroup(group, peers, &r.fsm); err != nil {
 		st.repl = nil

@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,4 +245,65 @@ func TestClusterReplicatedDeletes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(14), si.State.LastSeq)
 	require.Zero(t, si.State.Msgs)
+}
+
+// TestClusterReplicatedCheckpoint: a replica of a file stream checkpoints
+// what its store holds on disk; restarted, it opens from its checkpoint
+// (raft hands over only the entries after it) and holds every message; a
+// memory stream has none and replays its log.
+func TestClusterReplicatedCheckpoint(t *testing.T) {
+	jc := startReplicatedCluster(t, 3)
+	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	for _, name := range []string{"FILE", "MEM"} {
+		cfg := &nats.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name) + ".>"}, Replicas: 3}
+		if name == "MEM" {
+			cfg.Storage = nats.MemoryStorage
+		}
+		_, err = js.AddStream(cfg)
+		require.NoError(t, err)
+	}
+	want := map[string]map[uint64]string{"FILE": {}, "MEM": {}}
+	for name, w := range want {
+		jc.waitReplicated(t, name, w)
+		for k := range 20 {
+			data := fmt.Sprintf("%s-%d", name, k)
+			var ack *nats.PubAck
+			require.Eventually(t, func() bool {
+				ack, err = js.Publish(strings.ToLower(name)+".x", []byte(data), nats.MsgId(data))
+				return err == nil
+			}, clustertest.Wait, 10*time.Millisecond)
+			w[ack.Sequence] = data
+		}
+		jc.waitReplicated(t, name, w)
+	}
+	// Every replica of FILE checkpoints (once a second); MEM's never do.
+	const victim = 2
+	require.Eventually(t, func() bool {
+		jc.mu.Lock()
+		defer jc.mu.Unlock()
+		for _, s := range jc.js {
+			if _, saved := jetstream.ReplicaCheckpoints(s, server.GlobalAccountName, "FILE"); saved == 0 {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 50*time.Millisecond)
+	jc.mu.Lock()
+	_, memSaved := jetstream.ReplicaCheckpoints(jc.js[victim], server.GlobalAccountName, "MEM")
+	jc.mu.Unlock()
+	require.Zero(t, memSaved, "memory streams have no checkpoint")
+
+	jc.Stop(t, victim)
+	jc.Restart(t, victim)
+	jc.waitMeta(t)
+	jc.mu.Lock()
+	opened, _ := jetstream.ReplicaCheckpoints(jc.js[victim], server.GlobalAccountName, "FILE")
+	memOpened, _ := jetstream.ReplicaCheckpoints(jc.js[victim], server.GlobalAccountName, "MEM")
+	jc.mu.Unlock()
+	require.Positive(t, opened, "opened from its checkpoint")
+	require.Zero(t, memOpened)
+	for name, w := range want {
+		jc.waitReplicated(t, name, w) // the memory replica refilled from the log
+	}
 }

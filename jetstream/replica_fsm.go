@@ -3,6 +3,7 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -25,6 +26,11 @@ import (
 // would otherwise skip what the others applied.
 type replicaFSM struct {
 	store *store.Stream
+	// applied is the last index applied; checkpoint the index this
+	// replica's store was known durable at when it opened (its
+	// checkpoint file, replica_checkpoint.go), which raft starts after.
+	applied    atomic.Uint64
+	checkpoint uint64
 	// onApplied, if set, hears each op once applied (or failed), with its
 	// log index: the proposer's waiters (PubAcks) and the consumers.
 	onApplied func(op *replicaOp, index uint64, err error)
@@ -63,6 +69,7 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 				return fmt.Errorf("stream replica at index %d: %w", e.GetIndex(), err)
 			}
 		}
+		f.applied.Store(e.GetIndex())
 	}
 	return nil
 }
@@ -138,11 +145,10 @@ func (f *replicaFSM) Restore(snap *raftpb.Snapshot) error {
 	return fmt.Errorf("%w: stream snapshots (at index %d) are not built yet", errBadOp, snap.GetMetadata().GetIndex())
 }
 
-// Checkpoint returns the index below which the store has every op's
-// effect for good: none yet (checkpoints on disk, design 3.6, come with
-// the stream group), so the whole log is replayed at a start, and every
-// op is idempotent.
-func (f *replicaFSM) Checkpoint() uint64 { return 0 }
+// Checkpoint returns the index up to which the store had every op's
+// effect on disk when the replica opened (0: none, the whole log is
+// replayed; every op is idempotent either way).
+func (f *replicaFSM) Checkpoint() uint64 { return f.checkpoint }
 
 // LeaderChanged hears the group's leader (multiraft.StateMachine).
 func (f *replicaFSM) LeaderChanged(leader, term uint64) {

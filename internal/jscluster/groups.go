@@ -73,3 +73,16 @@ func (c *Cluster) GroupLeader(id uint64) (name string, term uint64) {
 	}
 	return c.nameOf(lead), term
 }
+
+// HasGroupLog reports whether this server's WAL holds anything of a
+// stream's group: a replica without it (a wiped raft directory) takes the
+// group's log from its leader, whatever its state machine holds.
+func (c *Cluster) HasGroupLog(id uint64) bool {
+	g := c.wal.Group(id)
+	hs, cs, err := g.InitialState()
+	if err != nil {
+		return false
+	}
+	last, err := g.LastIndex()
+	return err == nil && (!raft.IsEmptyHardState(hs) || last > 0 || len(cs.GetVoters()) > 0)
+}
