@@ -71,10 +71,14 @@ type replica struct {
 		lastTS   int64
 		lastID   string            // Nats-Msg-Id of the last message proposed, "" if none
 		subjLast map[string]uint64 // last sequence proposed per subject, not yet applied
-		open     *replicaBatch
-		inFlight bool // a proposal raft has not taken or dropped yet
-		propID   uint64
-		pending  map[uint64]*replicaBatch // proposed, not yet applied, by propID
+		// inMsgs, inBytes and inSubj count the messages proposed and not
+		// yet applied, for discard new's admission.
+		inMsgs, inBytes int64
+		inSubj          map[string]int64
+		open            *replicaBatch
+		inFlight        bool // a proposal raft has not taken or dropped yet
+		propID          uint64
+		pending         map[uint64]*replicaBatch // proposed, not yet applied, by propID
 		// waiters are the other ops proposed here (deletes, purges), by
 		// propID, each waiting for its op applied or given up.
 		waiters map[uint64]chan opResult
@@ -99,6 +103,7 @@ func (st *stream) openReplica(group uint64, peers []string) error {
 	js := st.js
 	r := &replica{st: st, c: js.raft, group: group, me: js.raft.ID(), pub: st.ja.acc.NewPublisher()}
 	r.mu.subjLast = map[string]uint64{}
+	r.mu.inSubj = map[string]int64{}
 	r.mu.pending = map[uint64]*replicaBatch{}
 	r.mu.waiters = map[uint64]chan opResult{}
 	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied}
@@ -172,6 +177,12 @@ func (r *replica) resetLocked() {
 	r.mu.lastID = r.st.ingestMu.lastMsgID
 	r.st.ingestMu.Unlock()
 	clear(r.mu.subjLast)
+	clear(r.mu.inSubj)
+	r.mu.inMsgs, r.mu.inBytes = 0, 0
+	// A batch of an earlier term not applied by now never will be: the
+	// entries before this term's first are all applied. Its publishers,
+	// with no PubAck, retry.
+	clear(r.mu.pending)
 	r.mu.resync = false
 }
 
@@ -203,6 +214,11 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		st.nack(m, reply, aerr)
 		return
 	}
+	if aerr := r.admitLocked(cfg, m); aerr != nil {
+		r.mu.Unlock()
+		st.nack(m, reply, aerr)
+		return
+	}
 	// A TTL is refused: replicated streams have none yet.
 	roll, _, aerr := msgOptions(hdr, cfg)
 	if aerr != nil {
@@ -228,6 +244,9 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		st.ingestMu.Unlock()
 	}
 	r.mu.subjLast[msg.subj] = seq
+	r.mu.inMsgs++
+	r.mu.inBytes += int64(store.RecordSize(msg.subj, msg.hdr, msg.data))
+	r.mu.inSubj[msg.subj]++
 	b := r.mu.open
 	if b == nil {
 		b = &replicaBatch{}
@@ -242,6 +261,42 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 	r.mu.Unlock()
 	r.refuse(m, failed)
 	st.js.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
+}
+
+// admitLocked refuses, under discard new, a message the stream's limits
+// would refuse once everything proposed before it is applied: the store
+// as applied plus what is in flight (removals in flight are not counted,
+// so the leader only ever refuses more than the store would, never less,
+// and no replica refuses what it admitted). r.mu held.
+func (r *replica) admitLocked(cfg *StreamConfig, m *server.Msg) *APIError {
+	if cfg.Discard != DiscardNew {
+		return nil
+	}
+	s := r.st.store.State()
+	size := int64(store.RecordSize(m.Subject, m.Header, m.Data))
+	switch {
+	case cfg.MaxMsgs > 0 && int64(s.Msgs)+r.mu.inMsgs >= cfg.MaxMsgs:
+		return r.st.appendError(store.ErrMaxMsgs)
+	case cfg.MaxBytes > 0 && int64(s.Bytes)+r.mu.inBytes+size > cfg.MaxBytes:
+		return r.st.appendError(store.ErrMaxBytes)
+	case cfg.DiscardNewPer && cfg.MaxMsgsPerSubject > 0 &&
+		int64(r.st.store.NumPending(1, m.Subject))+r.mu.inSubj[m.Subject] >= cfg.MaxMsgsPerSubject:
+		return r.st.appendError(store.ErrMaxMsgsPerSubject)
+	}
+	return nil
+}
+
+// unflightLocked takes a batch's messages out of the in-flight counts (it
+// was applied, or given up). r.mu held.
+func (r *replica) unflightLocked(b *replicaBatch) {
+	for i := range b.msgs {
+		m := &b.msgs[i]
+		r.mu.inMsgs--
+		r.mu.inBytes -= int64(store.RecordSize(m.subj, m.hdr, m.data))
+		if r.mu.inSubj[m.subj]--; r.mu.inSubj[m.subj] <= 0 {
+			delete(r.mu.inSubj, m.subj)
+		}
+	}
 }
 
 // checkExpectedLocked checks the Nats-Expected-* headers against the
@@ -332,6 +387,7 @@ func (r *replica) failOpenLocked() []string {
 // window and returns its publishers' replies. r.mu held.
 func (r *replica) failLocked(b *replicaBatch) []string {
 	st := r.st
+	r.unflightLocked(b)
 	st.ingestMu.Lock()
 	for i := range b.msgs {
 		if id := b.msgs[i].msgID; id != "" {
@@ -416,6 +472,9 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	if op.proposer == r.me {
 		b = r.mu.pending[op.propID]
 		delete(r.mu.pending, op.propID)
+		if b != nil {
+			r.unflightLocked(b)
+		}
 	}
 	r.sweepLocked()
 	r.maybeResyncLocked()
@@ -497,9 +556,6 @@ func replicatedUnsupported(cfg *StreamConfig) *APIError {
 	}
 	if cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL > 0 {
 		what = append(what, "message TTLs")
-	}
-	if cfg.Discard == DiscardNew {
-		what = append(what, "discard new")
 	}
 	if cfg.Retention != LimitsPolicy {
 		what = append(what, "retention other than limits")

@@ -307,3 +307,70 @@ func TestClusterReplicatedCheckpoint(t *testing.T) {
 		jc.waitReplicated(t, name, w) // the memory replica refilled from the log
 	}
 }
+
+// TestClusterReplicatedDiscardNew: an R3 stream with discard new takes
+// messages up to its limits and refuses the next, as a single server's,
+// while publishes are in flight; a KV bucket of three replicas (discard
+// new, per-subject history, rollups) puts, gets and deletes keys.
+func TestClusterReplicatedDiscardNew(t *testing.T) {
+	jc := startReplicatedCluster(t, 3)
+	nc := jc.Connect(t, 1)
+	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "DN", Subjects: []string{"dn.>"}, Replicas: 3,
+		Discard: nats.DiscardNew, MaxMsgs: 10})
+	require.NoError(t, err)
+	jc.waitReplicated(t, "DN", map[uint64]string{})
+	// Twenty asynchronous publishes at once: ten stored, ten refused.
+	var futures []nats.PubAckFuture
+	require.Eventually(t, func() bool {
+		_, err := js.Publish("dn.probe", nil)
+		return err == nil
+	}, clustertest.Wait, 10*time.Millisecond)
+	for k := range 20 {
+		f, err := js.PublishAsync("dn.x", []byte(fmt.Sprint(k)))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	stored, refused := 1, 0
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+			stored++
+		case err := <-f.Err():
+			require.ErrorContains(t, err, "maximum messages exceeded")
+			refused++
+		case <-time.After(clustertest.Wait):
+			t.Fatal("no answer")
+		}
+	}
+	require.Equal(t, 10, stored)
+	require.Equal(t, 11, refused)
+	require.Eventually(t, func() bool {
+		reps, _ := jc.replicas("DN")
+		for _, r := range reps {
+			if len(r) != 10 {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 20*time.Millisecond, "every replica holds the ten")
+
+	kv, err := js.CreateKeyValue(&nats.KeyValueConfig{Bucket: "cfg", Replicas: 3, History: 2})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := kv.Put("a", []byte("1"))
+		return err == nil
+	}, clustertest.Wait, 10*time.Millisecond)
+	_, err = kv.Put("a", []byte("2"))
+	require.NoError(t, err)
+	e, err := kv.Get("a")
+	require.NoError(t, err)
+	require.Equal(t, "2", string(e.Value()))
+	_, err = kv.Create("a", []byte("3"))
+	require.Error(t, err, "the key exists")
+	require.NoError(t, kv.Delete("a"))
+	_, err = kv.Get("a")
+	require.ErrorIs(t, err, nats.ErrKeyNotFound)
+	require.NoError(t, kv.Purge("a"))
+}

@@ -48,6 +48,10 @@ func recordSize(subj string, hdr, data []byte) int {
 	return recHeaderSize + len(subj) + len(hdr) + len(data)
 }
 
+// RecordSize is what a message counts against Options.MaxBytes (and
+// State.Bytes): its subject, headers and data, and the record's framing.
+func RecordSize(subj string, hdr, data []byte) int { return recordSize(subj, hdr, data) }
+
 // appendRecord appends the encoded record to dst. The caller has checked
 // the subject and size bounds.
 func appendRecord(dst []byte, seq uint64, ts int64, subj string, hdr, data []byte) []byte {
