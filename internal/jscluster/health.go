@@ -61,16 +61,7 @@ func (c *Cluster) MetaInfo() (MetaInfo, error) {
 	if skip == 0 {
 		skip = c.id
 	}
-	last := map[uint64]time.Time{}
-	for _, ls := range c.tr.Stats() {
-		last[ls.Peer] = ls.LastRecv
-	}
-	c.mu.Lock()
-	up := map[uint64]bool{}
-	for id, p := range c.mu.peers {
-		up[id] = p.up
-	}
-	c.mu.Unlock()
+	last, up := c.links()
 	leading := st.Lead == c.id
 	leaderLast := st.Progress[c.id].Match
 	now := time.Now()

@@ -41,6 +41,22 @@ type GroupPeer struct {
 	LastSeen time.Duration
 }
 
+// links returns when each peer's link last brought a frame, and whether
+// it is up, by raft ID.
+func (c *Cluster) links() (last map[uint64]time.Time, up map[uint64]bool) {
+	last = map[uint64]time.Time{}
+	for _, ls := range c.tr.Stats() {
+		last[ls.Peer] = ls.LastRecv
+	}
+	up = map[uint64]bool{}
+	c.mu.Lock()
+	for id, p := range c.mu.peers {
+		up[id] = p.up
+	}
+	c.mu.Unlock()
+	return last, up
+}
+
 // GroupState returns a group's state on this server, the meta group's
 // (MetaGroup) or a stream's.
 func (c *Cluster) GroupState(id uint64) (GroupState, error) {
@@ -66,16 +82,7 @@ func (c *Cluster) GroupState(id uint64) (GroupState, error) {
 		gs.Held = st.Held.String()
 	}
 	gs.Err = st.Err
-	last := map[uint64]time.Time{}
-	for _, ls := range c.tr.Stats() {
-		last[ls.Peer] = ls.LastRecv
-	}
-	c.mu.Lock()
-	up := map[uint64]bool{}
-	for pid, p := range c.mu.peers {
-		up[pid] = p.up
-	}
-	c.mu.Unlock()
+	last, up := c.links()
 	now := time.Now()
 	for pid := range st.Config.Voters.IDs() {
 		gs.Size++
