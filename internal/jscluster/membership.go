@@ -181,5 +181,24 @@ func (c *Cluster) changeMember(t raftpb.ConfChangeType, si ServerInfo) error {
 		return fmt.Errorf("%s %s: %w", t, si.Name, err)
 	}
 	c.log.Info("meta group member changed", "change", t.String(), "server", si.Name)
-	return nil
+	// The state machine applied the entry; raft applies the change right
+	// after. Until it has, the next round would see the change still to
+	// make and propose it again, which raft drops while one is pending
+	// (the proposal then waits out its timeout).
+	for {
+		st, err := c.node.Status(MetaGroup)
+		if err != nil {
+			return err
+		}
+		_, voter := st.Config.Voters.IDs()[si.ID]
+		_, learner := st.Config.Learners[si.ID]
+		if (t == raftpb.ConfChangeAddNode && voter) || (t == raftpb.ConfChangeAddLearnerNode && (learner || voter)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // applied; the next round sees it
+		case <-time.After(c.opts.Tick / 10):
+		}
+	}
 }
