@@ -61,6 +61,9 @@ func (js *JetStream) runCluster() {
 		return
 	}
 	js.raft.HandleCalls(js.handleCall)
+	if err := js.subscribeMetaAPI(); err != nil {
+		js.log.Error("meta API not subscribed", "err", err)
+	}
 	js.srv.HandleHealth(js.raft.Health)
 	js.wg.Add(2)
 	go js.reconcileLoop()

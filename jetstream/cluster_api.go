@@ -391,6 +391,9 @@ var (
 // answerForward answers a forwarded request as this server answers its
 // clients', acting for the requester's user.
 func (js *JetStream) answerForward(req forwardRequest) (forwardAnswer, error) {
+	if req.Op == fwdMetaStepdown {
+		return js.metaStepdown(req)
+	}
 	ja := js.account(req.Account)
 	if ja == nil {
 		return forwardAnswer{}, errNoAccount

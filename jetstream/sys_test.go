@@ -242,3 +242,41 @@ func TestSysRaftz(t *testing.T) {
 	require.Contains(t, out, `"_meta_"`)
 	require.Contains(t, out, streamGroup)
 }
+
+// TestMetaLeaderStepdown: a user of the system account has the meta leader
+// step down, through any server, to a preferred server or another; the
+// nats CLI's `server cluster step-down` does it too; a tenant cannot.
+func TestMetaLeaderStepdown(t *testing.T) {
+	jc := startJSClusterWith(t, 3, server.Options{SystemAccount: "SYS", Accounts: []server.AccountConfig{
+		{Name: "SYS", Users: []server.User{{Name: "sys", Password: "sys"}}},
+		{Name: "A", Users: []server.User{{Name: "a", Password: "a"}}, JetStream: &server.JetStreamLimits{}},
+	}})
+	jc.waitMeta(t)
+	leader := func() string {
+		name, _ := jc.raft(0).Leader()
+		return name
+	}
+	old := leader()
+	other := jc.Servers[(jc.index(old)+1)%3].Name()
+	sys := jc.Connect(t, 2, nats.UserInfo("sys", "sys"))
+	m, err := sys.Request("$JS.API.META.LEADER.STEPDOWN", []byte(`{"placement":{"preferred":"`+other+`"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response","success":true}`, string(m.Data))
+	require.Eventually(t, func() bool { return leader() == other }, clustertest.Wait, 10*time.Millisecond, "%s leads", other)
+	jc.waitMeta(t)
+
+	m, err = sys.Request("$JS.API.META.LEADER.STEPDOWN", []byte(`{"placement":{"preferred":"nobody"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"err_code":10041`)
+
+	out := natscli.New(t, natscli.Path(t), jc.URL(0)).Run("--user", "sys", "--password", "sys", "server", "cluster", "step-down", "--force")
+	t.Log(out)
+	require.Eventually(t, func() bool { l := leader(); return l != "" && l != other }, clustertest.Wait, 10*time.Millisecond)
+
+	jc.waitMeta(t)
+	before := leader()
+	tenant := jc.Connect(t, 1, nats.UserInfo("a", "a"))
+	_, err = tenant.Request("$JS.API.META.LEADER.STEPDOWN", nil, 500*time.Millisecond)
+	require.Error(t, err, "a tenant gets no answer")
+	require.Never(t, func() bool { return leader() != before }, 500*time.Millisecond, 50*time.Millisecond)
+}

@@ -36,6 +36,9 @@ var (
 	// ErrStreamNotFound is the result of updating or removing a stream
 	// that is not assigned.
 	ErrStreamNotFound = errors.New("jscluster: stream not assigned")
+	// ErrNoPeer is returned by StepDown when no other voter can take the
+	// leadership.
+	ErrNoPeer = errors.New("jscluster: no peer to take the leadership")
 	// ErrNotSent is returned by Call when the request could not be sent
 	// (no raft link to the peer): the peer never saw it, so it is safe to
 	// send again.

@@ -86,3 +86,37 @@ func (c *Cluster) HasGroupLog(id uint64) bool {
 	last, err := g.LastIndex()
 	return err == nil && (!raft.IsEmptyHardState(hs) || last > 0 || len(cs.GetVoters()) > 0)
 }
+
+// StepDown has this server, the meta group's leader, hand the leadership
+// to another voter: preferred if named (it must be a voter with a link
+// up), else the voter that holds the most of the log. It returns once the
+// transfer is asked for; the new leader is elected within an election.
+func (c *Cluster) StepDown(preferred string) error {
+	st, err := c.node.Status(MetaGroup)
+	if err != nil {
+		return err
+	}
+	if st.RaftState != raft.StateLeader {
+		return ErrNotLeader
+	}
+	_, up := c.links()
+	var to uint64
+	for id := range st.Config.Voters.IDs() {
+		switch {
+		case id == c.id || !up[id]:
+		case preferred != "":
+			if c.nameOf(id) == preferred {
+				to = id
+			}
+		case to == 0 || st.Progress[id].Match > st.Progress[to].Match:
+			to = id
+		}
+	}
+	if to == 0 {
+		if preferred != "" {
+			return fmt.Errorf("%w: %q is not a voter of the meta group with a link up", ErrNoPeer, preferred)
+		}
+		return fmt.Errorf("%w: no other voter of the meta group has a link up", ErrNoPeer)
+	}
+	return c.node.TransferLeadership(MetaGroup, to)
+}
