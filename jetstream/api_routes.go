@@ -111,6 +111,7 @@ var apiRoutes = []apiRoute{
 	queued("STREAM.LIST", "stream_list", onAPIWorker, func(ja *jsAccount, r apiRequest, _ apiArgs) any { return ja.streamList(r.data) }).on(targetMeta),
 	queued("STREAM.MSG.GET.*", "stream_msg_get", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgGet(a[0], r.data) }).on(targetStream),
 	queued("STREAM.MSG.DELETE.*", "stream_msg_delete", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgDelete(a[0], r.data) }).on(targetStream),
+	queued("STREAM.LEADER.STEPDOWN.*", "stream_leader_stepdown", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamStepdown(a[0], r.data) }).on(targetStream),
 
 	// DIRECT.GET.<stream>[.<subject>]
 	queued("DIRECT.GET.*", "", onStreamWorker, directGetRoute).on(targetStream),

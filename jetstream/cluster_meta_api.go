@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/skiffmq/skiff/internal/jscluster"
 	"github.com/skiffmq/skiff/server"
 )
 
@@ -70,7 +71,7 @@ func (js *JetStream) metaStepdown(req forwardRequest) (forwardAnswer, error) {
 		if body.Placement != nil {
 			preferred = body.Placement.Preferred
 		}
-		if err := js.raft.StepDown(preferred); err != nil {
+		if err := js.raft.StepDown(jscluster.MetaGroup, preferred); err != nil {
 			r.Error = apiErr(500, 10041, err.Error())
 		} else {
 			r.Success = true

@@ -1,6 +1,8 @@
 package jetstream
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -674,4 +676,42 @@ func (r *replica) opError(err error, code uint16) *APIError {
 		return errClusterUnavailable()
 	}
 	return apiErr(500, code, err.Error())
+}
+
+// streamStepdown answers STREAM.LEADER.STEPDOWN on the stream's server:
+// a replicated stream's leader hands the group's leadership to another
+// replica (placement.preferred if named); a stream of one replica has no
+// other to hand it to (success, as nats-server answers), and a single
+// server has no cluster (10010).
+func (ja *jsAccount) streamStepdown(name string, data []byte) any {
+	r := &successResponse{apiResponse: newResponse("stream_leader_stepdown")}
+	st := ja.lookup(name)
+	switch {
+	case st == nil:
+		r.Error = ja.errNoStream(name)
+		return r
+	case ja.js.raft == nil:
+		r.Error = apiErr(503, 10010, "JetStream clustering support required")
+		return r
+	case st.repl == nil:
+		r.Success = true // one replica: nothing to hand over, as nats-server answers
+		return r
+	}
+	var req struct {
+		Placement *placement `json:"placement"`
+	}
+	if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &req) != nil {
+		r.Error = apiErr(400, 10025, "invalid JSON")
+		return r
+	}
+	var preferred string
+	if req.Placement != nil {
+		preferred = req.Placement.Preferred
+	}
+	if err := ja.js.raft.StepDown(st.repl.group, preferred); err != nil {
+		r.Error = apiErr(500, 10041, err.Error())
+		return r
+	}
+	r.Success = true
+	return r
 }

@@ -374,3 +374,41 @@ func TestClusterReplicatedDiscardNew(t *testing.T) {
 	require.ErrorIs(t, err, nats.ErrKeyNotFound)
 	require.NoError(t, kv.Purge("a"))
 }
+
+// TestClusterReplicatedStepdown: STREAM.LEADER.STEPDOWN through any server
+// has an R3 stream's leader hand the group to another replica (a
+// preferred one if named), and publishing goes on; an R1 stream answers
+// success with nothing to do.
+func TestClusterReplicatedStepdown(t *testing.T) {
+	jc := startReplicatedCluster(t, 3)
+	nc := jc.Connect(t, 0)
+	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "SD", Subjects: []string{"sd"}, Replicas: 3})
+	require.NoError(t, err)
+	acked := map[uint64]string{}
+	lead := jc.waitReplicated(t, "SD", acked)
+	to := jc.Servers[(lead+1)%3].Name()
+	m, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.SD", []byte(`{"placement":{"preferred":"`+to+`"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"type":"io.nats.jetstream.api.v1.stream_leader_stepdown_response","success":true}`, string(m.Data))
+	require.Eventually(t, func() bool {
+		_, l := jc.replicas("SD")
+		return l >= 0 && jc.Servers[l].Name() == to
+	}, clustertest.Wait, 10*time.Millisecond, "%s leads", to)
+	for k := range 5 {
+		var ack *nats.PubAck
+		require.Eventually(t, func() bool {
+			ack, err = js.Publish("sd", []byte(fmt.Sprint(k)))
+			return err == nil
+		}, clustertest.Wait, 10*time.Millisecond)
+		acked[ack.Sequence] = fmt.Sprint(k)
+	}
+	jc.waitReplicated(t, "SD", acked)
+
+	_, err = js.AddStream(&nats.StreamConfig{Name: "ONE", Subjects: []string{"one"}})
+	require.NoError(t, err)
+	m, err = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.ONE", nil, clustertest.Wait)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"success":true`)
+}

@@ -87,12 +87,13 @@ func (c *Cluster) HasGroupLog(id uint64) bool {
 	return err == nil && (!raft.IsEmptyHardState(hs) || last > 0 || len(cs.GetVoters()) > 0)
 }
 
-// StepDown has this server, the meta group's leader, hand the leadership
-// to another voter: preferred if named (it must be a voter with a link
-// up), else the voter that holds the most of the log. It returns once the
-// transfer is asked for; the new leader is elected within an election.
-func (c *Cluster) StepDown(preferred string) error {
-	st, err := c.node.Status(MetaGroup)
+// StepDown has this server, the leader of a group (MetaGroup or a
+// stream's), hand the leadership to another voter: preferred if named (it
+// must be a voter with a link up), else the voter that holds the most of
+// the log. It returns once the transfer is asked for; the new leader is
+// elected within an election.
+func (c *Cluster) StepDown(group uint64, preferred string) error {
+	st, err := c.node.Status(group)
 	if err != nil {
 		return err
 	}
@@ -114,9 +115,9 @@ func (c *Cluster) StepDown(preferred string) error {
 	}
 	if to == 0 {
 		if preferred != "" {
-			return fmt.Errorf("%w: %q is not a voter of the meta group with a link up", ErrNoPeer, preferred)
+			return fmt.Errorf("%w: %q is not a voter of the group with a link up", ErrNoPeer, preferred)
 		}
-		return fmt.Errorf("%w: no other voter of the meta group has a link up", ErrNoPeer)
+		return fmt.Errorf("%w: no other voter of the group has a link up", ErrNoPeer)
 	}
-	return c.node.TransferLeadership(MetaGroup, to)
+	return c.node.TransferLeadership(group, to)
 }
