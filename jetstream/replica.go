@@ -43,7 +43,8 @@ import (
 // maxReplicas bounds num_replicas, as in nats-server.
 const maxReplicas = 5
 
-// replicaBatchBytes bounds a proposed batch's messages.
+// replicaBatchBytes bounds the open batch's messages: past it, while the
+// last batch is not taken yet, a publish is refused (429 10167).
 const replicaBatchBytes = 256 << 10
 
 // replicaPendingTTL is how long a proposed batch waits to be applied
@@ -228,6 +229,14 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		st.nack(m, reply, aerr)
 		return
 	}
+	if r.mu.inFlight && r.mu.open != nil && r.mu.open.bytes >= replicaBatchBytes {
+		// The open batch is full and the last is not taken yet: a second
+		// batch in flight could be taken while the first is dropped,
+		// leaving a gap. The publisher hears it is too fast.
+		r.mu.Unlock()
+		st.nack(m, reply, apiErr(429, 10167, "too many requests"))
+		return
+	}
 	seq, ts := r.mu.next, max(now.UnixNano(), r.mu.lastTS)
 	r.mu.next, r.mu.lastTS = seq+1, ts
 	msg := replicaMsg{seq: seq, ts: ts, subj: strings.Clone(m.Subject), hdr: cloneBytes(m.Header), data: cloneBytes(m.Data)}
@@ -257,7 +266,7 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 	b.msgs, b.replies = append(b.msgs, msg), append(b.replies, reply)
 	b.bytes += len(msg.subj) + len(msg.hdr) + len(msg.data)
 	var failed []string
-	if !r.mu.inFlight || b.bytes >= replicaBatchBytes {
+	if !r.mu.inFlight {
 		failed = r.proposeLocked()
 	}
 	r.mu.Unlock()
