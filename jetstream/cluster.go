@@ -23,6 +23,9 @@ type clustered struct {
 	// peerUsage is what the other servers' streams hold, by account
 	// (cluster_usage.go).
 	peerUsage peerUsage
+	// assignMu makes the meta leader's checks of a new stream against the
+	// meta state and its assignment one step (assignNew).
+	assignMu sync.Mutex
 	// recon is the work of the reconciler: the streams whose assignment
 	// changed since it last ran.
 	recon struct {

@@ -172,6 +172,8 @@ func (ja *jsAccount) adoptOnLeader(req forwardRequest) (forwardAnswer, error) {
 		}
 		return adoptAnswer{}, false
 	}
+	js.assignMu.Lock() // the checks and the assignment are one step (assignNew)
+	defer js.assignMu.Unlock()
 	if a, ok := placed(); ok {
 		return answer(a)
 	}

@@ -58,50 +58,18 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		r.Error = aerr
 		return r
 	}
-	if peer, group := js.placement(ja.name, name); peer != "" {
+	sa, existing, aerr := ja.assignNew(name, cfg, req.data)
+	switch {
+	case existing != "":
 		// Its server answers: the stream's info for the same
 		// configuration, 10058 for another.
-		req.group = group
-		return ja.runOn(peer, req)
-	}
-	if names, _ := ja.assignedNames(""); ja.lim().maxStreams != noLimit && len(names) >= ja.lim().maxStreams {
-		// The account's limit holds over the cluster: each server alone
-		// sees only the streams placed on it.
-		r.Error = errMaxStreams()
-		return r
-	}
-	if ja.overlapsAssigned(name, cfg.Subjects) {
-		r.Error = errSubjectOverlap()
-		return r
-	}
-	if aerr := ja.checkClusterReserve(&cfg); aerr != nil {
+		_, req.group = js.placement(ja.name, name)
+		return ja.runOn(existing, req)
+	case aerr != nil:
 		r.Error = aerr
 		return r
 	}
-	peers, aerr := js.selectPeers(placementOf(req.data), cfg.Replicas)
-	if aerr != nil {
-		r.Error = aerr
-		return r
-	}
-	b, err := json.Marshal(&cfg)
-	if err != nil {
-		r.Error = errStreamGeneral(err)
-		return r
-	}
-	sa := &jscluster.StreamAssignment{Account: ja.name, Name: name, Config: b, Peers: peers, Created: time.Now().UTC()}
-	switch err := js.propose(jscluster.Entry{Op: jscluster.OpAssignStream, Stream: sa}); {
-	case errors.Is(err, jscluster.ErrStreamExists):
-		if peer, group := js.placement(ja.name, name); peer != "" {
-			req.group = group
-			return ja.runOn(peer, req)
-		}
-		r.Error = errClusterUnavailable()
-		return r
-	case err != nil:
-		js.log.Warn("stream assignment failed", "account", ja.name, "stream", name, "err", err)
-		r.Error = errClusterUnavailable()
-		return r
-	}
+	peers := sa.Peers
 	_, req.group = js.placement(ja.name, name)
 	// Every peer opens the stream (a replicated one with its raft group);
 	// the first answers.
@@ -123,6 +91,53 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		}
 	}
 	return ans
+}
+
+// assignNew has the meta group assign a new stream, after the checks
+// that read the meta state (the account's max_streams and quota, subject
+// overlap, placement). The checks and the assignment are one step for
+// every create, adoption and update on this leader (js.assignMu): two
+// creates of overlapping subjects can never both pass. It returns the
+// assignment, or the server a stream of that name is placed on already,
+// or why not.
+func (ja *jsAccount) assignNew(name string, cfg StreamConfig, data []byte) (*jscluster.StreamAssignment, string, *APIError) {
+	js := ja.js
+	js.assignMu.Lock()
+	defer js.assignMu.Unlock()
+	if peer, _ := js.placement(ja.name, name); peer != "" {
+		return nil, peer, nil
+	}
+	if names, _ := ja.assignedNames(""); ja.lim().maxStreams != noLimit && len(names) >= ja.lim().maxStreams {
+		// The account's limit holds over the cluster: each server alone
+		// sees only the streams placed on it.
+		return nil, "", errMaxStreams()
+	}
+	if ja.overlapsAssigned(name, cfg.Subjects) {
+		return nil, "", errSubjectOverlap()
+	}
+	if aerr := ja.checkClusterReserve(&cfg); aerr != nil {
+		return nil, "", aerr
+	}
+	peers, aerr := js.selectPeers(placementOf(data), cfg.Replicas)
+	if aerr != nil {
+		return nil, "", aerr
+	}
+	b, err := json.Marshal(&cfg)
+	if err != nil {
+		return nil, "", errStreamGeneral(err)
+	}
+	sa := &jscluster.StreamAssignment{Account: ja.name, Name: name, Config: b, Peers: peers, Created: time.Now().UTC()}
+	switch err := js.propose(jscluster.Entry{Op: jscluster.OpAssignStream, Stream: sa}); {
+	case errors.Is(err, jscluster.ErrStreamExists):
+		if peer, _ := js.placement(ja.name, name); peer != "" {
+			return nil, peer, nil
+		}
+		return nil, "", errClusterUnavailable()
+	case err != nil:
+		js.log.Warn("stream assignment failed", "account", ja.name, "stream", name, "err", err)
+		return nil, "", errClusterUnavailable()
+	}
+	return sa, "", nil
 }
 
 // overlapsAssigned reports whether subjects overlap those of another stream
@@ -176,6 +191,10 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 		r.Error = errStreamNotFound()
 		return r
 	}
+	// The overlap check and the new configuration in the meta state are one
+	// step with creates' (assignNew).
+	js.assignMu.Lock()
+	defer js.assignMu.Unlock()
 	var cfg StreamConfig
 	if ja.js.decode(req.data, &cfg) == nil {
 		if ja.overlapsAssigned(name, cfg.Subjects) {

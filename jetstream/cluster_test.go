@@ -812,3 +812,36 @@ func TestClusterPlacementTags(t *testing.T) {
 		require.NotEqual(t, "s3", on)
 	}
 }
+
+// TestClusterConcurrentOverlappingCreates: creates of streams whose
+// subjects overlap, sent at once through every server, leave one stream:
+// the meta leader's checks and assignments are one step.
+func TestClusterConcurrentOverlappingCreates(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	var wg sync.WaitGroup
+	const n = 32
+	created := make(chan string, n)
+	start := make(chan struct{})
+	for i := range n {
+		nc := jc.Connect(t, i%3)
+		wg.Go(func() {
+			<-start
+			name := fmt.Sprintf("S%d", i)
+			m, err := nc.Request("$JS.API.STREAM.CREATE."+name, []byte(`{"name":"`+name+`","subjects":["same.>"]}`), clustertest.Wait)
+			if err == nil && !strings.Contains(string(m.Data), `"error"`) {
+				created <- name
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(created)
+	var names []string
+	for n := range created {
+		names = append(names, n)
+	}
+	require.Len(t, names, 1, "one stream captures same.>: %v", names)
+	st, _ := jc.raft(0).State()
+	require.Len(t, st.Streams, 1)
+}
