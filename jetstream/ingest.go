@@ -180,25 +180,50 @@ func (st *stream) appendError(err error) *APIError {
 
 // checkExpectedLocked checks the Nats-Expected-* headers. ingestMu held.
 func (st *stream) checkExpectedLocked(hdr headers, subj string) *APIError {
+	return checkExpected(hdr, subj, expectedState{
+		last:     func() uint64 { return st.store.State().LastSeq },
+		subjLast: st.lastBySubject,
+		lastID:   st.ingestMu.lastMsgID,
+	})
+}
+
+// lastBySubject returns the sequence of the last stored message on subj,
+// 0 if none.
+func (st *stream) lastBySubject(subj string) uint64 {
+	if m, err := st.store.LastBySubject(subj); err == nil {
+		return m.Seq
+	}
+	return 0
+}
+
+// expectedState is what a publish's Nats-Expected-* headers are checked
+// against: the store's for a single server, a replicated stream leader's
+// projection (replica.go). The functions are called only for the headers
+// present.
+type expectedState struct {
+	last     func() uint64
+	subjLast func(subj string) uint64
+	lastID   string
+}
+
+// checkExpected checks a publish's Nats-Expected-Last-Sequence,
+// -Last-Subject-Sequence and -Last-Msg-Id headers, with the reference
+// server's errors.
+func checkExpected(hdr headers, subj string, es expectedState) *APIError {
 	if v, ok := hdr.get("Nats-Expected-Last-Sequence"); ok {
-		want, err := strconv.ParseUint(v, 10, 64)
-		last := st.store.State().LastSeq
-		if err != nil || want != last {
+		last := es.last()
+		if want, err := strconv.ParseUint(v, 10, 64); err != nil || want != last {
 			return errWrongLastSeq(last)
 		}
 	}
 	if v, ok := hdr.get("Nats-Expected-Last-Subject-Sequence"); ok {
-		want, err := strconv.ParseUint(v, 10, 64)
-		var last uint64
-		if m, gerr := st.store.LastBySubject(subj); gerr == nil {
-			last = m.Seq
-		}
-		if err != nil || want != last {
+		last := es.subjLast(subj)
+		if want, err := strconv.ParseUint(v, 10, 64); err != nil || want != last {
 			return errWrongLastSeq(last)
 		}
 	}
-	if v, ok := hdr.get("Nats-Expected-Last-Msg-Id"); ok && v != st.ingestMu.lastMsgID {
-		return errWrongLastMsgID(st.ingestMu.lastMsgID)
+	if v, ok := hdr.get("Nats-Expected-Last-Msg-Id"); ok && v != es.lastID {
+		return errWrongLastMsgID(es.lastID)
 	}
 	return nil
 }

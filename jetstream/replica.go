@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,27 +312,16 @@ func (r *replica) unflightLocked(b *replicaBatch) {
 // checkExpectedLocked checks the Nats-Expected-* headers against the
 // projection. r.mu held.
 func (r *replica) checkExpectedLocked(hdr headers, subj string) *APIError {
-	last := r.mu.next - 1
-	if v, ok := hdr.get("Nats-Expected-Last-Sequence"); ok {
-		if want, err := strconv.ParseUint(v, 10, 64); err != nil || want != last {
-			return errWrongLastSeq(last)
-		}
-	}
-	if v, ok := hdr.get("Nats-Expected-Last-Subject-Sequence"); ok {
-		seq, inFlight := r.mu.subjLast[subj]
-		if !inFlight {
-			if m, err := r.st.store.LastBySubject(subj); err == nil {
-				seq = m.Seq
+	return checkExpected(hdr, subj, expectedState{
+		last: func() uint64 { return r.mu.next - 1 },
+		subjLast: func(subj string) uint64 {
+			if seq, inFlight := r.mu.subjLast[subj]; inFlight {
+				return seq
 			}
-		}
-		if want, err := strconv.ParseUint(v, 10, 64); err != nil || want != seq {
-			return errWrongLastSeq(seq)
-		}
-	}
-	if v, ok := hdr.get("Nats-Expected-Last-Msg-Id"); ok && v != r.mu.lastID {
-		return errWrongLastMsgID(r.mu.lastID)
-	}
-	return nil
+			return r.st.lastBySubject(subj)
+		},
+		lastID: r.mu.lastID,
+	})
 }
 
 // proposeLocked proposes the open batch, and returns the replies of the

@@ -216,6 +216,11 @@ func TestClusterReplicatedDeletes(t *testing.T) {
 	}
 	publish(10)
 	jc.waitReplicated(t, "D", want)
+	// Expectations are checked against the leader's projection.
+	_, err = js.Publish("d.a", nil, nats.ExpectLastSequence(9))
+	require.Equal(t, njs.ErrorCode(10071), apiCode(err), "%v", err)
+	_, err = js.Publish("d.a", nil, nats.ExpectLastSequencePerSubject(10))
+	require.Equal(t, njs.ErrorCode(10071), apiCode(err), "d.a's last is 9: %v", err)
 
 	require.NoError(t, js.DeleteMsg("D", 3))
 	delete(want, 3)
