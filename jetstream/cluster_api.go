@@ -363,6 +363,9 @@ func (js *JetStream) routeUp(name string) bool {
 
 // handleCall answers a peer's forwarded request (jscluster.CallHandler).
 func (js *JetStream) handleCall(from string, body []byte) ([]byte, error) {
+	if len(body) > 0 && body[0] == catchupMagic {
+		return js.answerCatchup(body)
+	}
 	var req forwardRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err

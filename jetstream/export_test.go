@@ -1,6 +1,8 @@
 package jetstream
 
 import (
+	"testing"
+
 	"github.com/skiffmq/skiff/internal/jscluster"
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store"
@@ -83,4 +85,37 @@ func ReplicaCheckpoints(js *JetStream, account, name string) (opened, saved uint
 		}
 	}
 	return 0, 0
+}
+
+// SetReplicaLog sets, for one test, the entries a replica keeps behind
+// its snapshot and the bytes of messages of a catch-up answer.
+func SetReplicaLog(t testing.TB, keep uint64, chunkBytes int) {
+	oldKeep, oldChunk := replicaLogKeep, catchupChunkBytes
+	replicaLogKeep, catchupChunkBytes = keep, chunkBytes
+	t.Cleanup(func() { replicaLogKeep, catchupChunkBytes = oldKeep, oldChunk })
+}
+
+// ReplicaLog returns the index a replicated stream's replica on this
+// server applied, the first index of the group's log here, the index of its last snapshot
+// taken here, and the catch-up answers it applied (tests only).
+func ReplicaLog(js *JetStream, account, name string) (applied, first, snapped, chunks uint64) {
+	if ja := js.account(account); ja != nil {
+		if st := ja.lookup(name); st != nil && st.repl != nil {
+			r := st.repl
+			first, _ = r.c.GroupFirstIndex(r.group)
+			return r.fsm.applied.Load(), first, r.snapped.Load(), r.chunks.Load()
+		}
+	}
+	return 0, 0, 0, 0
+}
+
+// StreamDir returns the directory of a stream's store on this server ("" if
+// it has none).
+func StreamDir(js *JetStream, account, name string) string {
+	if ja := js.account(account); ja != nil {
+		if st := ja.lookup(name); st != nil {
+			return st.dir
+		}
+	}
+	return ""
 }

@@ -59,6 +59,15 @@ type replica struct {
 	me    uint64        // this server's raft ID
 	fsm   replicaFSM    // the group's state machine
 	saved atomic.Uint64 // the index of the last checkpoint written (replica_checkpoint.go)
+	// snapped is the index of the last snapshot taken here
+	// (replica_snapshot.go).
+	snapped atomic.Uint64
+	// chunks counts the catch-up answers applied here
+	// (replica_catchup.go).
+	chunks atomic.Uint64
+	// stop is closed when the replica closes: a catch-up gives up.
+	stop     chan struct{}
+	stopOnce sync.Once
 
 	// pub publishes PubAcks; used on the apply goroutine only.
 	pub *server.Publisher
@@ -103,12 +112,12 @@ type replicaBatch struct {
 // as voters, or from its log (peers nil).
 func (st *stream) openReplica(group uint64, peers []string) error {
 	js := st.js
-	r := &replica{st: st, c: js.raft, group: group, me: js.raft.ID(), pub: st.ja.acc.NewPublisher()}
+	r := &replica{st: st, c: js.raft, group: group, me: js.raft.ID(), pub: st.ja.acc.NewPublisher(), stop: make(chan struct{})}
 	r.mu.subjLast = map[string]uint64{}
 	r.mu.inSubj = map[string]int64{}
 	r.mu.pending = map[uint64]*replicaBatch{}
 	r.mu.waiters = map[uint64]chan opResult{}
-	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied}
+	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied, catchUp: r.catchUp}
 	if js.raft.HasGroupLog(group) {
 		r.fsm.checkpoint = st.loadCheckpoint(group)
 		r.saved.Store(r.fsm.checkpoint)
@@ -117,6 +126,15 @@ func (st *stream) openReplica(group uint64, peers []string) error {
 	if err := js.raft.AddGroup(group, peers, &r.fsm); err != nil {
 		st.repl = nil
 		return err
+	}
+	if r.fsm.start() {
+		// The store is behind the log's snapshot: catch up now rather
+		// than at the next entry, which an idle stream may not have.
+		go func() {
+			if err := r.fsm.restorePending(); err != nil && !errors.Is(err, errReplicaStopped) {
+				js.log.Warn("replica catch-up failed: tried again at the next entry", "stream", st.name, "err", err)
+			}
+		}()
 	}
 	return nil
 }
@@ -127,6 +145,7 @@ func (r *replica) close(destroy bool) error {
 	r.mu.Lock()
 	r.mu.closed = true
 	r.mu.Unlock()
+	r.stopOnce.Do(func() { close(r.stop) })
 	if destroy {
 		return r.c.RemoveGroup(r.group)
 	}

@@ -15,11 +15,13 @@ import (
 // store holds on disk: the index applied is read first, then the store is
 // fsynced, then the index written (raft.ckpt, atomically). At a start raft
 // hands over only the entries after it (replicaFSM.Checkpoint) instead of
-// the group's whole log. A memory stream, or a stream that never fsyncs
-// (sync: never), has no checkpoint: its store may lose what raft's log
-// holds, which the replay refills. A replica whose group log is gone (a
-// wiped raft directory) ignores its checkpoint and applies what the
-// leader sends from the start, every op idempotent.
+// the group's whole log. The store is fsynced for it whatever the
+// stream's sync policy (which applies to the raft log). A memory stream
+// has no checkpoint: at a restart its store is empty, and it catches up
+// from a peer (replica_catchup.go) or, while the log is not compacted
+// yet, replays it. A replica whose group log is gone (a wiped raft
+// directory) ignores its checkpoint and takes what the leader sends from
+// the start, every op idempotent.
 
 // checkpointFile is a replica's checkpoint, in its stream's directory.
 const checkpointFile = "raft.ckpt"
@@ -30,10 +32,11 @@ type replicaCheckpoint struct {
 	Index uint64 `json:"index"`
 }
 
-// checkpoints reports whether a stream's replica keeps checkpoints.
+// checkpoints reports whether a stream's replica keeps checkpoints: one
+// of a file stream does, whatever its sync policy (a checkpoint fsyncs
+// the store).
 func (st *stream) checkpoints() bool {
-	cfg := st.config()
-	return cfg.Storage == FileStorage && cfg.Sync != SyncNever
+	return st.config().Storage == FileStorage
 }
 
 // loadCheckpoint returns the index of the replica's checkpoint of group,
@@ -94,6 +97,7 @@ func (js *JetStream) checkpointReplicas() {
 		for _, st := range ja.streams() {
 			if st.repl != nil {
 				st.repl.checkpoint()
+				st.repl.compact()
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,21 @@ type replicaFSM struct {
 	// leader's first of its term, after which its store has everything
 	// committed before it.
 	onEmpty func(term uint64)
+	// catchUp brings the store to the state of a snapshot, from a peer
+	// (replica_catchup.go).
+	catchUp func(d *replicaSnapshot) error
+
+	// restore holds a snapshot installed and not yet caught up with: the
+	// store is behind it, so nothing after it is applied before catchUp
+	// succeeds. Restore at start (inside AddGroup) only records it; the
+	// replica, once started, catches up on a goroutine of its own, or the
+	// next Apply does.
+	restore struct {
+		sync.Mutex
+		pending *replicaSnapshot
+		started bool
+		busy    atomic.Bool // pending is set
+	}
 }
 
 var _ multiraft.StateMachine = (*replicaFSM)(nil)
@@ -51,8 +67,14 @@ var _ multiraft.StateMachine = (*replicaFSM)(nil)
 // removes: applied again after more messages, it would remove them too.
 var errNoBound = errors.New("jetstream: replica op without a sequence bound")
 
-// Apply applies committed entries (multiraft.StateMachine).
+// Apply applies committed entries (multiraft.StateMachine), after
+// catching up with a snapshot installed, if one is pending.
 func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
+	f.restore.Lock()
+	defer f.restore.Unlock()
+	if err := f.restorePendingLocked(); err != nil {
+		return err
+	}
 	for _, e := range ents {
 		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) == 0 && f.onEmpty != nil {
 			f.onEmpty(e.GetTerm())
@@ -138,12 +160,64 @@ func (f *replicaFSM) rollup(m *replicaMsg) error {
 	return nil
 }
 
-// Restore replaces the replica's state with a snapshot's. Snapshots of
-// streams (design 3.7) are not built: a replica that needs one refuses
-// it, and the group stops there rather than go on without the messages.
+// Restore installs a snapshot (multiraft.StateMachine): the store is
+// brought to a peer's before anything after the snapshot applies.
 func (f *replicaFSM) Restore(snap *raftpb.Snapshot) error {
-	return fmt.Errorf("%w: stream snapshots (at index %d) are not built yet", errBadOp, snap.GetMetadata().GetIndex())
+	d, err := decodeReplicaSnapshot(snap)
+	if err != nil {
+		return err
+	}
+	f.restore.Lock()
+	defer f.restore.Unlock()
+	f.restore.pending = d
+	f.restore.busy.Store(true)
+	if !f.restore.started {
+		return nil // at start: caught up once the replica runs
+	}
+	return f.restorePendingLocked()
 }
+
+// start marks the replica running (its group added) and reports whether
+// a snapshot is pending, to be caught up with on a goroutine of its own.
+func (f *replicaFSM) start() bool {
+	f.restore.Lock()
+	defer f.restore.Unlock()
+	f.restore.started = true
+	return f.restore.pending != nil
+}
+
+// restorePending catches up with a pending snapshot, if any (a
+// replica's goroutine, at start).
+func (f *replicaFSM) restorePending() error {
+	f.restore.Lock()
+	defer f.restore.Unlock()
+	return f.restorePendingLocked()
+}
+
+// restorePendingLocked catches up with the pending snapshot. f.restore
+// held.
+func (f *replicaFSM) restorePendingLocked() error {
+	d := f.restore.pending
+	if d == nil {
+		return nil
+	}
+	if f.catchUp == nil {
+		return fmt.Errorf("%w: a snapshot (at index %d) this replica cannot install", errBadOp, d.Index)
+	}
+	if err := f.catchUp(d); err != nil {
+		return fmt.Errorf("catch up with snapshot %d: %w", d.Index, err)
+	}
+	f.restore.pending = nil
+	f.restore.busy.Store(false)
+	if d.Index > f.applied.Load() {
+		f.applied.Store(d.Index)
+	}
+	return nil
+}
+
+// restoring reports whether a snapshot is pending: the store is behind
+// the log.
+func (f *replicaFSM) restoring() bool { return f.restore.busy.Load() }
 
 // Checkpoint returns the index up to which the store had every op's
 // effect on disk when the replica opened (0: none, the whole log is

@@ -35,6 +35,10 @@ type backend interface {
 	persistDeletes(seqs []uint64) (int, error)
 	// persistFloor records a new floor before a purge applies it.
 	persistFloor(floor uint64) error
+	// persistSkip records that the last sequence is at least to, though
+	// no record holds it (Stream.Skip), as durably as the sync policy
+	// promises.
+	persistSkip(to uint64) error
 	// dropAll removes every record; the floor is already persisted.
 	dropAll()
 	// prepareSync starts a sync round: it writes what is buffered (delete
@@ -111,6 +115,7 @@ func (m *memBackend) setFloor(first uint64) {
 
 func (m *memBackend) persistDeletes(seqs []uint64) (int, error) { return len(seqs), nil }
 func (m *memBackend) persistFloor(uint64) error                 { return nil }
+func (m *memBackend) persistSkip(uint64) error                  { return nil }
 func (m *memBackend) dropAll()                                  { m.recs = nil }
 func (m *memBackend) prepareSync(bool) syncPlan                 { return noSync{} }
 func (m *memBackend) finishSync(syncPlan, error)                {}

@@ -48,6 +48,7 @@ func TestConformance(t *testing.T) {
 	}{
 		{"AppendGet", testAppendGet},
 		{"AppendAt", testAppendAt},
+		{"Skip", testSkip},
 		{"AppendAtLimits", testAppendAtLimits},
 		{"InvalidInput", testInvalidInput},
 		{"WildcardTokensAreLiteral", testWildcardTokensAreLiteral},

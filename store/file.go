@@ -199,6 +199,26 @@ func (fb *fileBackend) persistDeletes(seqs []uint64) (int, error) {
 	return done, nil
 }
 
+// persistSkip records to as deleted in the last segment's deletes:
+// recovery takes the last sequence to be at least every delete's.
+func (fb *fileBackend) persistSkip(to uint64) error {
+	if len(fb.segs) == 0 {
+		return fmt.Errorf("%w: skip to %d with no segment", ErrWrite, to) // Skip takes the floor when nothing is stored
+	}
+	s := fb.segs[len(fb.segs)-1]
+	if err := fb.writeDel(s, []uint64{to}); err != nil {
+		return err
+	}
+	fb.high = max(fb.high, to)
+	if fb.opts.Durability.Sync == SyncAlways {
+		if err := s.del.f.Sync(); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrSync, segmentBase(s.first)+delExt, err)
+		}
+		s.delDirty = false
+	}
+	return nil
+}
+
 // writeDel appends a batch of deleted sequences to s's .del file.
 func (fb *fileBackend) writeDel(s *segment, seqs []uint64) error {
 	if s.del.f == nil {

@@ -1,7 +1,9 @@
 package jscluster
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 
@@ -120,4 +122,57 @@ func (c *Cluster) StepDown(group uint64, preferred string) error {
 		return fmt.Errorf("%w: no other voter of the group has a link up", ErrNoPeer)
 	}
 	return c.node.TransferLeadership(group, to)
+}
+
+// SnapshotGroup records the state machine of a stream's group at index
+// (applied here, and durable as far as a restart needs) as the group's
+// snapshot, data describing it (at most raftlog.MaxSnapshotData bytes:
+// the state itself is fetched from a peer by the replica that installs
+// it), and drops the group's entries up to index-keep, the keep after it
+// left for followers a little behind. An index not after the last
+// snapshot does nothing.
+func (c *Cluster) SnapshotGroup(id, index uint64, data []byte, keep uint64) error {
+	if id == MetaGroup {
+		return fmt.Errorf("%w: the meta group is not a stream's", ErrInvalidOptions)
+	}
+	st, err := c.node.Status(id)
+	if err != nil {
+		return err
+	}
+	g := c.wal.Group(id)
+	if _, err := g.CreateSnapshot(index, confStateOf(st.Config), data); err != nil {
+		if errors.Is(err, raft.ErrSnapOutOfDate) {
+			return nil
+		}
+		return err
+	}
+	if index > keep {
+		if err := g.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			return err
+		}
+	}
+	return nil
+}
+
+// GroupFirstIndex returns the first index of a stream's group's log here:
+// the entries before it were compacted away.
+func (c *Cluster) GroupFirstIndex(id uint64) (uint64, error) {
+	return c.wal.Group(id).FirstIndex()
+}
+
+// GroupPeers returns the names of a group's voters but this server, as
+// this replica knows them.
+func (c *Cluster) GroupPeers(id uint64) []string {
+	st, err := c.node.Status(id)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for v := range st.Config.Voters.IDs() {
+		if v != c.id {
+			out = append(out, c.nameOf(v))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

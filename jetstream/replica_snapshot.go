@@ -1,0 +1,71 @@
+package jetstream
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Snapshots and log compaction of replicated streams (design 3.7). Once a
+// second, after its checkpoint (replica_checkpoint.go), a replica records
+// a snapshot of its group at the index its store holds durably (a memory
+// stream: the index it applied) and compacts the group's log behind it,
+// keeping replicaLogKeep entries for followers a little behind: the log
+// of a stream is bounded, whatever it took in.
+//
+// The snapshot's data only describes the store (replicaSnapshot): a
+// replica that installs one (from its leader, having fallen behind the
+// leader's log; or its own, its store behind it at start: a memory
+// stream restarted, a store directory lost) fetches the messages from a
+// peer (replica_catchup.go) before it applies anything after it.
+
+// replicaLogKeep is the entries a replica keeps in its group's log behind
+// its snapshot. A variable for tests.
+var replicaLogKeep uint64 = 512
+
+// replicaSnapshot describes a replica's store at a snapshot: Index is the
+// snapshot's (from raft's metadata, not encoded); the rest as the store
+// stood when it was taken, at or after Index.
+type replicaSnapshot struct {
+	Index  uint64 `json:"-"`
+	First  uint64 `json:"first"`
+	Last   uint64 `json:"last"`
+	LastTS int64  `json:"last_ts,omitempty"`
+}
+
+// decodeReplicaSnapshot reads a snapshot's data.
+func decodeReplicaSnapshot(snap *raftpb.Snapshot) (*replicaSnapshot, error) {
+	var d replicaSnapshot
+	if err := json.Unmarshal(snap.GetData(), &d); err != nil {
+		return nil, fmt.Errorf("%w: snapshot %d: %v", errBadOp, snap.GetMetadata().GetIndex(), err)
+	}
+	d.Index = snap.GetMetadata().GetIndex()
+	return &d, nil
+}
+
+// compact snapshots the replica's group at the last index its store holds
+// durably and compacts the log behind it, if that moved since the last.
+func (r *replica) compact() {
+	idx := r.saved.Load()
+	if !r.st.checkpoints() {
+		idx = r.fsm.applied.Load()
+	}
+	if idx == 0 || idx <= r.snapped.Load() || r.fsm.restoring() {
+		return
+	}
+	s := r.st.store.State()
+	d := replicaSnapshot{First: s.FirstSeq, Last: s.LastSeq}
+	if !s.LastTime.IsZero() {
+		d.LastTS = s.LastTime.UnixNano()
+	}
+	data, err := json.Marshal(&d)
+	if err == nil {
+		err = r.c.SnapshotGroup(r.group, idx, data, replicaLogKeep)
+	}
+	if err != nil {
+		r.st.js.log.Warn("replicated stream snapshot failed: its log is kept", "stream", r.st.name, "index", idx, "err", err)
+		return
+	}
+	r.snapped.Store(idx)
+}

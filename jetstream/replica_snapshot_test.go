@@ -1,0 +1,138 @@
+package jetstream_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/clustertest"
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
+)
+
+// replicaLog returns jetstream.ReplicaLog for server i's replica of a
+// global-account stream.
+func (jc *jsCluster) replicaLog(i int, name string) (applied, first, snapped, chunks uint64) {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	return jetstream.ReplicaLog(jc.js[i], server.GlobalAccountName, name)
+}
+
+// publishTo publishes n messages on subj through js, each retried until
+// acknowledged, and records them in want by sequence.
+func publishTo(t *testing.T, js nats.JetStreamContext, want map[uint64]string, subj, prefix string, n int) {
+	t.Helper()
+	for k := range n {
+		data := fmt.Sprintf("%s-%d", prefix, k)
+		var ack *nats.PubAck
+		require.Eventually(t, func() bool {
+			var err error
+			ack, err = js.Publish(subj, []byte(data), nats.MsgId(subj+data), nats.AckWait(time.Second))
+			return err == nil
+		}, clustertest.Wait, 10*time.Millisecond, "publish %s", data)
+		want[ack.Sequence] = data
+	}
+}
+
+// TestClusterReplicatedCatchup: replicas snapshot their groups and compact
+// the logs behind them; a replica down while the others compacted past
+// what it has catches up from a peer's store, in chunks, on restart:
+// messages it never saw come, and messages deleted or purged while it was
+// down (removals in entries it never gets) go, for a file and a memory
+// stream. A replica whose store directory was lost catches up the same
+// way.
+func TestClusterReplicatedCatchup(t *testing.T) {
+	jetstream.SetReplicaLog(t, 4, 256)
+	jc := startReplicatedCluster(t, 3)
+	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	names := []string{"FILE", "MEM"}
+	want := map[string]map[uint64]string{}
+	for _, name := range names {
+		cfg := &nats.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name) + ".>"}, Replicas: 3}
+		if name == "MEM" {
+			cfg.Storage = nats.MemoryStorage
+		}
+		_, err = js.AddStream(cfg)
+		require.NoError(t, err)
+		want[name] = map[uint64]string{}
+		jc.waitReplicated(t, name, want[name])
+	}
+	subj := func(name, tok string) string { return strings.ToLower(name) + "." + tok }
+	for _, name := range names {
+		publishTo(t, js, want[name], subj(name, "a"), "a", 10)
+		publishTo(t, js, want[name], subj(name, "b"), "b", 10)
+		jc.waitReplicated(t, name, want[name])
+	}
+
+	const victim = 2
+	behind := map[string]uint64{}
+	for _, name := range names {
+		behind[name], _, _, _ = jc.replicaLog(victim, name)
+	}
+	jc.Stop(t, victim)
+	for _, name := range names {
+		w := want[name]
+		// The victim may have led the stream: retried through the election.
+		require.Eventually(t, func() bool {
+			err := js.DeleteMsg(name, 3)
+			return err == nil || apiCode(err) == 10043 // done by a try whose answer was lost
+		}, clustertest.Wait, 20*time.Millisecond)
+		delete(w, 3)
+		require.Eventually(t, func() bool {
+			return js.PurgeStream(name, &nats.StreamPurgeRequest{Subject: subj(name, "b")}) == nil
+		}, clustertest.Wait, 20*time.Millisecond)
+		for seq, data := range w {
+			if strings.HasPrefix(data, "b-") {
+				delete(w, seq)
+			}
+		}
+		publishTo(t, js, w, subj(name, "c"), "c", 30)
+		jc.waitReplicated(t, name, w)
+	}
+	// The others snapshot and compact past what the victim has.
+	require.Eventually(t, func() bool {
+		for _, name := range names {
+			for i := range 2 {
+				if _, first, _, _ := jc.replicaLog(i, name); first <= behind[name]+1 {
+					return false
+				}
+			}
+		}
+		return true
+	}, clustertest.Wait, 50*time.Millisecond, "the live replicas compact their logs")
+
+	jc.Restart(t, victim)
+	jc.waitMeta(t)
+	for _, name := range names {
+		jc.waitReplicated(t, name, want[name])
+		_, _, _, chunks := jc.replicaLog(victim, name)
+		require.Greater(t, chunks, uint64(1), "%s: caught up in chunks of 256 bytes", name)
+		publishTo(t, js, want[name], subj(name, "d"), "d", 5)
+		jc.waitReplicated(t, name, want[name])
+	}
+
+	// A replica whose store directory is lost: its log's snapshot is
+	// ahead of a store with no checkpoint, so it catches up at start.
+	require.Eventually(t, func() bool {
+		_, _, snapped, _ := jc.replicaLog(victim, "FILE")
+		a, _, _, _ := jc.replicaLog(victim, "FILE")
+		return snapped > 0 && snapped == a
+	}, clustertest.Wait, 50*time.Millisecond, "the victim snapshots FILE")
+	jc.mu.Lock()
+	dir := jetstream.StreamDir(jc.js[victim], server.GlobalAccountName, "FILE")
+	jc.mu.Unlock()
+	require.NotEmpty(t, dir)
+	jc.Stop(t, victim)
+	require.NoError(t, os.RemoveAll(dir))
+	jc.Restart(t, victim)
+	jc.waitMeta(t)
+	jc.waitReplicated(t, "FILE", want["FILE"])
+	_, _, _, chunks := jc.replicaLog(victim, "FILE")
+	require.Positive(t, chunks)
+}
