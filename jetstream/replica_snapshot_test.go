@@ -136,3 +136,43 @@ func TestClusterReplicatedCatchup(t *testing.T) {
 	_, _, _, chunks := jc.replicaLog(victim, "FILE")
 	require.Positive(t, chunks)
 }
+
+// TestClusterReplicatedMemoryLost: every replica of a memory stream
+// restarts after its log was compacted: none has the messages any more,
+// so none can catch up from another; each takes the loss (the stream is
+// empty at its last sequence) instead of waiting forever, and the stream
+// goes on with new sequences.
+func TestClusterReplicatedMemoryLost(t *testing.T) {
+	jetstream.SetReplicaLog(t, 2, 1<<20)
+	jc := startReplicatedCluster(t, 3)
+	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "M", Subjects: []string{"m"}, Replicas: 3, Storage: nats.MemoryStorage})
+	require.NoError(t, err)
+	want := map[uint64]string{}
+	jc.waitReplicated(t, "M", want)
+	publishTo(t, js, want, "m", "m", 20)
+	jc.waitReplicated(t, "M", want)
+	require.Eventually(t, func() bool {
+		for i := range 3 {
+			if _, first, _, _ := jc.replicaLog(i, "M"); first < 10 {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 50*time.Millisecond, "every replica compacts its log")
+	for i := range 3 {
+		jc.Stop(t, i)
+	}
+	for i := range 3 {
+		jc.Restart(t, i)
+	}
+	jc.waitMeta(t)
+	clear(want)
+	jc.waitReplicated(t, "M", want)
+	js, err = jc.Connect(t, 1).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	publishTo(t, js, want, "m", "after", 1)
+	require.Contains(t, want, uint64(21), "sequences are not given again")
+	jc.waitReplicated(t, "M", want)
+}
