@@ -6,7 +6,7 @@ BENCHBIN := bin/skiff-bench
 FUZZTIME ?= 30s
 COUNT    ?= 5
 
-.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-cluster bench-peers bench-latency bench-streams compat clean
+.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-cluster bench-peers bench-latency bench-streams compat chaos clean
 
 all: build
 
@@ -32,6 +32,11 @@ vet:
 race: tools redis
 	$(GO) test -race -timeout 20m ./...
 	cd bench && $(GO) test -race -timeout 20m ./...
+
+## chaos: the fault-injection suite of replicated streams, longer than make test's 3 rounds (ROUNDS=30)
+ROUNDS ?= 30
+chaos:
+	$(GO) test -race -timeout 60m ./jetstream -run 'TestChaosReplicated' -count=1 -v -chaos.rounds=$(ROUNDS)
 
 ## redis: install redis-server from Debian's packages, only if it is missing
 redis:

@@ -1,0 +1,351 @@
+package jetstream_test
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/clustertest"
+	"github.com/skiffmq/skiff/jetstream"
+)
+
+// The fault-injection suite of replicated streams, in process (design
+// 7.3). make test runs its short form; make chaos runs more rounds:
+//
+//	go test ./jetstream -run TestChaosReplicated -chaos.rounds=30
+var (
+	chaosRounds = flag.Int("chaos.rounds", 3, "rounds of faults in TestChaosReplicated")
+	chaosRound  = flag.Duration("chaos.round", 3*time.Second, "the workload's time per round in TestChaosReplicated")
+)
+
+// chaosReport is what a chaos run counts.
+type chaosReport struct {
+	rounds, faults, acked, lost, duplicated int
+	linOps, linWrites                       int
+	linearizable                            porcupine.CheckResult
+}
+
+func (r chaosReport) String() string {
+	return fmt.Sprintf("chaos: rounds=%d faults=%d acked=%d lost=%d duplicated=%d lin_ops=%d lin_writes=%d linearizable=%s",
+		r.rounds, r.faults, r.acked, r.lost, r.duplicated, r.linOps, r.linWrites, r.linearizable)
+}
+
+// TestChaosReplicated: publishers with acks and a linearizability client
+// run against R3 streams while the test stops and restarts the stream's
+// leader, the meta leader, or every server at once, round after round,
+// with logs compacted and replicas catching up from snapshots between
+// faults. Then every acknowledged message must be in the stream once, at
+// its acknowledged sequence, with its payload, on every replica; and the
+// history of Nats-Expected-Last-Sequence publishes and MSG.GET reads must
+// be linearizable (porcupine).
+func TestChaosReplicated(t *testing.T) {
+	jetstream.SetReplicaLog(t, 16, 4096)
+	jc := startReplicatedCluster(t, 3)
+	urls := make([]string, 3)
+	for i := range 3 {
+		urls[i] = jc.URL(i)
+	}
+	connect := func(first int) nats.JetStreamContext {
+		order := append(append([]string{}, urls[first:]...), urls[:first]...)
+		nc, err := nats.Connect(strings.Join(order, ","), nats.DontRandomize(), nats.MaxReconnects(-1),
+			nats.ReconnectWait(20*time.Millisecond), nats.Timeout(time.Second))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		js, err := nc.JetStream(nats.MaxWait(time.Second))
+		require.NoError(t, err)
+		return js
+	}
+	admin := connect(0)
+	for _, name := range []string{"CH", "LIN"} {
+		require.Eventually(t, func() bool {
+			_, err := admin.AddStream(&nats.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name) + ".>"}, Replicas: 3})
+			return err == nil
+		}, clustertest.Wait, 50*time.Millisecond)
+		jc.waitReplicated(t, name, map[uint64]string{})
+	}
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		acked   = map[string]uint64{} // message ID (= payload) -> acknowledged sequence
+		stop    = make(chan struct{})
+		hist    []porcupine.Operation
+		stopped = func() bool {
+			select {
+			case <-stop:
+				return true
+			default:
+				return false
+			}
+		}
+	)
+	// Publishers: sequential, each message retried with its ID until
+	// acknowledged.
+	for p := range 3 {
+		js := connect(p)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; !stopped(); k++ {
+				id := fmt.Sprintf("p%d-%d", p, k)
+				for !stopped() {
+					ack, err := js.Publish("ch.x", []byte(id), nats.MsgId(id))
+					if err == nil {
+						mu.Lock()
+						acked[id] = ack.Sequence
+						mu.Unlock()
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	// Linearizability clients on LIN: publishes that expect a last
+	// sequence, and reads.
+	for c := range 2 {
+		js := connect(c + 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), 7))
+			known := uint64(0)
+			for k := 0; !stopped(); k++ {
+				var op porcupine.Operation
+				op.ClientId = c
+				if rng.IntN(2) == 0 {
+					in := linInput{pub: true, expect: known, payload: fmt.Sprintf("c%d-%d", c, k)}
+					op.Input, op.Call = in, time.Now().UnixNano()
+					ack, err := js.Publish("lin.x", []byte(in.payload), nats.ExpectLastSequence(in.expect))
+					op.Return = time.Now().UnixNano()
+					switch l, wrong := wrongLast(err); {
+					case err == nil:
+						op.Output, known = linOutput{seq: ack.Sequence}, ack.Sequence
+					case wrong:
+						op.Output, known = linOutput{wrong: true, seq: l}, l
+					default:
+						op.Output, op.Return = linOutput{unknown: true}, math.MaxInt64
+					}
+				} else {
+					seq := uint64(rng.IntN(int(known)+2)) + 1
+					op.Input, op.Call = linInput{get: seq}, time.Now().UnixNano()
+					m, err := js.GetMsg("LIN", seq)
+					op.Return = time.Now().UnixNano()
+					switch {
+					case err == nil:
+						op.Output = linOutput{found: true, payload: string(m.Data)}
+					case apiCode(err) == 10037:
+						op.Output = linOutput{}
+					default:
+						continue // an error says nothing of the state
+					}
+				}
+				mu.Lock()
+				hist = append(hist, op)
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+
+	rep := chaosReport{rounds: *chaosRounds}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for r := range *chaosRounds {
+		time.Sleep(*chaosRound / 2)
+		switch r % 3 {
+		case 0: // the stream's leader
+			_, lead := jc.replicas("CH")
+			if lead < 0 {
+				lead = rng.IntN(3)
+			}
+			jc.Stop(t, lead)
+			time.Sleep(*chaosRound / 2)
+			jc.Restart(t, lead)
+		case 1: // the meta leader
+			lead := 0
+			for i := range 3 {
+				if jc.raft(i).IsLeader() {
+					lead = i
+				}
+			}
+			jc.Stop(t, lead)
+			time.Sleep(*chaosRound / 2)
+			jc.Restart(t, lead)
+		case 2: // every server at once
+			for i := range 3 {
+				jc.Stop(t, i)
+			}
+			for i := range 3 {
+				jc.Restart(t, i)
+			}
+		}
+		rep.faults++
+		jc.waitMeta(t)
+	}
+	time.Sleep(*chaosRound / 2)
+	close(stop)
+	wg.Wait()
+
+	// Settle: every replica holds the same messages, one leads.
+	var final map[uint64]string
+	require.Eventually(t, func() bool {
+		reps, lead := jc.replicas("CH")
+		if lead < 0 {
+			return false
+		}
+		for _, r := range reps[1:] {
+			if len(r) != len(reps[0]) {
+				return false
+			}
+			for seq, v := range reps[0] {
+				if r[seq] != v {
+					return false
+				}
+			}
+		}
+		final = reps[0]
+		return true
+	}, 2*clustertest.Wait, 50*time.Millisecond, "the replicas of CH agree")
+	seen := map[string]int{}
+	for _, v := range final {
+		seen[v]++
+	}
+	for _, n := range seen {
+		if n > 1 {
+			rep.duplicated += n - 1
+		}
+	}
+	rep.acked = len(acked)
+	for id, seq := range acked {
+		if final[seq] != id {
+			rep.lost++
+			t.Errorf("acknowledged %s at sequence %d; the stream holds %q there", id, seq, final[seq])
+		}
+	}
+	rep.linOps = len(hist)
+	for _, op := range hist {
+		if out := op.Output.(linOutput); op.Input.(linInput).pub && !out.wrong && !out.unknown {
+			rep.linWrites++
+		}
+	}
+	rep.linearizable = porcupine.CheckOperationsTimeout(linModel(), hist, 30*time.Second)
+	t.Log(rep)
+	require.Zero(t, rep.lost)
+	require.Zero(t, rep.duplicated, "a retried message ID is deduplicated")
+	require.Positive(t, rep.acked)
+	require.NotEqual(t, porcupine.Illegal, rep.linearizable, "the history of LIN is linearizable")
+}
+
+// The porcupine model of a stream written only by publishes that expect
+// a last sequence: the state is the payloads in sequence order.
+type linInput struct {
+	pub     bool
+	expect  uint64
+	payload string
+	get     uint64
+}
+
+type linOutput struct {
+	seq     uint64 // a publish's acknowledged sequence, or the last a wrong one was told
+	wrong   bool
+	unknown bool
+	found   bool
+	payload string
+}
+
+var wrongLastRE = regexp.MustCompile(`wrong last sequence: (\d+)`)
+
+// wrongLast returns the last sequence a refused publish was told.
+func wrongLast(err error) (uint64, bool) {
+	if err == nil {
+		return 0, false
+	}
+	m := wrongLastRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return 0, false
+	}
+	l, perr := strconv.ParseUint(m[1], 10, 64)
+	return l, perr == nil
+}
+
+func linModel() porcupine.Model {
+	return (&porcupine.NondeterministicModel{
+		Init: func() []any { return []any{""} },
+		Step: func(state, input, output any) []any {
+			s, in, out := state.(string), input.(linInput), output.(linOutput)
+			var msgs []string
+			if s != "" {
+				msgs = strings.Split(s, ",")
+			}
+			n := uint64(len(msgs))
+			appended := in.payload
+			if s != "" {
+				appended = s + "," + in.payload
+			}
+			switch {
+			case in.pub && out.unknown:
+				if in.expect == n {
+					return []any{s, appended}
+				}
+				return []any{s}
+			case in.pub && out.wrong:
+				if in.expect != n && out.seq == n {
+					return []any{s}
+				}
+			case in.pub:
+				if in.expect == n && out.seq == n+1 {
+					return []any{appended}
+				}
+			case out.found:
+				if in.get <= n && msgs[in.get-1] == out.payload {
+					return []any{s}
+				}
+			default:
+				if in.get > n {
+					return []any{s}
+				}
+			}
+			return nil
+		},
+	}).ToModel()
+}
+
+// TestLinModel: the model refuses what a stream must never do: a read of
+// a message before its publish was called, a stale read after a later
+// write was acknowledged, two publishes acknowledged at one sequence.
+func TestLinModel(t *testing.T) {
+	pub := func(c int, call, ret int64, expect, seq uint64, p string) porcupine.Operation {
+		return porcupine.Operation{ClientId: c, Call: call, Return: ret, Input: linInput{pub: true, expect: expect, payload: p}, Output: linOutput{seq: seq}}
+	}
+	get := func(c int, call, ret int64, seq uint64, p string) porcupine.Operation {
+		return porcupine.Operation{ClientId: c, Call: call, Return: ret, Input: linInput{get: seq}, Output: linOutput{found: p != "", payload: p}}
+	}
+	for _, tc := range []struct {
+		name string
+		hist []porcupine.Operation
+		want porcupine.CheckResult
+	}{
+		{"sequential", []porcupine.Operation{pub(0, 1, 2, 0, 1, "a"), get(1, 3, 4, 1, "a"), pub(0, 5, 6, 1, 2, "b")}, porcupine.Ok},
+		{"a read before the write", []porcupine.Operation{get(1, 1, 2, 1, "a"), pub(0, 3, 4, 0, 1, "a")}, porcupine.Illegal},
+		{"a stale read", []porcupine.Operation{pub(0, 1, 2, 0, 1, "a"), get(1, 3, 4, 1, "")}, porcupine.Illegal},
+		{"one sequence twice", []porcupine.Operation{pub(0, 1, 2, 0, 1, "a"), pub(1, 3, 4, 0, 1, "b")}, porcupine.Illegal},
+		{"an unknown write may have happened", []porcupine.Operation{
+			{ClientId: 0, Call: 1, Return: math.MaxInt64, Input: linInput{pub: true, payload: "a"}, Output: linOutput{unknown: true}},
+			get(1, 3, 4, 1, "a")}, porcupine.Ok},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, porcupine.CheckOperationsTimeout(linModel(), tc.hist, 10*time.Second))
+		})
+	}
+}
