@@ -32,6 +32,8 @@ const (
 	advMaxDeliveries    = advisoryPrefix + "CONSUMER.MAX_DELIVERIES."
 	advMsgNaked         = advisoryPrefix + "CONSUMER.MSG_NAKED."
 	advMsgTerminated    = advisoryPrefix + "CONSUMER.MSG_TERMINATED."
+	advLeaderElected    = advisoryPrefix + "STREAM.LEADER_ELECTED."
+	advQuorumLost       = advisoryPrefix + "STREAM.QUORUM_LOST."
 	advisoryTypePrefix  = "io.nats.jetstream.advisory.v1."
 	advisoryQueueLength = 10_000 // past this, advisories are dropped (and counted)
 )
@@ -62,6 +64,26 @@ type streamAction struct {
 	typedEvent
 	Stream string `json:"stream"`
 	Action string `json:"action"` // create, modify or delete
+}
+
+// streamLeaderElected is a replicated stream's new leader, once it takes
+// publishes (nats-server's JSStreamLeaderElectedAdvisory).
+type streamLeaderElected struct {
+	typedEvent
+	Account  string      `json:"account,omitempty"`
+	Stream   string      `json:"stream"`
+	Leader   string      `json:"leader"`
+	Replicas []*PeerInfo `json:"replicas"`
+}
+
+// streamQuorumLost is a replicated stream's leader that stepped down
+// because it no longer heard from a quorum of its replicas
+// (JSStreamQuorumLostAdvisory).
+type streamQuorumLost struct {
+	typedEvent
+	Account  string      `json:"account,omitempty"`
+	Stream   string      `json:"stream"`
+	Replicas []*PeerInfo `json:"replicas"`
 }
 
 type consumerAction struct {

@@ -157,7 +157,7 @@ func (r *replica) close(destroy bool) error {
 // that stops leading stops taking publishes.
 func (r *replica) leaderChanged(leader, term uint64) {
 	r.mu.Lock()
-	was := r.mu.leader
+	was, oldTerm := r.mu.leader, r.mu.term
 	r.mu.leader, r.mu.term = leader == r.me, term
 	var failed []string
 	if !r.mu.leader {
@@ -169,6 +169,24 @@ func (r *replica) leaderChanged(leader, term uint64) {
 	if was && leader != r.me {
 		r.st.setSubscribed(false)
 	}
+	if was && leader == 0 && term == oldTerm {
+		// A leader that steps down to no leader in its own term does so
+		// because a quorum no longer answers it (raft's CheckQuorum); a
+		// vote of a newer term or a transfer moves the term on.
+		st := r.st
+		st.ja.advise(advQuorumLost+st.name, func() any {
+			return streamQuorumLost{typedEvent: newEvent("stream_quorum_lost"), Account: st.ja.name,
+				Stream: st.name, Replicas: st.clusterInfo().Replicas}
+		})
+		r.publishAdvisories()
+	}
+}
+
+// publishAdvisories publishes the account's queued advisories, on the
+// apply goroutine (r.pub's).
+func (r *replica) publishAdvisories() {
+	r.st.ja.publishAdvisories(r.pub)
+	r.pub.Flush()
 }
 
 // emptyApplied hears an empty entry applied: a new leader's first of its
@@ -184,6 +202,13 @@ func (r *replica) emptyApplied(term uint64) {
 	r.mu.Unlock()
 	if ready {
 		r.st.setSubscribed(true)
+		st := r.st
+		st.ja.advise(advLeaderElected+st.name, func() any {
+			ci := st.clusterInfo()
+			return streamLeaderElected{typedEvent: newEvent("stream_leader_elected"), Account: st.ja.name,
+				Stream: st.name, Leader: st.js.raft.Name(), Replicas: ci.Replicas}
+		})
+		r.publishAdvisories()
 	}
 }
 

@@ -1,12 +1,15 @@
 package jetstream_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
@@ -175,4 +178,67 @@ func TestClusterReplicatedMemoryLost(t *testing.T) {
 	publishTo(t, js, want, "m", "after", 1)
 	require.Contains(t, want, uint64(21), "sequences are not given again")
 	jc.waitReplicated(t, "M", want)
+}
+
+// TestClusterReplicatedAdvisories: a replicated stream's new leader
+// advises LEADER_ELECTED once it takes publishes (after a stepdown here),
+// and a leader whose replicas all stopped advises QUORUM_LOST as it steps
+// down; both decode, with no unknown field, into nats-server's own types
+// (jsm.go's published schemas have "replicas" as an object where
+// nats-server sends an array, and no "account", so they are not used).
+func TestClusterReplicatedAdvisories(t *testing.T) {
+	jc := startReplicatedCluster(t, 3)
+	nc := jc.Connect(t, 0)
+	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "ADV", Subjects: []string{"adv"}, Replicas: 3})
+	require.NoError(t, err)
+	lead := jc.waitReplicated(t, "ADV", map[uint64]string{})
+
+	// Watch from a server that will stay up: the quorum-lost leader's
+	// advisory has to cross a route to it, or be heard on its own server.
+	subs := make([]*nats.Subscription, 3)
+	for i := range 3 {
+		c := jc.Connect(t, i)
+		subs[i], err = c.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.>")
+		require.NoError(t, err)
+		require.NoError(t, c.Flush())
+	}
+	jc.WaitInterest(t, "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.ADV", 0, 1, 2)
+	to := (lead + 1) % 3
+	_, err = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.ADV", []byte(`{"placement":{"preferred":"`+jc.Servers[to].Name()+`"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	next := func(sub *nats.Subscription, subject string, into any) {
+		t.Helper()
+		for {
+			m, err := sub.NextMsg(clustertest.Wait)
+			require.NoError(t, err, "waiting for %s", subject)
+			if m.Subject != subject {
+				continue
+			}
+			d := json.NewDecoder(bytes.NewReader(m.Data))
+			d.DisallowUnknownFields()
+			require.NoError(t, d.Decode(into), "%s", m.Data)
+			return
+		}
+	}
+	var elected natsserver.JSStreamLeaderElectedAdvisory
+	next(subs[0], "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.ADV", &elected)
+	require.Equal(t, natsserver.JSStreamLeaderElectedAdvisoryType, elected.Type)
+	require.Equal(t, jc.Servers[to].Name(), elected.Leader)
+	require.Equal(t, "ADV", elected.Stream)
+	require.Equal(t, server.GlobalAccountName, elected.Account)
+	require.Len(t, elected.Replicas, 2)
+
+	// The two others stop: the leader no longer hears a quorum.
+	for i := range 3 {
+		if i != to {
+			jc.Stop(t, i)
+		}
+	}
+	var lost natsserver.JSStreamQuorumLostAdvisory
+	next(subs[to], "$JS.EVENT.ADVISORY.STREAM.QUORUM_LOST.ADV", &lost)
+	require.Equal(t, natsserver.JSStreamQuorumLostAdvisoryType, lost.Type)
+	require.Equal(t, "ADV", lost.Stream)
+	require.Len(t, lost.Replicas, 3, "every replica: no leader now")
 }
