@@ -380,38 +380,47 @@ func TestClusterReplicatedDiscardNew(t *testing.T) {
 	require.NoError(t, kv.Purge("a"))
 }
 
+// startReplicatedStream starts three servers, connects a client to the
+// first and creates an R3 stream on subj, and returns the cluster, the
+// client, its JetStream and the index of the stream's leader.
+func startReplicatedStream(t *testing.T, name, subj string) (*jsCluster, *nats.Conn, nats.JetStreamContext, int) {
+	t.Helper()
+	jc := startReplicatedCluster(t, 3)
+	nc := jc.Connect(t, 0)
+	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3})
+	require.NoError(t, err)
+	return jc, nc, js, jc.waitReplicated(t, name, map[uint64]string{})
+}
+
+// stepdownTo asks a stream's leader to hand the group to the server named
+// to, and returns the answer.
+func stepdownTo(t *testing.T, nc *nats.Conn, stream, to string) *nats.Msg {
+	t.Helper()
+	m, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(`{"placement":{"preferred":"`+to+`"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	return m
+}
+
 // TestClusterReplicatedStepdown: STREAM.LEADER.STEPDOWN through any server
 // has an R3 stream's leader hand the group to another replica (a
 // preferred one if named), and publishing goes on; an R1 stream answers
 // success with nothing to do.
 func TestClusterReplicatedStepdown(t *testing.T) {
-	jc := startReplicatedCluster(t, 3)
-	nc := jc.Connect(t, 0)
-	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "SD", Subjects: []string{"sd"}, Replicas: 3})
-	require.NoError(t, err)
+	jc, nc, js, lead := startReplicatedStream(t, "SD", "sd")
 	acked := map[uint64]string{}
-	lead := jc.waitReplicated(t, "SD", acked)
 	to := jc.Servers[(lead+1)%3].Name()
-	m, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.SD", []byte(`{"placement":{"preferred":"`+to+`"}}`), clustertest.Wait)
-	require.NoError(t, err)
+	m := stepdownTo(t, nc, "SD", to)
 	require.JSONEq(t, `{"type":"io.nats.jetstream.api.v1.stream_leader_stepdown_response","success":true}`, string(m.Data))
 	require.Eventually(t, func() bool {
 		_, l := jc.replicas("SD")
 		return l >= 0 && jc.Servers[l].Name() == to
 	}, clustertest.Wait, 10*time.Millisecond, "%s leads", to)
-	for k := range 5 {
-		var ack *nats.PubAck
-		require.Eventually(t, func() bool {
-			ack, err = js.Publish("sd", []byte(fmt.Sprint(k)))
-			return err == nil
-		}, clustertest.Wait, 10*time.Millisecond)
-		acked[ack.Sequence] = fmt.Sprint(k)
-	}
+	publishTo(t, js, acked, "sd", "sd", 5)
 	jc.waitReplicated(t, "SD", acked)
 
-	_, err = js.AddStream(&nats.StreamConfig{Name: "ONE", Subjects: []string{"one"}})
+	_, err := js.AddStream(&nats.StreamConfig{Name: "ONE", Subjects: []string{"one"}})
 	require.NoError(t, err)
 	m, err = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.ONE", nil, clustertest.Wait)
 	require.NoError(t, err)

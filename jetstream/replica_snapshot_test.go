@@ -187,27 +187,21 @@ func TestClusterReplicatedMemoryLost(t *testing.T) {
 // (jsm.go's published schemas have "replicas" as an object where
 // nats-server sends an array, and no "account", so they are not used).
 func TestClusterReplicatedAdvisories(t *testing.T) {
-	jc := startReplicatedCluster(t, 3)
-	nc := jc.Connect(t, 0)
-	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "ADV", Subjects: []string{"adv"}, Replicas: 3})
-	require.NoError(t, err)
-	lead := jc.waitReplicated(t, "ADV", map[uint64]string{})
+	jc, nc, _, lead := startReplicatedStream(t, "ADV", "adv")
 
 	// Watch from a server that will stay up: the quorum-lost leader's
 	// advisory has to cross a route to it, or be heard on its own server.
 	subs := make([]*nats.Subscription, 3)
 	for i := range 3 {
 		c := jc.Connect(t, i)
+		var err error
 		subs[i], err = c.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.>")
 		require.NoError(t, err)
 		require.NoError(t, c.Flush())
 	}
 	jc.WaitInterest(t, "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.ADV", 0, 1, 2)
 	to := (lead + 1) % 3
-	_, err = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.ADV", []byte(`{"placement":{"preferred":"`+jc.Servers[to].Name()+`"}}`), clustertest.Wait)
-	require.NoError(t, err)
+	stepdownTo(t, nc, "ADV", jc.Servers[to].Name())
 	next := func(sub *nats.Subscription, subject string, into any) {
 		t.Helper()
 		for {
