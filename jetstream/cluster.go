@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -67,7 +68,7 @@ func (js *JetStream) runCluster() {
 	if err := js.subscribeMetaAPI(); err != nil {
 		js.log.Error("meta API not subscribed", "err", err)
 	}
-	js.srv.HandleHealth(js.raft.Health)
+	js.srv.HandleHealth(js.health)
 	js.wg.Add(2)
 	go js.reconcileLoop()
 	go js.adoptLoop()
@@ -114,6 +115,27 @@ func (st *stream) clusterInfo() *ClusterInfo {
 		slices.SortFunc(ci.Replicas, func(a, b *PeerInfo) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return ci
+}
+
+// health is JetStream's part of /healthz in a cluster: the meta replica
+// is current, and so is this server's replica of every replicated stream
+// (it knows a leader and is not catching up from a peer), as nats-server
+// reports them.
+func (js *JetStream) health() error {
+	if err := js.raft.Health(); err != nil {
+		return err
+	}
+	for _, ja := range js.sortedAccounts() {
+		for _, st := range ja.streams() {
+			if st.repl == nil {
+				continue
+			}
+			if err := st.repl.health(); err != nil {
+				return fmt.Errorf("JetStream stream '%s > %s' is not current: %w", ja.name, st.name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // subscribeAPI subscribes h to an account's API: in a cluster, for this

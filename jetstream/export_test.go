@@ -119,3 +119,13 @@ func StreamDir(js *JetStream, account, name string) string {
 	}
 	return ""
 }
+
+// SetRestoring marks a replicated stream's replica on this server as
+// catching up from a peer, or not (tests only: what /healthz reports).
+func SetRestoring(js *JetStream, account, name string, on bool) {
+	if ja := js.account(account); ja != nil {
+		if st := ja.lookup(name); st != nil && st.repl != nil {
+			st.repl.fsm.restore.busy.Store(on)
+		}
+	}
+}

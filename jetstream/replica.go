@@ -556,6 +556,17 @@ func (r *replica) isLeader() bool {
 	return r.mu.ready
 }
 
+// health reports why this replica is not current, or nil.
+func (r *replica) health() error {
+	switch {
+	case r.fsm.restoring():
+		return errors.New("catching up from a peer")
+	case r.leaderName() == "":
+		return errors.New("no leader")
+	}
+	return nil
+}
+
 // leaderName returns the group's leader as this server knows it ("" for
 // none).
 func (r *replica) leaderName() string {

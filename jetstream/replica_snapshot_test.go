@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -235,4 +236,30 @@ func TestClusterReplicatedAdvisories(t *testing.T) {
 	require.Equal(t, natsserver.JSStreamQuorumLostAdvisoryType, lost.Type)
 	require.Equal(t, "ADV", lost.Stream)
 	require.Len(t, lost.Replicas, 3, "every replica: no leader now")
+}
+
+// TestClusterReplicatedHealthz: /healthz is 503 while a server's replica
+// of a replicated stream is catching up from a peer, naming the stream as
+// nats-server does, and 200 again once it is current.
+func TestClusterReplicatedHealthz(t *testing.T) {
+	jc := startJSClusterFull(t, make([]string, 3), server.Options{HTTPPort: server.RandomPort}, nil, jetstream.WithReplicas)
+	jc.waitMeta(t)
+	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "HZ", Subjects: []string{"hz"}, Replicas: 3})
+	require.NoError(t, err)
+	jc.waitReplicated(t, "HZ", map[uint64]string{})
+	s := jc.Servers[1]
+	var h server.HealthStatus
+	require.Eventually(t, func() bool { return monitorJSON(t, s, "/healthz", &h) == http.StatusOK },
+		clustertest.Wait, 20*time.Millisecond, "healthy")
+	jc.mu.Lock()
+	jetstream.SetRestoring(jc.js[1], server.GlobalAccountName, "HZ", true)
+	jc.mu.Unlock()
+	require.Equal(t, http.StatusServiceUnavailable, monitorJSON(t, s, "/healthz", &h))
+	require.Equal(t, "JetStream stream '$G > HZ' is not current: catching up from a peer", h.Error)
+	jc.mu.Lock()
+	jetstream.SetRestoring(jc.js[1], server.GlobalAccountName, "HZ", false)
+	jc.mu.Unlock()
+	require.Equal(t, http.StatusOK, monitorJSON(t, s, "/healthz", &h))
 }
