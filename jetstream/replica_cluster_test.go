@@ -65,18 +65,24 @@ func (jc *jsCluster) waitReplicated(t *testing.T, name string, want map[uint64]s
 	return lead
 }
 
-// publishAcked publishes through server i until n messages are
-// acknowledged, retrying a publish the stream refused or did not answer
-// (an election), with the same message ID: every acknowledged message is
-// recorded in acked by sequence, and none twice.
+// publishAcked publishes n messages on repl.x through js (publishTo).
 func publishAcked(t *testing.T, js nats.JetStreamContext, acked map[uint64]string, prefix string, n int) {
+	t.Helper()
+	publishTo(t, js, acked, "repl.x", prefix, n)
+}
+
+// publishTo publishes n messages on subj through js until each is
+// acknowledged, retrying a publish the stream refused or did not answer
+// (an election) with the same message ID: every acknowledged message is
+// recorded in acked by sequence, and none twice.
+func publishTo(t *testing.T, js nats.JetStreamContext, acked map[uint64]string, subj, prefix string, n int) {
 	t.Helper()
 	for k := range n {
 		data := fmt.Sprintf("%s-%d", prefix, k)
 		var ack *nats.PubAck
 		require.Eventually(t, func() bool {
 			var err error
-			ack, err = js.Publish("repl.x", []byte(data), nats.MsgId(data), nats.AckWait(time.Second))
+			ack, err = js.Publish(subj, []byte(data), nats.MsgId(data), nats.AckWait(time.Second))
 			return err == nil
 		}, clustertest.Wait, 10*time.Millisecond, "publish %s", data)
 		if prev, ok := acked[ack.Sequence]; ok {

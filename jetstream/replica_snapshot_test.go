@@ -3,7 +3,6 @@ package jetstream_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -25,22 +24,6 @@ func (jc *jsCluster) replicaLog(i int, name string) (applied, first, snapped, ch
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	return jetstream.ReplicaLog(jc.js[i], server.GlobalAccountName, name)
-}
-
-// publishTo publishes n messages on subj through js, each retried until
-// acknowledged, and records them in want by sequence.
-func publishTo(t *testing.T, js nats.JetStreamContext, want map[uint64]string, subj, prefix string, n int) {
-	t.Helper()
-	for k := range n {
-		data := fmt.Sprintf("%s-%d", prefix, k)
-		var ack *nats.PubAck
-		require.Eventually(t, func() bool {
-			var err error
-			ack, err = js.Publish(subj, []byte(data), nats.MsgId(subj+data), nats.AckWait(time.Second))
-			return err == nil
-		}, clustertest.Wait, 10*time.Millisecond, "publish %s", data)
-		want[ack.Sequence] = data
-	}
 }
 
 // TestClusterReplicatedCatchup: replicas snapshot their groups and compact
