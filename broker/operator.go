@@ -113,30 +113,12 @@ var resolverKeys = func() keys[*server.Options] {
 		}
 		return v.errorf(ErrInvalidValue, "resolver type %q: want FULL or MEMORY (CACHE is not implemented)", s)
 	}, "type")
-	k.on(func(o *server.Options, v value) (err error) {
-		o.Resolver.Dir, err = v.str()
-		return err
-	}, "dir")
-	k.on(func(o *server.Options, v value) (err error) {
-		o.Resolver.AllowDelete, err = v.boolean()
-		return err
-	}, "allow_delete")
-	k.on(func(o *server.Options, v value) (err error) {
-		o.Resolver.HardDelete, err = v.boolean()
-		return err
-	}, "hard_delete")
-	k.on(func(o *server.Options, v value) (err error) {
-		o.Resolver.Limit, err = v.intIn(1, 1<<31-1)
-		return err
-	}, "limit")
-	k.on(func(o *server.Options, v value) (err error) {
-		o.Resolver.Interval, err = v.duration()
-		return err
-	}, "interval")
-	k.on(func(o *server.Options, v value) (err error) {
-		o.Resolver.Timeout, err = v.duration()
-		return err
-	}, "timeout")
+	k.on(func(o *server.Options, v value) (err error) { o.Resolver.Dir, err = v.str(); return }, "dir")
+	k.on(func(o *server.Options, v value) (err error) { o.Resolver.AllowDelete, err = v.boolean(); return }, "allow_delete")
+	k.on(func(o *server.Options, v value) (err error) { o.Resolver.HardDelete, err = v.boolean(); return }, "hard_delete")
+	k.on(func(o *server.Options, v value) (err error) { o.Resolver.Limit, err = v.intIn(1, 1<<31-1); return }, "limit")
+	k.on(func(o *server.Options, v value) (err error) { o.Resolver.Interval, err = v.duration(); return }, "interval")
+	k.on(func(o *server.Options, v value) (err error) { o.Resolver.Timeout, err = v.duration(); return }, "timeout")
 	k.refuse(whyResolverCache, "ttl")
 	return k
 }()

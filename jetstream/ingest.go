@@ -59,26 +59,14 @@ func (st *stream) ingest(m *server.Msg) {
 		st.repl.ingest(m, hdr, reply, &cfg)
 		return
 	}
-	msgID, hasID := hdr.get("Nats-Msg-Id")
-
 	st.ingestMu.Lock()
 	now := time.Now()
-	if hasID {
-		if seq, dup := st.ingestMu.dedup.lookup(msgID, now); dup {
-			st.ingestMu.Unlock()
-			st.ackDuplicate(m, reply, seq)
-			return
-		}
-	}
-	if aerr := st.checkExpectedLocked(hdr, m.Subject); aerr != nil {
-		st.ingestMu.Unlock()
-		st.nack(m, reply, aerr)
-		return
-	}
-	roll, ttl, aerr := msgOptions(hdr, &cfg)
-	if aerr != nil {
-		st.ingestMu.Unlock()
-		st.nack(m, reply, aerr)
+	msgID, hasID, roll, ttl, ok := st.checkPublish(m, reply, hdr, &cfg, publishChecks{
+		dedup:    func(id string) (uint64, bool) { return st.ingestMu.dedup.lookup(id, now) },
+		expected: func() *APIError { return st.checkExpectedLocked(hdr, m.Subject) },
+		unlock:   st.ingestMu.Unlock,
+	})
+	if !ok {
 		return
 	}
 	// Under an account quota the account's count takes in what the
@@ -138,6 +126,45 @@ func (st *stream) ingest(m *server.Msg) {
 		return
 	}
 	m.AfterRead(func(p *server.Publisher) { st.pubAck(p, reply, seq, st.store.WaitDurable(seq)) })
+}
+
+// publishChecks are what a publish is checked against before it is
+// stored: the duplicate window, and the Nats-Expected-* headers against
+// the state that takes it (a single server's store, or a replicated
+// stream leader's projection). unlock releases the lock the caller holds
+// for them, before a refusal is answered.
+type publishChecks struct {
+	dedup    func(id string) (seq uint64, dup bool)
+	expected func() *APIError
+	unlock   func()
+}
+
+// checkPublish runs a publish's checks against the stream's state, in
+// nats-server's order: a message ID in the duplicate window is
+// acknowledged as a duplicate; then the Nats-Expected-* headers, and the
+// rollup and TTL headers, refuse what they must. A publish that fails one
+// is answered (after c.unlock) and ok is false; else it returns the
+// message's ID and options, with the caller's lock still held.
+func (st *stream) checkPublish(m *server.Msg, reply string, hdr headers, cfg *StreamConfig, c publishChecks) (
+	msgID string, hasID bool, roll rollup, ttl time.Duration, ok bool) {
+	msgID, hasID = hdr.get("Nats-Msg-Id")
+	if hasID {
+		if seq, dup := c.dedup(msgID); dup {
+			c.unlock()
+			st.ackDuplicate(m, reply, seq)
+			return "", false, noRollup, 0, false
+		}
+	}
+	aerr := c.expected()
+	if aerr == nil {
+		roll, ttl, aerr = msgOptions(hdr, cfg)
+	}
+	if aerr != nil {
+		c.unlock()
+		st.nack(m, reply, aerr)
+		return "", false, noRollup, 0, false
+	}
+	return msgID, hasID, roll, ttl, true
 }
 
 // msgOptions reads a publish's rollup and TTL headers, checked against the

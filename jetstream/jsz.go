@@ -205,14 +205,21 @@ type jszRequest struct {
 	Limit     int    `json:"limit"`
 }
 
+// unmarshalOptional decodes a $SYS request's options from body, which
+// may be empty (every option at its default).
+func unmarshalOptional(body []byte, v any) error {
+	if len(body) == 0 {
+		return nil
+	}
+	return json.Unmarshal(body, v)
+}
+
 // sysJsz answers JSZ on $SYS (server.HandleSysRequest): the /jsz report,
 // or with acc, the detail of that account, as nats-server's JszAccount.
 func (js *JetStream) sysJsz(acc *server.Account, body []byte) (any, error) {
 	var req jszRequest
-	if len(body) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			return nil, err
-		}
+	if err := unmarshalOptional(body, &req); err != nil {
+		return nil, err
 	}
 	if req.Offset < 0 || req.Limit < 0 {
 		return nil, fmt.Errorf("offset %d, limit %d: want non-negative numbers", req.Offset, req.Limit)

@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -54,10 +53,8 @@ type raftzOptions struct {
 // sysRaftz answers RAFTZ (server.SysFunc).
 func (js *JetStream) sysRaftz(_ *server.Account, body []byte) (any, error) {
 	var o raftzOptions
-	if len(body) > 0 {
-		if err := json.Unmarshal(body, &o); err != nil {
-			return nil, err
-		}
+	if err := unmarshalOptional(body, &o); err != nil {
+		return nil, err
 	}
 	out := map[string]map[string]raftzGroup{}
 	add := func(account, group string, id uint64, system bool) {

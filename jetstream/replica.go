@@ -244,30 +244,20 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		return
 	}
 	now := time.Now()
-	msgID, hasID := hdr.get("Nats-Msg-Id")
-	if hasID {
-		st.ingestMu.Lock()
-		seq, dup := st.ingestMu.dedup.lookup(msgID, now)
-		st.ingestMu.Unlock()
-		if dup {
-			r.mu.Unlock()
-			st.ackDuplicate(m, reply, seq)
-			return
-		}
-	}
-	if aerr := r.checkExpectedLocked(hdr, m.Subject); aerr != nil {
-		r.mu.Unlock()
-		st.nack(m, reply, aerr)
+	// A TTL is refused (msgOptions): replicated streams have none yet.
+	msgID, hasID, roll, _, ok := st.checkPublish(m, reply, hdr, cfg, publishChecks{
+		dedup: func(id string) (uint64, bool) {
+			st.ingestMu.Lock()
+			defer st.ingestMu.Unlock()
+			return st.ingestMu.dedup.lookup(id, now)
+		},
+		expected: func() *APIError { return r.checkExpectedLocked(hdr, m.Subject) },
+		unlock:   r.mu.Unlock,
+	})
+	if !ok {
 		return
 	}
 	if aerr := r.admitLocked(cfg, m); aerr != nil {
-		r.mu.Unlock()
-		st.nack(m, reply, aerr)
-		return
-	}
-	// A TTL is refused: replicated streams have none yet.
-	roll, _, aerr := msgOptions(hdr, cfg)
-	if aerr != nil {
 		r.mu.Unlock()
 		st.nack(m, reply, aerr)
 		return

@@ -17,7 +17,8 @@ import (
 )
 
 // accountJWTAt mints an account JWT for a new key, or for kp if given,
-// issued at iat.
+// signed by a fresh operator; it returns the key, its public key and the
+// JWT.
 func accountJWTAt(t *testing.T, kp nkeys.KeyPair, name string) (nkeys.KeyPair, string, string) {
 	t.Helper()
 	if kp == nil {

@@ -3,6 +3,7 @@ package corebench
 import (
 	"context"
 	"os"
+	"regexp"
 	"testing"
 	"time"
 
@@ -12,17 +13,28 @@ import (
 	"github.com/skiffmq/skiff/server"
 )
 
+// TestParseRate: each rate line of nats bench's output, core and
+// JetStream, is read; a line of none is an error.
 func TestParseRate(t *testing.T) {
-	v, err := parseRate(subRate, []byte("NATS Core NATS subscriber stats: 633,908 msgs/sec ~ 9.7 MiB/sec"))
-	require.NoError(t, err)
-	require.Equal(t, 633908.0, v)
-	v, err = parseRate(subRate, []byte(" NATS Core NATS subscriber aggregated stats: 957,824 msgs/sec ~ 117 MiB/sec"))
-	require.NoError(t, err)
-	require.Equal(t, 957824.0, v)
-	v, err = parseRate(requestRate, []byte("NATS Core NATS service requester stats: 4,659 msgs/sec ~ 582 KiB/sec"))
-	require.NoError(t, err)
-	require.Equal(t, 4659.0, v)
-	_, err = parseRate(subRate, []byte("nothing here"))
+	for _, tc := range []struct {
+		name string
+		re   *regexp.Regexp
+		line string
+		want float64
+	}{
+		{"subscriber", subRate, "NATS Core NATS subscriber stats: 633,908 msgs/sec ~ 9.7 MiB/sec", 633908},
+		{"subscribers aggregated", subRate, " NATS Core NATS subscriber aggregated stats: 957,824 msgs/sec ~ 117 MiB/sec", 957824},
+		{"requester", requestRate, "NATS Core NATS service requester stats: 4,659 msgs/sec ~ 582 KiB/sec", 4659},
+		{"JetStream publisher", jsPubRate, "NATS JetStream asynchronous publisher stats: 189,017 msgs/sec ~ 2.9 MiB/sec ~ min: 1,624.33us", 189017},
+		{"ordered consumer", jsOrderedRate, "NATS JetStream ordered ephemeral consumer stats: 532,672 msgs/sec ~ 65 MiB/sec", 532672},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := parseRate(tc.re, []byte(tc.line))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, v)
+		})
+	}
+	_, err := parseRate(subRate, []byte("nothing here"))
 	require.Error(t, err)
 	require.Equal(t, "1,234,567", commas(1234567))
 	require.Equal(t, "12", commas(12))
@@ -87,12 +99,6 @@ cluster {
 `, got)
 }
 
-func TestParseJetStreamRates(t *testing.T) {
-	v, err := parseRate(jsPubRate, []byte("NATS JetStream asynchronous publisher stats: 189,017 msgs/sec ~ 2.9 MiB/sec ~ min: 1,624.33us"))
-	require.NoError(t, err)
-	require.Equal(t, 189017.0, v)
-	v, err = parseRate(jsOrderedRate, []byte("NATS JetStream ordered ephemeral consumer stats: 532,672 msgs/sec ~ 65 MiB/sec"))
-	require.NoError(t, err)
-	require.Equal(t, 532672.0, v)
+func TestJetStreamAccountsConfig(t *testing.T) {
 	require.Contains(t, jsAccountsConfig, "A: { jetstream: enabled, users:")
 }
