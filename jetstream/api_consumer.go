@@ -87,7 +87,7 @@ func (ja *jsAccount) consumerCreate(streamName, name, filter string, legacyEphem
 		r.Error = errConsumerFilterMismatch()
 		return r
 	}
-	if req.Config.Replicas > 1 {
+	if req.Config.Replicas > 1 && ja.js.raft == nil {
 		r.Error = apiErr(500, 10074, "replicas > 1 not supported in non-clustered mode")
 		return r
 	}
@@ -102,7 +102,7 @@ func (ja *jsAccount) consumerCreate(streamName, name, filter string, legacyEphem
 		r.Error = ja.errNoStream(streamName)
 		return r
 	}
-	if r.Error = st.notYetReplicated("consumers"); r.Error != nil {
+	if r.Error = st.notLeading(); r.Error != nil {
 		return r
 	}
 	info, aerr := st.addConsumer(req.Config, req.Action, pr)
@@ -119,6 +119,9 @@ func (ja *jsAccount) consumerInfo(streamName, name string) any {
 	st := ja.lookup(streamName)
 	if st == nil {
 		r.Error = ja.errNoStream(streamName)
+		return r
+	}
+	if r.Error = st.notLeading(); r.Error != nil {
 		return r
 	}
 	c := st.consumer(name)
@@ -140,6 +143,14 @@ func (ja *jsAccount) consumerDelete(streamName, name string) any {
 		r.Error = ja.errNoStream(streamName)
 		return r
 	}
+	if r.Error = st.notLeading(); r.Error != nil {
+		return r
+	}
+	if st.repl != nil && st.repl.fsm.cons.has(name) {
+		r.Error = st.repl.deleteConsumer(name)
+		r.Success = r.Error == nil
+		return r
+	}
 	if !st.deleteConsumer(name) {
 		if !st.forgetFailed(name) {
 			r.Error = errConsumerNotFound()
@@ -159,6 +170,9 @@ func (ja *jsAccount) consumerNames(streamName string, data []byte) any {
 	r := &consumerNamesResponse{apiResponse: newResponse("consumer_names"), Consumers: []string{}}
 	var req pagedRequest
 	st, aerr := ja.streamRequest(streamName, data, &req)
+	if aerr == nil {
+		aerr = st.notLeading()
+	}
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -173,6 +187,9 @@ func (ja *jsAccount) consumerList(streamName string, data []byte) any {
 	r := &consumerListResponse{apiResponse: newResponse("consumer_list"), Consumers: []*ConsumerInfo{}}
 	var req pagedRequest
 	st, aerr := ja.streamRequest(streamName, data, &req)
+	if aerr == nil {
+		aerr = st.notLeading()
+	}
 	if aerr != nil {
 		r.Error = aerr
 		return r

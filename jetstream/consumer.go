@@ -230,6 +230,11 @@ func (c *consumer) run() {
 			// the client retries.
 			c.writeWarn.Log(c.st.js.log, slog.LevelError, "consumer state write failed", "stream", c.st.name, "consumer", c.name, "err", err)
 			replyBody = errorBody(errStreamStore(err))
+		} else if len(replies) > 0 && c.log.Confirm(c.quit) != nil {
+			// A replicated consumer's leader could not have the acks
+			// committed (it lost its leadership): the client retries
+			// them with the next.
+			replyBody = errorBody(errClusterUnavailable())
 		}
 		// Messages leave an interest or workqueue stream before their
 		// acks are confirmed: a client that saw its ack confirmed sees
@@ -406,8 +411,13 @@ func (c *consumer) numPendingLocked() int64 {
 }
 
 // close stops the consumer; pull requests waiting get 409 Consumer
-// Deleted. With destroy its files are removed.
-func (c *consumer) close(destroy bool) error {
+// Deleted, or Server Shutdown if it is not destroyed. With destroy its
+// files are removed.
+func (c *consumer) close(destroy bool) error { return c.closeWith(destroy, "Server Shutdown") }
+
+// closeWith stops the consumer; pull requests waiting get 409 Consumer
+// Deleted with destroy, else 409 with why.
+func (c *consumer) closeWith(destroy bool, why string) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -425,7 +435,7 @@ func (c *consumer) close(destroy bool) error {
 			if destroy {
 				status(pub, r.reply, 409, "Consumer Deleted")
 			} else {
-				statusPending(pub, r.reply, 409, "Server Shutdown", r)
+				statusPending(pub, r.reply, 409, why, r)
 			}
 		}
 		pub.Flush()

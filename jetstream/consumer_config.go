@@ -79,7 +79,7 @@ func normalizeConsumer(cfg ConsumerConfig, scfg *StreamConfig, accMaxAck int) (C
 	if len(cfg.Name) > maxNameLen || len(cfg.Durable) > maxNameLen {
 		return cfg, apiErr(400, 10102, fmt.Sprintf("consumer name is too long, maximum allowed is %d", maxNameLen))
 	}
-	if cfg.Replicas > 1 {
+	if cfg.Replicas > max(scfg.Replicas, 1) {
 		return cfg, apiErr(400, 10126, "consumer config replica count exceeds parent stream")
 	}
 	if cfg.Replicas < 0 {

@@ -129,3 +129,30 @@ func SetRestoring(js *JetStream, account, name string, on bool) {
 		}
 	}
 }
+
+// ReplicaConsumer returns a durable consumer of a replicated stream as
+// this server's replica applied it: the stream sequences of its last
+// delivery and its ack floor, and how many messages wait for an ack
+// (tests only).
+func ReplicaConsumer(js *JetStream, account, stream, name string) (delivered, floor uint64, pending int, ok bool) {
+	ja := js.account(account)
+	if ja == nil {
+		return 0, 0, 0, false
+	}
+	st := ja.lookup(stream)
+	if st == nil || st.repl == nil {
+		return 0, 0, 0, false
+	}
+	rc := st.repl.fsm.cons
+	rc.mu.Lock()
+	ac := rc.byName[name]
+	rc.mu.Unlock()
+	if ac == nil {
+		return 0, 0, 0, false
+	}
+	s, err := ac.state.Load()
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	return s.Delivered.Stream, s.AckFloor.Stream, len(s.Pending), true
+}

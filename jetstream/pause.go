@@ -87,8 +87,23 @@ func (ja *jsAccount) consumerPause(streamName, name string, data []byte) any {
 	r := &pauseResponse{apiResponse: newResponse("consumer_pause")}
 	var req pauseRequest
 	st, aerr := ja.streamRequest(streamName, data, &req)
+	if aerr == nil {
+		aerr = st.notLeading()
+	}
 	if aerr != nil {
 		r.Error = aerr
+		return r
+	}
+	if st.repl != nil && st.repl.fsm.cons.has(name) {
+		until := req.PauseUntil.UTC()
+		if r.Error = st.repl.pauseConsumer(name, until); r.Error != nil {
+			return r
+		}
+		now := time.Now()
+		r.PauseUntil = until
+		if r.Paused = now.Before(until); r.Paused {
+			r.PauseRemaining = until.Sub(now)
+		}
 		return r
 	}
 	// Under the stream's lock, as addConsumer updates, so that a consumer

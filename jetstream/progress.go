@@ -25,6 +25,11 @@ type progressLog interface {
 	// Flush writes the changes so far; they are durable as the stream's
 	// sync policy says.
 	Flush() error
+	// Confirm returns once the changes so far are as safe as a
+	// confirmed acknowledgement must be: at once where Flush made them
+	// so, or once a replicated stream's quorum has them (quit gives up,
+	// with an error).
+	Confirm(quit <-chan struct{}) error
 	// Reset forgets every delivery and sets the ack floor, which may
 	// move back (CONSUMER.RESET); durable when it returns, as Flush.
 	Reset(asflr, adflr uint64) error
@@ -40,6 +45,7 @@ func (memProgress) Delivered(uint64, uint64, uint64, int64) {}
 func (memProgress) Acked(uint64)                            {}
 func (memProgress) Floor(uint64, uint64)                    {}
 func (memProgress) Flush() error                            { return nil }
+func (memProgress) Confirm(<-chan struct{}) error           { return nil }
 func (memProgress) Reset(uint64, uint64) error              { return nil }
 func (memProgress) Close() error                            { return nil }
 
@@ -105,6 +111,10 @@ func (p *fileProgress) Flush() error {
 	}
 	return p.cs.WaitDurable()
 }
+
+// Confirm has nothing to wait for: Flush waited for what the sync policy
+// asks.
+func (p *fileProgress) Confirm(<-chan struct{}) error { return nil }
 
 func (p *fileProgress) Close() error {
 	return errors.Join(p.Flush(), p.cs.Close())

@@ -71,6 +71,9 @@ type replica struct {
 
 	// pub publishes PubAcks; used on the apply goroutine only.
 	pub *server.Publisher
+	// consumerOps serializes the leader's consumer creates, updates and
+	// deletes: each is checked against the consumers as applied.
+	consumerOps sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -90,10 +93,14 @@ type replica struct {
 		inFlight        bool // a proposal raft has not taken or dropped yet
 		propID          uint64
 		pending         map[uint64]*replicaBatch // proposed, not yet applied, by propID
-		// waiters are the other ops proposed here (deletes, purges), by
-		// propID, each waiting for its op applied or given up.
-		waiters map[uint64]chan opResult
-		swept   time.Time
+		// waiters are the other ops proposed here (deletes, purges,
+		// consumer ops), by propID, each told once its op is applied
+		// or given up.
+		waiters map[uint64]waiter
+		// creating holds the consumers this leader's creates built, by
+		// name, until their create op applies (replica_consumers.go).
+		creating map[string]*consumer
+		swept    time.Time
 		closed  bool
 	}
 }
@@ -116,10 +123,21 @@ func (st *stream) openReplica(group uint64, peers []string) error {
 	r.mu.subjLast = map[string]uint64{}
 	r.mu.inSubj = map[string]int64{}
 	r.mu.pending = map[uint64]*replicaBatch{}
-	r.mu.waiters = map[uint64]chan opResult{}
-	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied, catchUp: r.catchUp}
+	r.mu.waiters = map[uint64]waiter{}
+	r.mu.creating = map[string]*consumer{}
+	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied,
+		catchUp: r.catchUp, cons: newReplicaConsumers()}
 	if js.raft.HasGroupLog(group) {
 		r.fsm.checkpoint = st.loadCheckpoint(group)
+		if r.fsm.checkpoint > 0 {
+			if err := r.fsm.cons.load(st.dir); err != nil {
+				// Without the consumers as of the checkpoint, the log is
+				// replayed whole (or its snapshot installed).
+				st.js.log.Warn("replicated consumers not read: the group's log is replayed", "stream", st.name, "err", err)
+				r.fsm.checkpoint = 0
+				_ = r.fsm.cons.install(nil)
+			}
+		}
 		r.saved.Store(r.fsm.checkpoint)
 	}
 	st.repl = r
@@ -168,6 +186,7 @@ func (r *replica) leaderChanged(leader, term uint64) {
 	r.refuse(nil, failed)
 	if was && leader != r.me {
 		r.st.setSubscribed(false)
+		r.stopConsumers()
 	}
 	if was && leader == 0 && term == oldTerm {
 		// A leader that steps down to no leader in its own term does so
@@ -195,12 +214,19 @@ func (r *replica) publishAdvisories() {
 func (r *replica) emptyApplied(term uint64) {
 	r.mu.Lock()
 	ready := r.mu.leader && r.mu.term == term && !r.mu.ready && !r.mu.closed
+	var stale []waiter
 	if ready {
 		r.resetLocked()
 		r.mu.ready = true
+		// Every entry before this term's first is applied: an op
+		// proposed in an earlier term and not applied by now never will
+		// be.
+		stale = r.takeWaitersLocked()
 	}
 	r.mu.Unlock()
+	giveUp(stale)
 	if ready {
+		r.startConsumers(term)
 		r.st.setSubscribed(true)
 		st := r.st
 		st.ja.advise(advLeaderElected+st.name, func() any {
@@ -230,6 +256,24 @@ func (r *replica) resetLocked() {
 	// with no PubAck, retry.
 	clear(r.mu.pending)
 	r.mu.resync = false
+}
+
+// takeWaitersLocked takes every waiter out, to be told after r.mu is
+// released. r.mu held.
+func (r *replica) takeWaitersLocked() []waiter {
+	ws := make([]waiter, 0, len(r.mu.waiters))
+	for id, w := range r.mu.waiters {
+		delete(r.mu.waiters, id)
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// giveUp tells waiters their ops will not apply.
+func giveUp(ws []waiter) {
+	for _, w := range ws {
+		w.done(opResult{err: errNotReady})
+	}
 }
 
 // ingest takes a publish on the leader, once the stream's own checks
@@ -368,7 +412,7 @@ func (r *replica) proposeLocked() []string {
 	r.mu.open = nil
 	r.mu.propID++
 	b.propID, b.at = r.mu.propID, time.Now()
-	data := appendOp(nil, &replicaOp{kind: opMsgs, proposer: r.me, propID: b.propID, msgs: b.msgs})
+	data := appendOp(nil, &replicaOp{kind: opMsgs, proposer: r.me, propID: b.propID, term: r.mu.term, msgs: b.msgs})
 	r.mu.pending[b.propID] = b
 	r.mu.inFlight = true
 	if err := r.c.ProposeGroup(r.group, data, func(err error) { r.taken(b, err) }); err != nil {
@@ -468,6 +512,13 @@ func (r *replica) maybeResyncLocked() {
 // the messages on every replica; the proposer's PubAcks go out.
 func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	st := r.st
+	if errors.Is(err, errStaleTerm) {
+		// Skipped by every replica: its proposer, if still waiting, hears
+		// it was not applied; publishers of a batch retry (the batch left
+		// the projection when the term's leader became ready).
+		r.wake(op, errNotReady)
+		return
+	}
 	if err != nil {
 		r.wake(op, err)
 		r.mu.Lock()
@@ -478,8 +529,15 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 		}
 		return
 	}
+	if op.kind == opConsumer {
+		r.consumerApplied(op)
+	}
 	if op.kind != opMsgs {
 		r.wake(op, nil)
+		r.mu.Lock()
+		expired := r.sweepLocked()
+		r.mu.Unlock()
+		giveUp(expired)
 		return
 	}
 	st.ingestMu.Lock()
@@ -509,9 +567,10 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 			r.unflightLocked(b)
 		}
 	}
-	r.sweepLocked()
+	expired := r.sweepLocked()
 	r.maybeResyncLocked()
 	r.mu.Unlock()
+	giveUp(expired)
 	if b == nil || cfg.NoAck {
 		return
 	}
@@ -523,12 +582,13 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	r.pub.Flush()
 }
 
-// sweepLocked forgets batches proposed long ago and never applied (a new
-// leader overwrote them), at most once a second. r.mu held.
-func (r *replica) sweepLocked() {
+// sweepLocked forgets batches and ops proposed long ago and never applied
+// (a new leader overwrote them), at most once a second, and returns the
+// waiters to tell. r.mu held.
+func (r *replica) sweepLocked() []waiter {
 	now := time.Now()
 	if now.Sub(r.mu.swept) < time.Second {
-		return
+		return nil
 	}
 	r.mu.swept = now
 	for id, b := range r.mu.pending {
@@ -536,6 +596,14 @@ func (r *replica) sweepLocked() {
 			delete(r.mu.pending, id)
 		}
 	}
+	var expired []waiter
+	for id, w := range r.mu.waiters {
+		if now.Sub(w.at) > replicaPendingTTL {
+			delete(r.mu.waiters, id)
+			expired = append(expired, w)
+		}
+	}
+	return expired
 }
 
 // isLeader reports whether this server leads the stream's group and takes
@@ -631,19 +699,44 @@ const replicaOpWait = 5 * time.Second
 // ready yet.
 var errNotReady = errors.New("jetstream: not the replicated stream's ready leader")
 
-// proposeWait proposes op (a removal or a purge) as the ready leader and
-// waits until it is applied here; it returns the applied op, or why not.
+// waiter is told once an op proposed here is applied, or given up.
+type waiter struct {
+	done func(opResult)
+	at   time.Time
+}
+
+// proposeWait proposes op (a removal, a purge, a consumer change) as the
+// ready leader and waits until it is applied here; it returns the applied
+// op, or why not.
 func (r *replica) proposeWait(op *replicaOp) (*replicaOp, error) {
+	ch := make(chan opResult, 1)
+	id := r.proposeOp(op, 0, func(res opResult) { ch <- res })
+	select {
+	case res := <-ch:
+		return res.op, res.err
+	case <-time.After(replicaOpWait):
+		r.wakeID(id, opResult{err: errNotReady})
+		res := <-ch
+		return res.op, res.err
+	}
+}
+
+// proposeOp proposes op as the ready leader of term (0: of the current
+// term) and calls done once: when the op is applied here, or given up
+// (raft dropped it, it was skipped, or this server does not lead in that
+// term), possibly before it returns. It returns the op's propID. The
+// caller holds no lock done takes.
+func (r *replica) proposeOp(op *replicaOp, term uint64, done func(opResult)) uint64 {
 	r.mu.Lock()
-	if !r.mu.ready || r.mu.closed {
+	if !r.mu.ready || r.mu.closed || (term != 0 && term != r.mu.term) {
 		r.mu.Unlock()
-		return nil, errNotReady
+		done(opResult{err: errNotReady})
+		return 0
 	}
 	r.mu.propID++
-	op.proposer, op.propID = r.me, r.mu.propID
+	op.proposer, op.propID, op.term = r.me, r.mu.propID, r.mu.term
 	id := op.propID
-	ch := make(chan opResult, 1)
-	r.mu.waiters[id] = ch
+	r.mu.waiters[id] = waiter{done: done, at: time.Now()}
 	r.mu.Unlock()
 	if err := r.c.ProposeGroup(r.group, appendOp(nil, op), func(err error) {
 		if err != nil {
@@ -652,15 +745,7 @@ func (r *replica) proposeWait(op *replicaOp) (*replicaOp, error) {
 	}); err != nil {
 		r.wakeID(id, opResult{err: err})
 	}
-	select {
-	case res := <-ch:
-		return res.op, res.err
-	case <-time.After(replicaOpWait):
-		r.mu.Lock()
-		delete(r.mu.waiters, id)
-		r.mu.Unlock()
-		return nil, errNotReady
-	}
+	return id
 }
 
 // wake hands an op applied here (or failed) to its waiter, if this server
@@ -673,11 +758,11 @@ func (r *replica) wake(op *replicaOp, err error) {
 
 func (r *replica) wakeID(id uint64, res opResult) {
 	r.mu.Lock()
-	ch := r.mu.waiters[id]
+	w, ok := r.mu.waiters[id]
 	delete(r.mu.waiters, id)
 	r.mu.Unlock()
-	if ch != nil {
-		ch <- res
+	if ok {
+		w.done(res)
 	}
 }
 

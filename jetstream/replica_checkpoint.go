@@ -13,7 +13,8 @@ import (
 // Checkpoints of replicated streams (design 3.6). Once a second a
 // replica of a file stream records the last raft index whose effects its
 // store holds on disk: the index applied is read first, then the store is
-// fsynced, then the index written (raft.ckpt, atomically). At a start raft
+// fsynced, the durable consumers as applied written (consumersFile), then
+// the index written (raft.ckpt, atomically). At a start raft
 // hands over only the entries after it (replicaFSM.Checkpoint) instead of
 // the group's whole log. The store is fsynced for it whatever the
 // stream's sync policy (which applies to the raft log). A memory stream
@@ -75,6 +76,12 @@ func (r *replica) checkpoint() {
 		if !errors.Is(err, store.ErrClosed) {
 			st.js.log.Warn("replica checkpoint: store sync failed", "stream", st.name, "err", err)
 		}
+		return
+	}
+	// The consumers as applied, at or after idx, before the index that
+	// names them.
+	if err := r.fsm.cons.save(st.dir); err != nil {
+		st.js.log.Warn("replica checkpoint: consumers not written", "stream", st.name, "err", err)
 		return
 	}
 	b, err := json.Marshal(replicaCheckpoint{Group: r.group, Index: idx})

@@ -179,8 +179,6 @@ func TestClusterReplicatedRefusals(t *testing.T) {
 	_, err = js.AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
 	require.NoError(t, err)
 	jc.waitReplicated(t, "R3", map[uint64]string{})
-	_, err = js.AddConsumer("R3", &nats.ConsumerConfig{Durable: "c"})
-	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "%v", err)
 	require.Equal(t, njs.ErrorCode(10036), apiCode(js.PurgeStream("R3", &nats.StreamPurgeRequest{Keep: 1})))
 	require.NoError(t, js.DeleteStream("R3"))
 	require.Eventually(t, func() bool {

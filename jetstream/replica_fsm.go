@@ -47,6 +47,9 @@ type replicaFSM struct {
 	// catchUp brings the store to the state of a snapshot, from a peer
 	// (replica_catchup.go).
 	catchUp func(d *replicaSnapshot) error
+	// cons is the stream's durable consumers as applied
+	// (replica_consumers.go).
+	cons *replicaConsumers
 
 	// restore holds a snapshot installed and not yet caught up with: the
 	// store is behind it, so nothing after it is applied before catchUp
@@ -62,6 +65,10 @@ type replicaFSM struct {
 }
 
 var _ multiraft.StateMachine = (*replicaFSM)(nil)
+
+// errStaleTerm: an op decided in one term and appended by raft in
+// another, skipped by every replica (see replica_ops.go).
+var errStaleTerm = errors.New("jetstream: replica op of an earlier term")
 
 // errNoBound refuses a purge or remove op that does not bound what it
 // removes: applied again after more messages, it would remove them too.
@@ -81,13 +88,17 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 		}
 		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
 			op, err := decodeOp(e.GetData())
-			if err == nil {
-				err = f.apply(&op)
+			stale := err == nil && op.term != e.GetTerm()
+			switch {
+			case stale:
+				err = errStaleTerm
+			case err == nil:
+				err = f.apply(&op, e.GetIndex())
 			}
 			if f.onApplied != nil {
 				f.onApplied(&op, e.GetIndex(), err)
 			}
-			if err != nil {
+			if err != nil && !stale {
 				return fmt.Errorf("stream replica at index %d: %w", e.GetIndex(), err)
 			}
 		}
@@ -96,8 +107,8 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 	return nil
 }
 
-// apply applies one op to the store.
-func (f *replicaFSM) apply(op *replicaOp) error {
+// apply applies one op, at index, to the store or the consumers.
+func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 	s := f.store
 	switch op.kind {
 	case opMsgs:
@@ -134,6 +145,11 @@ func (f *replicaFSM) apply(op *replicaOp) error {
 			return fmt.Errorf("%w: a configuration this replica cannot apply", errBadOp)
 		}
 		return f.onConfig(op.config, op.metaIndex)
+	case opConsumer:
+		if f.cons == nil {
+			return fmt.Errorf("%w: a consumer op this replica cannot apply", errBadOp)
+		}
+		return f.cons.apply(op, index)
 	default:
 		// opTick waits for the store's log clock (design 3.4): no leader
 		// proposes it yet, and a replica does not skip what it cannot do.
@@ -206,6 +222,13 @@ func (f *replicaFSM) restorePendingLocked() error {
 	}
 	if err := f.catchUp(d); err != nil {
 		return fmt.Errorf("catch up with snapshot %d: %w", d.Index, err)
+	}
+	if f.cons != nil {
+		// The consumers as the snapshot's taker had them: the entries
+		// after the snapshot apply over them exactly.
+		if err := f.cons.install(d.Consumers); err != nil {
+			return fmt.Errorf("snapshot %d: %w", d.Index, err)
+		}
 	}
 	f.restore.pending = nil
 	f.restore.busy.Store(false)

@@ -79,10 +79,14 @@ func (g *replicaGroup) leader() int {
 // as its last.
 func (g *replicaGroup) propose(op *replicaOp, applied func(*store.Stream) bool) {
 	g.t.Helper()
-	b := appendOp(nil, op)
 	for try := 0; try < 200; try++ {
 		if l := g.leader(); l >= 0 {
-			_ = g.nodes[l].ProposeAsync(testGroup, b, func(error) {})
+			// Decided in the leader's term, as a replica's leader does:
+			// appended in another, it would be skipped.
+			st, err := g.nodes[l].Status(testGroup)
+			require.NoError(g.t, err)
+			op.term = st.HardState.GetTerm()
+			_ = g.nodes[l].ProposeAsync(testGroup, appendOp(nil, op), func(error) {})
 		}
 		g.run(50)
 		all := true

@@ -14,7 +14,8 @@ import (
 // own, versioned so that a replica meeting an op it cannot read stops
 // rather than guess:
 //
-//	header   version u8 | kind u8 | proposer uvarint | propID uvarint
+//	header   version u8 | kind u8 | proposer uvarint | propID uvarint |
+//	         term uvarint
 //	opMsgs   count uvarint, then per message:
 //	           seq uvarint | ts varint | ttl varint | flags u8 |
 //	           msgID bytes | subject bytes | header bytes | data bytes
@@ -22,14 +23,26 @@ import (
 //	opPurge  subject bytes | below uvarint
 //	opConfig config bytes (StreamConfig JSON) | metaIndex uvarint
 //	opTick   now varint
+//	opConsumer name bytes | action u8, then by action:
+//	           create, update: meta bytes (consumerMeta JSON) | floor uvarint
+//	           delete:         nothing
+//	           progress:       count uvarint, then per record: kind u8 |
+//	                           delivered: sseq, dseq, dc uvarint | ts varint
+//	                           acked:     sseq uvarint
+//	                           floor, reset: sseq, dseq uvarint
 //
 // where bytes is a uvarint length and the bytes. proposer and propID name
 // the proposal (the proposing server's raft ID and its sequence of
 // proposals), so that the server that proposed an op finds its waiters
-// when it applies it.
+// when it applies it. term is the term in which the proposer led the
+// group when it decided the op: an op that raft appended in another term
+// (a proposal queued across a lost and regained leadership) was decided
+// against a state the leader has since rebuilt, and every replica skips
+// it (replicaFSM.Apply).
 
 // opsVersion is the version of the format this code writes and reads.
-const opsVersion = 1
+// Version 2 added the term and opConsumer.
+const opsVersion = 2
 
 // opKind is what an op does.
 type opKind uint8
@@ -51,7 +64,41 @@ const (
 	// opTick moves the stream's time on, for MaxAge and TTLs, when no
 	// message does.
 	opTick
+	// opConsumer creates, updates or deletes a durable consumer, or
+	// records its progress (replica_consumers.go).
+	opConsumer
 )
+
+// consumerOpAction is what an opConsumer does.
+type consumerOpAction uint8
+
+// The consumer actions.
+const (
+	actCreate consumerOpAction = iota + 1
+	actUpdate
+	actDelete
+	actProgress
+)
+
+// progressKind is the kind of a consumer's progress record.
+type progressKind uint8
+
+// The progress records, as progressLog's methods (progress.go).
+const (
+	recDelivered progressKind = iota + 1
+	recAcked
+	recFloor
+	recReset
+)
+
+// progressRec is one change of a consumer's progress: sseq and dseq
+// are the delivered or acknowledged message's, or the floor's.
+type progressRec struct {
+	kind       progressKind
+	sseq, dseq uint64
+	dc         uint64 // recDelivered
+	ts         int64  // recDelivered, Unix ns
+}
 
 // Flags of a message of opMsgs.
 const (
@@ -70,6 +117,7 @@ var errBadOp = errors.New("jetstream: bad replica op")
 type replicaOp struct {
 	kind             opKind
 	proposer, propID uint64
+	term             uint64
 
 	msgs []replicaMsg // opMsgs
 
@@ -83,6 +131,15 @@ type replicaOp struct {
 	metaIndex uint64
 
 	now int64 // opTick
+
+	// opConsumer: the consumer, what to do, and for a create or update
+	// its meta and (create) its start's ack floor; for progress, the
+	// records.
+	consumer string
+	action   consumerOpAction
+	meta     []byte
+	floor    uint64
+	recs     []progressRec
 
 	// purged is what an opPurge removed, set when it is applied (not
 	// encoded).
@@ -106,6 +163,7 @@ func appendOp(b []byte, op *replicaOp) []byte {
 	b = append(b, opsVersion, byte(op.kind))
 	b = binary.AppendUvarint(b, op.proposer)
 	b = binary.AppendUvarint(b, op.propID)
+	b = binary.AppendUvarint(b, op.term)
 	switch op.kind {
 	case opMsgs:
 		b = binary.AppendUvarint(b, uint64(len(op.msgs)))
@@ -134,6 +192,36 @@ func appendOp(b []byte, op *replicaOp) []byte {
 		b = binary.AppendUvarint(b, op.metaIndex)
 	case opTick:
 		b = binary.AppendVarint(b, op.now)
+	case opConsumer:
+		b = appendConsumerOp(b, op)
+	}
+	return b
+}
+
+func appendConsumerOp(b []byte, op *replicaOp) []byte {
+	b = appendBytes(b, []byte(op.consumer))
+	b = append(b, byte(op.action))
+	switch op.action {
+	case actCreate, actUpdate:
+		b = appendBytes(b, op.meta)
+		b = binary.AppendUvarint(b, op.floor)
+	case actProgress:
+		b = binary.AppendUvarint(b, uint64(len(op.recs)))
+		for _, r := range op.recs {
+			b = append(b, byte(r.kind))
+			switch r.kind {
+			case recDelivered:
+				b = binary.AppendUvarint(b, r.sseq)
+				b = binary.AppendUvarint(b, r.dseq)
+				b = binary.AppendUvarint(b, r.dc)
+				b = binary.AppendVarint(b, r.ts)
+			case recAcked:
+				b = binary.AppendUvarint(b, r.sseq)
+			default:
+				b = binary.AppendUvarint(b, r.sseq)
+				b = binary.AppendUvarint(b, r.dseq)
+			}
+		}
 	}
 	return b
 }
@@ -160,7 +248,7 @@ func decodeOp(b []byte) (replicaOp, error) {
 		return op, fmt.Errorf("%w: version %d (this server reads %d)", errBadOp, v, opsVersion)
 	}
 	op.kind = opKind(d.byte())
-	op.proposer, op.propID = d.uvarint(), d.uvarint()
+	op.proposer, op.propID, op.term = d.uvarint(), d.uvarint(), d.uvarint()
 	switch op.kind {
 	case opMsgs:
 		// Each message takes at least 8 bytes: seq, ts, ttl, flags and
@@ -190,6 +278,8 @@ func decodeOp(b []byte) (replicaOp, error) {
 		op.config, op.metaIndex = d.bytes(), d.uvarint()
 	case opTick:
 		op.now = d.varint()
+	case opConsumer:
+		d.consumerOp(&op)
 	default:
 		if d.err == nil {
 			return op, fmt.Errorf("%w: unknown kind %d", errBadOp, op.kind)
@@ -202,6 +292,37 @@ func decodeOp(b []byte) (replicaOp, error) {
 		return op, fmt.Errorf("%w: %v", errBadOp, d.err)
 	}
 	return op, nil
+}
+
+// consumerOp reads an opConsumer's fields.
+func (d *opDecoder) consumerOp(op *replicaOp) {
+	op.consumer, op.action = string(d.bytes()), consumerOpAction(d.byte())
+	switch op.action {
+	case actCreate, actUpdate:
+		op.meta, op.floor = d.bytes(), d.uvarint()
+	case actDelete:
+	case actProgress:
+		n := d.count(2) // a kind and a sequence at least
+		if n > 0 {
+			op.recs = make([]progressRec, 0, n)
+		}
+		for range n {
+			r := progressRec{kind: progressKind(d.byte())}
+			switch r.kind {
+			case recDelivered:
+				r.sseq, r.dseq, r.dc, r.ts = d.uvarint(), d.uvarint(), d.uvarint(), d.varint()
+			case recAcked:
+				r.sseq = d.uvarint()
+			case recFloor, recReset:
+				r.sseq, r.dseq = d.uvarint(), d.uvarint()
+			default:
+				d.fail(fmt.Errorf("progress record kind %d", r.kind))
+			}
+			op.recs = append(op.recs, r)
+		}
+	default:
+		d.fail(fmt.Errorf("consumer action %d", op.action))
+	}
 }
 
 // opDecoder reads fields off b; the first failure sticks in err and makes

@@ -22,6 +22,19 @@ func opSamples() []replicaOp {
 		{kind: opPurge, propID: 6},
 		{kind: opConfig, propID: 7, config: []byte(`{"name":"ORDERS","subjects":["orders.>"]}`), metaIndex: 42},
 		{kind: opTick, propID: 8, now: 1795559000123456789},
+		{kind: opMsgs, propID: 9, term: 1<<64 - 1},
+		{kind: opConsumer, propID: 10, term: 3, consumer: "C1", action: actCreate,
+			meta: []byte(`{"config":{"durable_name":"C1"}}`), floor: 41},
+		{kind: opConsumer, propID: 11, consumer: "C1", action: actUpdate, meta: []byte(`{}`)},
+		{kind: opConsumer, propID: 12, consumer: "C1", action: actDelete},
+		{kind: opConsumer, propID: 13, term: 7, consumer: "C1", action: actProgress, recs: []progressRec{
+			{kind: recDelivered, sseq: 42, dseq: 1, dc: 1, ts: 1795559000123456789},
+			{kind: recDelivered, sseq: 42, dseq: 2, dc: 2, ts: -5},
+			{kind: recAcked, sseq: 42},
+			{kind: recFloor, sseq: 42, dseq: 2},
+			{kind: recReset, sseq: 10},
+		}},
+		{kind: opConsumer, propID: 14, consumer: "C1", action: actProgress},
 	}
 }
 
@@ -45,13 +58,16 @@ func TestReplicaOpsMalformed(t *testing.T) {
 		want string
 	}{
 		{"empty", nil, "truncated"},
-		{"another version", append([]byte{opsVersion + 1}, good[1:]...), "version 2"},
-		{"unknown kind", []byte{opsVersion, 99, 0, 0}, "unknown kind 99"},
+		{"another version", append([]byte{opsVersion + 1}, good[1:]...), "version 3"},
+		{"unknown kind", []byte{opsVersion, 99, 0, 0, 0}, "unknown kind 99"},
 		{"truncated header", []byte{opsVersion, byte(opMsgs), 0x80}, "truncated"},
 		{"truncated message", good[:len(good)-1], "truncated"},
 		{"bytes left over", append(append([]byte{}, good...), 0), "1 bytes after the op"},
-		{"a count larger than the entry", []byte{opsVersion, byte(opMsgs), 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "count"},
-		{"a bad boolean", []byte{opsVersion, byte(opRemove), 0, 0, 0, 2}, "boolean 2"},
+		{"a count larger than the entry", []byte{opsVersion, byte(opMsgs), 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "count"},
+		{"a bad boolean", []byte{opsVersion, byte(opRemove), 0, 0, 0, 0, 2}, "boolean 2"},
+		{"an unknown consumer action", []byte{opsVersion, byte(opConsumer), 0, 0, 0, 1, 'C', 9}, "consumer action 9"},
+		{"an unknown progress record", []byte{opsVersion, byte(opConsumer), 0, 0, 0, 1, 'C', byte(actProgress), 1, 9, 0},
+			"progress record kind 9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeOp(tc.b)

@@ -14,7 +14,8 @@ import (
 // keeping replicaLogKeep entries for followers a little behind: the log
 // of a stream is bounded, whatever it took in.
 //
-// The snapshot's data only describes the store (replicaSnapshot): a
+// The snapshot's data describes the store (replicaSnapshot) and holds
+// the durable consumers' states, taken after the index is read: a
 // replica that installs one (from its leader, having fallen behind the
 // leader's log; or its own, its store behind it at start: a memory
 // stream restarted, a store directory lost) fetches the messages from a
@@ -32,6 +33,9 @@ type replicaSnapshot struct {
 	First  uint64 `json:"first"`
 	Last   uint64 `json:"last"`
 	LastTS int64  `json:"last_ts,omitempty"`
+	// Consumers is the durable consumers as applied when it was taken
+	// (replica_consumers.go).
+	Consumers *consumersSnapshot `json:"consumers,omitempty"`
 }
 
 // decodeReplicaSnapshot reads a snapshot's data.
@@ -59,6 +63,12 @@ func (r *replica) compact() {
 	if !s.LastTime.IsZero() {
 		d.LastTS = s.LastTime.UnixNano()
 	}
+	cons, err := r.fsm.cons.snapshot() // at or after idx: the entries after idx apply over it exactly
+	if err != nil {
+		r.st.js.log.Warn("replicated stream snapshot failed: its log is kept", "stream", r.st.name, "index", idx, "err", err)
+		return
+	}
+	d.Consumers = cons
 	data, err := json.Marshal(&d)
 	if err == nil {
 		err = r.c.SnapshotGroup(r.group, idx, data, replicaLogKeep)

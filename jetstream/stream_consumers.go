@@ -26,14 +26,35 @@ const (
 // yet). The requester pr becomes the consumer's owner: a push consumer
 // delivers for it, so pr must be allowed to publish on the deliver
 // subject.
+//
+// A durable consumer of a replicated stream is checked here, on the
+// stream's leader, then created or updated through the stream's group
+// (replica_consumers.go).
 func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Principal) (*ConsumerInfo, *APIError) {
+	r := st.repl
+	if r == nil {
+		info, _, aerr := st.addConsumerLocal(cfg, action, pr)
+		return info, aerr
+	}
+	r.consumerOps.Lock()
+	defer r.consumerOps.Unlock()
+	info, plan, aerr := st.addConsumerLocal(cfg, action, pr)
+	if plan == nil {
+		return info, aerr
+	}
+	return r.commitConsumer(plan)
+}
+
+// addConsumerLocal checks a create or update and makes it, or, for a
+// durable consumer of a replicated stream, returns the plan to propose.
+func (st *stream) addConsumerLocal(cfg ConsumerConfig, action string, pr server.Principal) (*ConsumerInfo, *consumerPlan, *APIError) {
 	scfg := st.config()
 	ncfg, aerr := normalizeConsumer(cfg, &scfg, st.ja.lim().maxAckPend)
 	if aerr != nil {
-		return nil, aerr
+		return nil, nil, aerr
 	}
 	if ncfg.DeliverSubject != "" && !pr.CanPublish(ncfg.DeliverSubject) {
-		return nil, errDeliverNotPermitted()
+		return nil, nil, errDeliverNotPermitted()
 	}
 	name := ncfg.Durable
 	if name == "" {
@@ -43,7 +64,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.mu.closed {
-		return nil, errStreamNotFound()
+		return nil, nil, errStreamNotFound()
 	}
 	if existing := st.mu.consumers[name]; name != "" && existing != nil {
 		old := existing.config()
@@ -54,24 +75,28 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 		// server: a create or update keeps it.
 		ncfg.PauseUntil = old.PauseUntil
 		if action == actionCreate && !reflect.DeepEqual(old, ncfg) {
-			return nil, errConsumerExists()
+			return nil, nil, errConsumerExists()
 		}
 		if scfg.Retention == WorkQueuePolicy && !st.partitionUniqueLocked(name, ncfg.filters()) {
-			return nil, apiErr(400, 10100, "filtered consumer not unique on workqueue stream")
+			return nil, nil, apiErr(400, 10100, "filtered consumer not unique on workqueue stream")
 		}
 		if err := checkUpdate(&old, &ncfg); err != nil {
-			return nil, errConsumerCreate(err)
+			return nil, nil, errConsumerCreate(err)
+		}
+		if st.repl != nil && ncfg.Durable != "" {
+			return nil, &consumerPlan{action: actUpdate, name: name,
+				meta: consumerMeta{Config: ncfg, Created: existing.created, Owner: st.ja.ownerOf(pr)}}, nil
 		}
 		if err := existing.update(ncfg, pr); err != nil {
-			return nil, errConsumerCreate(err)
+			return nil, nil, errConsumerCreate(err)
 		}
-		return existing.info(), nil
+		return existing.info(), nil, nil
 	}
 	if action == actionUpdate {
-		return nil, errConsumerNotExist()
+		return nil, nil, errConsumerNotExist()
 	}
 	if err := st.mu.failed[name]; name != "" && err != nil {
-		return nil, errConsumerFailed(err)
+		return nil, nil, errConsumerFailed(err)
 	}
 	// The stream's max_consumers, lowered to the account's, else the
 	// server's default, as nats-server's.
@@ -83,21 +108,21 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 		limit = st.js.opts.MaxConsumersPerStream
 	}
 	if len(st.mu.consumers) >= limit {
-		return nil, errMaxConsumers()
+		return nil, nil, errMaxConsumers()
 	}
 	if st.js.consumers.Load() >= int64(st.js.opts.MaxConsumers) {
-		return nil, errMaxConsumers()
+		return nil, nil, errMaxConsumers()
 	}
 	if scfg.Retention == WorkQueuePolicy {
 		switch {
 		case ncfg.AckPolicy != AckExplicit:
-			return nil, errConsumerWQExplicitAck()
+			return nil, nil, errConsumerWQExplicitAck()
 		case ncfg.DeliverPolicy != DeliverAll:
-			return nil, apiErr(400, 10101, "consumer must be deliver all on workqueue stream")
+			return nil, nil, apiErr(400, 10101, "consumer must be deliver all on workqueue stream")
 		case len(st.mu.consumers) > 0 && len(ncfg.filters()) == 0:
-			return nil, apiErr(400, 10099, "multiple non-filtered consumers not allowed on workqueue stream")
+			return nil, nil, apiErr(400, 10099, "multiple non-filtered consumers not allowed on workqueue stream")
 		case !st.partitionUniqueLocked(name, ncfg.filters()):
-			return nil, apiErr(400, 10100, "filtered consumer not unique on workqueue stream")
+			return nil, nil, apiErr(400, 10100, "filtered consumer not unique on workqueue stream")
 		}
 	}
 	if name == "" {
@@ -109,9 +134,22 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 		ncfg.Name = name
 	}
 
+	if r := st.repl; r != nil && ncfg.Durable != "" {
+		// Replicated: positioned here, started once its create applies.
+		created := time.Now()
+		r.mu.Lock()
+		term := r.mu.term
+		r.mu.Unlock()
+		p := newReplicaProgress(r, name, term)
+		c := newConsumer(st, name, ncfg, pr, created, p, "")
+		p.wake = c.signal
+		c.setStart()
+		return nil, &consumerPlan{action: actCreate, name: name, c: c,
+			meta: consumerMeta{Config: ncfg, Created: created, Owner: st.ja.ownerOf(pr)}}, nil
+	}
 	c, err := st.openConsumer(name, ncfg, pr, time.Now(), true)
 	if err != nil {
-		return nil, apiErr(500, 10104, "error creating store for consumer: "+err.Error())
+		return nil, nil, apiErr(500, 10104, "error creating store for consumer: "+err.Error())
 	}
 	st.mu.consumers[name] = c
 	st.setConsumersLocked()
@@ -123,7 +161,7 @@ func (st *stream) addConsumer(cfg ConsumerConfig, action string, pr server.Princ
 	if p := ncfg.PauseUntil; p != nil && time.Now().Before(*p) {
 		c.advisePause(*p, time.Now()) // created paused
 	}
-	return info, nil
+	return info, nil, nil
 }
 
 // persisted reports whether a consumer keeps its progress on disk: a
@@ -247,16 +285,30 @@ func (st *stream) loadConsumers() error {
 
 // deleteConsumer removes a consumer and its files.
 func (st *stream) deleteConsumer(name string) bool {
+	if r := st.repl; r != nil && r.fsm.cons.has(name) {
+		return r.deleteConsumer(name) == nil // through the group
+	}
 	st.mu.Lock()
 	c := st.mu.consumers[name]
-	if c != nil {
-		delete(st.mu.consumers, name)
-		st.setConsumersLocked()
-	}
 	st.mu.Unlock()
 	if c == nil {
 		return false
 	}
+	return st.dropConsumer(c)
+}
+
+// dropConsumer removes a running consumer and its files, and reports
+// whether it was still the stream's.
+func (st *stream) dropConsumer(c *consumer) bool {
+	name := c.name
+	st.mu.Lock()
+	if st.mu.consumers[name] != c {
+		st.mu.Unlock()
+		return false
+	}
+	delete(st.mu.consumers, name)
+	st.setConsumersLocked()
+	st.mu.Unlock()
 	st.js.consumers.Add(-1)
 	st.ja.consumers.Add(-1)
 	if err := c.close(true); err != nil {
