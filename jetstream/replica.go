@@ -101,7 +101,7 @@ type replica struct {
 		// name, until their create op applies (replica_consumers.go).
 		creating map[string]*consumer
 		swept    time.Time
-		closed  bool
+		closed   bool
 	}
 }
 
