@@ -111,6 +111,13 @@ func (ja *jsAccount) toConsumer(stream, name string, queue func(c *consumer)) bo
 // reply subject) is answered once the state is written. mu held.
 func (c *consumer) applyAckLocked(pub *server.Publisher, a *ackMsg, now time.Time) {
 	kind, arg := parseAckBody(a.body)
+	if c.aheadLocked(a.sseq) && kind != ackNext {
+		// Delivered by an earlier leader of a replicated stream whose
+		// record of it did not commit: this leader will deliver it again,
+		// so it cannot confirm an ack of it. The client's synchronous ack
+		// times out; the redelivery is acknowledged.
+		a.reply = ""
+	}
 	switch kind {
 	case ackAck:
 		c.sampleAckLocked(a, now)
@@ -139,6 +146,17 @@ func (c *consumer) applyAckLocked(pub *server.Publisher, a *ackMsg, now time.Tim
 	if a.reply != "" {
 		c.ackReplies = append(c.ackReplies, a.reply)
 	}
+}
+
+// aheadLocked reports whether seq is a message a replicated consumer has
+// not delivered as far as its state goes (not pending, at or past where
+// it goes on). mu held.
+func (c *consumer) aheadLocked(seq uint64) bool {
+	if _, replicated := c.log.(*replicaProgress); !replicated {
+		return false
+	}
+	_, pending := c.pending[seq]
+	return !pending && seq >= c.sseq
 }
 
 // errorBody is the answer to a synchronous ack that could not be written:

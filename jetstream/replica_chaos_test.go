@@ -32,13 +32,22 @@ var (
 // chaosReport is what a chaos run counts.
 type chaosReport struct {
 	rounds, faults, acked, lost, duplicated int
-	linOps, linWrites                       int
-	linearizable                            porcupine.CheckResult
+	// The durable consumer: messages it delivered (distinct), deliveries
+	// beyond the first, acks confirmed, messages delivered again after
+	// their ack was confirmed (must be 0), acknowledged messages it never
+	// delivered (must be 0).
+	consumed, redelivered, confirmed, ackedAgain, missed int
+	linOps, linWrites                                    int
+	linearizable                                         porcupine.CheckResult
 }
 
 func (r chaosReport) String() string {
-	return fmt.Sprintf("chaos: rounds=%d faults=%d acked=%d lost=%d duplicated=%d lin_ops=%d lin_writes=%d linearizable=%s",
-		r.rounds, r.faults, r.acked, r.lost, r.duplicated, r.linOps, r.linWrites, r.linearizable)
+	return fmt.Sprintf("chaos: rounds=%d faults=%d acked=%d lost=%d duplicated=%d "+
+		"consumed=%d redelivered=%d acks_confirmed=%d delivered_after_ack=%d missed=%d "+
+		"lin_ops=%d lin_writes=%d linearizable=%s",
+		r.rounds, r.faults, r.acked, r.lost, r.duplicated,
+		r.consumed, r.redelivered, r.confirmed, r.ackedAgain, r.missed,
+		r.linOps, r.linWrites, r.linearizable)
 }
 
 // TestChaosReplicated: publishers with acks and a linearizability client
@@ -46,9 +55,11 @@ func (r chaosReport) String() string {
 // leader, the meta leader, or every server at once, round after round,
 // with logs compacted and replicas catching up from snapshots between
 // faults. Then every acknowledged message must be in the stream once, at
-// its acknowledged sequence, with its payload, on every replica; and the
-// history of Nats-Expected-Last-Sequence publishes and MSG.GET reads must
-// be linearizable (porcupine).
+// its acknowledged sequence, with its payload, on every replica; a durable
+// consumer, fetching and acknowledging synchronously throughout, must
+// have been given every acknowledged message, and never one again after
+// its ack was confirmed; and the history of Nats-Expected-Last-Sequence
+// publishes and MSG.GET reads must be linearizable (porcupine).
 func TestChaosReplicated(t *testing.T) {
 	jetstream.SetReplicaLog(t, 16, 4096)
 	jc := startReplicatedCluster(t, 3)
@@ -74,6 +85,10 @@ func TestChaosReplicated(t *testing.T) {
 		}, clustertest.Wait, 50*time.Millisecond)
 		jc.waitReplicated(t, name, map[uint64]string{})
 	}
+	require.Eventually(t, func() bool {
+		_, err := admin.AddConsumer("CH", &nats.ConsumerConfig{Durable: "D", AckPolicy: nats.AckExplicitPolicy, AckWait: 2 * time.Second})
+		return err == nil
+	}, clustertest.Wait, 50*time.Millisecond)
 
 	var (
 		wg      sync.WaitGroup
@@ -112,6 +127,17 @@ func TestChaosReplicated(t *testing.T) {
 			}
 		}()
 	}
+	// The durable consumer D on CH: fetches, each acknowledged
+	// synchronously. A message that comes in a fetch asked for after its
+	// ack was confirmed is an ack the cluster lost.
+	cons := &chaosConsumer{js: connect(2), delivered: map[uint64]int{}, confirmed: map[uint64]bool{}}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stopped() {
+			cons.fetch(t, true)
+		}
+	}()
 	// Linearizability clients on LIN: publishes that expect a last
 	// sequence, and reads.
 	for c := range 2 {
@@ -233,6 +259,24 @@ func TestChaosReplicated(t *testing.T) {
 			t.Errorf("acknowledged %s at sequence %d; the stream holds %q there", id, seq, final[seq])
 		}
 	}
+	// The consumer drains the stream: everything acknowledged comes.
+	missing := func() int {
+		n := 0
+		for _, seq := range acked {
+			if cons.delivered[seq] == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(2 * clustertest.Wait); missing() > 0 && time.Now().Before(deadline); {
+		cons.fetch(t, false)
+	}
+	rep.missed = missing()
+	rep.consumed, rep.confirmed, rep.ackedAgain = len(cons.delivered), len(cons.confirmed), cons.again
+	for _, n := range cons.delivered {
+		rep.redelivered += n - 1
+	}
 	rep.linOps = len(hist)
 	for _, op := range hist {
 		if out := op.Output.(linOutput); op.Input.(linInput).pub && !out.wrong && !out.unknown {
@@ -244,7 +288,53 @@ func TestChaosReplicated(t *testing.T) {
 	require.Zero(t, rep.lost)
 	require.Zero(t, rep.duplicated, "a retried message ID is deduplicated")
 	require.Positive(t, rep.acked)
+	require.Zero(t, rep.missed, "the durable consumer is given every acknowledged message")
+	require.Zero(t, rep.ackedAgain, "no message is delivered again after its ack was confirmed")
+	require.Positive(t, rep.confirmed)
 	require.NotEqual(t, porcupine.Illegal, rep.linearizable, "the history of LIN is linearizable")
+}
+
+// chaosConsumer is the chaos suite's durable consumer's client side.
+type chaosConsumer struct {
+	js        nats.JetStreamContext
+	delivered map[uint64]int  // stream sequence -> deliveries
+	confirmed map[uint64]bool // acks confirmed
+	again     int             // deliveries asked for after the ack was confirmed
+}
+
+// fetch fetches once (a subscription of its own, so that nothing sent for
+// an earlier fetch arrives in this one) and acknowledges what came:
+// synchronously, or (draining: faster) without waiting.
+func (c *chaosConsumer) fetch(t *testing.T, sync bool) {
+	sub, err := c.js.PullSubscribe("", "D", nats.Bind("CH", "D"))
+	if err != nil {
+		time.Sleep(20 * time.Millisecond)
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	batch := 50
+	if !sync {
+		batch = 500
+	}
+	msgs, _ := sub.Fetch(batch, nats.MaxWait(500*time.Millisecond))
+	for _, m := range msgs {
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		seq := md.Sequence.Stream
+		c.delivered[seq]++
+		if c.confirmed[seq] {
+			c.again++
+			t.Errorf("message %d delivered again (delivery %d) after its ack was confirmed", seq, md.NumDelivered)
+		}
+		switch {
+		case !sync:
+			_ = m.Ack()
+		case m.AckSync(nats.AckWait(time.Second)) == nil:
+			c.confirmed[seq] = true
+		}
+	}
 }
 
 // The porcupine model of a stream written only by publishes that expect

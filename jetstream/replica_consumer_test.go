@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,91 @@ func TestClusterReplicatedConsumer(t *testing.T) {
 	jc.waitConsumerApplied(t, "RC", "C", 0, true)
 	_, err = js.ConsumerInfo("RC", "C")
 	require.ErrorIs(t, err, nats.ErrConsumerNotFound)
+}
+
+// TestClusterReplicatedConsumerRecovery: a replica down while a durable
+// consumer made progress and the others compacted their logs gets the
+// consumer's state with the snapshot it catches up from, for a file and a
+// memory stream; led by that replica, the consumer goes on where it was.
+// After every server restarts, a file stream's consumer is where it was
+// (its checkpointed state and the log after it).
+func TestClusterReplicatedConsumerRecovery(t *testing.T) {
+	jetstream.SetReplicaLog(t, 4, 256)
+	jc := startReplicatedCluster(t, 3)
+	nc := jc.Connect(t, 0)
+	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	names := []string{"CFILE", "CMEM"}
+	done := map[string]map[uint64]bool{}
+	for _, name := range names {
+		cfg := &nats.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name)}, Replicas: 3}
+		if name == "CMEM" {
+			cfg.Storage = nats.MemoryStorage
+		}
+		_, err = js.AddStream(cfg)
+		require.NoError(t, err)
+		jc.waitReplicated(t, name, map[uint64]string{})
+		publishTo(t, js, map[uint64]string{}, strings.ToLower(name), "m", 30)
+		_, err = js.AddConsumer(name, &nats.ConsumerConfig{Durable: "C", AckPolicy: nats.AckExplicitPolicy, AckWait: time.Second})
+		require.NoError(t, err)
+		done[name] = map[uint64]bool{}
+		fetchAck(t, js, name, "C", 5, done[name])
+		jc.waitConsumerApplied(t, name, "C", 5, false)
+	}
+
+	const victim = 2
+	behind := map[string]uint64{}
+	for _, name := range names {
+		behind[name], _, _, _ = jc.replicaLog(victim, name)
+	}
+	jc.Stop(t, victim)
+	for _, name := range names {
+		fetchAck(t, js, name, "C", 15, done[name])
+		jc.waitConsumerApplied(t, name, "C", 20, false)
+	}
+	require.Eventually(t, func() bool {
+		for _, name := range names {
+			for i := range 2 {
+				if _, first, _, _ := jc.replicaLog(i, name); first <= behind[name]+1 {
+					return false
+				}
+			}
+		}
+		return true
+	}, clustertest.Wait, 50*time.Millisecond, "the live replicas compact their logs")
+
+	jc.Restart(t, victim)
+	jc.waitMeta(t)
+	to := jc.Servers[victim].Name()
+	for _, name := range names {
+		jc.waitConsumerApplied(t, name, "C", 20, false)
+		_, _, _, chunks := jc.replicaLog(victim, name)
+		require.Positive(t, chunks, "%s: caught up from a snapshot", name)
+		require.Eventually(t, func() bool {
+			stepdownTo(t, nc, name, to)
+			_, l := jc.replicas(name)
+			return l == victim
+		}, clustertest.Wait, 100*time.Millisecond, "%s leads %s", to, name)
+		fetchAck(t, js, name, "C", 10, done[name])
+		require.Len(t, done[name], 30)
+		jc.waitConsumerApplied(t, name, "C", 30, false)
+	}
+
+	// Every server restarts: the file stream's consumer is where it was.
+	for i := range 3 {
+		jc.Stop(t, i)
+	}
+	for i := range 3 {
+		jc.Restart(t, i)
+	}
+	jc.waitMeta(t)
+	nc = jc.Connect(t, 0)
+	js, err = nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	jc.waitConsumerApplied(t, "CFILE", "C", 30, false)
+	publishTo(t, js, map[uint64]string{}, "cfile", "n", 5)
+	fetchAck(t, js, "CFILE", "C", 5, done["CFILE"])
+	for seq := range uint64(35) {
+		require.True(t, done["CFILE"][seq+1], "message %d acknowledged once", seq+1)
+	}
 }
