@@ -381,8 +381,8 @@ func TestClusterDeliveryCrossesRoute(t *testing.T) {
 	require.Equal(t, uint64(1), si.State.Msgs, "VICTIM stored what mallory may not publish")
 }
 
-// TestClusterKV: a key-value bucket (a stream read by DIRECT.GET) works
-// through every server.
+// TestClusterKV: a key-value bucket (a stream read by DIRECT.GET, watched
+// by push consumers) works through every server.
 func TestClusterKV(t *testing.T) {
 	jc := startJSCluster(t, 3)
 	jc.waitMeta(t)
@@ -410,6 +410,14 @@ func TestClusterKV(t *testing.T) {
 	h, err := kvs[2].History("k")
 	require.NoError(t, err)
 	require.Len(t, h, 3)
+	// A watch's deliveries keep the subject the message was stored under
+	// when they cross a route (encoded in the ack reply, as nats-server
+	// does): the key is read from it.
+	for i := range 3 {
+		keys, err := kvs[i].Keys()
+		require.NoError(t, err)
+		require.Equal(t, []string{"k"}, keys, "keys through %d", i)
+	}
 }
 
 // TestClusterStreamServerDown: while the server a stream is placed on is

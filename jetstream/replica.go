@@ -34,10 +34,11 @@ import (
 // A message delete or a purge is proposed by the leader and answered once
 // applied (proposeWait): a purge's bound is at most the last sequence
 // applied + 1, so it never moves the stream's last sequence past messages
-// still to come. Not built yet, and refused for replicated streams until
-// they are (replicatedUnsupported, notYetReplicated): consumers (P4),
-// updates, purges that keep messages, max_age and TTLs (the log clock),
-// discard new, and retention other than limits.
+// still to come. Durable consumers are ops of the group too, and run on
+// the ready leader (replica_consumers.go). Not built yet, and refused for
+// replicated streams until they are (replicatedUnsupported,
+// notYetReplicated): updates, purges that keep messages, max_age and TTLs
+// (the log clock), and retention other than limits.
 
 // maxReplicas bounds num_replicas, as in nats-server.
 const maxReplicas = 5
@@ -175,16 +176,18 @@ func (r *replica) close(destroy bool) error {
 // that stops leading stops taking publishes.
 func (r *replica) leaderChanged(leader, term uint64) {
 	r.mu.Lock()
-	was, oldTerm := r.mu.leader, r.mu.term
+	was, oldTerm, wasReady := r.mu.leader, r.mu.term, r.mu.ready
 	r.mu.leader, r.mu.term = leader == r.me, term
 	var failed []string
-	if !r.mu.leader {
+	if !r.mu.leader || term != oldTerm {
+		// A leader of a new term (even this server again) is ready once
+		// it applied that term's first entry.
 		r.mu.ready = false
 		failed = r.failOpenLocked()
 	}
 	r.mu.Unlock()
 	r.refuse(nil, failed)
-	if was && leader != r.me {
+	if (was && leader != r.me) || (wasReady && term != oldTerm) {
 		r.st.setSubscribed(false)
 		r.stopConsumers()
 	}

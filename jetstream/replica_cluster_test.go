@@ -382,6 +382,30 @@ func TestClusterReplicatedDiscardNew(t *testing.T) {
 	_, err = kv.Get("a")
 	require.ErrorIs(t, err, nats.ErrKeyNotFound)
 	require.NoError(t, kv.Purge("a"))
+
+	// A watch: an ephemeral ordered consumer on the stream's leader.
+	_, err = kv.Put("b", []byte("1"))
+	require.NoError(t, err)
+	w, err := kv.Watch("b")
+	require.NoError(t, err)
+	defer func() { _ = w.Stop() }()
+	next := func() nats.KeyValueEntry {
+		select {
+		case e := <-w.Updates():
+			return e
+		case <-time.After(clustertest.Wait):
+			t.Fatal("no watch update")
+			return nil
+		}
+	}
+	require.Equal(t, "1", string(next().Value()))
+	require.Nil(t, next(), "the end of the initial values")
+	_, err = kv.Put("b", []byte("2"))
+	require.NoError(t, err)
+	require.Equal(t, "2", string(next().Value()))
+	keys, err := kv.Keys()
+	require.NoError(t, err)
+	require.Equal(t, []string{"b"}, keys)
 }
 
 // startReplicatedStream starts three servers, connects a client to the

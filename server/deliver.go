@@ -41,7 +41,7 @@ func (s *Server) route(c *client, acc *Account, subj string, subjBytes, reply []
 			delivered = true
 		}
 	}
-	if len(c.fwd.targets) > 0 && c.forward(acc, subj, reply, hdr, msg) {
+	if len(c.fwd.targets) > 0 && c.forward(acc, subj, subjBytes, reply, hdr, msg) {
 		delivered = true
 	}
 	if !delivered && len(reply) > 0 && c.noResp && c.depth == 0 {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"slices"
 	"unsafe"
@@ -103,6 +104,44 @@ type forwardTarget struct {
 // routed goes to, reused from message to message.
 type forwards struct {
 	targets []forwardTarget
+	reply   []byte // a reply with the presented subject encoded, reused (jsDeliveryReply)
+}
+
+// A JetStream delivery is routed by its consumer's deliver subject but
+// presented to the subscriber with the subject the message was stored
+// under (Publisher.PublishAs). A route message has one subject, the one it
+// is routed by, so the presented subject travels in the reply, which for
+// a delivery is always the consumer's ack subject, as nats-server encodes
+// it: <ack reply>@<subject>. The receiving server takes it out again
+// (splitDeliveryReply) before it routes the message.
+
+// jsAckPrefix starts the reply of every JetStream delivery.
+const jsAckPrefix = "$JS.ACK."
+
+// jsDeliveryReply returns reply with the presented subject as encoded in
+// it, or reply as it is if it is not a delivery's.
+func (f *forwards) jsDeliveryReply(reply, as []byte) []byte {
+	if !bytes.HasPrefix(reply, []byte(jsAckPrefix)) || len(as) == 0 {
+		return reply
+	}
+	f.reply = append(append(append(f.reply[:0], reply...), '@'), as...)
+	return f.reply
+}
+
+// splitDeliveryReply undoes jsDeliveryReply: the presented subject (nil
+// if none is encoded) and the reply.
+func splitDeliveryReply(reply []byte) (as, ack []byte) {
+	if !bytes.HasPrefix(reply, []byte(jsAckPrefix)) {
+		return nil, reply
+	}
+	// The first '@': a stored subject may hold '@' (an address); an ack
+	// subject holds one only if a stream or consumer name does, which is
+	// rarer (nats-server takes the last, and so gets the former wrong).
+	i := bytes.IndexByte(reply, '@')
+	if i < 0 || i == len(reply)-1 {
+		return nil, reply
+	}
+	return reply[i+1:], reply[:i]
 }
 
 func (f *forwards) target(rc *client) *forwardTarget {
@@ -176,9 +215,12 @@ func peerMember(sub *subscription) bool {
 
 // forward sends the message, published in acc, to every peer recorded in
 // c.fwd, once each, and reports whether it queued it for any.
-func (c *client) forward(acc *Account, subj string, reply []byte, hdr int, msg []byte) bool {
+func (c *client) forward(acc *Account, subj string, as, reply []byte, hdr int, msg []byte) bool {
 	sent := false
 	subjBytes := unsafe.Slice(unsafe.StringData(subj), len(subj))
+	if string(as) != subj && (c.internal || c.serverPub) {
+		reply = c.fwd.jsDeliveryReply(reply, as)
+	}
 	kind := proto.ClientMsg
 	if c.internal || c.serverPub {
 		// The server's message: the peer learns whether the client it

@@ -466,14 +466,24 @@ func (r *route) RouteMsg(m *proto.RouteMsg) error {
 	}
 	r.queues = m.Queues
 	subj := unsafe.String(unsafe.SliceData(m.Subject), len(m.Subject))
+	// A JetStream delivery (a server's message) presents the subject its
+	// message was stored under, encoded in its reply by the peer
+	// (jsDeliveryReply). A client's reply is never read so.
+	as, reply := []byte(nil), m.Reply
+	if m.Internal {
+		as, reply = splitDeliveryReply(m.Reply)
+	}
+	if as == nil {
+		as = m.Subject
+	}
 	if m.Internal {
 		// The peer's server published it, for a client of its own: the
 		// same to receivers here as to the peer's (principal.go).
 		c.serverPub, c.actFor = true, routed(acc, m.Permitted)
-		c.srv.route(c, acc, subj, m.Subject, m.Reply, hdr, m.Msg)
+		c.srv.route(c, acc, subj, as, reply, hdr, m.Msg)
 		c.serverPub, c.actFor = false, Principal{}
 	} else {
-		c.srv.route(c, acc, subj, m.Subject, m.Reply, hdr, m.Msg)
+		c.srv.route(c, acc, subj, as, reply, hdr, m.Msg)
 	}
 	r.queues = nil
 	return nil
