@@ -60,7 +60,7 @@ func startJSClusterEach(t *testing.T, dirs []string, base server.Options, each f
 
 // startJSClusterFull is startJSClusterEach with jsOpts changing every
 // server's JetStream options.
-func startJSClusterFull(t *testing.T, dirs []string, base server.Options, each func(i int, o *server.Options),
+func startJSClusterFull(t testing.TB, dirs []string, base server.Options, each func(i int, o *server.Options),
 	jsOpts func(jetstream.Options) jetstream.Options) *jsCluster {
 	t.Helper()
 	n := len(dirs)
@@ -88,7 +88,7 @@ func (jc *jsCluster) raft(i int) *jscluster.Cluster {
 
 // waitMeta waits until every running server is a voter of one meta group
 // and agrees on its leader.
-func (jc *jsCluster) waitMeta(t *testing.T) {
+func (jc *jsCluster) waitMeta(t testing.TB) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var lead string

@@ -1,7 +1,11 @@
 package jetstream
 
 import (
+	"sync"
 	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/skiffmq/skiff/internal/jscluster"
 	"github.com/skiffmq/skiff/server"
@@ -156,3 +160,137 @@ func ReplicaConsumer(js *JetStream, account, stream, name string) (delivered, fl
 	}
 	return s.Delivered.Stream, s.AckFloor.Stream, len(s.Pending), true
 }
+
+// OwnConsumerGroups gives each named durable consumer of a replicated
+// stream, once created, a raft group of its own over the servers all, led
+// by the stream's leader, in which it records its progress instead of in
+// its stream's group: design 3.5's alternative, a prototype for
+// BenchmarkReplicatedConsume (no failover: the benchmark has none).
+func OwnConsumerGroups(tb testing.TB, all []*JetStream, account, stream string, consumers ...string) {
+	o := &ownGroups{groups: map[string]uint64{}, waiters: map[uint64]func(opResult){}}
+	var peers []string
+	for _, js := range all {
+		peers = append(peers, js.raft.Name())
+	}
+	leader := ""
+	for _, js := range all {
+		if ja := js.account(account); ja != nil {
+			if st := ja.lookup(stream); st != nil && st.repl != nil && st.repl.isLeader() {
+				leader = js.raft.Name()
+			}
+		}
+	}
+	if leader == "" {
+		tb.Fatalf("no leader of %s", stream)
+	}
+	for k, name := range consumers {
+		g := uint64(1<<30 + k) // far above the meta log indexes the streams' groups get
+		o.groups[stream+"/"+name] = g
+		for _, js := range all {
+			if err := js.raft.AddGroup(g, peers, &ownFSM{o: o, me: js.raft.ID()}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			lead, _ := all[0].raft.GroupLeader(g)
+			if lead == leader {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("group of %s led by %q, not %s", name, lead, leader)
+			}
+			for _, js := range all {
+				if lead != "" && js.raft.Name() == lead {
+					_ = js.raft.StepDown(g, leader)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	ownProgressGroup = o.proposer
+	tb.Cleanup(func() { ownProgressGroup = nil })
+}
+
+type ownGroups struct {
+	mu      sync.Mutex
+	groups  map[string]uint64 // stream/consumer -> group
+	propID  uint64
+	waiters map[uint64]func(opResult) // by propID
+}
+
+func (o *ownGroups) proposer(r *replica, consumer string) proposeFunc {
+	g, ok := o.groups[r.st.name+"/"+consumer]
+	if !ok {
+		return r.proposeOp
+	}
+	return func(op *replicaOp, _ uint64, done func(opResult)) uint64 { return o.propose(r, g, op, done) }
+}
+
+// propose proposes op in group g, done once it is applied on r's server.
+func (o *ownGroups) propose(r *replica, g uint64, op *replicaOp, done func(opResult)) uint64 {
+	o.mu.Lock()
+	o.propID++
+	id := o.propID
+	o.waiters[id] = done
+	o.mu.Unlock()
+	op.proposer, op.propID = r.me, id
+	fail := func(err error) {
+		if err == nil {
+			return
+		}
+		o.mu.Lock()
+		w := o.waiters[id]
+		delete(o.waiters, id)
+		o.mu.Unlock()
+		if w != nil {
+			w(opResult{err: err})
+		}
+	}
+	if err := r.c.ProposeGroup(g, appendOp(nil, op), fail); err != nil {
+		fail(err)
+	}
+	return id
+}
+
+// ownFSM applies a consumer's progress in its own group, to a state of
+// its own, as a stream's replica applies it (replicaConsumers).
+type ownFSM struct {
+	o     *ownGroups
+	me    uint64
+	state *store.ConsumerState
+}
+
+func (f *ownFSM) Apply(ents []*raftpb.Entry) error {
+	if f.state == nil {
+		f.state = store.NewMemoryConsumerState()
+	}
+	for _, e := range ents {
+		if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+			continue
+		}
+		op, err := decodeOp(e.GetData())
+		if err != nil {
+			return err
+		}
+		for _, rec := range op.recs {
+			if err := applyRec(f.state, rec); err != nil {
+				return err
+			}
+		}
+		if op.proposer == f.me {
+			f.o.mu.Lock()
+			w := f.o.waiters[op.propID]
+			delete(f.o.waiters, op.propID)
+			f.o.mu.Unlock()
+			if w != nil {
+				w(opResult{op: &op})
+			}
+		}
+	}
+	return nil
+}
+
+func (f *ownFSM) Restore(*raftpb.Snapshot) error { return nil }
+func (f *ownFSM) Checkpoint() uint64             { return 0 }
+func (f *ownFSM) LeaderChanged(uint64, uint64)   {}

@@ -18,7 +18,7 @@ import (
 
 // startReplicatedCluster starts n servers whose JetStream creates
 // replicated streams (internal: issue 13, phase 3).
-func startReplicatedCluster(t *testing.T, n int) *jsCluster {
+func startReplicatedCluster(t testing.TB, n int) *jsCluster {
 	t.Helper()
 	jc := startJSClusterFull(t, make([]string, n), server.Options{}, nil, jetstream.WithReplicas)
 	jc.waitMeta(t)
@@ -49,7 +49,7 @@ func (jc *jsCluster) replicas(name string) ([]map[uint64]string, int) {
 
 // waitReplicated waits until every running server's replica holds want
 // and one leads, and returns the leader's index.
-func (jc *jsCluster) waitReplicated(t *testing.T, name string, want map[uint64]string) int {
+func (jc *jsCluster) waitReplicated(t testing.TB, name string, want map[uint64]string) int {
 	t.Helper()
 	var lead int
 	require.Eventually(t, func() bool {

@@ -25,6 +25,8 @@ type replicaProgress struct {
 	// wake signals the consumer's goroutine: a proposal finished, the
 	// next may go.
 	wake func()
+	// proposer proposes an op (r.proposeOp: into the stream's group).
+	proposer proposeFunc
 
 	mu struct {
 		sync.Mutex
@@ -39,8 +41,20 @@ type replicaProgress struct {
 	}
 }
 
+// proposeFunc proposes op as the leader of term and calls done once, when
+// it is applied here or given up (replica.proposeOp).
+type proposeFunc func(op *replicaOp, term uint64, done func(opResult)) uint64
+
+// ownProgressGroup, if set, gives a consumer's progress a raft group of
+// its own instead of its stream's: the alternative design 3.5 measures
+// (BenchmarkReplicatedConsume). Always nil outside that benchmark.
+var ownProgressGroup func(r *replica, consumer string) proposeFunc
+
 func newReplicaProgress(r *replica, name string, term uint64) *replicaProgress {
-	p := &replicaProgress{r: r, name: name, term: term, wake: func() {}}
+	p := &replicaProgress{r: r, name: name, term: term, wake: func() {}, proposer: r.proposeOp}
+	if ownProgressGroup != nil {
+		p.proposer = ownProgressGroup(r, name)
+	}
 	p.mu.changed = make(chan struct{})
 	return p
 }
@@ -91,7 +105,7 @@ func (p *replicaProgress) propose() {
 	op, upTo := p.takeLocked()
 	p.mu.Unlock()
 	if op != nil {
-		p.r.proposeOp(op, p.term, func(res opResult) { p.finished(op.recs, upTo, res.err) })
+		p.proposer(op, p.term, func(res opResult) { p.finished(op.recs, upTo, res.err) })
 	}
 }
 
