@@ -168,22 +168,28 @@ func (c *consumer) matchesLocked(subj string) bool {
 	return false
 }
 
+// wants reports whether subj passes the consumer's filters, through an
+// atomic pointer, never the consumer's lock.
+func (c *consumer) wants(subj string) bool {
+	f := *c.filt.Load()
+	if len(f) == 0 {
+		return true
+	}
+	for _, p := range f {
+		if subject.Match(p, subj) {
+			return true
+		}
+	}
+	return false
+}
+
 // stored tells the consumer that the stream stored a message, and
 // reports whether it matches the consumer's filters. Called on publishers'
 // goroutines: it reads the filters through an atomic pointer, never the
 // consumer's lock.
 func (c *consumer) stored(subj string) bool {
-	if f := *c.filt.Load(); len(f) > 0 {
-		ok := false
-		for _, p := range f {
-			if subject.Match(p, subj) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
+	if !c.wants(subj) {
+		return false
 	}
 	c.in.Lock()
 	c.in.arrived++

@@ -257,6 +257,16 @@ func checkExpected(hdr headers, subj string, es expectedState) *APIError {
 
 // notify tells the consumers whose filters match that a message arrived,
 // and reports whether there were any.
+// interested reports whether a consumer's filters take subj.
+func (st *stream) interested(subj string) bool {
+	for _, c := range *st.clist.Load() {
+		if c.wants(subj) {
+			return true
+		}
+	}
+	return false
+}
+
 func (st *stream) notify(subj string) bool {
 	any := false
 	for _, c := range *st.clist.Load() {

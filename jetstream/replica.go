@@ -35,10 +35,12 @@ import (
 // applied (proposeWait): a purge's bound is at most the last sequence
 // applied + 1, so it never moves the stream's last sequence past messages
 // still to come. Durable consumers are ops of the group too, and run on
-// the ready leader (replica_consumers.go). Not built yet, and refused for
-// replicated streams until they are (replicatedUnsupported,
-// notYetReplicated): updates, purges that keep messages, max_age and TTLs
-// (the log clock), and retention other than limits.
+// the ready leader (replica_consumers.go), and so does interest and
+// work-queue retention: the leader decides what its consumers are done
+// with and proposes the removals (replica_retention.go). Not built yet,
+// and refused for replicated streams until they are
+// (replicatedUnsupported, notYetReplicated): updates, purges that keep
+// messages, max_age and TTLs (the log clock).
 
 // maxReplicas bounds num_replicas, as in nats-server.
 const maxReplicas = 5
@@ -185,9 +187,18 @@ func (r *replica) leaderChanged(leader, term uint64) {
 		r.mu.ready = false
 		failed = r.failOpenLocked()
 	}
+	stopped := (was && leader != r.me) || (wasReady && term != oldTerm)
+	var waiting []waiter
+	if stopped {
+		// Whoever waits for an op proposed here stops waiting (it may
+		// still commit under the next leader): a consumer's goroutine
+		// blocked on one would hold up stopConsumers below.
+		waiting = r.takeWaitersLocked()
+	}
 	r.mu.Unlock()
 	r.refuse(nil, failed)
-	if (was && leader != r.me) || (wasReady && term != oldTerm) {
+	giveUp(waiting)
+	if stopped {
 		r.st.setSubscribed(false)
 		r.stopConsumers()
 	}
@@ -231,6 +242,7 @@ func (r *replica) emptyApplied(term uint64) {
 	if ready {
 		r.startConsumers(term)
 		r.st.setSubscribed(true)
+		go r.sweep() // removals an earlier leader did not see applied
 		st := r.st
 		st.ja.advise(advLeaderElected+st.name, func() any {
 			ci := st.clusterInfo()
@@ -325,6 +337,9 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		msg.flags = msgRollupSubject
 	case rollupAll:
 		msg.flags = msgRollupAll
+	}
+	if cfg.Retention == InterestPolicy && !st.interested(msg.subj) {
+		msg.flags |= msgNoInterest
 	}
 	r.mu.lastID = ""
 	if hasID {
@@ -554,7 +569,9 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	st.ingestMu.Unlock()
 	cfg := st.config()
 	for i := range op.msgs {
-		st.arrived(op.msgs[i].subj, op.msgs[i].seq, cfg)
+		// The consumers (on the leader) hear of it; a message no consumer
+		// wanted under interest retention was removed by the op already.
+		st.notify(op.msgs[i].subj)
 	}
 	r.mu.Lock()
 	for i := range op.msgs {
@@ -671,9 +688,6 @@ func replicatedUnsupported(cfg *StreamConfig) *APIError {
 	}
 	if cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL > 0 {
 		what = append(what, "message TTLs")
-	}
-	if cfg.Retention != LimitsPolicy {
-		what = append(what, "retention other than limits")
 	}
 	if len(what) == 0 {
 		return nil

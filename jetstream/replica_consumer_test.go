@@ -198,3 +198,57 @@ func TestClusterReplicatedConsumerRecovery(t *testing.T) {
 		require.True(t, done["CFILE"][seq+1], "message %d acknowledged once", seq+1)
 	}
 }
+
+// TestClusterReplicatedRetention: a work-queue R3 stream loses a message
+// on every replica once its consumer acknowledged it, through a change of
+// leader; an interest R3 stream keeps nothing nobody is interested in,
+// and loses a message once every consumer that wanted it acknowledged it.
+func TestClusterReplicatedRetention(t *testing.T) {
+	jc, nc, js, _ := startReplicatedStream(t, "PLAIN", "plain")
+	_, err := js.AddStream(&nats.StreamConfig{Name: "WQ", Subjects: []string{"wq.>"}, Replicas: 3, Retention: nats.WorkQueuePolicy})
+	require.NoError(t, err)
+	jc.waitReplicated(t, "WQ", map[uint64]string{})
+	acked := map[uint64]string{}
+	publishTo(t, js, acked, "wq.a", "m", 20)
+	_, err = js.AddConsumer("WQ", &nats.ConsumerConfig{Durable: "W", AckPolicy: nats.AckExplicitPolicy, AckWait: time.Second})
+	require.NoError(t, err)
+	done := map[uint64]bool{}
+	fetchAck(t, js, "WQ", "W", 10, done)
+	left := map[uint64]string{}
+	for seq, v := range acked {
+		if !done[seq] {
+			left[seq] = v
+		}
+	}
+	wqLead := jc.waitReplicated(t, "WQ", left)
+	to := jc.Servers[(wqLead+1)%3].Name()
+	require.Eventually(t, func() bool {
+		stepdownTo(t, nc, "WQ", to)
+		_, l := jc.replicas("WQ")
+		return l >= 0 && jc.Servers[l].Name() == to
+	}, clustertest.Wait, 100*time.Millisecond, "%s leads WQ", to)
+	fetchAck(t, js, "WQ", "W", 10, done)
+	jc.waitReplicated(t, "WQ", map[uint64]string{})
+	_, err = js.AddConsumer("WQ", &nats.ConsumerConfig{Durable: "W2", AckPolicy: nats.AckExplicitPolicy})
+	require.Error(t, err, "one unfiltered consumer on a work queue")
+
+	_, err = js.AddStream(&nats.StreamConfig{Name: "INT", Subjects: []string{"int.>"}, Replicas: 3, Retention: nats.InterestPolicy})
+	require.NoError(t, err)
+	jc.waitReplicated(t, "INT", map[uint64]string{})
+	publishTo(t, js, map[uint64]string{}, "int.a", "nobody", 3)
+	jc.waitReplicated(t, "INT", map[uint64]string{})
+	for _, name := range []string{"I1", "I2"} {
+		_, err = js.AddConsumer("INT", &nats.ConsumerConfig{Durable: name, AckPolicy: nats.AckExplicitPolicy, AckWait: time.Second})
+		require.NoError(t, err)
+	}
+	kept := map[uint64]string{}
+	publishTo(t, js, kept, "int.a", "wanted", 5)
+	jc.waitReplicated(t, "INT", kept)
+	fetchAck(t, js, "INT", "I1", 5, map[uint64]bool{})
+	jc.waitReplicated(t, "INT", kept) // I2 still wants them
+	fetchAck(t, js, "INT", "I2", 5, map[uint64]bool{})
+	jc.waitReplicated(t, "INT", map[uint64]string{})
+	si, err := js.StreamInfo("INT")
+	require.NoError(t, err)
+	require.Equal(t, uint64(8), si.State.LastSeq, "every publish took a sequence")
+}

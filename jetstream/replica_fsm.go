@@ -120,6 +120,11 @@ func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 			if err := f.rollup(m); err != nil {
 				return err
 			}
+			if m.flags&msgNoInterest != 0 {
+				if err := s.Remove(m.seq); err != nil && !errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("message %d without interest: %w", m.seq, err)
+				}
+			}
 		}
 	case opRemove:
 		for _, seq := range op.seqs {

@@ -107,6 +107,10 @@ const (
 	msgRollupSubject uint8 = 1 << iota
 	// msgRollupAll: the message rolls up the whole stream.
 	msgRollupAll
+	// msgNoInterest: under interest retention no consumer wanted the
+	// message when the leader took it: it is acknowledged and not kept
+	// (appended, then removed, so that its sequence is used).
+	msgNoInterest
 )
 
 // errBadOp is an entry that is not an op this code can read.

@@ -16,6 +16,10 @@ import (
 // needs them. Called on c's goroutine without c's lock; it takes the
 // other consumers' locks one at a time.
 func (st *stream) retire(c *consumer, seqs []uint64) {
+	if st.repl != nil {
+		st.repl.retire(c, seqs)
+		return
+	}
 	// A removed message is one no other consumer needs: they are past it
 	// or do not want it, so they need not be told.
 	switch st.retention() {
@@ -44,6 +48,10 @@ func (st *stream) retire(c *consumer, seqs []uint64) {
 // sweepInterest removes every message no consumer needs, after a consumer
 // of an interest stream went away.
 func (st *stream) sweepInterest() {
+	if st.repl != nil {
+		go st.repl.sweep() // through the group, off the apply goroutine
+		return
+	}
 	consumers := *st.clist.Load()
 	for seq := st.store.State().FirstSeq; ; {
 		m, err := st.store.Next(seq, "")
