@@ -132,6 +132,9 @@ var apiRoutes = []apiRoute{
 	queued("CONSUMER.DELETE.*.*", "consumer_delete", onStreamWorker, func(ja *jsAccount, _ apiRequest, a apiArgs) any { return ja.consumerDelete(a[0], a[1]) }).on(targetStream),
 	queued("CONSUMER.PAUSE.*.*", "consumer_pause", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerPause(a[0], a[1], r.data) }).on(targetStream),
 	queued("CONSUMER.RESET.*.*", unanswered, onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerReset(a[0], a[1], r.data) }).on(targetStream),
+	queued("CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any {
+		return ja.consumerStepdown(a[0], a[1], r.data)
+	}).on(targetStream),
 	queued("CONSUMER.NAMES.*", "consumer_names", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerNames(a[0], r.data) }).on(targetStream),
 	queued("CONSUMER.LIST.*", "consumer_list", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.consumerList(a[0], r.data) }).on(targetStream),
 }

@@ -830,32 +830,56 @@ func (r *replica) opError(err error, code uint16) *APIError {
 func (ja *jsAccount) streamStepdown(name string, data []byte) any {
 	r := &successResponse{apiResponse: newResponse("stream_leader_stepdown")}
 	st := ja.lookup(name)
-	switch {
-	case st == nil:
+	if st == nil {
 		r.Error = ja.errNoStream(name)
 		return r
+	}
+	r.Success, r.Error = ja.stepdown(st, data)
+	return r
+}
+
+// consumerStepdown answers CONSUMER.LEADER.STEPDOWN. A consumer of a
+// replicated stream runs on the stream's leader, its progress in the
+// stream's group (design 3.5), so it moves with the stream: the stream's
+// leadership is handed over, which nats-server, with a group per
+// consumer, does not do to its stream. Otherwise as STREAM.LEADER.STEPDOWN.
+func (ja *jsAccount) consumerStepdown(stream, name string, data []byte) any {
+	r := &successResponse{apiResponse: newResponse("consumer_leader_stepdown")}
+	st := ja.lookup(stream)
+	switch {
+	case st == nil:
+		r.Error = ja.errNoStream(stream)
+	case ja.js.raft != nil && st.notLeading() != nil:
+		r.Error = st.notLeading()
+	case st.consumer(name) == nil:
+		r.Error = errConsumerNotFound()
+	default:
+		r.Success, r.Error = ja.stepdown(st, data)
+	}
+	return r
+}
+
+// stepdown has st's group hand its leadership to another replica
+// (placement.preferred in data, if named), and reports success or why not.
+func (ja *jsAccount) stepdown(st *stream, data []byte) (bool, *APIError) {
+	switch {
 	case ja.js.raft == nil:
-		r.Error = apiErr(503, 10010, "JetStream clustering support required")
-		return r
+		return false, apiErr(503, 10010, "JetStream clustering support required")
 	case st.repl == nil:
-		r.Success = true // one replica: nothing to hand over, as nats-server answers
-		return r
+		return true, nil // one replica: nothing to hand over, as nats-server answers
 	}
 	var req struct {
 		Placement *placement `json:"placement"`
 	}
 	if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &req) != nil {
-		r.Error = apiErr(400, 10025, "invalid JSON")
-		return r
+		return false, apiErr(400, 10025, "invalid JSON")
 	}
 	var preferred string
 	if req.Placement != nil {
 		preferred = req.Placement.Preferred
 	}
 	if err := ja.js.raft.StepDown(st.repl.group, preferred); err != nil {
-		r.Error = apiErr(500, 10041, err.Error())
-		return r
+		return false, apiErr(500, 10041, err.Error())
 	}
-	r.Success = true
-	return r
+	return true, nil
 }

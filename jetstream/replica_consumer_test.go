@@ -67,8 +67,9 @@ func fetchAck(t *testing.T, js nats.JetStreamContext, stream, durable string, wa
 // TestClusterReplicatedConsumer: a durable consumer of an R3 stream is
 // created through any server, its progress is applied by every replica,
 // and after the stream's leader hands over, the new leader goes on where
-// the consumer was: nothing acknowledged is delivered again, nothing is
-// skipped. A delete removes it from every replica.
+// the consumer was (CONSUMER.LEADER.STEPDOWN hands the stream over):
+// nothing acknowledged is delivered again, nothing is skipped. A delete
+// removes it from every replica.
 func TestClusterReplicatedConsumer(t *testing.T) {
 	jc, nc, js, lead := startReplicatedStream(t, "RC", "rc.>")
 	acked := map[uint64]string{}
@@ -81,12 +82,18 @@ func TestClusterReplicatedConsumer(t *testing.T) {
 	fetchAck(t, js, "RC", "C", 10, done)
 	jc.waitConsumerApplied(t, "RC", "C", 10, false)
 
+	// CONSUMER.LEADER.STEPDOWN moves the consumer with its stream.
 	to := jc.Servers[(lead+1)%3].Name()
-	stepdownTo(t, nc, "RC", to)
+	m, err := nc.Request("$JS.API.CONSUMER.LEADER.STEPDOWN.RC.C", []byte(`{"placement":{"preferred":"`+to+`"}}`), clustertest.Wait)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"type":"io.nats.jetstream.api.v1.consumer_leader_stepdown_response","success":true}`, string(m.Data))
 	require.Eventually(t, func() bool {
 		_, l := jc.replicas("RC")
 		return l >= 0 && jc.Servers[l].Name() == to
 	}, clustertest.Wait, 10*time.Millisecond, "%s leads", to)
+	m, err = nc.Request("$JS.API.CONSUMER.LEADER.STEPDOWN.RC.NONE", nil, clustertest.Wait)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"err_code":10014`)
 
 	fetchAck(t, js, "RC", "C", 10, done)
 	for seq := range uint64(20) {
