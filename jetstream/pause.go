@@ -94,37 +94,13 @@ func (ja *jsAccount) consumerPause(streamName, name string, data []byte) any {
 		r.Error = aerr
 		return r
 	}
-	if st.repl != nil && st.repl.fsm.cons.has(name) {
-		until := req.PauseUntil.UTC()
-		if r.Error = st.repl.pauseConsumer(name, until); r.Error != nil {
-			return r
-		}
-		now := time.Now()
-		r.PauseUntil = until
-		if r.Paused = now.Before(until); r.Paused {
-			r.PauseRemaining = until.Sub(now)
-		}
-		return r
-	}
-	// Under the stream's lock, as addConsumer updates, so that a consumer
-	// deleted meanwhile (after inactivity) is not written back.
-	st.mu.Lock()
-	c := st.mu.consumers[name]
-	if c == nil {
-		st.mu.Unlock()
-		r.Error = errConsumerNotFound()
-		return r
-	}
-	cfg := c.config()
 	until := req.PauseUntil.UTC()
-	cfg.PauseUntil = nil
-	if !until.IsZero() {
-		cfg.PauseUntil = &until
+	if st.repl != nil && st.repl.fsm.cons.has(name) {
+		r.Error = st.repl.pauseConsumer(name, until) // through the group
+	} else {
+		r.Error = st.pauseConsumer(name, until)
 	}
-	err := c.update(cfg, c.principal())
-	st.mu.Unlock()
-	if err != nil {
-		r.Error = apiErr(500, 10104, err.Error())
+	if r.Error != nil {
 		return r
 	}
 	now := time.Now()
@@ -133,4 +109,30 @@ func (ja *jsAccount) consumerPause(streamName, name string, data []byte) any {
 		r.PauseRemaining = until.Sub(now)
 	}
 	return r
+}
+
+// pauseConsumer sets a consumer's pause_until (zero: none), persisted with
+// its configuration. Under the stream's lock, as addConsumer updates, so
+// that a consumer deleted meanwhile (after inactivity) is not written
+// back.
+func (st *stream) pauseConsumer(name string, until time.Time) *APIError {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := st.mu.consumers[name]
+	if c == nil {
+		return errConsumerNotFound()
+	}
+	if err := c.update(pausedConfig(c.config(), until), c.principal()); err != nil {
+		return apiErr(500, 10104, err.Error())
+	}
+	return nil
+}
+
+// pausedConfig is cfg paused until (zero: not paused).
+func pausedConfig(cfg ConsumerConfig, until time.Time) ConsumerConfig {
+	cfg.PauseUntil = nil
+	if !until.IsZero() {
+		cfg.PauseUntil = &until
+	}
+	return cfg
 }

@@ -150,25 +150,12 @@ func TestClusterReplicatedConsumerRecovery(t *testing.T) {
 	}
 
 	const victim = 2
-	behind := map[string]uint64{}
-	for _, name := range names {
-		behind[name], _, _, _ = jc.replicaLog(victim, name)
-	}
-	jc.Stop(t, victim)
+	behind := jc.stopBehind(t, victim, names)
 	for _, name := range names {
 		fetchAck(t, js, name, "C", 15, done[name])
 		jc.waitConsumerApplied(t, name, "C", 20, false)
 	}
-	require.Eventually(t, func() bool {
-		for _, name := range names {
-			for i := range 2 {
-				if _, first, _, _ := jc.replicaLog(i, name); first <= behind[name]+1 {
-					return false
-				}
-			}
-		}
-		return true
-	}, clustertest.Wait, 50*time.Millisecond, "the live replicas compact their logs")
+	jc.waitCompacted(t, behind, victim)
 
 	jc.Restart(t, victim)
 	jc.waitMeta(t)

@@ -420,13 +420,8 @@ func (r *replica) pauseConsumer(name string, until time.Time) *APIError {
 	if c == nil {
 		return errConsumerNotFound()
 	}
-	cfg := c.config()
-	cfg.PauseUntil = nil
-	if !until.IsZero() {
-		cfg.PauseUntil = &until
-	}
 	_, aerr := r.commitConsumer(&consumerPlan{action: actUpdate, name: name,
-		meta: consumerMeta{Config: cfg, Created: c.created, Owner: r.st.ja.ownerOf(c.principal())}})
+		meta: consumerMeta{Config: pausedConfig(c.config(), until), Created: c.created, Owner: r.st.ja.ownerOf(c.principal())}})
 	return aerr
 }
 

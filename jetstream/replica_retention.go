@@ -1,11 +1,5 @@
 package jetstream
 
-import (
-	"errors"
-
-	"github.com/skiffmq/skiff/store"
-)
-
 // Interest and work-queue retention of a replicated stream (retention.go
 // for a single server). Only the leader runs consumers, so only it knows
 // when they are done with a message: it decides and proposes the removals
@@ -67,19 +61,11 @@ func (r *replica) sweep() {
 	}
 	consumers := *st.clist.Load()
 	var gone []uint64
-	for seq := st.store.State().FirstSeq; ; {
-		m, err := st.store.Next(seq, "")
-		if err != nil {
-			if !errors.Is(err, store.ErrNotFound) {
-				st.js.log.Warn("retention sweep", "stream", st.name, "err", err)
-			}
-			break
+	st.eachMsg("retention sweep", func(seq uint64, subj string) {
+		if retired(consumers, seq, subj, policy) {
+			gone = append(gone, seq)
 		}
-		if retired(consumers, m.Seq, m.Subject, policy) {
-			gone = append(gone, m.Seq)
-		}
-		seq = m.Seq + 1
-	}
+	})
 	r.remove(gone)
 }
 

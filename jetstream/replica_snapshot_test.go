@@ -26,6 +26,34 @@ func (jc *jsCluster) replicaLog(i int, name string) (applied, first, snapped, ch
 	return jetstream.ReplicaLog(jc.js[i], server.GlobalAccountName, name)
 }
 
+// stopBehind stops server victim and returns, by stream, the index its
+// replica had applied.
+func (jc *jsCluster) stopBehind(t *testing.T, victim int, names []string) map[string]uint64 {
+	t.Helper()
+	behind := map[string]uint64{}
+	for _, name := range names {
+		behind[name], _, _, _ = jc.replicaLog(victim, name)
+	}
+	jc.Stop(t, victim)
+	return behind
+}
+
+// waitCompacted waits until every replica but the victim's compacted its
+// log of each stream past the index the victim had (behind, by stream).
+func (jc *jsCluster) waitCompacted(t *testing.T, behind map[string]uint64, victim int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for name, idx := range behind {
+			for i := range jc.Servers {
+				if _, first, _, _ := jc.replicaLog(i, name); i != victim && first <= idx+1 {
+					return false
+				}
+			}
+		}
+		return true
+	}, clustertest.Wait, 50*time.Millisecond, "the live replicas compact their logs")
+}
+
 // TestClusterReplicatedCatchup: replicas snapshot their groups and compact
 // the logs behind them; a replica down while the others compacted past
 // what it has catches up from a peer's store, in chunks, on restart:
@@ -58,11 +86,7 @@ func TestClusterReplicatedCatchup(t *testing.T) {
 	}
 
 	const victim = 2
-	behind := map[string]uint64{}
-	for _, name := range names {
-		behind[name], _, _, _ = jc.replicaLog(victim, name)
-	}
-	jc.Stop(t, victim)
+	behind := jc.stopBehind(t, victim, names)
 	for _, name := range names {
 		w := want[name]
 		// The victim may have led the stream: retried through the election.
@@ -83,16 +107,7 @@ func TestClusterReplicatedCatchup(t *testing.T) {
 		jc.waitReplicated(t, name, w)
 	}
 	// The others snapshot and compact past what the victim has.
-	require.Eventually(t, func() bool {
-		for _, name := range names {
-			for i := range 2 {
-				if _, first, _, _ := jc.replicaLog(i, name); first <= behind[name]+1 {
-					return false
-				}
-			}
-		}
-		return true
-	}, clustertest.Wait, 50*time.Millisecond, "the live replicas compact their logs")
+	jc.waitCompacted(t, behind, victim)
 
 	jc.Restart(t, victim)
 	jc.waitMeta(t)

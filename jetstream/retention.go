@@ -53,17 +53,25 @@ func (st *stream) sweepInterest() {
 		return
 	}
 	consumers := *st.clist.Load()
+	st.eachMsg("interest sweep", func(seq uint64, subj string) {
+		if !anyNeeds(consumers, seq, subj) {
+			_ = st.store.Remove(seq)
+		}
+	})
+}
+
+// eachMsg calls f with every message of the stream, in order; a read
+// that fails is logged as what's.
+func (st *stream) eachMsg(what string, f func(seq uint64, subj string)) {
 	for seq := st.store.State().FirstSeq; ; {
 		m, err := st.store.Next(seq, "")
 		if err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
-				st.js.log.Warn("interest sweep", "stream", st.name, "err", err)
+				st.js.log.Warn(what, "stream", st.name, "err", err)
 			}
-			break
+			return
 		}
-		if !anyNeeds(consumers, m.Seq, m.Subject) {
-			_ = st.store.Remove(m.Seq)
-		}
+		f(m.Seq, m.Subject)
 		seq = m.Seq + 1
 	}
 }
