@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
@@ -51,17 +52,29 @@ func (jc *jsCluster) replicas(name string) ([]map[uint64]string, int) {
 // and one leads, and returns the leader's index.
 func (jc *jsCluster) waitReplicated(t testing.TB, name string, want map[uint64]string) int {
 	t.Helper()
-	var lead int
-	require.Eventually(t, func() bool {
+	var (
+		lead int
+		seen []int // each replica's message count, last looked at (-1: none)
+	)
+	ok := assert.Eventually(t, func() bool {
 		var reps []map[uint64]string
 		reps, lead = jc.replicas(name)
+		seen = seen[:0]
+		equal := true
 		for i, r := range reps {
+			seen = append(seen, len(r))
+			if r == nil {
+				seen[i] = -1
+			}
 			if jc.Servers[i] != nil && !maps.Equal(r, want) {
-				return false
+				equal = false
 			}
 		}
-		return lead >= 0
+		return equal && lead >= 0
 	}, clustertest.Wait, 20*time.Millisecond, "every replica of %s holds the %d acknowledged messages", name, len(want))
+	if !ok {
+		t.Fatalf("%s: replicas hold %v messages; leader %d", name, seen, lead)
+	}
 	return lead
 }
 
