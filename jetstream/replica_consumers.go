@@ -355,11 +355,10 @@ func (r *replica) consumerApplied(op *replicaOp) {
 // consumerPlan is a change to a durable consumer of a replicated stream,
 // checked by the leader and proposed to the group.
 type consumerPlan struct {
-	action  consumerOpAction
-	name    string
-	meta    consumerMeta
-	c       *consumer // a create's consumer, positioned, not started
-	existed *consumer // an update's running consumer
+	action consumerOpAction
+	name   string
+	meta   consumerMeta
+	c      *consumer // a create's consumer, positioned, not started
 }
 
 // commitConsumer proposes a create or update and waits until it is

@@ -85,7 +85,7 @@ func (g *replicaGroup) propose(op *replicaOp, applied func(*store.Stream) bool) 
 			// appended in another, it would be skipped.
 			st, err := g.nodes[l].Status(testGroup)
 			require.NoError(g.t, err)
-			op.term = st.HardState.GetTerm()
+			op.term = st.GetTerm()
 			_ = g.nodes[l].ProposeAsync(testGroup, appendOp(nil, op), func(error) {})
 		}
 		g.run(50)
