@@ -68,6 +68,9 @@ type replica struct {
 	// chunks counts the catch-up answers applied here
 	// (replica_catchup.go).
 	chunks atomic.Uint64
+	// ticking: an opTick proposed here is not applied yet
+	// (replica_clock.go).
+	ticking atomic.Bool
 	// stop is closed when the replica closes: a catch-up gives up.
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -303,8 +306,7 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		return
 	}
 	now := time.Now()
-	// A TTL is refused (msgOptions): replicated streams have none yet.
-	msgID, hasID, roll, _, ok := st.checkPublish(m, reply, hdr, cfg, publishChecks{
+	msgID, hasID, roll, ttl, ok := st.checkPublish(m, reply, hdr, cfg, publishChecks{
 		dedup: func(id string) (uint64, bool) {
 			st.ingestMu.Lock()
 			defer st.ingestMu.Unlock()
@@ -331,7 +333,7 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 	}
 	seq, ts := r.mu.next, max(now.UnixNano(), r.mu.lastTS)
 	r.mu.next, r.mu.lastTS = seq+1, ts
-	msg := replicaMsg{seq: seq, ts: ts, subj: strings.Clone(m.Subject), hdr: cloneBytes(m.Header), data: cloneBytes(m.Data)}
+	msg := replicaMsg{seq: seq, ts: ts, ttl: int64(ttl), subj: strings.Clone(m.Subject), hdr: cloneBytes(m.Header), data: cloneBytes(m.Data)}
 	switch roll {
 	case rollupSubject:
 		msg.flags = msgRollupSubject
@@ -547,8 +549,11 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 		}
 		return
 	}
-	if op.kind == opConsumer {
+	switch {
+	case op.kind == opConsumer:
 		r.consumerApplied(op)
+	case op.kind == opTick && op.purged > 0:
+		st.changed() // the consumers (on the leader) drop what expired
 	}
 	if op.kind != opMsgs {
 		r.wake(op, nil)
@@ -682,17 +687,10 @@ func (st *stream) notYetReplicated(what string) *APIError {
 // (503 10036, nats-server's error for what clustered mode does not
 // support), naming it.
 func replicatedUnsupported(cfg *StreamConfig) *APIError {
-	var what []string
-	if cfg.MaxAge > 0 {
-		what = append(what, "max_age")
+	if cfg.SubjectDeleteMarkerTTL > 0 {
+		return apiErr(503, 10036, "not currently supported in clustered mode: replicated streams with subject delete markers")
 	}
-	if cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL > 0 {
-		what = append(what, "message TTLs")
-	}
-	if len(what) == 0 {
-		return nil
-	}
-	return apiErr(503, 10036, "not currently supported in clustered mode: replicated streams with "+strings.Join(what, ", "))
+	return nil
 }
 
 func cloneBytes(b []byte) []byte {

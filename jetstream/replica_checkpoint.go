@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/skiffmq/skiff/store"
 )
@@ -95,7 +96,9 @@ func (r *replica) checkpoint() {
 	r.saved.Store(idx)
 }
 
-// checkpointReplicas checkpoints every replicated stream's replica here.
+// checkpointReplicas checkpoints every replicated stream's replica here,
+// snapshots and compacts its group, and (a leader) moves its log's time on
+// (replica_clock.go).
 func (js *JetStream) checkpointReplicas() {
 	if js.raft == nil {
 		return
@@ -105,6 +108,7 @@ func (js *JetStream) checkpointReplicas() {
 			if st.repl != nil {
 				st.repl.checkpoint()
 				st.repl.compact()
+				st.repl.tick(time.Now())
 			}
 		}
 	}

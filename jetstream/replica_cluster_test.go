@@ -184,9 +184,10 @@ func TestClusterReplicatedRefusals(t *testing.T) {
 	nc := jc.Connect(t, 0)
 	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
 	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "AGED", Subjects: []string{"aged"}, Replicas: 3, MaxAge: time.Hour})
+	_, err = js.AddStream(&nats.StreamConfig{Name: "MARKED", Subjects: []string{"marked"}, Replicas: 3,
+		AllowMsgTTL: true, SubjectDeleteMarkerTTL: time.Minute})
 	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "%v", err)
-	require.ErrorContains(t, err, "max_age")
+	require.ErrorContains(t, err, "subject delete markers")
 	_, err = js.AddStream(&nats.StreamConfig{Name: "R9", Subjects: []string{"r9"}, Replicas: 9})
 	require.ErrorContains(t, err, "maximum replicas is 5")
 	_, err = js.AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})

@@ -246,3 +246,35 @@ func TestClusterReplicatedRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(8), si.State.LastSeq, "every publish took a sequence")
 }
+
+// TestClusterReplicatedExpiry: max_age and per-message TTLs of an R3
+// stream run on the log's time: with nothing published, the leader's
+// ticks expire the same messages on every replica.
+func TestClusterReplicatedExpiry(t *testing.T) {
+	jc, _, js, _ := startReplicatedStream(t, "PLAIN", "plain")
+	_, err := js.AddStream(&nats.StreamConfig{Name: "AGED", Subjects: []string{"aged"}, Replicas: 3, MaxAge: 2 * time.Second})
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "TTL", Subjects: []string{"ttl.>"}, Replicas: 3, AllowMsgTTL: true})
+	require.NoError(t, err)
+	jc.waitReplicated(t, "AGED", map[uint64]string{})
+	jc.waitReplicated(t, "TTL", map[uint64]string{})
+	aged := map[uint64]string{}
+	publishTo(t, js, aged, "aged", "old", 5)
+	jc.waitReplicated(t, "AGED", aged)
+
+	keep := map[uint64]string{}
+	publishTo(t, js, keep, "ttl.keep", "kept", 1)
+	m := nats.NewMsg("ttl.short")
+	m.Data = []byte("short")
+	m.Header.Set("Nats-TTL", "1s")
+	_, err = js.PublishMsg(m)
+	require.NoError(t, err)
+	publishTo(t, js, keep, "ttl.keep", "kept", 1)
+
+	jc.waitReplicated(t, "AGED", map[uint64]string{})
+	jc.waitReplicated(t, "TTL", keep)
+	// Publishing goes on at the next sequences.
+	after := map[uint64]string{}
+	publishTo(t, js, after, "aged", "new", 1)
+	require.Contains(t, after, uint64(6))
+}

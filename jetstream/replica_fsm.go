@@ -150,14 +150,19 @@ func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 			return fmt.Errorf("%w: a configuration this replica cannot apply", errBadOp)
 		}
 		return f.onConfig(op.config, op.metaIndex)
+	case opTick:
+		n, err := s.AdvanceTime(op.now)
+		if err != nil {
+			return fmt.Errorf("tick: %w", err)
+		}
+		op.purged = uint64(n)
 	case opConsumer:
 		if f.cons == nil {
 			return fmt.Errorf("%w: a consumer op this replica cannot apply", errBadOp)
 		}
 		return f.cons.apply(op, index)
 	default:
-		// opTick waits for the store's log clock (design 3.4): no leader
-		// proposes it yet, and a replica does not skip what it cannot do.
+		// A replica does not skip what it cannot do.
 		return fmt.Errorf("%w: kind %d is not applied by this version", errBadOp, op.kind)
 	}
 	return nil

@@ -145,8 +145,8 @@ type replicaOp struct {
 	floor    uint64
 	recs     []progressRec
 
-	// purged is what an opPurge removed, set when it is applied (not
-	// encoded).
+	// purged is what an opPurge (or an opTick) removed, set when it is
+	// applied (not encoded).
 	purged uint64
 }
 

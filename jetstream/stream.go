@@ -89,6 +89,9 @@ func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool
 	// (StartExpiry below), and never between ingest's checks and its
 	// append (AppendLock).
 	so.OnExpire, so.AppendLock, so.HoldExpiry = st.expired, &st.ingestMu, true
+	// A replica runs on its group's log's time (store/logclock.go): every
+	// replica expires the same messages at the same place in the log.
+	so.LogClock = cfg.Replicas > 1 && js.raft != nil
 	s, err := store.Open(so)
 	if err != nil {
 		return nil, err

@@ -44,11 +44,17 @@ func (s *Stream) AppendAt(seq uint64, ts int64, subj string, hdr, data []byte, t
 		return fmt.Errorf("%w: %w: TTL %v (AllowMsgTTL %v)", ErrDiverged, ErrInvalidConfig, ttl, s.mu.opts.AllowMsgTTL)
 	}
 	ts = max(ts, s.mu.lastTS)
+	if s.mu.opts.LogClock {
+		s.expireTTLsLocked(ts) // the log's time moves to ts (MaxAge: in appendAtLocked)
+	}
 	if err := s.appendAtLocked(seq, ts, ts, subj, hdr, data, ttl); err != nil {
 		if isLimit(err) {
 			return fmt.Errorf("%w: %w", ErrDiverged, err)
 		}
 		return err
+	}
+	if s.mu.opts.LogClock && ts > s.logNow.Load() {
+		s.logNow.Store(ts)
 	}
 	return nil
 }

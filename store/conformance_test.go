@@ -50,6 +50,7 @@ func TestConformance(t *testing.T) {
 		{"AppendAt", testAppendAt},
 		{"Skip", testSkip},
 		{"AppendAtLimits", testAppendAtLimits},
+		{"LogClock", testLogClock},
 		{"InvalidInput", testInvalidInput},
 		{"WildcardTokensAreLiteral", testWildcardTokensAreLiteral},
 		{"Limits", testLimits},

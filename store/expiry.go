@@ -81,7 +81,7 @@ const ttlCompactMin = 4096
 // those already due run at once. It is a no-op otherwise.
 func (s *Stream) StartExpiry() {
 	s.mu.Lock()
-	s.mu.ttl.started = true
+	s.mu.ttl.started = !s.mu.opts.LogClock // expiry moves with the log's time there
 	s.mu.Unlock()
 	s.wake()
 }

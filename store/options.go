@@ -215,6 +215,14 @@ type Options struct {
 	// Now is the clock that timestamps messages and drives MaxAge, TTLs
 	// and SegmentAge (default time.Now). Tests inject a fake clock.
 	Now func() time.Time
+	// LogClock runs the stream on the time of its log instead of Now
+	// (logclock.go): the time of the last message appended with AppendAt,
+	// or given to AdvanceTime. MaxAge and TTLs expire only as that time
+	// moves, inside those calls, so that replicas applying the same log
+	// expire the same messages at the same place in it. The background
+	// goroutine runs no expiry (StartExpiry does nothing). Subject delete
+	// markers are not supported with it.
+	LogClock bool
 	// Logger receives recovery reports and background errors (default
 	// slog.Default()).
 	Logger *slog.Logger
@@ -273,6 +281,8 @@ func (o *Options) validate() error {
 		return bad("negative SegmentAge %v", o.SegmentAge)
 	case o.SubjectDeleteMarkerTTL < 0 || (o.SubjectDeleteMarkerTTL > 0 && o.SubjectDeleteMarkerTTL < time.Second):
 		return bad("SubjectDeleteMarkerTTL %v is neither 0 nor at least a second", o.SubjectDeleteMarkerTTL)
+	case o.LogClock && o.SubjectDeleteMarkerTTL > 0:
+		return bad("SubjectDeleteMarkerTTL with LogClock")
 	}
 	return o.Durability.validate()
 }

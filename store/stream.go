@@ -45,6 +45,9 @@ type Stream struct {
 	// storage, so that Durable, asked once per message a consumer reads,
 	// takes no lock.
 	syncAlways atomic.Bool
+	// logNow is the log's time under Options.LogClock (logclock.go),
+	// stored under the write lock once what expired by it is removed.
+	logNow atomic.Int64
 
 	mu struct {
 		sync.RWMutex
@@ -93,7 +96,10 @@ func Open(opts Options) (*Stream, error) {
 		done:  make(chan struct{}),
 	}
 	s.mu.opts = opts
-	s.mu.ttl.started = !opts.HoldExpiry
+	s.mu.ttl.started = !opts.HoldExpiry && !opts.LogClock
+	if opts.LogClock {
+		s.clock = s.logClock
+	}
 	s.onExpire, s.appendLock = opts.OnExpire, opts.AppendLock
 	s.roundAt.Store(math.MaxInt64)
 	s.syncAlways.Store(opts.Storage == FileStorage && opts.Durability.Sync == SyncAlways)
@@ -111,6 +117,7 @@ func Open(opts Options) (*Stream, error) {
 	}
 	var bad []uint64
 	s.mu.Lock()
+	s.logNow.Store(s.mu.lastTS) // the log's time: its last message's
 	if opts.ttls() {
 		s.rebuildTTLsLocked(&bad) // before MaxAge: it spares TTLNever
 	}
