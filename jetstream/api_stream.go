@@ -579,6 +579,13 @@ func (ja *jsAccount) msgGet(name string, data []byte) any {
 	r := &msgGetResponse{apiResponse: newResponse("stream_msg_get")}
 	var req msgGetRequest
 	st, aerr := ja.streamRequest(name, data, &req)
+	if aerr == nil {
+		// A replicated stream's ready leader answers (as nats-server's
+		// leader does): it has applied every write acknowledged before
+		// its term, where a follower, or a leader not ready yet, may
+		// still lag behind one (DIRECT.GET is answered by any replica).
+		aerr = st.notLeading()
+	}
 	if aerr != nil {
 		r.Error = aerr
 		return r
