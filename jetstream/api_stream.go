@@ -427,9 +427,6 @@ func (ja *jsAccount) streamPurge(name string, data []byte) any {
 	r := &purgeResponse{apiResponse: newResponse("stream_purge")}
 	var req purgeRequest
 	st, aerr := ja.streamRequest(name, data, &req)
-	if aerr == nil && st.repl != nil && req.Keep > 0 {
-		aerr = st.notYetReplicated("a purge that keeps messages")
-	}
 	if aerr != nil {
 		r.Error = aerr
 		return r
@@ -450,7 +447,7 @@ func (ja *jsAccount) streamPurge(name string, data []byte) any {
 		return r
 	}
 	if st.repl != nil {
-		n, aerr := st.repl.purge(req.Filter, req.Seq)
+		n, aerr := st.repl.purge(req.Filter, req.Seq, req.Keep)
 		if aerr != nil {
 			r.Error = aerr
 			return r

@@ -39,8 +39,8 @@ import (
 // work-queue retention: the leader decides what its consumers are done
 // with and proposes the removals (replica_retention.go). Not built yet,
 // and refused for replicated streams until they are
-// (replicatedUnsupported, notYetReplicated): updates, purges that keep
-// messages, max_age and TTLs (the log clock).
+// (replicatedUnsupported, notYetReplicated): updates and subject delete
+// markers.
 
 // maxReplicas bounds num_replicas, as in nats-server.
 const maxReplicas = 5
@@ -799,10 +799,23 @@ func (r *replica) msgDelete(seq uint64) *APIError {
 // purge purges a replicated stream through its group, below a bound no
 // higher than the last sequence applied + 1: what the leader proposed and
 // has not applied stays (a purge never moves the last sequence past
-// messages still to come, which the store would then skip).
-func (r *replica) purge(filter string, seq uint64) (uint64, *APIError) {
+// messages still to come, which the store would then skip). A purge that
+// keeps the newest messages is turned into the bound that keeps them in
+// the store as applied: an op that named a count instead would remove
+// more when the log is replayed over a store that has gone on since.
+func (r *replica) purge(filter string, seq, keep uint64) (uint64, *APIError) {
 	below := r.st.store.State().LastSeq + 1
-	if seq > 0 {
+	switch {
+	case keep > 0:
+		b, err := r.st.store.KeepBound(filter, keep)
+		if err != nil {
+			return 0, apiErr(500, 10110, err.Error())
+		}
+		if b == 0 {
+			return 0, nil // no more than keep: nothing to purge
+		}
+		below = b
+	case seq > 0:
 		below = min(seq, below)
 	}
 	op, err := r.proposeWait(&replicaOp{kind: opPurge, subject: filter, below: below})

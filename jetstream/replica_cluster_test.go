@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -193,7 +194,6 @@ func TestClusterReplicatedRefusals(t *testing.T) {
 	_, err = js.AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
 	require.NoError(t, err)
 	jc.waitReplicated(t, "R3", map[uint64]string{})
-	require.Equal(t, njs.ErrorCode(10036), apiCode(js.PurgeStream("R3", &nats.StreamPurgeRequest{Keep: 1})))
 	require.NoError(t, js.DeleteStream("R3"))
 	require.Eventually(t, func() bool {
 		reps, _ := jc.replicas("R3")
@@ -212,7 +212,8 @@ func TestClusterReplicatedRefusals(t *testing.T) {
 // next sequence.
 func TestClusterReplicatedDeletes(t *testing.T) {
 	jc := startReplicatedCluster(t, 3)
-	js, err := jc.Connect(t, 1).JetStream(nats.MaxWait(clustertest.Wait))
+	nc := jc.Connect(t, 1)
+	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
 	require.NoError(t, err)
 	_, err = js.AddStream(&nats.StreamConfig{Name: "D", Subjects: []string{"d.>"}, Replicas: 3})
 	require.NoError(t, err)
@@ -261,6 +262,35 @@ func TestClusterReplicatedDeletes(t *testing.T) {
 	publish(4)
 	require.Contains(t, want, uint64(14), "sequences go on")
 	jc.waitReplicated(t, "D", want)
+	// Keeping the newest: of d.a (11 and 13 of 5, 7, 9, 11, 13), then of
+	// all (the last three).
+	purge := func(req string) uint64 {
+		t.Helper()
+		m, err := nc.Request("$JS.API.STREAM.PURGE.D", []byte(req), clustertest.Wait)
+		require.NoError(t, err)
+		var r struct {
+			Success bool   `json:"success"`
+			Purged  uint64 `json:"purged"`
+		}
+		require.NoError(t, json.Unmarshal(m.Data, &r))
+		require.True(t, r.Success, "%s", m.Data)
+		return r.Purged
+	}
+	require.Equal(t, uint64(3), purge(`{"filter":"d.a","keep":2}`))
+	for seq, subj := range want {
+		if subj == "d.a" && seq < 11 {
+			delete(want, seq)
+		}
+	}
+	jc.waitReplicated(t, "D", want)
+	require.Equal(t, uint64(len(want)-3), purge(`{"keep":3}`))
+	for seq := range want {
+		if seq < 12 {
+			delete(want, seq)
+		}
+	}
+	jc.waitReplicated(t, "D", want)
+	require.Zero(t, purge(`{"keep":5}`), "no more than five")
 	require.NoError(t, js.PurgeStream("D"))
 	clear(want)
 	jc.waitReplicated(t, "D", want)

@@ -51,6 +51,7 @@ func TestConformance(t *testing.T) {
 		{"Skip", testSkip},
 		{"AppendAtLimits", testAppendAtLimits},
 		{"LogClock", testLogClock},
+		{"KeepBound", testKeepBound},
 		{"InvalidInput", testInvalidInput},
 		{"WildcardTokensAreLiteral", testWildcardTokensAreLiteral},
 		{"Limits", testLimits},

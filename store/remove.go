@@ -209,6 +209,36 @@ func (s *Stream) Purge(req PurgeRequest) (purged uint64, err error) {
 	return uint64(n), err
 }
 
+// KeepBound returns the sequence below which a purge of the messages
+// matching subject ("" for all) keeps the newest keep of them, as Purge
+// with Keep would now; 0 if no more than keep match. A replica's leader
+// turns a purge that keeps messages into this bound, which names what it
+// removes wherever the log is applied.
+func (s *Stream) KeepBound(subject string, keep uint64) (uint64, error) {
+	kind, err := classifyFilter(subject)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	switch {
+	case s.mu.closed:
+		return 0, ErrClosed
+	case keep == 0:
+		return 0, fmt.Errorf("%w: Keep 0", ErrInvalidPurge)
+	case kind == filterAllSubjects:
+		if s.mu.msgs <= keep {
+			return 0, nil
+		}
+		return s.keepFromLocked(keep), nil
+	}
+	seqs := s.matchingLocked(subject, kind, 0)
+	if uint64(len(seqs)) <= keep {
+		return 0, nil
+	}
+	return seqs[uint64(len(seqs))-keep], nil
+}
+
 // keepFromLocked returns the sequence of the keep-th newest message.
 func (s *Stream) keepFromLocked(keep uint64) uint64 {
 	seq := s.mu.last
