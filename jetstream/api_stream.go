@@ -91,7 +91,7 @@ func (ja *jsAccount) streamCreate(name string, data []byte, group uint64) any {
 	}
 	// Opening the stream (its files, a subscription per subject) runs
 	// without ja.mu: the name and subjects are reserved.
-	st, err := ja.openStream(ncfg, time.Now().UTC(), true, group)
+	st, err := ja.openStream(ncfg, time.Now().UTC(), true, group, 0)
 	if err != nil {
 		ja.js.log.Warn("stream create failed", "account", ja.name, "stream", name, "err", err)
 		// What the failed create wrote would come back at the next start,
@@ -229,14 +229,12 @@ func (ja *jsAccount) streamUpdate(name string, data []byte) any {
 	// mirror_direct is refused at create only: nats-server keeps it on an
 	// update of a stream that is no mirror, where it does nothing.
 	st := ja.lookup(name)
-	if st != nil {
-		if r.Error = st.notYetReplicated("update"); r.Error != nil {
-			return r
-		}
-	}
 	if st == nil {
 		r.Error = ja.errNoStream(name)
 		return r
+	}
+	if r.Error = st.notLeading(); r.Error != nil {
+		return r // a replicated stream's leader updates it, through its group
 	}
 	// Clients that know nothing of Skiff's sync policy (the nats CLI's
 	// stream edit) send the whole configuration without it: it stays.
@@ -282,7 +280,11 @@ func (ja *jsAccount) streamUpdate(name string, data []byte) any {
 	ja.indexSubjectsLocked(name, ncfg.Subjects)
 	ja.mu.Unlock()
 	ja.js.reserveMu.Unlock()
-	if err := st.update(ncfg); err != nil {
+	update := st.update
+	if st.repl != nil {
+		update = st.repl.updateConfig
+	}
+	if err := update(ncfg); err != nil {
 		ja.mu.Lock()
 		ja.unindexSubjectsLocked(ncfg.Subjects)
 		ja.indexSubjectsLocked(name, st.config().Subjects)

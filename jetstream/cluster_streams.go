@@ -176,10 +176,6 @@ func assignedSubjects(sa *jscluster.StreamAssignment) []string {
 func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 	js, name := ja.js, a[0]
 	r := &streamChangeResponse{apiResponse: newResponse("stream_update")}
-	if replicasRequested(req.data) > 1 {
-		r.Error = errClusterUnsupported()
-		return r
-	}
 	var sa *jscluster.StreamAssignment
 	js.raft.View(func(s *jscluster.State) {
 		if x := s.Streams[jscluster.StreamKey{Account: ja.name, Name: name}]; x != nil {
@@ -189,6 +185,10 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 	})
 	if sa == nil || len(sa.Peers) == 0 {
 		r.Error = errStreamNotFound()
+		return r
+	}
+	if max(replicasRequested(req.data), 1) != len(sa.Peers) {
+		r.Error = errClusterUnsupported() // scaling a stream up or down: not yet
 		return r
 	}
 	// The overlap check and the new configuration in the meta state are one
@@ -207,7 +207,8 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 			return r
 		}
 	}
-	ans := ja.runOn(sa.Peers[0], req)
+	// A replicated stream's leader, as this server knows it, updates it.
+	ans := ja.runOn(cmp.Or(js.placedOn(ja.name, name), sa.Peers[0]), req)
 	if answerIsErr(ans) {
 		return ans
 	}

@@ -389,6 +389,10 @@ type streamMeta struct {
 	Created time.Time    `json:"created"`
 	// Group is the stream's group in a cluster's meta group (stream.group).
 	Group uint64 `json:"group,omitempty"`
+	// ConfigIndex is, for a replicated stream, the index in its group's
+	// log of the update Config came from (replica_config.go): a replayed
+	// update at or below it is not applied again.
+	ConfigIndex uint64 `json:"config_index,omitempty"`
 }
 
 type consumerMeta struct {

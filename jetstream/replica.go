@@ -39,8 +39,8 @@ import (
 // work-queue retention: the leader decides what its consumers are done
 // with and proposes the removals (replica_retention.go). Not built yet,
 // and refused for replicated streams until they are
-// (replicatedUnsupported, notYetReplicated): updates and subject delete
-// markers.
+// (replicatedUnsupported): subject delete markers; and changing
+// num_replicas (scaling).
 
 // maxReplicas bounds num_replicas, as in nats-server.
 const maxReplicas = 5
@@ -132,7 +132,7 @@ func (st *stream) openReplica(group uint64, peers []string) error {
 	r.mu.waiters = map[uint64]waiter{}
 	r.mu.creating = map[string]*consumer{}
 	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied,
-		catchUp: r.catchUp, cons: newReplicaConsumers()}
+		catchUp: r.catchUp, cons: newReplicaConsumers(), onConfig: r.configApplied}
 	if js.raft.HasGroupLog(group) {
 		r.fsm.checkpoint = st.loadCheckpoint(group)
 		if r.fsm.checkpoint > 0 {
@@ -672,15 +672,6 @@ func (st *stream) setSubscribed(on bool) {
 			st.unsubscribeLocked()
 		}
 	}
-}
-
-// notYetReplicated refuses a request a replicated stream cannot take yet
-// (503 10036, naming it); nil for a stream of one replica.
-func (st *stream) notYetReplicated(what string) *APIError {
-	if st.repl == nil {
-		return nil
-	}
-	return apiErr(503, 10036, "not currently supported in clustered mode: "+what+" of a replicated stream")
 }
 
 // replicatedUnsupported refuses what a replicated stream cannot do yet

@@ -278,3 +278,56 @@ func TestClusterReplicatedExpiry(t *testing.T) {
 	publishTo(t, js, after, "aged", "new", 1)
 	require.Contains(t, after, uint64(6))
 }
+
+// TestClusterReplicatedUpdate: an update of an R3 stream goes through its
+// group: every replica takes the new limits at the same place (the same
+// messages evicted), new subjects are taken by the leader, and after every
+// server restarts the configuration stays (an older one is not replayed
+// over it). Changing num_replicas is refused.
+func TestClusterReplicatedUpdate(t *testing.T) {
+	jc, _, js, _ := startReplicatedStream(t, "UP", "up.a")
+	want := map[uint64]string{}
+	publishTo(t, js, want, "up.a", "m", 10)
+	jc.waitReplicated(t, "UP", want)
+	// Lowered, then raised again: the replay after the restart must not
+	// lower it again.
+	cfg := &nats.StreamConfig{Name: "UP", Subjects: []string{"up.a", "up.b"}, Replicas: 3, MaxMsgs: 4}
+	si, err := js.UpdateStream(cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), si.Config.MaxMsgs)
+	for seq := range want {
+		if seq <= 6 {
+			delete(want, seq)
+		}
+	}
+	jc.waitReplicated(t, "UP", want)
+	publishTo(t, js, want, "up.b", "b", 2)
+	delete(want, 7)
+	delete(want, 8)
+	jc.waitReplicated(t, "UP", want)
+	cfg.MaxMsgs = -1
+	_, err = js.UpdateStream(cfg)
+	require.NoError(t, err)
+	publishTo(t, js, want, "up.a", "n", 6)
+	jc.waitReplicated(t, "UP", want)
+	require.Len(t, want, 10)
+
+	for i := range 3 {
+		jc.Stop(t, i)
+	}
+	for i := range 3 {
+		jc.Restart(t, i)
+	}
+	jc.waitMeta(t)
+	jc.waitReplicated(t, "UP", want)
+	js, err = jc.Connect(t, 2).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	si, err = js.StreamInfo("UP")
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), si.Config.MaxMsgs)
+	require.Equal(t, []string{"up.a", "up.b"}, si.Config.Subjects)
+
+	cfg.Replicas = 1
+	_, err = js.UpdateStream(cfg)
+	require.EqualValues(t, 10036, apiCode(err), "%v", err)
+}

@@ -35,9 +35,9 @@ type replicaFSM struct {
 	// onApplied, if set, hears each op once applied (or failed), with its
 	// log index: the proposer's waiters (PubAcks) and the consumers.
 	onApplied func(op *replicaOp, index uint64, err error)
-	// onConfig, if set, applies an opConfig's configuration (the stream's
-	// subscriptions, limits and meta.json).
-	onConfig func(config []byte, metaIndex uint64) error
+	// onConfig, if set, applies an opConfig's configuration, at its log
+	// index (the stream's subscriptions, limits and meta.json).
+	onConfig func(config []byte, index uint64) error
 	// onLeader, if set, hears the group's leader and term.
 	onLeader func(leader, term uint64)
 	// onEmpty, if set, hears an empty entry applied, with its term: a
@@ -149,7 +149,7 @@ func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 		if f.onConfig == nil {
 			return fmt.Errorf("%w: a configuration this replica cannot apply", errBadOp)
 		}
-		return f.onConfig(op.config, op.metaIndex)
+		return f.onConfig(op.config, index)
 	case opTick:
 		n, err := s.AdvanceTime(op.now)
 		if err != nil {

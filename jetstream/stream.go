@@ -28,6 +28,9 @@ type stream struct {
 	// did not make (a single server's) until it is adopted
 	// (cluster_adopt.go).
 	group atomic.Uint64
+	// configIndex is, for a replicated stream, the log index of the update
+	// its configuration came from (replica_config.go).
+	configIndex atomic.Uint64
 	// repl is the stream's raft side when it has more than one replica
 	// (replica.go), nil otherwise. Set before the stream is seen.
 	repl *replica
@@ -65,11 +68,14 @@ type stream struct {
 
 // openStream opens (or, with create, creates) a stream of the account and
 // subscribes it, in the account.
-func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool, group uint64) (*stream, error) {
+// configIndex is the log index of a replicated stream's last update
+// (streamMeta.ConfigIndex).
+func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool, group, configIndex uint64) (*stream, error) {
 	js := ja.js
 	dir := filepath.Join(ja.dir, cfg.Name)
 	st := &stream{js: js, ja: ja, name: cfg.Name, dir: dir, created: created, ackPrefix: pubAckPrefix(cfg.Name)}
 	st.group.Store(group)
+	st.configIndex.Store(configIndex)
 	st.cfg.Store(&cfg)
 	st.mu.consumers = map[string]*consumer{}
 	st.clist.Store(&[]*consumer{})
