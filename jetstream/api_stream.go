@@ -325,27 +325,41 @@ func checkStreamUpdate(old, cfg StreamConfig) *APIError {
 func (st *stream) update(cfg StreamConfig) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := st.store.UpdateConfig(cfg.storeOptions(filepath.Join(st.dir, "msgs"))); err != nil {
+	old, err := st.setConfigLocked(cfg, 0)
+	if err != nil {
 		return err
 	}
-	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created, Group: st.group.Load()}); err != nil {
-		return err
-	}
-	old := st.config()
-	st.cfg.Store(&cfg)
 	if !slices.Equal(old.Subjects, cfg.Subjects) {
 		st.unsubscribeLocked()
 		if err := st.subscribeLocked(cfg.Subjects); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// setConfigLocked gives the stream a new configuration (of the update at
+// index of a replicated stream's log, else 0): limits to the store, the
+// metadata file, the duplicate window, and the consumers told; it returns
+// the old one. st.mu held.
+func (st *stream) setConfigLocked(cfg StreamConfig, index uint64) (StreamConfig, error) {
+	old := st.config()
+	if err := st.store.UpdateConfig(cfg.storeOptions(filepath.Join(st.dir, "msgs"))); err != nil {
+		return old, err
+	}
+	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created,
+		Group: st.group.Load(), ConfigIndex: index}); err != nil {
+		return old, err
+	}
+	st.cfg.Store(&cfg)
+	st.configIndex.Store(index)
 	st.ingestMu.Lock()
 	st.ingestMu.dedup.window = cfg.Duplicates
 	st.ingestMu.Unlock()
 	for _, c := range st.mu.consumers {
 		c.changed() // limits may have removed messages
 	}
-	return nil
+	return old, nil
 }
 
 type streamInfoRequest struct {

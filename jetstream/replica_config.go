@@ -3,7 +3,6 @@ package jetstream
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 )
 
 // Updates of a replicated stream's configuration (design 3.1's opConfig).
@@ -45,22 +44,16 @@ func (r *replica) configApplied(config []byte, index uint64) error {
 	return st.applyConfig(cfg, index, r.isLeader())
 }
 
-// applyConfig applies a replicated stream's new configuration at index:
-// limits to the store, the metadata file, the account's subject index,
-// and, on the leader, the subscriptions.
+// applyConfig applies a replicated stream's new configuration at index
+// (setConfigLocked), the account's subject index, and, on the leader, the
+// subscriptions.
 func (st *stream) applyConfig(cfg StreamConfig, index uint64, leads bool) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := st.store.UpdateConfig(cfg.storeOptions(filepath.Join(st.dir, "msgs"))); err != nil {
+	old, err := st.setConfigLocked(cfg, index)
+	if err != nil {
 		return err
 	}
-	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created,
-		Group: st.group.Load(), ConfigIndex: index}); err != nil {
-		return err
-	}
-	old := st.config()
-	st.cfg.Store(&cfg)
-	st.configIndex.Store(index)
 	ja := st.ja
 	ja.mu.Lock()
 	ja.unindexSubjectsLocked(old.Subjects)
@@ -71,12 +64,6 @@ func (st *stream) applyConfig(cfg StreamConfig, index uint64, leads bool) error 
 		if err := st.subscribeLocked(cfg.Subjects); err != nil {
 			st.js.log.Error("replicated stream leader not subscribed", "stream", st.name, "err", err)
 		}
-	}
-	st.ingestMu.Lock()
-	st.ingestMu.dedup.window = cfg.Duplicates
-	st.ingestMu.Unlock()
-	for _, c := range st.mu.consumers {
-		c.changed() // limits may have removed messages
 	}
 	return nil
 }
