@@ -15,6 +15,9 @@ package server_test
 //	c2 send PUB foo 2\r\nhi\r\n
 //	c1 sync                        PING, then read until its PONG (or close)
 //	c1 expect-close                read until the server closes
+//	c1 settle                      wait a moment (diffSettle): a server
+//	                               releases a closed connection after the
+//	                               client saw the close, nats-server too
 //	conf accounts                  instead of options: both servers load
 //	                               testdata/diff/conf/accounts.conf
 //
@@ -87,6 +90,10 @@ import (
 // loopback in well under a millisecond; the bound is only reached when a
 // server does not answer at all (a divergence, or a bug).
 const diffTimeout = 1500 * time.Millisecond
+
+// diffSettle is how long a settle step waits: longer than either server
+// takes to release a connection it closed, on a loaded machine.
+const diffSettle = 250 * time.Millisecond
 
 // diffUser is a user both servers can be configured with.
 type diffUser struct {
@@ -238,7 +245,7 @@ type diffScript struct {
 
 type diffStep struct {
 	conn string
-	op   string // send, sync, expect-close
+	op   string // send, sync, expect-close, settle
 	data []byte // for send
 	src  string // the step as written, for the transcript
 }
@@ -350,7 +357,7 @@ func parseDiffFile(path string) ([]*diffScript, error) {
 				return nil, fmt.Errorf("%s: %w", pos, err)
 			}
 			step.src = fmt.Sprintf("%s send %q", word, step.data)
-		case "sync", "expect-close":
+		case "sync", "expect-close", "settle":
 			if arg != "" {
 				return nil, fmt.Errorf("%s: %s takes no argument", pos, op)
 			}
@@ -744,6 +751,8 @@ func runDiffScript(t *testing.T, sc *diffScript, addr string) diffResult {
 			if !s.report(c) {
 				fmt.Fprintf(&s.out, "%s < <still open>\n", c.name)
 			}
+		case "settle":
+			time.Sleep(diffSettle)
 		}
 	}
 	fmt.Fprintln(&s.out, "end")

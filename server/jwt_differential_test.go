@@ -135,7 +135,7 @@ func TestDifferentialJWT(t *testing.T) {
 	u1, u2 := limited.User("l1"), limited.User("l2")
 	s.send("c1", connectJWTAs(u1, u1.Seed)+"PING\r\n").op("c1", "sync")
 	s.send("c1", "SUB a 1\r\nSUB b 2\r\nSUB c 3\r\n").op("c1", "sync")
-	s.send("c1", "PUB a 65\r\n"+strings.Repeat("x", 65)+"\r\n").op("c1", "expect-close")
+	s.send("c1", "PUB a 65\r\n"+strings.Repeat("x", 65)+"\r\n").op("c1", "expect-close").op("c1", "settle")
 	s.send("c2", connectJWTAs(u2, u2.Seed)+"PING\r\n").op("c2", "sync")
 	s.send("c3", connectJWTAs(u1, u1.Seed)+"PING\r\n").op("c3", "expect-close")
 	cases["account limits"] = s
