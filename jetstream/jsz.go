@@ -16,8 +16,11 @@ import (
 // the Prometheus exporter for NATS and dashboards read it.
 const jszPath = "/jsz"
 
-// jsz is the body of /jsz, with the reference server's field names. Skiff
-// has no clustering, so the cluster and leader fields are absent.
+// jsz is the body of /jsz, with the reference server's field names. In a
+// cluster it has the meta group (meta_cluster), and each stream detailed
+// its cluster info (leader, replicas, their lag) and, replicated, its raft
+// group; ha_assets counts the raft groups on this server (the meta group
+// and the replicated streams').
 type jsz struct {
 	jszStats
 	ID        string        `json:"server_id"`
@@ -127,6 +130,8 @@ type jszAccount struct {
 type jszStream struct {
 	Name      string          `json:"name"`
 	Created   time.Time       `json:"created"`
+	Cluster   *ClusterInfo    `json:"cluster,omitempty"`
+	RaftGroup string          `json:"stream_raft_group,omitempty"`
 	Config    *StreamConfig   `json:"config,omitempty"`
 	State     StreamState     `json:"state"`
 	Consumers []*ConsumerInfo `json:"consumer_detail,omitempty"`
@@ -270,6 +275,8 @@ func (js *JetStream) jsz(o jszOptions) *jsz {
 	for _, ja := range accounts {
 		u := ja.usage()
 		total.add(u)
+		ha := ja.haAssets()
+		r.HAAssets += ha
 		for name, reason := range ja.failedStreams() {
 			if r.FailedStreams == nil {
 				r.FailedStreams = map[string]string{}
@@ -284,7 +291,7 @@ func (js *JetStream) jsz(o jszOptions) *jsz {
 		}
 		d := &jszAccount{Name: ja.name, ID: ja.name, jszStats: jszStats{
 			Memory: u.memory, Storage: u.storage, ReservedMemory: u.reservedMemory, ReservedStorage: u.reservedStorage,
-			AccountCount: 1, API: ja.apiStats(),
+			AccountCount: 1, API: ja.apiStats(), HAAssets: ha,
 		}}
 		if o.streams {
 			d.Streams = ja.jszStreams(o)
@@ -297,6 +304,9 @@ func (js *JetStream) jsz(o jszOptions) *jsz {
 	r.Total = r.Streams
 	r.OrphanedAccounts = js.orphans
 	r.Meta = js.metaJsz()
+	if r.Meta != nil {
+		r.HAAssets++ // the meta group, as nats-server counts every raft group
+	}
 	return r
 }
 
@@ -312,7 +322,10 @@ func (ja *jsAccount) jszStreams(o jszOptions) []*jszStream {
 		}
 		info := st.info()
 		d := &jszStream{Name: name, Created: info.Created, State: info.State, CorruptRecords: st.store.CorruptRecords(),
-			LostRecords: st.store.Recovery().LostRecords(), FailedConsumers: st.failedConsumers()}
+			LostRecords: st.store.Recovery().LostRecords(), FailedConsumers: st.failedConsumers(), Cluster: info.Cluster}
+		if st.repl != nil {
+			d.RaftGroup = st.raftGroupName()
+		}
 		if o.config {
 			d.Config = &info.Config
 		}
@@ -324,4 +337,16 @@ func (ja *jsAccount) jszStreams(o jszOptions) []*jszStream {
 		details = append(details, d)
 	}
 	return details
+}
+
+// haAssets counts the account's replicated streams on this server: their
+// raft groups, as nats-server's ha_assets counts its groups.
+func (ja *jsAccount) haAssets() int {
+	n := 0
+	for _, st := range ja.streams() {
+		if st.repl != nil {
+			n++
+		}
+	}
+	return n
 }

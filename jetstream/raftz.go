@@ -78,11 +78,17 @@ func (js *JetStream) sysRaftz(_ *server.Account, body []byte) (any, error) {
 	for _, ja := range js.sortedAccounts() {
 		for _, st := range ja.streams() {
 			if st.repl != nil {
-				add(ja.name, fmt.Sprintf("S-R%d-%d", st.config().Replicas, st.repl.group), st.repl.group, false)
+				add(ja.name, st.raftGroupName(), st.repl.group, false)
 			}
 		}
 	}
 	return out, nil
+}
+
+// raftGroupName is a replicated stream's group as RAFTZ and /jsz name
+// it.
+func (st *stream) raftGroupName() string {
+	return fmt.Sprintf("S-R%d-%d", st.config().Replicas, st.repl.group)
 }
 
 func raftzOf(me string, gs jscluster.GroupState, system bool) raftzGroup {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
@@ -330,4 +331,31 @@ func TestClusterReplicatedUpdate(t *testing.T) {
 	cfg.Replicas = 1
 	_, err = js.UpdateStream(cfg)
 	require.EqualValues(t, 10036, apiCode(err), "%v", err)
+}
+
+// TestClusterReplicatedJsz: /jsz on every server details an R3 stream as
+// nats-server's StreamDetail does, with its cluster (the leader, the other
+// replicas) and its raft group, and counts the server's raft groups in
+// ha_assets.
+func TestClusterReplicatedJsz(t *testing.T) {
+	jc := startJSClusterFull(t, make([]string, 3), server.Options{HTTPPort: server.RandomPort}, nil, jetstream.WithReplicas)
+	jc.waitMeta(t)
+	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	_, err = js.AddStream(&nats.StreamConfig{Name: "JZ", Subjects: []string{"jz"}, Replicas: 3})
+	require.NoError(t, err)
+	leader := jc.Servers[jc.waitReplicated(t, "JZ", map[uint64]string{})].Name()
+	for _, s := range jc.Servers {
+		var v natsserver.JSInfo
+		require.Eventually(t, func() bool {
+			v = natsserver.JSInfo{}
+			if monitorJSON(t, s, "/jsz?streams=true", &v) != 200 || len(v.AccountDetails) != 1 || len(v.AccountDetails[0].Streams) != 1 {
+				return false
+			}
+			c := v.AccountDetails[0].Streams[0].Cluster
+			return c != nil && c.Leader == leader && len(c.Replicas) == 2
+		}, clustertest.Wait, 20*time.Millisecond, "%s details JZ led by %s", s.Name(), leader)
+		require.True(t, strings.HasPrefix(v.AccountDetails[0].Streams[0].RaftGroup, "S-R3-"), v.AccountDetails[0].Streams[0].RaftGroup)
+		require.Equal(t, 2, v.HAAssets, "the meta group and JZ's")
+	}
 }
