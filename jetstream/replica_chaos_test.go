@@ -37,16 +37,21 @@ type chaosReport struct {
 	// their ack was confirmed (must be 0), acknowledged messages it never
 	// delivered (must be 0).
 	consumed, redelivered, confirmed, ackedAgain, missed int
-	linOps, linWrites                                    int
-	linearizable                                         porcupine.CheckResult
+	// The work queue: publishes acknowledged, of them never delivered
+	// (must be 0), and the most messages any replica kept after the
+	// drain (must be 0).
+	wqAcked, wqMissed, wqLeft int
+	linOps, linWrites         int
+	linearizable              porcupine.CheckResult
 }
 
 func (r chaosReport) String() string {
 	return fmt.Sprintf("chaos: rounds=%d faults=%d acked=%d lost=%d duplicated=%d "+
 		"consumed=%d redelivered=%d acks_confirmed=%d delivered_after_ack=%d missed=%d "+
-		"lin_ops=%d lin_writes=%d linearizable=%s",
+		"wq_acked=%d wq_missed=%d wq_left=%d lin_ops=%d lin_writes=%d linearizable=%s",
 		r.rounds, r.faults, r.acked, r.lost, r.duplicated,
 		r.consumed, r.redelivered, r.confirmed, r.ackedAgain, r.missed,
+		r.wqAcked, r.wqMissed, r.wqLeft,
 		r.linOps, r.linWrites, r.linearizable)
 }
 
@@ -78,13 +83,21 @@ func TestChaosReplicated(t *testing.T) {
 		return js
 	}
 	admin := connect(0)
-	for _, name := range []string{"CH", "LIN"} {
+	for _, name := range []string{"CH", "LIN", "WQ"} {
+		cfg := &nats.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name) + ".>"}, Replicas: 3}
+		if name == "WQ" {
+			cfg.Retention = nats.WorkQueuePolicy
+		}
 		require.Eventually(t, func() bool {
-			_, err := admin.AddStream(&nats.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name) + ".>"}, Replicas: 3})
+			_, err := admin.AddStream(cfg)
 			return err == nil
 		}, clustertest.Wait, 50*time.Millisecond)
 		jc.waitReplicated(t, name, map[uint64]string{})
 	}
+	require.Eventually(t, func() bool {
+		_, err := admin.AddConsumer("WQ", &nats.ConsumerConfig{Durable: "W", AckPolicy: nats.AckExplicitPolicy, AckWait: 2 * time.Second})
+		return err == nil
+	}, clustertest.Wait, 50*time.Millisecond)
 	require.Eventually(t, func() bool {
 		_, err := admin.AddConsumer("CH", &nats.ConsumerConfig{Durable: "D", AckPolicy: nats.AckExplicitPolicy, AckWait: 2 * time.Second})
 		return err == nil
@@ -130,12 +143,43 @@ func TestChaosReplicated(t *testing.T) {
 	// The durable consumer D on CH: fetches, each acknowledged
 	// synchronously. A message that comes in a fetch asked for after its
 	// ack was confirmed is an ack the cluster lost.
-	cons := &chaosConsumer{js: connect(2), delivered: map[uint64]int{}, confirmed: map[uint64]bool{}}
+	cons := &chaosConsumer{js: connect(2), stream: "CH", durable: "D", delivered: map[uint64]int{}, confirmed: map[uint64]bool{}}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for !stopped() {
 			cons.fetch(t, true)
+		}
+	}()
+	// A work queue: one publisher with acks and message IDs, and its
+	// consumer W fetching and acknowledging synchronously. Every
+	// acknowledged publish must be delivered, and the queue end empty on
+	// every replica once everything is acknowledged.
+	var wqAcked []uint64
+	wqPub := connect(1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for k := 0; !stopped(); k++ {
+			id := fmt.Sprintf("w-%d", k)
+			for !stopped() {
+				ack, err := wqPub.Publish("wq.x", []byte(id), nats.MsgId(id))
+				if err == nil {
+					mu.Lock()
+					wqAcked = append(wqAcked, ack.Sequence)
+					mu.Unlock()
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}()
+	wq := &chaosConsumer{js: connect(0), stream: "WQ", durable: "W", delivered: map[uint64]int{}, confirmed: map[uint64]bool{}}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stopped() {
+			wq.fetch(t, true)
 		}
 	}()
 	// Linearizability clients on LIN: publishes that expect a last
@@ -277,6 +321,31 @@ func TestChaosReplicated(t *testing.T) {
 	for _, n := range cons.delivered {
 		rep.redelivered += n - 1
 	}
+	// The work queue drains: every acknowledged publish delivered, then
+	// nothing left on any replica (removals an old leader did not see
+	// applied are swept by the next).
+	wqMissing := func() int {
+		n := 0
+		for _, seq := range wqAcked {
+			if wq.delivered[seq] == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(2 * clustertest.Wait); wqMissing() > 0 && time.Now().Before(deadline); {
+		wq.fetch(t, false)
+	}
+	rep.wqAcked, rep.wqMissed = len(wqAcked), wqMissing()
+	rep.ackedAgain += wq.again
+	require.Eventually(t, func() bool {
+		reps, lead := jc.replicas("WQ")
+		rep.wqLeft = 0
+		for _, r := range reps {
+			rep.wqLeft = max(rep.wqLeft, len(r))
+		}
+		return lead >= 0 && rep.wqLeft == 0
+	}, 2*clustertest.Wait, 50*time.Millisecond, "the work queue drains on every replica")
 	rep.linOps = len(hist)
 	for _, op := range hist {
 		if out := op.Output.(linOutput); op.Input.(linInput).pub && !out.wrong && !out.unknown {
@@ -289,6 +358,8 @@ func TestChaosReplicated(t *testing.T) {
 	require.Zero(t, rep.duplicated, "a retried message ID is deduplicated")
 	require.Positive(t, rep.acked)
 	require.Zero(t, rep.missed, "the durable consumer is given every acknowledged message")
+	require.Zero(t, rep.wqMissed, "the work queue's consumer is given every acknowledged message")
+	require.Positive(t, rep.wqAcked)
 	require.Zero(t, rep.ackedAgain, "no message is delivered again after its ack was confirmed")
 	require.Positive(t, rep.confirmed)
 	require.NotEqual(t, porcupine.Illegal, rep.linearizable, "the history of LIN is linearizable")
@@ -296,17 +367,18 @@ func TestChaosReplicated(t *testing.T) {
 
 // chaosConsumer is the chaos suite's durable consumer's client side.
 type chaosConsumer struct {
-	js        nats.JetStreamContext
-	delivered map[uint64]int  // stream sequence -> deliveries
-	confirmed map[uint64]bool // acks confirmed
-	again     int             // deliveries asked for after the ack was confirmed
+	js              nats.JetStreamContext
+	stream, durable string
+	delivered       map[uint64]int  // stream sequence -> deliveries
+	confirmed       map[uint64]bool // acks confirmed
+	again           int             // deliveries asked for after the ack was confirmed
 }
 
 // fetch fetches once (a subscription of its own, so that nothing sent for
 // an earlier fetch arrives in this one) and acknowledges what came:
 // synchronously, or (draining: faster) without waiting.
 func (c *chaosConsumer) fetch(t *testing.T, sync bool) {
-	sub, err := c.js.PullSubscribe("", "D", nats.Bind("CH", "D"))
+	sub, err := c.js.PullSubscribe("", c.durable, nats.Bind(c.stream, c.durable))
 	if err != nil {
 		time.Sleep(20 * time.Millisecond)
 		return
