@@ -3,9 +3,11 @@ package jetstream_test
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,20 +120,20 @@ func TestChaosReplicated(t *testing.T) {
 			}
 		}
 	)
-	// Publishers: sequential, each message retried with its ID until
-	// acknowledged.
-	for p := range 3 {
-		js := connect(p)
+	// publisher publishes on subj until the test stops, sequentially,
+	// each message retried with its ID until acknowledged, and records
+	// each acknowledged one.
+	publisher := func(js nats.JetStreamContext, subj, prefix string, record func(id string, seq uint64)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := 0; !stopped(); k++ {
-				id := fmt.Sprintf("p%d-%d", p, k)
+				id := fmt.Sprintf("%s-%d", prefix, k)
 				for !stopped() {
-					ack, err := js.Publish("ch.x", []byte(id), nats.MsgId(id))
+					ack, err := js.Publish(subj, []byte(id), nats.MsgId(id))
 					if err == nil {
 						mu.Lock()
-						acked[id] = ack.Sequence
+						record(id, ack.Sequence)
 						mu.Unlock()
 						break
 					}
@@ -139,6 +141,9 @@ func TestChaosReplicated(t *testing.T) {
 				}
 			}
 		}()
+	}
+	for p := range 3 {
+		publisher(connect(p), "ch.x", fmt.Sprintf("p%d", p), func(id string, seq uint64) { acked[id] = seq })
 	}
 	// The durable consumer D on CH: fetches, each acknowledged
 	// synchronously. A message that comes in a fetch asked for after its
@@ -156,24 +161,7 @@ func TestChaosReplicated(t *testing.T) {
 	// acknowledged publish must be delivered, and the queue end empty on
 	// every replica once everything is acknowledged.
 	var wqAcked []uint64
-	wqPub := connect(1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for k := 0; !stopped(); k++ {
-			id := fmt.Sprintf("w-%d", k)
-			for !stopped() {
-				ack, err := wqPub.Publish("wq.x", []byte(id), nats.MsgId(id))
-				if err == nil {
-					mu.Lock()
-					wqAcked = append(wqAcked, ack.Sequence)
-					mu.Unlock()
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-	}()
+	publisher(connect(1), "wq.x", "w", func(_ string, seq uint64) { wqAcked = append(wqAcked, seq) })
 	wq := &chaosConsumer{js: connect(0), stream: "WQ", durable: "W", delivered: map[uint64]int{}, confirmed: map[uint64]bool{}}
 	wg.Add(1)
 	go func() {
@@ -304,19 +292,7 @@ func TestChaosReplicated(t *testing.T) {
 		}
 	}
 	// The consumer drains the stream: everything acknowledged comes.
-	missing := func() int {
-		n := 0
-		for _, seq := range acked {
-			if cons.delivered[seq] == 0 {
-				n++
-			}
-		}
-		return n
-	}
-	for deadline := time.Now().Add(2 * clustertest.Wait); missing() > 0 && time.Now().Before(deadline); {
-		cons.fetch(t, false)
-	}
-	rep.missed = missing()
+	rep.missed = cons.drain(t, slices.Collect(maps.Values(acked)))
 	rep.consumed, rep.confirmed, rep.ackedAgain = len(cons.delivered), len(cons.confirmed), cons.again
 	for _, n := range cons.delivered {
 		rep.redelivered += n - 1
@@ -324,19 +300,7 @@ func TestChaosReplicated(t *testing.T) {
 	// The work queue drains: every acknowledged publish delivered, then
 	// nothing left on any replica (removals an old leader did not see
 	// applied are swept by the next).
-	wqMissing := func() int {
-		n := 0
-		for _, seq := range wqAcked {
-			if wq.delivered[seq] == 0 {
-				n++
-			}
-		}
-		return n
-	}
-	for deadline := time.Now().Add(2 * clustertest.Wait); wqMissing() > 0 && time.Now().Before(deadline); {
-		wq.fetch(t, false)
-	}
-	rep.wqAcked, rep.wqMissed = len(wqAcked), wqMissing()
+	rep.wqAcked, rep.wqMissed = len(wqAcked), wq.drain(t, wqAcked)
 	rep.ackedAgain += wq.again
 	require.Eventually(t, func() bool {
 		reps, lead := jc.replicas("WQ")
@@ -372,6 +336,24 @@ type chaosConsumer struct {
 	delivered       map[uint64]int  // stream sequence -> deliveries
 	confirmed       map[uint64]bool // acks confirmed
 	again           int             // deliveries asked for after the ack was confirmed
+}
+
+// drain fetches until every one of seqs was delivered, or for a bounded
+// time, and returns how many never were.
+func (c *chaosConsumer) drain(t *testing.T, seqs []uint64) int {
+	missing := func() int {
+		n := 0
+		for _, seq := range seqs {
+			if c.delivered[seq] == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(2 * clustertest.Wait); missing() > 0 && time.Now().Before(deadline); {
+		c.fetch(t, false)
+	}
+	return missing()
 }
 
 // fetch fetches once (a subscription of its own, so that nothing sent for
