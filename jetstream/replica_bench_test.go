@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
@@ -38,10 +37,8 @@ func BenchmarkReplicatedConsume(b *testing.B) {
 
 func benchConsume(b *testing.B, layout string, consumers int) {
 	jc := startReplicatedCluster(b, 3)
-	nc := jc.Connect(b, 0)
-	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(b, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "B", Subjects: []string{"b"}, Replicas: 3})
+	_, js := jc.connectJS(b, 0)
+	_, err := js.AddStream(&nats.StreamConfig{Name: "B", Subjects: []string{"b"}, Replicas: 3})
 	require.NoError(b, err)
 	jc.waitReplicated(b, "B", map[uint64]string{})
 	for i := range b.N {

@@ -148,28 +148,27 @@ func TestChaosReplicated(t *testing.T) {
 	// The durable consumer D on CH: fetches, each acknowledged
 	// synchronously. A message that comes in a fetch asked for after its
 	// ack was confirmed is an ack the cluster lost.
-	cons := &chaosConsumer{js: connect(2), stream: "CH", durable: "D", delivered: map[uint64]int{}, confirmed: map[uint64]bool{}}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stopped() {
-			cons.fetch(t, true)
-		}
-	}()
+	// consumer fetches from a durable until the test stops,
+	// acknowledging synchronously.
+	consumer := func(js nats.JetStreamContext, stream, durable string) *chaosConsumer {
+		c := &chaosConsumer{js: js, stream: stream, durable: durable, delivered: map[uint64]int{}, confirmed: map[uint64]bool{}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stopped() {
+				c.fetch(t, true)
+			}
+		}()
+		return c
+	}
+	cons := consumer(connect(2), "CH", "D")
 	// A work queue: one publisher with acks and message IDs, and its
 	// consumer W fetching and acknowledging synchronously. Every
 	// acknowledged publish must be delivered, and the queue end empty on
 	// every replica once everything is acknowledged.
 	var wqAcked []uint64
 	publisher(connect(1), "wq.x", "w", func(_ string, seq uint64) { wqAcked = append(wqAcked, seq) })
-	wq := &chaosConsumer{js: connect(0), stream: "WQ", durable: "W", delivered: map[uint64]int{}, confirmed: map[uint64]bool{}}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stopped() {
-			wq.fetch(t, true)
-		}
-	}()
+	wq := consumer(connect(0), "WQ", "W")
 	// Linearizability clients on LIN: publishes that expect a last
 	// sequence, and reads.
 	for c := range 2 {
@@ -241,12 +240,7 @@ func TestChaosReplicated(t *testing.T) {
 			time.Sleep(*chaosRound / 2)
 			jc.Restart(t, lead)
 		case 2: // every server at once
-			for i := range 3 {
-				jc.Stop(t, i)
-			}
-			for i := range 3 {
-				jc.Restart(t, i)
-			}
+			jc.RestartAll(t)
 		}
 		rep.faults++
 		jc.waitMeta(t)

@@ -22,7 +22,24 @@ import (
 // replicated streams (internal: issue 13, phase 3).
 func startReplicatedCluster(t testing.TB, n int) *jsCluster {
 	t.Helper()
-	jc := startJSClusterFull(t, make([]string, n), server.Options{}, nil, jetstream.WithReplicas)
+	return startReplicatedClusterWith(t, n, server.Options{})
+}
+
+// connectJS connects a client to server i and returns it with its
+// JetStream context, whose requests wait clustertest.Wait.
+func (jc *jsCluster) connectJS(t testing.TB, i int) (*nats.Conn, nats.JetStreamContext) {
+	t.Helper()
+	nc := jc.Connect(t, i)
+	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	return nc, js
+}
+
+// startReplicatedClusterWith is startReplicatedCluster with base as every
+// server's options (a monitoring port, say).
+func startReplicatedClusterWith(t testing.TB, n int, base server.Options) *jsCluster {
+	t.Helper()
+	jc := startJSClusterFull(t, make([]string, n), base, nil, jetstream.WithReplicas)
 	jc.waitMeta(t)
 	return jc
 }
@@ -118,8 +135,7 @@ func TestClusterReplicatedStream(t *testing.T) {
 	jc := startReplicatedCluster(t, 3)
 	ctxs := make([]nats.JetStreamContext, 3)
 	for i := range 3 {
-		js, err := jc.Connect(t, i).JetStream(nats.MaxWait(clustertest.Wait))
-		require.NoError(t, err)
+		_, js := jc.connectJS(t, i)
 		ctxs[i] = js
 	}
 	info, err := ctxs[0].AddStream(&nats.StreamConfig{Name: "REPL", Subjects: []string{"repl.>"}, Replicas: 3})
@@ -170,8 +186,7 @@ func TestClusterReplicatedStream(t *testing.T) {
 	jc.waitReplicated(t, "REPL", acked)
 	require.Len(t, acked, 90)
 	for i := range 3 {
-		js, err := jc.Connect(t, i).JetStream(nats.MaxWait(clustertest.Wait))
-		require.NoError(t, err)
+		_, js := jc.connectJS(t, i)
 		si, err := js.StreamInfo("REPL")
 		require.NoError(t, err)
 		require.Equal(t, uint64(90), si.State.Msgs, "through server %d", i)
@@ -182,10 +197,8 @@ func TestClusterReplicatedStream(t *testing.T) {
 // refused with 10036, saying what.
 func TestClusterReplicatedRefusals(t *testing.T) {
 	jc := startReplicatedCluster(t, 3)
-	nc := jc.Connect(t, 0)
-	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "MARKED", Subjects: []string{"marked"}, Replicas: 3,
+	_, js := jc.connectJS(t, 0)
+	_, err := js.AddStream(&nats.StreamConfig{Name: "MARKED", Subjects: []string{"marked"}, Replicas: 3,
 		AllowMsgTTL: true, SubjectDeleteMarkerTTL: time.Minute})
 	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "%v", err)
 	require.ErrorContains(t, err, "subject delete markers")
@@ -212,10 +225,8 @@ func TestClusterReplicatedRefusals(t *testing.T) {
 // next sequence.
 func TestClusterReplicatedDeletes(t *testing.T) {
 	jc := startReplicatedCluster(t, 3)
-	nc := jc.Connect(t, 1)
-	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "D", Subjects: []string{"d.>"}, Replicas: 3})
+	nc, js := jc.connectJS(t, 1)
+	_, err := js.AddStream(&nats.StreamConfig{Name: "D", Subjects: []string{"d.>"}, Replicas: 3})
 	require.NoError(t, err)
 	want := map[uint64]string{}
 	jc.waitReplicated(t, "D", want)
@@ -306,14 +317,13 @@ func TestClusterReplicatedDeletes(t *testing.T) {
 // memory stream has none and replays its log.
 func TestClusterReplicatedCheckpoint(t *testing.T) {
 	jc := startReplicatedCluster(t, 3)
-	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
+	_, js := jc.connectJS(t, 0)
 	for _, name := range []string{"FILE", "MEM"} {
 		cfg := &nats.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name) + ".>"}, Replicas: 3}
 		if name == "MEM" {
 			cfg.Storage = nats.MemoryStorage
 		}
-		_, err = js.AddStream(cfg)
+		_, err := js.AddStream(cfg)
 		require.NoError(t, err)
 	}
 	want := map[string]map[uint64]string{"FILE": {}, "MEM": {}}
@@ -323,6 +333,7 @@ func TestClusterReplicatedCheckpoint(t *testing.T) {
 			data := fmt.Sprintf("%s-%d", name, k)
 			var ack *nats.PubAck
 			require.Eventually(t, func() bool {
+				var err error
 				ack, err = js.Publish(strings.ToLower(name)+".x", []byte(data), nats.MsgId(data))
 				return err == nil
 			}, clustertest.Wait, 10*time.Millisecond)
@@ -367,10 +378,8 @@ func TestClusterReplicatedCheckpoint(t *testing.T) {
 // new, per-subject history, rollups) puts, gets and deletes keys.
 func TestClusterReplicatedDiscardNew(t *testing.T) {
 	jc := startReplicatedCluster(t, 3)
-	nc := jc.Connect(t, 1)
-	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "DN", Subjects: []string{"dn.>"}, Replicas: 3,
+	_, js := jc.connectJS(t, 1)
+	_, err := js.AddStream(&nats.StreamConfig{Name: "DN", Subjects: []string{"dn.>"}, Replicas: 3,
 		Discard: nats.DiscardNew, MaxMsgs: 10})
 	require.NoError(t, err)
 	jc.waitReplicated(t, "DN", map[uint64]string{})
@@ -458,10 +467,8 @@ func TestClusterReplicatedDiscardNew(t *testing.T) {
 func startReplicatedStream(t *testing.T, name, subj string) (*jsCluster, *nats.Conn, nats.JetStreamContext, int) {
 	t.Helper()
 	jc := startReplicatedCluster(t, 3)
-	nc := jc.Connect(t, 0)
-	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3})
+	nc, js := jc.connectJS(t, 0)
+	_, err := js.AddStream(&nats.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3})
 	require.NoError(t, err)
 	return jc, nc, js, jc.waitReplicated(t, name, map[uint64]string{})
 }

@@ -102,8 +102,7 @@ func TestClusterReplicatedConsumer(t *testing.T) {
 	}
 	jc.waitConsumerApplied(t, "RC", "C", 20, false)
 	// Through another server, from the new leader.
-	other, err := jc.Connect(t, 2).JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
+	_, other := jc.connectJS(t, 2)
 	ci, err := other.ConsumerInfo("RC", "C")
 	require.NoError(t, err)
 	require.Equal(t, uint64(20), ci.AckFloor.Stream)
@@ -129,9 +128,7 @@ func TestClusterReplicatedConsumer(t *testing.T) {
 func TestClusterReplicatedConsumerRecovery(t *testing.T) {
 	jetstream.SetReplicaLog(t, 4, 256)
 	jc := startReplicatedCluster(t, 3)
-	nc := jc.Connect(t, 0)
-	js, err := nc.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
+	nc, js := jc.connectJS(t, 0)
 	names := []string{"CFILE", "CMEM"}
 	done := map[string]map[uint64]bool{}
 	for _, name := range names {
@@ -139,7 +136,7 @@ func TestClusterReplicatedConsumerRecovery(t *testing.T) {
 		if name == "CMEM" {
 			cfg.Storage = nats.MemoryStorage
 		}
-		_, err = js.AddStream(cfg)
+		_, err := js.AddStream(cfg)
 		require.NoError(t, err)
 		jc.waitReplicated(t, name, map[uint64]string{})
 		publishTo(t, js, map[uint64]string{}, strings.ToLower(name), "m", 30)
@@ -176,16 +173,9 @@ func TestClusterReplicatedConsumerRecovery(t *testing.T) {
 	}
 
 	// Every server restarts: the file stream's consumer is where it was.
-	for i := range 3 {
-		jc.Stop(t, i)
-	}
-	for i := range 3 {
-		jc.Restart(t, i)
-	}
+	jc.RestartAll(t)
 	jc.waitMeta(t)
-	nc = jc.Connect(t, 0)
-	js, err = nc.JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
+	nc, js = jc.connectJS(t, 0)
 	jc.waitConsumerApplied(t, "CFILE", "C", 30, false)
 	publishTo(t, js, map[uint64]string{}, "cfile", "n", 5)
 	fetchAck(t, js, "CFILE", "C", 5, done["CFILE"])
@@ -313,16 +303,10 @@ func TestClusterReplicatedUpdate(t *testing.T) {
 	jc.waitReplicated(t, "UP", want)
 	require.Len(t, want, 10)
 
-	for i := range 3 {
-		jc.Stop(t, i)
-	}
-	for i := range 3 {
-		jc.Restart(t, i)
-	}
+	jc.RestartAll(t)
 	jc.waitMeta(t)
 	jc.waitReplicated(t, "UP", want)
-	js, err = jc.Connect(t, 2).JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
+	_, js = jc.connectJS(t, 2)
 	si, err = js.StreamInfo("UP")
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), si.Config.MaxMsgs)
@@ -338,11 +322,9 @@ func TestClusterReplicatedUpdate(t *testing.T) {
 // replicas) and its raft group, and counts the server's raft groups in
 // ha_assets.
 func TestClusterReplicatedJsz(t *testing.T) {
-	jc := startJSClusterFull(t, make([]string, 3), server.Options{HTTPPort: server.RandomPort}, nil, jetstream.WithReplicas)
-	jc.waitMeta(t)
-	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "JZ", Subjects: []string{"jz"}, Replicas: 3})
+	jc := startReplicatedClusterWith(t, 3, server.Options{HTTPPort: server.RandomPort})
+	_, js := jc.connectJS(t, 0)
+	_, err := js.AddStream(&nats.StreamConfig{Name: "JZ", Subjects: []string{"jz"}, Replicas: 3})
 	require.NoError(t, err)
 	leader := jc.Servers[jc.waitReplicated(t, "JZ", map[uint64]string{})].Name()
 	for _, s := range jc.Servers {

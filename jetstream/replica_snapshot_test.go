@@ -64,8 +64,7 @@ func (jc *jsCluster) waitCompacted(t *testing.T, behind map[string]uint64, victi
 func TestClusterReplicatedCatchup(t *testing.T) {
 	jetstream.SetReplicaLog(t, 4, 256)
 	jc := startReplicatedCluster(t, 3)
-	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
+	_, js := jc.connectJS(t, 0)
 	names := []string{"FILE", "MEM"}
 	want := map[string]map[uint64]string{}
 	for _, name := range names {
@@ -73,7 +72,7 @@ func TestClusterReplicatedCatchup(t *testing.T) {
 		if name == "MEM" {
 			cfg.Storage = nats.MemoryStorage
 		}
-		_, err = js.AddStream(cfg)
+		_, err := js.AddStream(cfg)
 		require.NoError(t, err)
 		want[name] = map[uint64]string{}
 		jc.waitReplicated(t, name, want[name])
@@ -147,9 +146,8 @@ func TestClusterReplicatedCatchup(t *testing.T) {
 func TestClusterReplicatedMemoryLost(t *testing.T) {
 	jetstream.SetReplicaLog(t, 2, 1<<20)
 	jc := startReplicatedCluster(t, 3)
-	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "M", Subjects: []string{"m"}, Replicas: 3, Storage: nats.MemoryStorage})
+	_, js := jc.connectJS(t, 0)
+	_, err := js.AddStream(&nats.StreamConfig{Name: "M", Subjects: []string{"m"}, Replicas: 3, Storage: nats.MemoryStorage})
 	require.NoError(t, err)
 	want := map[uint64]string{}
 	jc.waitReplicated(t, "M", want)
@@ -163,17 +161,11 @@ func TestClusterReplicatedMemoryLost(t *testing.T) {
 		}
 		return true
 	}, clustertest.Wait, 50*time.Millisecond, "every replica compacts its log")
-	for i := range 3 {
-		jc.Stop(t, i)
-	}
-	for i := range 3 {
-		jc.Restart(t, i)
-	}
+	jc.RestartAll(t)
 	jc.waitMeta(t)
 	clear(want)
 	jc.waitReplicated(t, "M", want)
-	js, err = jc.Connect(t, 1).JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
+	_, js = jc.connectJS(t, 1)
 	publishTo(t, js, want, "m", "after", 1)
 	require.Contains(t, want, uint64(21), "sequences are not given again")
 	jc.waitReplicated(t, "M", want)
@@ -240,11 +232,9 @@ func TestClusterReplicatedAdvisories(t *testing.T) {
 // of a replicated stream is catching up from a peer, naming the stream as
 // nats-server does, and 200 again once it is current.
 func TestClusterReplicatedHealthz(t *testing.T) {
-	jc := startJSClusterFull(t, make([]string, 3), server.Options{HTTPPort: server.RandomPort}, nil, jetstream.WithReplicas)
-	jc.waitMeta(t)
-	js, err := jc.Connect(t, 0).JetStream(nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	_, err = js.AddStream(&nats.StreamConfig{Name: "HZ", Subjects: []string{"hz"}, Replicas: 3})
+	jc := startReplicatedClusterWith(t, 3, server.Options{HTTPPort: server.RandomPort})
+	_, js := jc.connectJS(t, 0)
+	_, err := js.AddStream(&nats.StreamConfig{Name: "HZ", Subjects: []string{"hz"}, Replicas: 3})
 	require.NoError(t, err)
 	jc.waitReplicated(t, "HZ", map[uint64]string{})
 	s := jc.Servers[1]

@@ -226,6 +226,22 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 	c.WaitFormed(t)
 }
 
+// RestartAll stops every running server, as a power cut stops them
+// together, then starts them all again on their ports and waits for the
+// mesh.
+func (c *Cluster) RestartAll(t testing.TB) {
+	t.Helper()
+	for i, s := range c.Servers {
+		if s != nil {
+			c.Stop(t, i)
+		}
+	}
+	for i := range c.Servers {
+		c.start(t, i)
+	}
+	c.WaitFormed(t)
+}
+
 // URL returns server i's client URL.
 func (c *Cluster) URL(i int) string { return c.Servers[i].ClientURL() }
 

@@ -130,12 +130,7 @@ func TestMetaRestart(t *testing.T) {
 	require.Equal(t, before.Servers, after.Servers, "the restarted server was not joined again")
 	m.waitFormed(t)
 
-	for i := range 3 {
-		m.Stop(t, i)
-	}
-	for i := range 3 {
-		m.Restart(t, i)
-	}
+	m.RestartAll(t)
 	m.waitFormed(t)
 	again := m.waitSameState(t)
 	require.Equal(t, id, again.ID)
