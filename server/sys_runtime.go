@@ -6,6 +6,7 @@ import (
 	"expvar"
 	"fmt"
 	"runtime/pprof"
+	"sync"
 	"time"
 )
 
@@ -100,8 +101,17 @@ func (sy *sysState) subscribeRuntime(server func(z string, h func(*sysIn))) {
 		sy.wg.Add(1)
 		go func() {
 			defer sy.wg.Done()
-			defer func() { <-busy }()
-			sy.zreq(in, &o, &o.EventFilterOptions, func() (any, error) { return profilez(o.ProfilezOptions), nil })
+			// The slot is freed before the answer goes out, so a requester
+			// that asks again as soon as it has its answer is not refused;
+			// and freed too when no profile is taken (a bad request, a
+			// filter that does not match).
+			var release sync.Once
+			free := func() { release.Do(func() { <-busy }) }
+			defer free()
+			sy.zreq(in, &o, &o.EventFilterOptions, func() (any, error) {
+				defer free()
+				return profilez(o.ProfilezOptions), nil
+			})
 		}()
 	})
 	server("EXPVARZ", func(in *sysIn) {
