@@ -593,11 +593,12 @@ func (ja *jsAccount) msgGet(name string, data []byte) any {
 	var req msgGetRequest
 	st, aerr := ja.streamRequest(name, data, &req)
 	if aerr == nil {
-		// A replicated stream's ready leader answers (as nats-server's
-		// leader does): it has applied every write acknowledged before
-		// its term, where a follower, or a leader not ready yet, may
-		// still lag behind one (DIRECT.GET is answered by any replica).
-		aerr = st.notLeading()
+		// A replicated stream's leader answers (as nats-server's leader
+		// does), once a quorum confirmed it still leads and it applied
+		// what was committed then (replica_read.go): a follower, or a
+		// leader cut off, may lag behind acknowledged writes. DIRECT.GET
+		// is answered by any replica, as in nats-server.
+		aerr = st.linearRead()
 	}
 	if aerr != nil {
 		r.Error = aerr

@@ -49,10 +49,6 @@ func replicasRequested(data []byte) int {
 func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 	js, name := ja.js, a[0]
 	r := &streamChangeResponse{apiResponse: newResponse("stream_create")}
-	if replicasRequested(req.data) > 1 && !js.opts.replicas {
-		r.Error = errClusterUnsupported() // replicated streams are being built
-		return r
-	}
 	cfg, aerr := ja.createConfig(name, req.data)
 	if aerr != nil {
 		r.Error = aerr
@@ -500,9 +496,9 @@ func (js *JetStream) selectPeers(p placement, n int) ([]string, *APIError) {
 		names = append([]string{p.Preferred}, slices.Delete(names, i, i+1)...)
 	}
 	if len(names) == 0 || len(names) < n {
-		if len(names) > 0 {
-			why.offline = true // some qualify, too few: the others are down
-		}
+		// Too few qualify: why names the servers that are down or whose
+		// tags do not match; more replicas than servers gets nats-server's
+		// bare 10005.
 		return nil, errNoPeers(why.String())
 	}
 	return names[:max(n, 1)], nil

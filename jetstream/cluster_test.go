@@ -53,15 +53,7 @@ func startJSClusterOn(t *testing.T, dirs []string, base server.Options) *jsClust
 
 // startJSClusterEach is startJSClusterOn with each changing server i's
 // options.
-func startJSClusterEach(t *testing.T, dirs []string, base server.Options, each func(i int, o *server.Options)) *jsCluster {
-	t.Helper()
-	return startJSClusterFull(t, dirs, base, each, func(o jetstream.Options) jetstream.Options { return o })
-}
-
-// startJSClusterFull is startJSClusterEach with jsOpts changing every
-// server's JetStream options.
-func startJSClusterFull(t testing.TB, dirs []string, base server.Options, each func(i int, o *server.Options),
-	jsOpts func(jetstream.Options) jetstream.Options) *jsCluster {
+func startJSClusterEach(t testing.TB, dirs []string, base server.Options, each func(i int, o *server.Options)) *jsCluster {
 	t.Helper()
 	n := len(dirs)
 	jc := &jsCluster{dirs: make([]string, n), js: make([]*jetstream.JetStream, n)}
@@ -69,8 +61,8 @@ func startJSClusterFull(t testing.TB, dirs []string, base server.Options, each f
 		jc.dirs[i] = cmp.Or(dirs[i], t.TempDir())
 	}
 	jc.Cluster = clustertest.StartEach(t, n, base, each, func(t testing.TB, i int, s *server.Server) func() {
-		js, err := jetstream.New(s, jsOpts(jetstream.Options{StoreDir: jc.dirs[i],
-			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}}))
+		js, err := jetstream.New(s, jetstream.Options{StoreDir: jc.dirs[i],
+			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}})
 		require.NoError(t, err)
 		jc.mu.Lock()
 		jc.js[i] = js
@@ -271,7 +263,7 @@ func TestClusterStreamErrors(t *testing.T) {
 		errCode    int
 		desc       string
 	}{
-		{"replicated", `{"name":"R","subjects":["r"],"num_replicas":3}`, 503, 10036, "not currently supported in clustered mode"},
+		{"more replicas than servers", `{"name":"R","subjects":["r"],"num_replicas":5}`, 400, 10005, "no suitable peers for placement"},
 		{"tags", `{"name":"T","subjects":["t"],"placement":{"tags":["ssd"]}}`, 400, 10005, "no suitable peers for placement, tags not matched ['ssd']"},
 		{"another cluster", `{"name":"C","subjects":["c"],"placement":{"cluster":"elsewhere"}}`, 400, 10005, "no suitable peers for placement"},
 		{"unknown preferred", `{"name":"P","subjects":["p"],"placement":{"preferred":"nobody"}}`, 400, 10005, "no suitable peers for placement, peer offline"},

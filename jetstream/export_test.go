@@ -49,13 +49,6 @@ func FailedStreams(js *JetStream, account string) map[string]string {
 	return nil
 }
 
-// WithReplicas returns o letting streams of more than one replica be
-// created in a cluster (tests only: replicated streams are being built).
-func WithReplicas(o Options) Options {
-	o.replicas = true
-	return o
-}
-
 // LocalStream returns what this server's replica of a stream holds: its
 // messages' data by sequence, and whether it leads the stream's group
 // (tests only). ok is false if the server has no such stream.

@@ -108,11 +108,6 @@ type Options struct {
 	// (R1: streams are not replicated yet). Set on a server that is not
 	// clustered, New refuses it. Its type is internal: tests tune it.
 	Cluster *jscluster.Options
-
-	// replicas lets num_replicas above 1 through in a cluster: replicated
-	// streams are being built (issue 13, phase 3) and only tests turn
-	// them on (export_test.go).
-	replicas bool
 }
 
 func (o *Options) setDefaults() {

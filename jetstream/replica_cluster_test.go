@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
+	"github.com/skiffmq/skiff/internal/natscli"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
@@ -39,7 +42,7 @@ func (jc *jsCluster) connectJS(t testing.TB, i int) (*nats.Conn, nats.JetStreamC
 // server's options (a monitoring port, say).
 func startReplicatedClusterWith(t testing.TB, n int, base server.Options) *jsCluster {
 	t.Helper()
-	jc := startJSClusterFull(t, make([]string, n), base, nil, jetstream.WithReplicas)
+	jc := startJSClusterEach(t, make([]string, n), base, nil)
 	jc.waitMeta(t)
 	return jc
 }
@@ -504,4 +507,92 @@ func TestClusterReplicatedStepdown(t *testing.T) {
 	m, err = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.ONE", nil, clustertest.Wait)
 	require.NoError(t, err)
 	require.Contains(t, string(m.Data), `"success":true`)
+}
+
+// TestClusterReplicatedLinearRead: STREAM.MSG.GET is answered by the
+// stream's leader once a quorum confirms it still leads (a read index), so
+// a leader cut off from its peers answers 10008 rather than what may be
+// stale; with its peers back, it (or the new leader) answers again.
+func TestClusterReplicatedLinearRead(t *testing.T) {
+	jc, _, js, _ := startReplicatedStream(t, "LR", "lr")
+	acked := map[uint64]string{}
+	publishTo(t, js, acked, "lr", "lr", 3)
+	lead := jc.waitReplicated(t, "LR", acked)
+	ln := jc.Connect(t, lead)
+	get := func(nc *nats.Conn) string {
+		m, err := nc.Request("$JS.API.STREAM.MSG.GET.LR", []byte(`{"seq":2}`), clustertest.Wait)
+		require.NoError(t, err)
+		return string(m.Data)
+	}
+	require.Contains(t, get(ln), `"seq":2`)
+
+	var others []int
+	for i := range 3 {
+		if i != lead {
+			others = append(others, i)
+			jc.Stop(t, i)
+		}
+	}
+	require.Contains(t, get(ln), `"err_code":10008`, "a leader without its quorum answers no read")
+
+	for _, i := range others {
+		jc.Restart(t, i)
+	}
+	require.Eventually(t, func() bool {
+		nc := jc.Connect(t, others[0])
+		defer nc.Close()
+		return strings.Contains(get(nc), `"seq":2`)
+	}, clustertest.Wait, 100*time.Millisecond, "reads answered again")
+}
+
+// TestClusterReplicatedNATSCLI: the `nats` CLI makes and uses replicated
+// assets as on nats-server: `stream add --replicas 3` (info shows the
+// leader and both replicas), `kv add --replicas 3` and `object add
+// --replicas 3`, each command through another server.
+func TestClusterReplicatedNATSCLI(t *testing.T) {
+	bin := natscli.Path(t)
+	jc := startReplicatedCluster(t, 3)
+	cli := func(i int) *natscli.CLI { return natscli.New(t, bin, jc.URL(i)) }
+
+	out := cli(0).Run("stream", "add", "ORDERS", "--subjects", "orders.*", "--storage", "file", "--replicas", "3", "--defaults")
+	require.Contains(t, out, "Stream ORDERS was created")
+	require.Contains(t, out, "Replicas: 3")
+	jc.waitReplicated(t, "ORDERS", map[uint64]string{})
+	out = cli(1).Run("pub", "--jetstream", "orders.new", "order {{Count}}", "--count", "5")
+	require.Contains(t, out, `Published 7 bytes to "orders.new"`)
+	out = cli(2).Run("stream", "info", "ORDERS")
+	require.Contains(t, out, "Messages: 5")
+	_, lead := jc.replicas("ORDERS")
+	require.Regexp(t, `Leader: `+jc.Servers[lead].Name(), out)
+	for i := range 3 {
+		if i != lead {
+			require.Regexp(t, `Replica: `+jc.Servers[i].Name()+`, current`, out)
+		}
+	}
+	out = cli(1).Run("consumer", "add", "ORDERS", "WORKER", "--pull", "--ack", "explicit", "--deliver", "all", "--defaults")
+	require.Contains(t, out, "Information for Consumer ORDERS > WORKER")
+	out = cli(0).Run("consumer", "next", "ORDERS", "WORKER", "--count", "3")
+	require.Contains(t, out, "order 3")
+
+	out = cli(2).Run("kv", "add", "CFG", "--replicas", "3")
+	require.Contains(t, out, "CFG")
+	jc.waitReplicated(t, "KV_CFG", map[uint64]string{})
+	cli(0).Run("kv", "put", "CFG", "k", "v1")
+	out = cli(1).Run("kv", "get", "CFG", "k", "--raw")
+	require.Equal(t, "v1", strings.TrimSpace(out))
+
+	out = cli(1).Run("object", "add", "FILES", "--replicas", "3")
+	require.Contains(t, out, "FILES")
+	jc.waitReplicated(t, "OBJ_FILES", map[uint64]string{})
+	file := filepath.Join(t.TempDir(), "blob")
+	blob := strings.Repeat("replicated object ", 20000) // several chunks
+	require.NoError(t, os.WriteFile(file, []byte(blob), 0o600))
+	cli(2).Run("object", "put", "FILES", file, "--name", "blob", "-f")
+	got := filepath.Join(t.TempDir(), "got")
+	cli(0).Run("object", "get", "FILES", "blob", "--output", got, "-f")
+	b, err := os.ReadFile(got)
+	require.NoError(t, err)
+	require.Equal(t, blob, string(b))
+	out = cli(1).Run("stream", "info", "OBJ_FILES")
+	require.Contains(t, out, "Replicas: 3")
 }

@@ -78,8 +78,6 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 	switch {
 	case cfg.Replicas > 1 && js.raft == nil:
 		return cfg, apiErr(500, 10074, "replicas > 1 not supported in non-clustered mode")
-	case cfg.Replicas > 1 && !js.opts.replicas:
-		return cfg, errClusterUnsupported()
 	case cfg.Replicas > maxReplicas:
 		return cfg, errStreamConfig(fmt.Errorf("maximum replicas is %d", maxReplicas))
 	case cfg.Replicas < 0:

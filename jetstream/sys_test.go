@@ -184,10 +184,10 @@ func TestSysCLIReportJetStreamCluster(t *testing.T) {
 // meta group (three voters, one leader among the answers) and an R3
 // stream's group on every server; `nats server request raft` shows it.
 func TestSysRaftz(t *testing.T) {
-	jc := startJSClusterFull(t, make([]string, 3), server.Options{SystemAccount: "SYS", Accounts: []server.AccountConfig{
+	jc := startJSClusterEach(t, make([]string, 3), server.Options{SystemAccount: "SYS", Accounts: []server.AccountConfig{
 		{Name: "SYS", Users: []server.User{{Name: "sys", Password: "sys"}}},
 		{Name: "A", Users: []server.User{{Name: "a", Password: "a"}}, JetStream: &server.JetStreamLimits{}},
-	}}, nil, jetstream.WithReplicas)
+	}}, nil)
 	jc.waitMeta(t)
 	js, err := jc.Connect(t, 0, nats.UserInfo("a", "a")).JetStream(nats.MaxWait(clustertest.Wait))
 	require.NoError(t, err)

@@ -15,8 +15,7 @@ import (
 // TestClusterProcessesJetStream runs three `skiff serve` processes with
 // JetStream and a cluster block, as nats-server users write them: they
 // form one meta group, a stream created through one server is placed on
-// one of them and published to and read through the others, a replicated
-// stream is refused with nats-server's error, and after the stream's
+// one of them and published to and read through the others, and after the stream's
 // server is killed (kill -9) and started again, every acknowledged
 // message is there.
 func TestClusterProcessesJetStream(t *testing.T) {
@@ -46,11 +45,6 @@ func TestClusterProcessesJetStream(t *testing.T) {
 		return err == nil
 	}, 30*time.Second, 200*time.Millisecond)
 	require.Equal(t, "ORDERS", info.Config.Name)
-
-	_, err := ctx[1].AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
-	var aerr nats.JetStreamError
-	require.ErrorAs(t, err, &aerr)
-	require.Equal(t, nats.ErrorCode(10036), aerr.APIError().ErrorCode, "replicated streams are refused")
 
 	acked := 0
 	require.Eventually(t, func() bool { // the stream's interest reaches every server

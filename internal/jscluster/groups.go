@@ -1,6 +1,7 @@
 package jscluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -64,6 +65,14 @@ func (c *Cluster) StopGroup(id uint64) error {
 // whether it committed: the state machine applies what commits.
 func (c *Cluster) ProposeGroup(id uint64, data []byte, done func(error)) error {
 	return c.node.ProposeAsync(id, data, done)
+}
+
+// ReadIndex returns the index a linearizable read of a stream's group
+// waits for its state machine to have applied: the leader's commit index,
+// once a quorum confirmed the leadership (multiraft.Node.ReadIndex). It
+// returns ctx's error if that does not come in time.
+func (c *Cluster) ReadIndex(ctx context.Context, id uint64) (uint64, error) {
+	return c.node.ReadIndex(ctx, id)
 }
 
 // GroupLeader returns the name of the server leading a stream's group as

@@ -44,6 +44,7 @@ type group struct {
 	err      atomic.Pointer[error] // why the group failed
 
 	apply applier
+	reads reads // readindex.go
 	stop  chan struct{}
 }
 
@@ -152,6 +153,7 @@ func (n *Node) process(g *group, ob *outbox) {
 	if !ready {
 		return
 	}
+	g.reads.answer(rd.ReadStates)
 	if changed {
 		g.pushApply(applyItem{leaderChange: true, lead: lead, term: term})
 		if f := n.opts.OnLeaderChange; f != nil {
