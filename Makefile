@@ -33,10 +33,12 @@ race: tools redis
 	$(GO) test -race -timeout 20m ./...
 	cd bench && $(GO) test -race -timeout 20m ./...
 
-## chaos: the fault-injection suite of replicated streams, longer than make test's 3 rounds (ROUNDS=30)
+## chaos: the fault-injection suites of replicated streams, longer than make test's (ROUNDS=30): in
+## process (stops, restarts, porcupine), then three `skiff serve` processes (kill -9, SIGSTOP, restarts)
 ROUNDS ?= 30
 chaos:
 	$(GO) test -race -timeout 60m ./jetstream -run 'TestChaosReplicated' -count=1 -v -chaos.rounds=$(ROUNDS)
+	$(GO) test -timeout 60m ./cmd/skiff -run 'TestChaosProcesses' -count=1 -v -chaos.rounds=$(ROUNDS)
 
 ## redis: install redis-server from Debian's packages, only if it is missing
 redis:
