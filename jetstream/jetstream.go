@@ -220,8 +220,11 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	opts.setDefaults()
 	if s.Clustered() && opts.Cluster == nil {
 		// A clustered server joins the cluster's meta group, with the
-		// raft layer's defaults (docs/cluster.md).
-		opts.Cluster = &jscluster.Options{}
+		// raft layer's defaults (docs/cluster.md), and its raft log
+		// synced as the server's streams are (sync_interval): a
+		// replicated PubAck is as durable on each replica as a
+		// single-server one is on its server.
+		opts.Cluster = &jscluster.Options{Durability: (&StreamConfig{Sync: opts.Sync, SyncInterval: opts.SyncInterval}).durability()}
 	}
 	if opts.SyncInterval < MinSyncInterval {
 		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)

@@ -24,7 +24,7 @@ const clusterNotes = `
 
 - **The clusters.** Three servers of one kind, each given every route
   (nats-server's syntax, which both read: ` + "`cluster { name, listen, routes }`" + `,
-  ` + "`jetstream: disabled`" + `), started afresh for every run; a run starts once a
+  ` + "`jetstream: disabled`" + ` but in the replicated-stream scenarios), started afresh for every run; a run starts once a
   message published on each server reaches a subscriber on each other.
   nats-server runs with its defaults otherwise (route pooling included).
 - **Where the clients are.** Server 1 publishes or requests; servers 2 and
@@ -45,4 +45,21 @@ const clusterNotes = `
 - **Queue groups.** A server without a member of the group (server 1 here)
   spreads the requests over the peers' members; Skiff in proportion to the
   members each peer has, like nats-server.
+- **Replicated streams (cluster-js-*).** JetStream is on (` + "`jetstream { store_dir }`" + `,
+  a fresh directory per server and run) and an R3 file stream is made with
+  ` + "`nats stream add --replicas 3`" + `. The publisher, ` + "`nats bench js pub async`" + `
+  (one client, batches of 500, at most 200,000 messages), connects to a
+  server that does not lead the stream, so every publish crosses a route to
+  the leader. Defaults: nats-server fsyncs its streams every 2 minutes; Skiff
+  fsyncs its streams and its raft log every 100 ms (its sync_interval
+  default); ` + "`sync_interval: always`" + ` makes both fsync before each
+  acknowledgement (Skiff once per raft batch).
+- **Failover.** One nats.go publisher sends a message every 5 ms, each with
+  a Nats-Msg-Id, retried every 5 ms (each try waiting 250 ms for its ack)
+  until acknowledged. Each run kills the stream's leader (SIGKILL) 5 times;
+  a kill's time is from the kill to the acknowledgement of the first
+  publish sent after it. The killed server is restarted, and the next kill
+  waits until the stream has a leader and both other replicas are current.
+  The run's figure is the median of its 5 kills; every kill's time is in
+  the command's log.
 `

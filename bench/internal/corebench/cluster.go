@@ -26,14 +26,19 @@ func (c *Cluster) Stop() {
 
 // clusterConfig is node i's configuration: base, then its name and a
 // cluster block routed to every node (its own route is dropped by both
-// servers). Both servers read it: it is nats-server's syntax.
+// servers). Both servers read it: it is nats-server's syntax. JetStream
+// is disabled unless base configures it.
 func clusterConfig(base string, i int, routePorts []int) string {
 	var routes []string
 	for _, p := range routePorts {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
-	return fmt.Sprintf("%s\nserver_name: n%d\njetstream: disabled\ncluster {\n  name: bench\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n",
-		base, i+1, routePorts[i], strings.Join(routes, ", "))
+	js := "jetstream: disabled\n"
+	if strings.Contains(base, "jetstream") {
+		js = ""
+	}
+	return fmt.Sprintf("%s\nserver_name: n%d\n%scluster {\n  name: bench\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n",
+		base, i+1, js, routePorts[i], strings.Join(routes, ", "))
 }
 
 // StartCluster starts n servers of the target with config (nats-server

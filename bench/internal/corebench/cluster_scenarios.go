@@ -15,7 +15,7 @@ import (
 // servers 2 and 3 subscribe (or respond), so every message crosses a
 // route.
 func ClusterScenarios() []Scenario {
-	return []Scenario{
+	return append([]Scenario{
 		{Name: "cluster-fanout", Config: bigPending, ClusterSize: 3, Unit: "msgs/s", Goal: 1,
 			Title: "fan-out across servers: publisher on server 1 -> a subscriber on each of servers 2 and 3, 128 B (delivered msgs/s, both subscribers)",
 			RunCluster: func(ctx context.Context, o *Options, c *Cluster) (float64, error) {
@@ -36,7 +36,7 @@ func ClusterScenarios() []Scenario {
 				}
 				return r.delivered, err
 			}},
-	}
+	}, jsClusterScenarios()...)
 }
 
 // waitRemoteInterest subscribes a probe to subject on each of the servers

@@ -78,6 +78,12 @@ type Proc struct {
 	URL  string
 	dir  string // the store directory made for STORE_DIR, removed at Stop
 	logs bytes.Buffer
+
+	// What Restart starts again: the target, its port and configuration
+	// (with STORE_DIR replaced).
+	target Target
+	port   int
+	config string
 }
 
 // Start runs the target on a free loopback port with the given
@@ -93,44 +99,67 @@ func (t Target) Start(ctx context.Context, config string) (*Proc, error) {
 
 // startOn is Start on a given client port.
 func (t Target) startOn(ctx context.Context, port int, config string) (*Proc, error) {
-	conf, err := os.CreateTemp("", "corebench-*.conf")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = os.Remove(conf.Name()) }()
-	p := &Proc{URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+	var err error
+	p := &Proc{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), target: t, port: port}
 	if strings.Contains(config, storeDirMark) {
 		if p.dir, err = os.MkdirTemp("", "corebench-store-*"); err != nil {
 			return nil, err
 		}
 		config = strings.ReplaceAll(config, storeDirMark, p.dir)
 	}
-	if _, err := conf.WriteString(config + "\n"); err != nil {
+	p.config = config
+	if err := p.launch(ctx); err != nil {
 		p.removeDir()
 		return nil, err
+	}
+	return p, nil
+}
+
+// launch writes the configuration to a file and runs the server with it,
+// and waits until it accepts.
+func (p *Proc) launch(ctx context.Context) error {
+	t := p.target
+	conf, err := os.CreateTemp("", "corebench-*.conf")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(conf.Name()) }()
+	if _, err := conf.WriteString(p.config + "\n"); err != nil {
+		return err
 	}
 	if err := conf.Close(); err != nil {
-		p.removeDir()
-		return nil, err
+		return err
 	}
-	p.cmd = exec.CommandContext(ctx, t.bin, t.args(port, conf.Name())...)
+	p.logs.Reset()
+	p.cmd = exec.CommandContext(ctx, t.bin, t.args(p.port, conf.Name())...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	if err := p.cmd.Start(); err != nil {
-		p.removeDir()
-		return nil, fmt.Errorf("%s: %w", t.Name, err)
+		return fmt.Errorf("%s: %w", t.Name, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "nats://"))
 		if err == nil {
 			_ = c.Close()
-			return p, nil
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.Stop()
-	return nil, fmt.Errorf("%s did not start: %s", t.Name, p.logs.String())
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+	return fmt.Errorf("%s did not start: %s", t.Name, p.logs.String())
 }
+
+// Kill kills the server with SIGKILL (kill -9) and waits for it; its
+// store stays, for Restart.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// Restart starts a killed server again, on the same port, configuration
+// and store.
+func (p *Proc) Restart(ctx context.Context) error { return p.launch(ctx) }
 
 // PID returns the server's process ID.
 func (p *Proc) PID() int { return p.cmd.Process.Pid }
