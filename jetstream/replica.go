@@ -840,6 +840,23 @@ func (ja *jsAccount) streamStepdown(name string, data []byte) any {
 	return r
 }
 
+// streamPeerRemove answers STREAM.PEER.REMOVE: not built yet (it needs a
+// replacement peer to catch up and a raft membership change), so it is
+// refused with nats-server's error for what clustered mode does not
+// support, rather than left without a responder.
+func (ja *jsAccount) streamPeerRemove(name string) any {
+	r := &successResponse{apiResponse: newResponse("stream_remove_peer")}
+	switch {
+	case ja.js.raft == nil:
+		r.Error = apiErr(503, 10010, "JetStream clustering support required")
+	case ja.lookup(name) == nil:
+		r.Error = ja.errNoStream(name)
+	default:
+		r.Error = apiErr(503, 10036, "not currently supported in clustered mode: removing a stream's peer")
+	}
+	return r
+}
+
 // consumerStepdown answers CONSUMER.LEADER.STEPDOWN. A consumer of a
 // replicated stream runs on the stream's leader, its progress in the
 // stream's group (design 3.5), so it moves with the stream: the stream's

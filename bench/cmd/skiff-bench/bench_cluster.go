@@ -61,5 +61,7 @@ const clusterNotes = `
   publish sent after it. The killed server is restarted, and the next kill
   waits until the stream has a leader and both other replicas are current.
   The run's figure is the median of its 5 kills; every kill's time is in
-  the command's log.
+  the command's log. The resolution is the try's 250 ms: the publish in
+  flight at the kill goes to the dead leader and times out before the
+  retry, so a failover faster than 250 ms shows as about 250 ms.
 `
