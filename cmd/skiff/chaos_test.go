@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -36,21 +35,21 @@ type chaosFault struct {
 	do   func(c *chaosCluster) string
 }
 
+// killLeader kills the node leader finds with SIGKILL, and restarts it a
+// second later.
+func killLeader(leader func(c *chaosCluster) *node) func(c *chaosCluster) string {
+	return func(c *chaosCluster) string {
+		n := leader(c)
+		c.kill(n)
+		time.Sleep(time.Second)
+		c.restart(n)
+		return n.name
+	}
+}
+
 var chaosFaults = []chaosFault{
-	{"kill -9 the stream leader", func(c *chaosCluster) string {
-		n := c.streamLeader()
-		c.kill(n)
-		time.Sleep(time.Second)
-		c.restart(n)
-		return n.name
-	}},
-	{"kill -9 the meta leader", func(c *chaosCluster) string {
-		n := c.metaLeader()
-		c.kill(n)
-		time.Sleep(time.Second)
-		c.restart(n)
-		return n.name
-	}},
+	{"kill -9 the stream leader", killLeader((*chaosCluster).streamLeader)},
+	{"kill -9 the meta leader", killLeader((*chaosCluster).metaLeader)},
 	{"SIGSTOP the stream leader", func(c *chaosCluster) string {
 		n := c.streamLeader()
 		n.signal(c.t, syscall.SIGSTOP)
@@ -242,12 +241,7 @@ func TestChaosProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	nodes := newNodes(t, 3)
-	dir := t.TempDir()
-	confNodes(t, nodes, "chaos", func(n *node) string {
-		return fmt.Sprintf("jetstream { store_dir: %q }", filepath.Join(dir, n.name))
-	}, "")
-	startCluster(t, nodes)
+	nodes := startJetStreamNodes(t, "chaos")
 	var urls []string
 	for _, n := range nodes {
 		urls = append(urls, n.clientURL())

@@ -12,6 +12,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// startJetStreamNodes starts three processes of cluster `cluster`, each
+// with JetStream on and a store directory of its own, from configuration
+// files.
+func startJetStreamNodes(t *testing.T, cluster string) []*node {
+	nodes := newNodes(t, 3)
+	dir := t.TempDir()
+	confNodes(t, nodes, cluster, func(n *node) string {
+		return fmt.Sprintf("jetstream { store_dir: %q }", filepath.Join(dir, n.name))
+	}, "")
+	startCluster(t, nodes)
+	return nodes
+}
+
 // TestClusterProcessesJetStream runs three `skiff serve` processes with
 // JetStream and a cluster block, as nats-server users write them: they
 // form one meta group, a stream created through one server is placed on
@@ -22,12 +35,7 @@ func TestClusterProcessesJetStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	nodes := newNodes(t, 3)
-	dir := t.TempDir()
-	confNodes(t, nodes, "js", func(n *node) string {
-		return fmt.Sprintf("jetstream { store_dir: %q }", filepath.Join(dir, n.name))
-	}, "")
-	startCluster(t, nodes)
+	nodes := startJetStreamNodes(t, "js")
 
 	ctx := make([]nats.JetStreamContext, 3)
 	for i, n := range nodes {

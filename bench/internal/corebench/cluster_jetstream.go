@@ -134,12 +134,7 @@ func (o *Options) r3Publish(ctx context.Context, c *Cluster, size int) (float64,
 	if err != nil {
 		return 0, err
 	}
-	out, err := o.natsBench(ctx, c.URL(via), "js", "pub", "async", "bench.js",
-		"--msgs", strconv.Itoa(min(o.Msgs, r3Msgs)), "--size", strconv.Itoa(size), "--no-progress").CombinedOutput()
-	if err != nil {
-		return 0, fmt.Errorf("nats bench js pub async: %w\n%s", err, out)
-	}
-	return parseRate(jsPubRate, out)
+	return o.jsPubAsync(ctx, c.URL(via), size, min(o.Msgs, r3Msgs))
 }
 
 // failoverPublisher publishes to the stream 200 times a second, each

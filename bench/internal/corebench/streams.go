@@ -75,6 +75,12 @@ func (o *Options) jsPublish(ctx context.Context, url string, size, n int) (float
 	if out, err := add.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("nats stream add: %w\n%s", err, out)
 	}
+	return o.jsPubAsync(ctx, url, size, n)
+}
+
+// jsPubAsync publishes n messages of size bytes to bench.js with `nats
+// bench js pub async` and returns its rate of acknowledged messages.
+func (o *Options) jsPubAsync(ctx context.Context, url string, size, n int) (float64, error) {
 	out, err := o.natsBench(ctx, url, "js", "pub", "async", "bench.js",
 		"--msgs", strconv.Itoa(n), "--size", strconv.Itoa(size), "--no-progress").CombinedOutput()
 	if err != nil {
