@@ -47,7 +47,8 @@ cluster {
 
 // TestClusterJetStream: a clustered broker with JetStream needs a
 // server_name; with one it founds the meta group (alone here), serves R1
-// streams, and refuses replicated ones with nats-server's error.
+// streams, and refuses an R3 stream (only one server is up) with
+// nats-server's 10005.
 func TestClusterJetStream(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Server.Port, cfg.Server.HTTPPort = server.RandomPort, 0
@@ -76,7 +77,7 @@ func TestClusterJetStream(t *testing.T) {
 	_, err = js.AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
 	var aerr nats.JetStreamError
 	require.ErrorAs(t, err, &aerr)
-	require.Equal(t, nats.ErrorCode(10036), aerr.APIError().ErrorCode)
+	require.Equal(t, nats.ErrorCode(10005), aerr.APIError().ErrorCode, "R3 on a cluster of one server up: no suitable peers")
 }
 
 // TestOperatorModeJetStream: operator mode starts with JetStream; the
