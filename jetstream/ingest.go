@@ -134,7 +134,13 @@ func (st *stream) ingest(m *server.Msg) {
 // stream leader's projection). unlock releases the lock the caller holds
 // for them, before a refusal is answered.
 type publishChecks struct {
-	dedup    func(id string) (seq uint64, dup bool)
+	dedup func(id string) (seq uint64, dup bool)
+	// pending, if set, reports whether a duplicate's original, at seq, is
+	// not stored yet (a replicated stream's leader proposed it and the
+	// group has not committed it): the duplicate is then refused with
+	// 10008 rather than acknowledged, since the original may still fail
+	// and its sequence go to another message. The publisher retries.
+	pending  func(seq uint64) bool
 	expected func() *APIError
 	unlock   func()
 }
@@ -150,8 +156,13 @@ func (st *stream) checkPublish(m *server.Msg, reply string, hdr headers, cfg *St
 	msgID, hasID = hdr.get("Nats-Msg-Id")
 	if hasID {
 		if seq, dup := c.dedup(msgID); dup {
+			pending := c.pending != nil && c.pending(seq)
 			c.unlock()
-			st.ackDuplicate(m, reply, seq)
+			if pending {
+				st.nack(m, reply, errClusterUnavailable())
+			} else {
+				st.ackDuplicate(m, reply, seq)
+			}
 			return "", false, noRollup, 0, false
 		}
 	}

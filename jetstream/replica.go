@@ -312,6 +312,7 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 			defer st.ingestMu.Unlock()
 			return st.ingestMu.dedup.lookup(id, now)
 		},
+		pending:  func(seq uint64) bool { return seq > st.store.State().LastSeq },
 		expected: func() *APIError { return r.checkExpectedLocked(hdr, m.Subject) },
 		unlock:   r.mu.Unlock,
 	})
