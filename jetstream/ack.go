@@ -159,16 +159,6 @@ func (c *consumer) aheadLocked(seq uint64) bool {
 	return !pending && seq >= c.sseq
 }
 
-// errorBody is the answer to a synchronous ack that could not be written:
-// the API's error object, so that the client sees why (nats.go returns
-// the body; an empty one confirms).
-func errorBody(e *APIError) []byte {
-	b, _ := jsonMarshal(struct {
-		Error *APIError `json:"error"`
-	}{e})
-	return b
-}
-
 // adviseTermLocked queues the advisory of a message terminated by +TERM, with
 // the reason that followed it. mu held.
 func (c *consumer) adviseTermLocked(a *ackMsg, reason string) {

@@ -83,6 +83,9 @@ type consumer struct {
 	retire        []uint64             // acknowledged sequences to remove (interest, workqueue)
 	ackReplies    []string             // synchronous acks to confirm once the state is written
 	writeWarn     logthrottle.Throttle // "consumer state write failed", once per run of them
+	// writeFailed: the last Flush failed. The consumer delivers nothing
+	// until one succeeds, retried every writeRetry.
+	writeFailed bool
 	// A read of the stream that failed (an I/O error): retried at
 	// readRetry, logged once per run (deliver.go).
 	readErr   error
@@ -226,21 +229,28 @@ func (c *consumer) run() {
 		more := c.deliverLocked(pub, now)
 		wake := c.housekeepLocked(pub, now)
 		err := c.log.Flush()
+		c.writeFailed = err != nil
+		if retry := now.Add(writeRetry); c.writeFailed && wake.After(retry) {
+			wake = retry
+		}
 		retire, replies := c.retire, c.ackReplies
 		c.retire, c.ackReplies = nil, nil
 		del := c.deleted
 		c.mu.Unlock()
-		var replyBody []byte
+		// A synchronous ack is answered only once its state is as safe as
+		// the consumer's store makes it. Otherwise it gets no answer at
+		// all, as on nats-server: every client (nats.go's AckSync and
+		// DoubleAck among them) takes any answer, an error object too,
+		// for the confirmation, so the only "no" a client understands is
+		// silence. It times out, and the message is redelivered or the
+		// ack retried.
 		if err != nil {
-			// Synchronous acks get an error instead of a confirmation:
-			// the client retries.
 			c.writeWarn.Log(c.st.js.log, slog.LevelError, "consumer state write failed", "stream", c.st.name, "consumer", c.name, "err", err)
-			replyBody = errorBody(errStreamStore(err))
+			replies = nil
 		} else if len(replies) > 0 && c.log.Confirm(c.quit) != nil {
 			// A replicated consumer's leader could not have the acks
-			// committed (it lost its leadership): the client retries
-			// them with the next.
-			replyBody = errorBody(errClusterUnavailable())
+			// committed (it lost its leadership, or its quorum).
+			replies = nil
 		}
 		// Messages leave an interest or workqueue stream before their
 		// acks are confirmed: a client that saw its ack confirmed sees
@@ -249,7 +259,7 @@ func (c *consumer) run() {
 			c.st.retire(c, retire)
 		}
 		for _, r := range replies {
-			pub.Publish(r, "", nil, replyBody)
+			pub.Publish(r, "", nil, nil)
 		}
 		c.st.ja.publishAdvisories(pub)
 		pub.Flush()

@@ -99,6 +99,10 @@ func (c *consumer) nextLocked() (cand candidate, ok, stalled bool) {
 // waiting forever would stall it for good.
 const readRetryDelay = 500 * time.Millisecond
 
+// writeRetry is how often a consumer whose state could not be written
+// tries again (consumer.run).
+const writeRetry = 250 * time.Millisecond
+
 // readFailed reports whether a read of the stream failed in a way that
 // may pass (an I/O error), rather than finding the message gone, lost to
 // damage (the store removed it), or the stream closed.
@@ -179,6 +183,11 @@ func (c *consumer) deliverLocked(pub *server.Publisher, now time.Time) bool {
 		c.refreshInterestLocked(now)
 	}
 	if _, paused := c.pausedUntilLocked(now); paused {
+		return false
+	}
+	if c.writeFailed {
+		// Nothing is delivered that cannot be recorded (consumer.run
+		// retries the write).
 		return false
 	}
 	var reply []byte

@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -39,9 +41,10 @@ func (l *logBuffer) count(s string) int {
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 // TestFullDiskAckRequest: an acknowledgement sent as a request while the
-// consumer's state cannot be written gets an error answer naming the
-// cause, at once, instead of no answer; once space returns, the retried
-// ack is confirmed.
+// consumer's state cannot be written gets no answer: every client takes
+// any answer, an error too, for the confirmation (nats.go's AckSync and
+// DoubleAck do), so silence is the only refusal it understands. Once
+// space returns, the retried ack is confirmed.
 func TestFullDiskAckRequest(t *testing.T) {
 	disk := storetest.NewFaultFS(store.OSFS)
 	b := startBrokerWith(t, jetstream.Options{FS: disk})
@@ -49,7 +52,7 @@ func TestFullDiskAckRequest(t *testing.T) {
 	c := ctx(t)
 	_, err := js.CreateStream(c, njs.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
 	require.NoError(t, err)
-	publishN(t, js, 0, 1)
+	publishN(t, js, 0, 2)
 	cons, err := js.CreateOrUpdateConsumer(c, "S", njs.ConsumerConfig{Durable: "D", AckPolicy: njs.AckExplicitPolicy})
 	require.NoError(t, err)
 	_, msgs := fetch(t, cons, 1)
@@ -57,15 +60,32 @@ func TestFullDiskAckRequest(t *testing.T) {
 	reply := msgs[0].Reply()
 
 	disk.SetFull(true)
-	m, err := nc.Request(reply, []byte("+ACK"), 5*time.Second)
-	require.NoError(t, err, "an ack request on a full disk is answered")
-	require.Contains(t, string(m.Data), `"err_code":10077`)
-	require.Contains(t, string(m.Data), "no space left on device")
+	_, err = nc.Request(reply, []byte("+ACK"), 500*time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrTimeout, "an ack request on a full disk is not confirmed")
+	short, cancel := context.WithTimeout(c, 500*time.Millisecond)
+	defer cancel()
+	require.Error(t, msgs[0].DoubleAck(short), "nor is the client's DoubleAck")
+
+	// Nothing is delivered while the consumer cannot record it.
+	_, more := fetch(t, cons, 1, njs.FetchMaxWait(300*time.Millisecond))
+	require.Empty(t, more, "no delivery the consumer cannot record")
 
 	disk.SetFull(false)
-	m, err = nc.Request(reply, []byte("+ACK"), 5*time.Second)
+	m, err := nc.Request(reply, []byte("+ACK"), 5*time.Second)
 	require.NoError(t, err)
 	require.Empty(t, m.Data, "confirmed")
+
+	// The confirmed ack was written: after a restart the consumer goes on
+	// with the second message, not the first again.
+	dir := b.dir
+	b.stop()
+	b = startBrokerWith(t, jetstream.Options{StoreDir: dir})
+	_, js = connect(t, b.srv.ClientURL())
+	cons, err = js.Consumer(c, "S", "D")
+	require.NoError(t, err)
+	md, err := fetchOne(t, cons).Metadata()
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), md.Sequence.Stream, "the acknowledged message is not delivered again")
 }
 
 // TestFullDiskWarnsOnce: a full disk refusing publish after publish logs

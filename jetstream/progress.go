@@ -55,9 +55,16 @@ func (memProgress) Close() error                            { return nil }
 // under "always", so that a synchronous ack is confirmed, and an ack floor
 // reported, only once durable; under "interval" the store's background
 // fsync covers it, off the consumer's delivery path.
+//
+// A record the store could not write (a full disk) changed nothing there;
+// it is kept, with every record made after it, and written again, in
+// order, at each Flush until the store takes it. Until then Flush fails:
+// the consumer confirms no ack and delivers nothing (consumer.run), so
+// what is kept is bounded by the messages pending when writing failed.
 type fileProgress struct {
-	cs  *store.ConsumerState
-	err error // the first failed write since the last Flush
+	cs *store.ConsumerState
+	// unwritten holds the records not written yet, oldest first.
+	unwritten []progressRec
 	// The floor is written once per round, when it moved.
 	floor      store.SeqPair
 	floorDirty bool
@@ -80,17 +87,19 @@ func openProgress(dir string, fs store.FS, cfg *StreamConfig, log *slog.Logger) 
 	return &fileProgress{cs: cs, floor: snap.AckFloor}, &snap, nil
 }
 
-func (p *fileProgress) keep(err error) {
-	if err != nil && p.err == nil && !errors.Is(err, store.ErrNotPending) {
-		p.err = err
+// record writes r, or keeps it if the store did not take it or holds
+// records back.
+func (p *fileProgress) record(r progressRec) {
+	if len(p.unwritten) > 0 || applyRec(p.cs, r) != nil {
+		p.unwritten = append(p.unwritten, r)
 	}
 }
 
 func (p *fileProgress) Delivered(sseq, dseq, dc uint64, ts int64) {
-	p.keep(p.cs.Delivered(dseq, sseq, dc, ts))
+	p.record(progressRec{kind: recDelivered, sseq: sseq, dseq: dseq, dc: dc, ts: ts})
 }
 
-func (p *fileProgress) Acked(sseq uint64) { p.keep(p.cs.AckNoWait(0, sseq)) }
+func (p *fileProgress) Acked(sseq uint64) { p.record(progressRec{kind: recAcked, sseq: sseq}) }
 
 func (p *fileProgress) Floor(asflr, adflr uint64) {
 	if asflr > p.floor.Stream || adflr > p.floor.Consumer {
@@ -99,16 +108,20 @@ func (p *fileProgress) Floor(asflr, adflr uint64) {
 	}
 }
 
+// Flush writes what is held back, then the floor, and waits for the
+// fsync the policy asks; it fails while a record is not written.
 func (p *fileProgress) Flush() error {
 	if p.floorDirty {
-		p.keep(p.cs.AckAllNoWait(p.floor.Consumer, p.floor.Stream))
+		p.record(progressRec{kind: recFloor, sseq: p.floor.Stream, dseq: p.floor.Consumer})
 		p.floorDirty = false
 	}
-	err := p.err
-	p.err = nil
-	if err != nil {
-		return err
+	for len(p.unwritten) > 0 {
+		if err := applyRec(p.cs, p.unwritten[0]); err != nil {
+			return err
+		}
+		p.unwritten = p.unwritten[1:]
 	}
+	p.unwritten = nil
 	return p.cs.WaitDurable()
 }
 

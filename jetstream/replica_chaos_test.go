@@ -151,7 +151,7 @@ func TestChaosReplicated(t *testing.T) {
 	// consumer fetches from a durable until the test stops,
 	// acknowledging synchronously.
 	consumer := func(js nats.JetStreamContext, stream, durable string) *chaosConsumer {
-		c := &chaosConsumer{js: js, stream: stream, durable: durable, delivered: map[uint64]int{}, confirmed: map[uint64]bool{}}
+		c := &chaosConsumer{js: js, stream: stream, durable: durable, delivered: map[uint64]int{}, confirmed: map[uint64]bool{}, confirmedAt: map[uint64]time.Time{}}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -329,7 +329,8 @@ type chaosConsumer struct {
 	stream, durable string
 	delivered       map[uint64]int  // stream sequence -> deliveries
 	confirmed       map[uint64]bool // acks confirmed
-	again           int             // deliveries asked for after the ack was confirmed
+	confirmedAt     map[uint64]time.Time
+	again           int // deliveries asked for after the ack was confirmed
 }
 
 // drain fetches until every one of seqs was delivered, or for a bounded
@@ -374,13 +375,16 @@ func (c *chaosConsumer) fetch(t *testing.T, sync bool) {
 		c.delivered[seq]++
 		if c.confirmed[seq] {
 			c.again++
-			t.Errorf("message %d delivered again (delivery %d) after its ack was confirmed", seq, md.NumDelivered)
+			t.Errorf("message %d delivered again (delivery %d, consumer sequence %d, delivered at %s, now %s) after its ack was confirmed at %s",
+				seq, md.NumDelivered, md.Sequence.Consumer, md.Timestamp.Format(time.StampMicro),
+				time.Now().Format(time.StampMicro), c.confirmedAt[seq].Format(time.StampMicro))
 		}
 		switch {
 		case !sync:
 			_ = m.Ack()
 		case m.AckSync(nats.AckWait(time.Second)) == nil:
 			c.confirmed[seq] = true
+			c.confirmedAt[seq] = time.Now()
 		}
 	}
 }

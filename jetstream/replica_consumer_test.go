@@ -341,3 +341,61 @@ func TestClusterReplicatedJsz(t *testing.T) {
 		require.Equal(t, 2, v.HAAssets, "the meta group and JZ's")
 	}
 }
+
+// TestClusterReplicatedAckUnconfirmed: a synchronous ack the stream's
+// leader cannot have committed (its peers are gone) gets no answer at
+// all, as on nats-server: clients take any answer, an error too, for the
+// confirmation (nats.go's AckSync does), and an ack a client believes
+// confirmed must never come back as a redelivery. With the peers back,
+// the retried ack is confirmed and the consumer goes on with the next
+// message.
+func TestClusterReplicatedAckUnconfirmed(t *testing.T) {
+	jc, _, js, lead := startReplicatedStream(t, "AU", "au")
+	acked := map[uint64]string{}
+	publishTo(t, js, acked, "au", "m", 2)
+	jc.waitReplicated(t, "AU", acked)
+	_, err := js.AddConsumer("AU", &nats.ConsumerConfig{Durable: "D", AckPolicy: nats.AckExplicitPolicy, AckWait: time.Minute})
+	require.NoError(t, err)
+	_, ljs := jc.connectJS(t, lead)
+	sub, err := ljs.PullSubscribe("", "D", nats.Bind("AU", "D"))
+	require.NoError(t, err)
+	msgs, err := sub.Fetch(1, nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	jc.waitConsumerApplied(t, "AU", "D", 0, false)
+
+	var others []int
+	for i := range 3 {
+		if i != lead {
+			others = append(others, i)
+			jc.Stop(t, i)
+		}
+	}
+	// The leader loses its quorum (CheckQuorum) within an election
+	// timeout and gives the ack up; nothing may answer it.
+	require.ErrorIs(t, msgs[0].AckSync(nats.AckWait(3*time.Second)), nats.ErrTimeout,
+		"an ack the group could not commit is not confirmed")
+
+	for _, i := range others {
+		jc.Restart(t, i)
+	}
+	require.Eventually(t, func() bool {
+		return msgs[0].AckSync(nats.AckWait(time.Second)) == nil
+	}, clustertest.Wait, 100*time.Millisecond, "the retried ack is confirmed")
+	_, njs := jc.connectJS(t, others[0])
+	require.Eventually(t, func() bool {
+		sub, err := njs.PullSubscribe("", "D", nats.Bind("AU", "D"))
+		if err != nil {
+			return false
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		next, err := sub.Fetch(1, nats.MaxWait(time.Second))
+		if err != nil || len(next) == 0 {
+			return false
+		}
+		md, err := next[0].Metadata()
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), md.Sequence.Stream, "the acknowledged message is not delivered again")
+		return true
+	}, clustertest.Wait, 100*time.Millisecond)
+}
