@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,9 @@ func init() {
 // sync_interval: always }`.
 //
 // Each topic gets a stream of its own, created by the first connection
-// that opens the topic and deleted when the last one closes. A receiving
+// that opens the topic and deleted when the last one closes; with
+// stream=NAME every topic goes to that existing stream instead (made by
+// the caller, with its replicas and placement, and left as it is). A receiving
 // connection reads through an ephemeral ordered consumer (pull, no acks,
 // flow controlled by the client), from the messages published after Open.
 type jetStreamTarget struct {
@@ -43,6 +46,7 @@ type jetStreamTarget struct {
 	storage njs.StorageType
 	pending int
 	ack     bool // a round trip ends at the acknowledgement
+	fixed   string // stream=: the existing stream every topic goes to
 
 	mu struct {
 		sync.Mutex
@@ -75,6 +79,7 @@ func openJetStreamTarget(u *url.URL) (Target, error) {
 	default:
 		return nil, fmt.Errorf("bench: jetstream: until %q: want deliver or ack", q.Get("until"))
 	}
+	t.fixed = q.Get("stream")
 	nu := *u
 	nu.Scheme, nu.RawQuery = "nats", ""
 	t.url = nu.String()
@@ -102,7 +107,7 @@ func (t *jetStreamTarget) Open(ctx context.Context, topic string, deliver func([
 	if err != nil {
 		return nil, err
 	}
-	c := &jsConn{natsConn: nconn, t: t, stream: streamName(topic)}
+	c := &jsConn{natsConn: nconn, t: t, stream: cmp.Or(t.fixed, streamName(topic))}
 	nc := nconn.nc
 	opts := []njs.JetStreamOpt{
 		njs.WithPublishAsyncMaxPending(t.pending),
@@ -161,7 +166,12 @@ func (t *jetStreamTarget) Open(ctx context.Context, topic string, deliver func([
 
 // acquire creates the topic's stream if this is its first connection.
 // An identical create of an existing stream succeeds on both servers.
+// The stream of stream= is the caller's: it is only checked.
 func (t *jetStreamTarget) acquire(ctx context.Context, js njs.JetStream, stream, topic string) error {
+	if t.fixed != "" {
+		_, err := js.Stream(ctx, stream)
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.refs[stream] == 0 {
@@ -196,6 +206,9 @@ const streamCreateFailed = 10049
 
 // release deletes the stream when its last connection goes.
 func (t *jetStreamTarget) release(js njs.JetStream, stream string) error {
+	if t.fixed != "" {
+		return nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.mu.refs[stream]--

@@ -50,7 +50,7 @@ func natsBenchCmd(r natsBenchReport, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&o.NATSBin, "nats", "tools/bin/nats", "nats CLI binary (make tools)")
 	fs.IntVar(&o.Runs, "runs", 5, "measurements per server and scenario, alternating the servers")
 	fs.IntVar(&o.Msgs, "msgs", 1_000_000, "messages per nats bench run")
-	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "length of the churn run")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "length of the churn and ack-latency runs")
 	only := fs.String("scenarios", "", "comma-separated scenario names (default all)")
 	out := fs.String("out", "docs/benchmarks/"+r.name+".md", "report file ('' for stdout only)")
 	if err := fs.Parse(args); err != nil {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/skiffmq/skiff/bench"
 )
 
 // The replicated-stream comparisons of cluster.md: an R3 file stream on
@@ -24,6 +26,12 @@ const jsAlwaysConfig = `jetstream { store_dir: "` + storeDirMark + `", sync_inte
 
 // r3Msgs bounds the messages of one replicated publish run.
 const r3Msgs = 200_000
+
+// The fixed schedule of the publish-to-ack latency run.
+const (
+	ackLatencyRate = 2000 // msgs/s
+	ackLatencySize = 256  // bytes
+)
 
 // failoverRounds is the kills of one failover run.
 const failoverRounds = 5
@@ -44,6 +52,12 @@ func jsClusterScenarios() []Scenario {
 		{Name: "cluster-js-r3-16-always", Config: jsAlwaysConfig, ConfigLabel: "jetstream, `sync_interval: always`", ClusterSize: 3, Unit: "msgs/s", Goal: 1,
 			Title:      "R3 file stream, fsync before every acknowledgement, async publish through a server that does not lead it, 16 B (acknowledged msgs/s)",
 			RunCluster: pub(16)},
+		{Name: "cluster-js-r3-ack-p99", Config: jsConfig, ConfigLabel: "jetstream, defaults", ClusterSize: 3, Unit: "µs", Goal: 1, LowerIsBetter: true,
+			Title: fmt.Sprintf("R3 file stream, publish-to-ack latency at a fixed %d msgs/s of %d B through a server that does not lead it: "+
+				"p99, corrected for coordinated omission (HDR histogram; p50 to max in the log)", ackLatencyRate, ackLatencySize),
+			RunCluster: func(ctx context.Context, o *Options, c *Cluster) (float64, error) {
+				return o.r3AckLatency(ctx, c)
+			}},
 		{Name: "cluster-js-failover", Config: jsConfig, ConfigLabel: "jetstream, defaults", ClusterSize: 3, Unit: "ms", Goal: 1, LowerIsBetter: true,
 			Title: fmt.Sprintf("R3 failover: kill -9 of the stream's leader under a publisher of 200 msgs/s with retries, "+
 				"time to the next acknowledged publish (median of %d kills per run, the killed server restarted and caught up between kills)", failoverRounds),
@@ -254,4 +268,35 @@ func (o *Options) failover(ctx context.Context, c *Cluster) (float64, error) {
 	}
 	slices.Sort(times)
 	return times[len(times)/2], nil
+}
+
+// r3AckLatency publishes to the R3 stream at ackLatencyRate through a
+// server that does not lead it, with the harness's open-loop schedule
+// (bench.RunLatency: each publish's latency from when it was due, to its
+// acknowledgement), for o.Duration after a second of warm-up, and returns
+// the p99 in microseconds. A publish never acknowledged fails the run.
+func (o *Options) r3AckLatency(ctx context.Context, c *Cluster) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	via, err := o.r3Stream(ctx, c, "bench.latency.>")
+	if err != nil {
+		return 0, err
+	}
+	tgt, err := bench.OpenTarget(strings.Replace(c.URL(via), "nats://", "jetstream://", 1) + "?until=ack&stream=benchstream")
+	if err != nil {
+		return 0, err
+	}
+	res, err := bench.RunLatency(ctx, tgt, bench.LatencyOptions{Rate: ackLatencyRate, Size: ackLatencySize,
+		Duration: o.Duration, Warmup: time.Second})
+	if err != nil {
+		return 0, err
+	}
+	if res.Lost() > 0 {
+		return 0, fmt.Errorf("%d of %d publishes never acknowledged", res.Lost(), res.Sent)
+	}
+	h := res.Corrected
+	fmt.Fprintf(o.Log, "%-18s %d publishes: p50 %v, p90 %v, p99 %v, p99.9 %v, p99.99 %v, max %v (the sender fell %v behind at worst)\n",
+		"cluster-js-r3-ack", res.Sent, h.Percentile(50), h.Percentile(90), h.Percentile(99), h.Percentile(99.9),
+		h.Percentile(99.99), h.Percentile(100), res.Behind)
+	return float64(h.Percentile(99)) / float64(time.Microsecond), nil
 }
