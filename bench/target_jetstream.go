@@ -45,7 +45,7 @@ type jetStreamTarget struct {
 	url     string
 	storage njs.StorageType
 	pending int
-	ack     bool // a round trip ends at the acknowledgement
+	ack     bool   // a round trip ends at the acknowledgement
 	fixed   string // stream=: the existing stream every topic goes to
 
 	mu struct {
