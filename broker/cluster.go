@@ -60,7 +60,18 @@ var clusterKeys = func() keys[*server.ClusterOptions] {
 		return
 	}, "ping_max")
 	k.refuse(whyTLS+" (TLS on routes is not implemented)", "tls")
-	k.refuse(whyRouteOption, "cluster_advertise", "advertise", "connect_backoff", "pool_size", "compression",
+	k.on(func(c *server.ClusterOptions, v value) error {
+		a, err := v.str()
+		if err != nil {
+			return err
+		}
+		if _, err := server.ParseRouteURL(a); err != nil {
+			return v.errorf(ErrInvalidValue, "cluster advertise: %v", err)
+		}
+		c.Advertise = a
+		return nil
+	}, "advertise", "cluster_advertise")
+	k.refuse(whyRouteOption, "connect_backoff", "pool_size", "compression",
 		"write_deadline", "write_timeout")
 	k.refuse("dedicated routes per account are not implemented: every account shares the routes, which carry the account of each message", "accounts")
 	k.refuse("route import/export permissions are not implemented; Skiff refuses to start rather than share every subject", "permissions")

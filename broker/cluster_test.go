@@ -22,6 +22,7 @@ cluster {
   listen: 127.0.0.1:6222
   routes: [ nats-route://127.0.0.1:6223, "nats://u:p@127.0.0.1:6224" ]
   no_advertise: true
+  advertise: "10.0.0.7:7222"
   connect_retries: 5
   authorization { user: r, password: s, timeout: "3s" }
 }`)
@@ -30,13 +31,14 @@ cluster {
 	require.Equal(t, server.ClusterOptions{
 		Name: "c1", Host: "127.0.0.1", Port: 6222,
 		Routes:      []string{"nats-route://127.0.0.1:6223", "nats://u:p@127.0.0.1:6224"},
-		NoAdvertise: true, ConnectRetries: 5, Username: "r", Password: "s", AuthTimeout: 3 * time.Second,
+		NoAdvertise: true, Advertise: "10.0.0.7:7222", ConnectRetries: 5, Username: "r", Password: "s", AuthTimeout: 3 * time.Second,
 	}, cfg.Server.Cluster)
 
 	for _, tc := range []struct{ name, text string }{
 		{"no port", "cluster { name: c1 }"},
 		{"bad route", "cluster { port: 6222, routes: [ \"http://x:1\" ] }"},
 		{"route without port", "cluster { port: 6222, routes: [ \"nats-route://x\" ] }"},
+		{"advertise without port", "cluster { port: 6222, advertise: \"10.0.0.7\" }"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig(tc.text)

@@ -292,13 +292,13 @@ func referenceKeys() []refKey {
 		{"name", "c1"}, {"listen", `"127.0.0.1:6333"`}, {"port", "6333"}, {"host", "127.0.0.2"}, {"net", "127.0.0.2"},
 		{"routes", `["nats-route://127.0.0.1:6223"]`}, {"no_advertise", "true"}, {"connect_retries", "7"},
 		{"authorization", "{ user: r, password: s }"}, {"ping_interval", `"1m"`}, {"ping_max", "3"},
+		{"advertise", `"h:6222"`}, {"cluster_advertise", `"h:6222"`},
 	} {
 		rows = append(rows, in(clBase, "}", "cluster."+kv[0], "  "+kv[0]+": "+kv[1], ""))
 	}
 	rows = append(rows, refKey{path: "cluster", with: "cluster { port: 6222 }"})
 	for _, kv := range [][2]string{
-		{"tls", "{ cert_file: $SKIFF_TEST_CERT, key_file: $SKIFF_TEST_KEY }"}, {"cluster_advertise", `"h:6222"`},
-		{"advertise", `"h:6222"`}, {"connect_backoff", "true"}, {"permissions", "{ import: x }"}, {"pool_size", "3"},
+		{"tls", "{ cert_file: $SKIFF_TEST_CERT, key_file: $SKIFF_TEST_KEY }"}, {"connect_backoff", "true"}, {"permissions", "{ import: x }"}, {"pool_size", "3"},
 		{"accounts", "[A]"}, {"compression", "s2_auto"}, {"write_deadline", `"5s"`}, {"write_timeout", "close"},
 	} {
 		rows = append(rows, in(clBase, "}", "cluster."+kv[0], "  "+kv[0]+": "+kv[1], "cluster."+kv[0]))

@@ -44,6 +44,11 @@ type ClusterOptions struct {
 	// NoAdvertise keeps the cluster's client URLs out of this server's
 	// INFO (connect_urls), and this server's client URL out of its peers'.
 	NoAdvertise bool
+	// Advertise is the host:port peers are told to dial this server's
+	// route listener at (in its route INFO, and so in gossip), when that is
+	// not the listen address: behind NAT, a proxy or a port mapping
+	// (nats-server's cluster advertise). Default: the listen address.
+	Advertise string
 	// ConnectRetries is how many attempts a route learned from a peer gets
 	// (default DefaultConnectRetries). Configured routes are retried
 	// forever, with backoff.
@@ -110,6 +115,11 @@ func (o *ClusterOptions) validate(top *Options) error {
 	for _, r := range o.Routes {
 		if _, err := ParseRouteURL(r); err != nil {
 			return err
+		}
+	}
+	if o.Advertise != "" {
+		if _, err := ParseRouteURL(o.Advertise); err != nil {
+			return fmt.Errorf("cluster advertise: %w", err)
 		}
 	}
 	return nil

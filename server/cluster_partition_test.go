@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -220,4 +222,63 @@ func TestClusterBlackHoleDetected(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, fmt.Sprint(k), string(m.Data))
 	}
+}
+
+// TestClusterAdvertiseThroughProxies: a server's advertised route
+// address is what its peers learn, by gossip too, and dial its raft
+// links at. b advertises a proxy to its listener; c, seeded with a alone,
+// learns of b from a's gossip, and knows b at the proxy whichever of them
+// dialed the route kept.
+func TestClusterAdvertiseThroughProxies(t *testing.T) {
+	co := server.ClusterOptions{Name: "adv", Host: "127.0.0.1", Port: server.RandomPort,
+		PingInterval: partitionPing, MaxPingsOut: partitionPingMax}
+	bPort := freePort(t) // known before b starts: its proxy is its advertise
+	p := faultproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", bPort))
+	a := RunServer(t, server.Options{ServerName: "a", Cluster: co})
+	bo := co
+	bo.Port, bo.Advertise, bo.Routes = bPort, p.Addr(), []string{a.RouteURL()}
+	b := RunServer(t, server.Options{ServerName: "b", Cluster: bo})
+	waitRouted(t, a, b)
+	require.Equal(t, p.Addr(), peerNamed(t, a, "b").Addr, "a knows b where b advertises")
+	ao := co
+	ao.Routes = []string{a.RouteURL()}
+	c := RunServer(t, server.Options{ServerName: "c", Cluster: ao})
+	require.Eventually(t, func() bool { return c.NumRoutes() == 2 && b.NumRoutes() == 2 },
+		clustertest.Wait, 5*time.Millisecond, "c learns of b from a")
+	require.Equal(t, p.Addr(), peerNamed(t, c, "b").Addr, "c knows b where b advertises")
+
+	// x is configured with y's proxy, and y with x: both dial, and the
+	// route of the server with the lower ID is kept. Where y's is, x still
+	// dials y's raft link through the proxy its configuration names
+	// (before, it took y's listen address, around the proxy).
+	for range 20 {
+		yPort := freePort(t)
+		py := faultproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", yPort))
+		xo := co
+		xo.Routes = []string{"nats-route://" + py.Addr()}
+		x := RunServer(t, server.Options{ServerName: "x", Cluster: xo})
+		yo := co
+		yo.Port, yo.Routes = yPort, []string{x.RouteURL()}
+		y := RunServer(t, server.Options{ServerName: "y", Cluster: yo})
+		waitRouted(t, x, y)
+		time.Sleep(200 * time.Millisecond) // the duplicate retired
+		peer := peerNamed(t, x, "y")
+		x.Shutdown(context.Background())
+		y.Shutdown(context.Background())
+		py.Close()
+		if !peer.Dialed {
+			require.Equal(t, py.Addr(), peer.Addr, "x reaches y as configured")
+			return
+		}
+	}
+	t.Fatal("the route y dialed was never the one kept")
+}
+
+// freePort returns a port of 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().(*net.TCPAddr).Port
 }

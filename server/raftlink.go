@@ -69,7 +69,8 @@ type RoutePeer struct {
 	Name string   // server name
 	Tags []string // server_tags
 	// Addr is the host:port of the peer's cluster listener, as this server
-	// dialed it (Dialed) or as the peer advertises it.
+	// dialed it (Dialed), as a configured route URL that led to it says,
+	// or as the peer advertises it.
 	Addr   string
 	Dialed bool // this server dialed the route
 	user   *url.Userinfo
@@ -108,15 +109,27 @@ func (s *Server) Routes() []RoutePeer {
 		return nil
 	}
 	cl.mu.Lock()
+	// A configured route URL that led to a peer is how this server reaches
+	// it, even when the route kept is the one the peer dialed: through a
+	// proxy or a NAT the address the peer advertises may not be.
+	configured := map[string]*url.URL{}
+	for _, r := range cl.opts.Routes {
+		if u, err := ParseRouteURL(r); err == nil && cl.mu.urlIDs[u.Host] != "" {
+			configured[cl.mu.urlIDs[u.Host]] = u
+		}
+	}
 	peers := make([]RoutePeer, 0, len(cl.mu.routes))
 	for _, c := range cl.mu.routes {
 		r := c.route
 		p := RoutePeer{ID: r.remoteID, Name: r.remoteName, Addr: r.remoteHost, Dialed: r.solicited, Tags: r.tags}
-		if r.solicited {
+		switch u := configured[r.remoteID]; {
+		case r.solicited:
 			p.Addr = r.dialed
 			if r.dialURL != nil {
 				p.user = r.dialURL.User
 			}
+		case u != nil:
+			p.Addr, p.user = u.Host, u.User
 		}
 		peers = append(peers, p)
 	}

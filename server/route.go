@@ -124,6 +124,10 @@ func (s *Server) startCluster() error {
 	}
 	cl.ln = ln
 	cl.routeHost = advertisedHostPort(cl.opts.Host, ln.Addr().(*net.TCPAddr).Port)
+	if cl.opts.Advertise != "" {
+		u, _ := ParseRouteURL(cl.opts.Advertise) // validated in New
+		cl.routeHost = u.Host
+	}
 	cl.clientURL = advertisedHostPort(s.opts.Host, s.info.Port)
 	cl.mu.Lock()
 	cl.updateConnectURLsLocked()

@@ -240,6 +240,10 @@ func (r *route) register(in *routeInfo) error {
 	r.clientURLs, r.ldm = in.ConnectURLs, in.LameDuckMode
 	r.registered = true
 	c.authDone.Store(true)
+	if r.dialed != "" {
+		// The URL leads to that server, whichever route is kept.
+		cl.mu.urlIDs[r.dialed] = in.ServerID
+	}
 	var loser *client
 	if old := cl.mu.routes[in.ServerID]; old != nil && old != c {
 		if !r.preferredOver(old.route) {
@@ -250,9 +254,6 @@ func (r *route) register(in *routeInfo) error {
 		loser = old
 	}
 	cl.mu.routes[in.ServerID] = c
-	if r.dialed != "" {
-		cl.mu.urlIDs[r.dialed] = in.ServerID
-	}
 	// Under cl.mu, so that no interest change falls between the dump and
 	// the route joining the set that hears changes.
 	dumped := c.out.queue(cl.appendInterestLocked(nil))

@@ -22,7 +22,7 @@ import (
 type serveFlags struct {
 	addr, config, user, pass, token, name, storeDir string
 	logFile, pidFile, signal                        string
-	cluster, routes, clusterName                    string
+	cluster, routes, clusterName, clusterAdvertise  string
 	port, httpPort, profPort                        int
 	debug, trace, streams, noAdvertise              bool
 }
@@ -59,6 +59,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.routes, "routes", "", "comma-separated route URLs to join, such as nats-route://127.0.0.1:6222")
 	fs.StringVar(&f.clusterName, "cluster_name", "", "cluster name (peers must have the same)")
 	fs.BoolVar(&f.noAdvertise, "no_advertise", false, "do not advertise the cluster's client URLs to clients")
+	fs.StringVar(&f.clusterAdvertise, "cluster_advertise", "", "host:port peers dial this server's routes at (default: the listen address)")
 	fs.IntVar(&f.profPort, "profile", 0, "serve Go's pprof profiles on this port (127.0.0.1; 0 = off)")
 	fs.StringVar(&f.user, "user", "", "username required of clients")
 	fs.StringVar(&f.pass, "pass", "", "password required of clients")
@@ -273,6 +274,12 @@ func applyClusterFlags(set map[string]bool, f *serveFlags, c *server.ClusterOpti
 	}
 	if set["no_advertise"] {
 		c.NoAdvertise = f.noAdvertise
+	}
+	if set["cluster_advertise"] {
+		if _, err := server.ParseRouteURL(f.clusterAdvertise); err != nil {
+			return fmt.Errorf("--cluster_advertise: %w", err)
+		}
+		c.Advertise = f.clusterAdvertise
 	}
 	return nil
 }
