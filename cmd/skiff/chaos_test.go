@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/faultproxy"
 )
 
 // The multi-process fault suite of replicated streams (issue 13): three
@@ -22,12 +27,16 @@ import (
 // server publish with acks, and each round injects a fault into the real
 // processes: kill -9 of the stream's leader or of the meta leader,
 // SIGSTOP/SIGCONT of the stream's leader, a rolling restart, every server
-// killed at once. After the last round the cluster heals and the checker
+// killed at once, and network partitions: the servers' routes and raft
+// links go through a fault proxy per ordered pair of servers
+// (internal/faultproxy), and a partition cuts or black-holes every proxy
+// between one server and the others, the stream's leader (the minority
+// holds it) or a follower. After the last round the cluster heals and the checker
 // reads the whole stream: every acknowledged message must be there, once,
 // at the sequence its PubAck gave, with its payload.
 //
 //	go test ./cmd/skiff -run TestChaosProcesses -chaos.rounds=30 -v
-var chaosRounds = flag.Int("chaos.rounds", 5, "rounds of faults in TestChaosProcesses")
+var chaosRounds = flag.Int("chaos.rounds", len(chaosFaults), "rounds of faults in TestChaosProcesses (default: each kind once)")
 
 // chaosFault is one kind of fault; it returns what it did.
 type chaosFault struct {
@@ -47,7 +56,49 @@ func killLeader(leader func(c *chaosCluster) *node) func(c *chaosCluster) string
 	}
 }
 
+// partition isolates a server from the other two through the proxies
+// (cut: connections closed, or black-holed: bytes dropped, nobody told)
+// for partitionHold. Meanwhile the majority must acknowledge publishes
+// (a leader it elects if the minority held it); then the network heals.
+func partition(pick func(c *chaosCluster) *node, blackHole bool) func(c *chaosCluster) string {
+	return func(c *chaosCluster) string {
+		n := pick(c)
+		i := slices.Index(c.nodes, n)
+		fault := (*faultproxy.Proxy).Cut
+		if blackHole {
+			fault = (*faultproxy.Proxy).BlackHole
+		}
+		c.net.isolate(i, fault)
+		before := c.acked()
+		start := time.Now()
+		require.Eventually(c.t, func() bool { return c.acked() > before+10 }, 30*time.Second, 20*time.Millisecond,
+			"the majority acknowledges nothing while %s is partitioned away", n.name)
+		c.t.Logf("partition of %s: the majority acknowledged again after %v", n.name, time.Since(start).Round(time.Millisecond))
+		// Nothing leads around the proxies: the server is left without a
+		// route (a black hole is noticed by the route pings).
+		require.Eventually(c.t, func() bool {
+			routes, err := n.routez()
+			return err == nil && len(routes) == 0
+		}, 15*time.Second, 50*time.Millisecond, "%s kept a route through the partition", n.name)
+		time.Sleep(partitionHold - min(partitionHold, time.Since(start)))
+		c.net.heal()
+		waitMesh(c.t, 30*time.Second, c.nodes...)
+		return n.name
+	}
+}
+
+// partitionHold is how long a partition lasts at least.
+const partitionHold = 3 * time.Second
+
+// follower returns a node that does not lead the stream.
+func (c *chaosCluster) follower() *node {
+	lead := c.streamLeader()
+	return c.nodes[(slices.Index(c.nodes, lead)+1)%len(c.nodes)]
+}
+
 var chaosFaults = []chaosFault{
+	{"partition the stream leader away (black hole)", partition((*chaosCluster).streamLeader, true)},
+	{"partition a follower away (cut)", partition((*chaosCluster).follower, false)},
 	{"kill -9 the stream leader", killLeader((*chaosCluster).streamLeader)},
 	{"kill -9 the meta leader", killLeader((*chaosCluster).metaLeader)},
 	{"SIGSTOP the stream leader", func(c *chaosCluster) string {
@@ -82,7 +133,68 @@ type chaosCluster struct {
 	t     *testing.T
 	bin   string
 	nodes []*node
+	net   *chaosNet
 	ctl   nats.JetStreamContext
+	acked func() int // publishes acknowledged so far
+}
+
+// chaosNet is the proxies the servers reach each other through: from[i][j]
+// carries what server i dials to server j (routes and raft links), so
+// that any pair can be cut. Every server advertises a dead address, so
+// that gossip leads no server around the proxies.
+type chaosNet struct {
+	from [][]*faultproxy.Proxy
+}
+
+// startProxiedJetStreamNodes starts three JetStream servers whose routes
+// go through a chaosNet, with route pings every second so that a
+// black-holed route is noticed in about three.
+func startProxiedJetStreamNodes(t *testing.T, cluster string) ([]*node, *chaosNet) {
+	nodes := newNodes(t, 3)
+	dead := faultproxy.Start(t, "127.0.0.1:1")
+	dead.Cut()
+	cn := &chaosNet{from: make([][]*faultproxy.Proxy, len(nodes))}
+	dir, store := t.TempDir(), t.TempDir()
+	for i, n := range nodes {
+		cn.from[i] = make([]*faultproxy.Proxy, len(nodes))
+		var routes []string
+		for j, o := range nodes {
+			if j != i {
+				cn.from[i][j] = faultproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", o.routePort))
+				routes = append(routes, strconv.Quote("nats-route://"+cn.from[i][j].Addr()))
+			}
+		}
+		conf := fmt.Sprintf("server_name: %s\nport: %d\nhttp_port: %d\njetstream { store_dir: %q }\n"+
+			"cluster {\n  name: %s\n  listen: \"127.0.0.1:%d\"\n  advertise: %q\n  routes: [%s]\n  ping_interval: \"1s\"\n  ping_max: 2\n}\n",
+			n.name, n.clientPort, n.httpPt, filepath.Join(store, n.name), cluster, n.routePort, dead.Addr(), strings.Join(routes, ", "))
+		path := filepath.Join(dir, n.name+".conf")
+		require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
+		n.args = []string{"serve", "-c", path}
+	}
+	startCluster(t, nodes)
+	return nodes, cn
+}
+
+// isolate applies fault (Cut or BlackHole) to every proxy between server
+// i and the others, both ways.
+func (cn *chaosNet) isolate(i int, fault func(*faultproxy.Proxy)) {
+	for j := range cn.from {
+		if j != i {
+			fault(cn.from[i][j])
+			fault(cn.from[j][i])
+		}
+	}
+}
+
+// heal has every proxy forward again.
+func (cn *chaosNet) heal() {
+	for _, row := range cn.from {
+		for _, p := range row {
+			if p != nil {
+				p.Heal()
+			}
+		}
+	}
 }
 
 func (c *chaosCluster) kill(n *node) {
@@ -241,7 +353,7 @@ func TestChaosProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	nodes := startJetStreamNodes(t, "chaos")
+	nodes, cn := startProxiedJetStreamNodes(t, "chaos")
 	var urls []string
 	for _, n := range nodes {
 		urls = append(urls, n.clientURL())
@@ -251,7 +363,7 @@ func TestChaosProcesses(t *testing.T) {
 	t.Cleanup(ctl.Close)
 	ctljs, err := ctl.JetStream(nats.MaxWait(2 * time.Second))
 	require.NoError(t, err)
-	c := &chaosCluster{t: t, bin: buildSkiff(t), nodes: nodes, ctl: ctljs}
+	c := &chaosCluster{t: t, bin: buildSkiff(t), nodes: nodes, net: cn, ctl: ctljs}
 	require.Eventually(t, func() bool {
 		_, err := ctljs.AddStream(&nats.StreamConfig{Name: "CHAOS", Subjects: []string{"chaos.>"},
 			Storage: nats.FileStorage, Replicas: 3, Duplicates: 5 * time.Minute})
@@ -272,6 +384,7 @@ func TestChaosProcesses(t *testing.T) {
 		}
 		return n
 	}
+	c.acked = acked
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	first := rng.Intn(len(chaosFaults))
 	faults := 0
