@@ -68,11 +68,25 @@ func partition(pick func(c *chaosCluster) *node, blackHole bool) func(c *chaosCl
 		if blackHole {
 			fault = (*faultproxy.Proxy).BlackHole
 		}
+		// A client of the majority (the publishers may all have ended up
+		// on the isolated server after earlier faults).
+		other := c.nodes[(i+1)%len(c.nodes)]
+		nc, err := nats.Connect(other.clientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		require.NoError(c.t, err)
+		defer nc.Close()
+		js, err := nc.JetStream(nats.MaxWait(time.Second))
+		require.NoError(c.t, err)
 		c.net.isolate(i, fault)
-		before := c.acked()
 		start := time.Now()
-		require.Eventually(c.t, func() bool { return c.acked() > before+10 }, 30*time.Second, 20*time.Millisecond,
-			"the majority acknowledges nothing while %s is partitioned away", n.name)
+		for k := 0; k < 10; {
+			require.Less(c.t, time.Since(start), 30*time.Second,
+				"the majority acknowledges nothing while %s is partitioned away", n.name)
+			id := fmt.Sprintf("probe-%d-%d", len(c.probes), k)
+			if ack, err := js.Publish("chaos.probe", chaosPayload(id), nats.MsgId(id)); err == nil {
+				c.probes[id] = ack.Sequence
+				k++
+			}
+		}
 		c.t.Logf("partition of %s: the majority acknowledged again after %v", n.name, time.Since(start).Round(time.Millisecond))
 		// Nothing leads around the proxies: the server is left without a
 		// route (a black hole is noticed by the route pings).
@@ -135,7 +149,9 @@ type chaosCluster struct {
 	nodes []*node
 	net   *chaosNet
 	ctl   nats.JetStreamContext
-	acked func() int // publishes acknowledged so far
+	// probes are the publishes the partition faults had acknowledged
+	// by the majority: id -> sequence, checked with the publishers'.
+	probes map[string]uint64
 }
 
 // chaosNet is the proxies the servers reach each other through: from[i][j]
@@ -363,7 +379,7 @@ func TestChaosProcesses(t *testing.T) {
 	t.Cleanup(ctl.Close)
 	ctljs, err := ctl.JetStream(nats.MaxWait(2 * time.Second))
 	require.NoError(t, err)
-	c := &chaosCluster{t: t, bin: buildSkiff(t), nodes: nodes, net: cn, ctl: ctljs}
+	c := &chaosCluster{t: t, bin: buildSkiff(t), nodes: nodes, net: cn, ctl: ctljs, probes: map[string]uint64{}}
 	require.Eventually(t, func() bool {
 		_, err := ctljs.AddStream(&nats.StreamConfig{Name: "CHAOS", Subjects: []string{"chaos.>"},
 			Storage: nats.FileStorage, Replicas: 3, Duplicates: 5 * time.Minute})
@@ -384,7 +400,6 @@ func TestChaosProcesses(t *testing.T) {
 		}
 		return n
 	}
-	c.acked = acked
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	first := rng.Intn(len(chaosFaults))
 	faults := 0
@@ -429,8 +444,12 @@ func TestChaosProcesses(t *testing.T) {
 	}
 	lost, duplicated, misplaced := 0, 0, 0
 	total := 0
+	all := []map[string]uint64{c.probes}
 	for _, p := range pubs {
-		for id, seq := range p.acked {
+		all = append(all, p.acked)
+	}
+	for _, acked := range all {
+		for id, seq := range acked {
 			total++
 			seqs := stored[id]
 			switch {
