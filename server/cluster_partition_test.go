@@ -263,8 +263,8 @@ func TestClusterAdvertiseThroughProxies(t *testing.T) {
 		waitRouted(t, x, y)
 		time.Sleep(200 * time.Millisecond) // the duplicate retired
 		peer := peerNamed(t, x, "y")
-		x.Shutdown(context.Background())
-		y.Shutdown(context.Background())
+		_ = x.Shutdown(context.Background())
+		_ = y.Shutdown(context.Background())
 		py.Close()
 		if !peer.Dialed {
 			require.Equal(t, py.Addr(), peer.Addr, "x reaches y as configured")
