@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -106,7 +107,7 @@ func TestDifferentialAccountMonitoringJWT(t *testing.T) {
 func requireSameMonitoring(t *testing.T, ours, theirs string, paths, connzQueries []string) {
 	for _, path := range paths {
 		t.Run(path, func(t *testing.T) {
-			got, want := fetchJSON(t, ours+path), fetchJSON(t, theirs+path)
+			got, want := settledMonitoring(t, ours+path, theirs+path)
 
 			// Shape: every key Skiff writes, nats-server writes too; those
 			// only nats-server writes are the ones listed.
@@ -136,6 +137,34 @@ func requireSameMonitoring(t *testing.T, ours, theirs string, paths, connzQuerie
 			require.Equal(t, connIdentities(t, theirs+"/connz?"+query), connIdentities(t, ours+"/connz?"+query))
 		})
 	}
+}
+
+// settledMonitoring fetches ours and theirs until their values agree
+// (as the comparison sees them), for at most two seconds, and returns the
+// last answers. nats-server adds a read's messages to its account's
+// statistics after it answered the read's PING, so a client's Flush does
+// not wait for them.
+func settledMonitoring(t *testing.T, ours, theirs string) (got, want map[string]any) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, want = fetchJSON(t, ours), fetchJSON(t, theirs)
+		g, w := jsonCopy(t, got), jsonCopy(t, want)
+		stableMonitorValues(g, false)
+		stableMonitorValues(w, true)
+		if reflect.DeepEqual(g, w) || time.Now().After(deadline) {
+			return got, want
+		}
+	}
+}
+
+// jsonCopy returns a deep copy of a decoded JSON object.
+func jsonCopy(t *testing.T, v map[string]any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(b, &out))
+	return out
 }
 
 // connIdentities returns, by connection name, what /connz says of whom
