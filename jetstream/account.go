@@ -424,7 +424,7 @@ func (ja *jsAccount) recover() error {
 			meta.Config.SyncInterval = MinSyncInterval
 			syncToMetadata(&meta.Config)
 		}
-		st, err := ja.openStream(meta.Config, meta.Created, false, meta.Group, meta.ConfigIndex)
+		st, err := ja.openStream(meta, false)
 		if err != nil {
 			ja.failStream(e.Name(), err)
 			continue

@@ -83,6 +83,8 @@ var metaAnswers = map[string]func(*jsAccount, apiRequest, apiArgs) any{
 	"STREAM.DELETE.*": (*jsAccount).clusterStreamDelete,
 	"STREAM.NAMES":    (*jsAccount).clusterStreamNames,
 	"STREAM.LIST":     (*jsAccount).clusterStreamList,
+
+	"STREAM.PEER.REMOVE.*": (*jsAccount).clusterStreamPeerRemove,
 }
 
 func init() {
@@ -112,7 +114,7 @@ var apiRoutes = []apiRoute{
 	queued("STREAM.MSG.GET.*", "stream_msg_get", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgGet(a[0], r.data) }).on(targetStream),
 	queued("STREAM.MSG.DELETE.*", "stream_msg_delete", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.msgDelete(a[0], r.data) }).on(targetStream),
 	queued("STREAM.LEADER.STEPDOWN.*", "stream_leader_stepdown", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamStepdown(a[0], r.data) }).on(targetStream),
-	queued("STREAM.PEER.REMOVE.*", "stream_remove_peer", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamPeerRemove(a[0]) }).on(targetStream),
+	queued("STREAM.PEER.REMOVE.*", "stream_remove_peer", onStreamWorker, func(ja *jsAccount, r apiRequest, a apiArgs) any { return ja.streamPeerRemove(a[0]) }).on(targetMeta),
 
 	// DIRECT.GET.<stream>[.<subject>]
 	queued("DIRECT.GET.*", "", onStreamWorker, directGetRoute).on(targetStream),

@@ -91,7 +91,13 @@ func (ja *jsAccount) streamCreate(name string, data []byte, group uint64) any {
 	}
 	// Opening the stream (its files, a subscription per subject) runs
 	// without ja.mu: the name and subjects are reserved.
-	st, err := ja.openStream(ncfg, time.Now().UTC(), true, group, 0)
+	meta := streamMeta{Config: ncfg, Created: time.Now().UTC(), Group: group}
+	if ja.js.raft != nil {
+		if a := ja.js.assignmentOf(ja.name, name); a != nil {
+			meta.Raft = a.HasGroup()
+		}
+	}
+	st, err := ja.openStream(meta, true)
 	if err != nil {
 		ja.js.log.Warn("stream create failed", "account", ja.name, "stream", name, "err", err)
 		// What the failed create wrote would come back at the next start,
@@ -251,6 +257,15 @@ func (ja *jsAccount) streamUpdate(name string, data []byte) any {
 		r.Error = aerr
 		return r
 	}
+	if st.repl != nil {
+		// A replicated stream scaled to one replica is still one.
+		if r.Error = replicatedUnsupported(&ncfg); r.Error != nil {
+			return r
+		}
+	} else if ncfg.Replicas > 1 {
+		r.Error = apiErr(503, 10036, "not currently supported in clustered mode: scaling up a stream created with one replica")
+		return r
+	}
 	if r.Error = ja.checkMaxBytes(&ncfg); r.Error != nil {
 		return r
 	}
@@ -348,7 +363,7 @@ func (st *stream) setConfigLocked(cfg StreamConfig, index uint64) (StreamConfig,
 		return old, err
 	}
 	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created,
-		Group: st.group.Load(), ConfigIndex: index}); err != nil {
+		Group: st.group.Load(), ConfigIndex: index, Raft: st.repl != nil}); err != nil {
 		return old, err
 	}
 	st.cfg.Store(&cfg)

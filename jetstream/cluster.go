@@ -227,8 +227,17 @@ func (js *JetStream) reconcile(k jscluster.StreamKey) {
 	// log at start), the stream is newer than what the state says, and
 	// stays.
 	if sg := groupOf(st); sg != 0 && sg <= applied && (!here || sg != group) {
+		if sg == group && st.repl != nil && st.repl.keepRemoved() {
+			return // its group still counts this server (replica_members.go)
+		}
 		js.runLocal(ja, "STREAM.DELETE."+k.Name, nil, 0)
 		st = nil
+	}
+	if st != nil && st.repl != nil && here {
+		st.repl.unplaced.Store(0)
+		if st.repl.isLeader() {
+			st.repl.kickMembers() // the peers may have changed
+		}
 	}
 	if here && st == nil {
 		js.runLocal(ja, "STREAM.CREATE."+k.Name, config, group)

@@ -120,7 +120,7 @@ func (st *stream) setGroup(group uint64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.group.Store(group)
-	return writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: st.config(), Created: st.created, Group: group})
+	return writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: st.config(), Created: st.created, Group: group, Raft: st.repl != nil})
 }
 
 // refuseAdoption closes a stream the cluster would not adopt and marks it

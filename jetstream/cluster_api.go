@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -184,7 +185,7 @@ func (js *JetStream) placement(account, stream string) (peer string, group uint6
 	var replicated bool
 	js.raft.View(func(s *jscluster.State) {
 		if sa := s.Streams[jscluster.StreamKey{Account: account, Name: stream}]; sa != nil && len(sa.Peers) > 0 {
-			peer, group, replicated = sa.Peers[0], sa.Group, len(sa.Peers) > 1
+			peer, group, replicated = sa.Peers[0], sa.Group, sa.HasGroup()
 		}
 	})
 	if replicated {
@@ -490,6 +491,21 @@ func answerIsErr(v any) bool {
 		return f.isErr
 	}
 	return hasError(v)
+}
+
+// assignmentOf returns a copy of a stream's assignment in the meta state
+// (nil if it has none).
+func (js *JetStream) assignmentOf(account, stream string) *jscluster.StreamAssignment {
+	var out *jscluster.StreamAssignment
+	js.raft.View(func(s *jscluster.State) {
+		if sa := s.Streams[jscluster.StreamKey{Account: account, Name: stream}]; sa != nil {
+			c := *sa
+			c.Peers = slices.Clone(sa.Peers)
+			c.Config = slices.Clone(sa.Config)
+			out = &c
+		}
+	})
+	return out
 }
 
 // peersOf returns the servers the meta group placed a stream on, the

@@ -1,10 +1,12 @@
 package jetstream
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -114,7 +116,7 @@ func (ja *jsAccount) assignNew(name string, cfg StreamConfig, data []byte) (*jsc
 	if aerr := ja.checkClusterReserve(&cfg); aerr != nil {
 		return nil, "", aerr
 	}
-	peers, aerr := js.selectPeers(placementOf(data), cfg.Replicas)
+	peers, aerr := js.selectPeers(placementOf(data), cfg.Replicas, nil)
 	if aerr != nil {
 		return nil, "", aerr
 	}
@@ -122,7 +124,8 @@ func (ja *jsAccount) assignNew(name string, cfg StreamConfig, data []byte) (*jsc
 	if err != nil {
 		return nil, "", errStreamGeneral(err)
 	}
-	sa := &jscluster.StreamAssignment{Account: ja.name, Name: name, Config: b, Peers: peers, Created: time.Now().UTC()}
+	sa := &jscluster.StreamAssignment{Account: ja.name, Name: name, Config: b, Peers: peers, Created: time.Now().UTC(),
+		Raft: cfg.Replicas > 1}
 	switch err := js.propose(jscluster.Entry{Op: jscluster.OpAssignStream, Stream: sa}); {
 	case errors.Is(err, jscluster.ErrStreamExists):
 		if peer, _ := js.placement(ja.name, name); peer != "" {
@@ -183,10 +186,6 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 		r.Error = errStreamNotFound()
 		return r
 	}
-	if max(replicasRequested(req.data), 1) != len(sa.Peers) {
-		r.Error = errClusterUnsupported() // scaling a stream up or down: not yet
-		return r
-	}
 	// The overlap check and the new configuration in the meta state are one
 	// step with creates' (assignNew).
 	js.assignMu.Lock()
@@ -203,6 +202,14 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 			return r
 		}
 	}
+	if want := max(replicasRequested(req.data), 1); want != len(sa.Peers) {
+		// A scale: the meta state places the stream on its new peers
+		// first; the stream's leader then makes its group's members
+		// follow (replica_members.go).
+		if sa, r.Error = ja.rescale(sa, want, req.data); r.Error != nil {
+			return r
+		}
+	}
 	// A replicated stream's leader, as this server knows it, updates it.
 	ans := ja.runOn(cmp.Or(js.placedOn(ja.name, name), sa.Peers[0]), req)
 	if answerIsErr(ans) {
@@ -215,6 +222,120 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 		}
 	}
 	return ans
+}
+
+// rescale has the meta group place a stream on want peers: the servers
+// it is on (its leader first) and more, or the leader and the first of the
+// others. The assignment keeps its configuration but num_replicas, which
+// the update then sets. It returns the new assignment. js.assignMu held.
+func (ja *jsAccount) rescale(sa *jscluster.StreamAssignment, want int, data []byte) (*jscluster.StreamAssignment, *APIError) {
+	js := ja.js
+	if !sa.HasGroup() {
+		// A stream of one replica made without a raft group: turning its
+		// store into a group's is not built yet.
+		return nil, apiErr(503, 10036, "not currently supported in clustered mode: scaling up a stream created with one replica")
+	}
+	if want > maxReplicas {
+		return nil, errStreamConfig(fmt.Errorf("maximum replicas is %d", maxReplicas))
+	}
+	peers := slices.Clone(sa.Peers)
+	if l := js.placedOn(ja.name, sa.Name); l != "" {
+		if i := slices.Index(peers, l); i > 0 {
+			peers = append([]string{l}, slices.Delete(peers, i, i+1)...)
+		}
+	}
+	if want > len(peers) {
+		more, aerr := js.selectPeers(placementOf(data), want-len(peers), peers)
+		if aerr != nil {
+			return nil, aerr
+		}
+		peers = append(peers, more...)
+	} else {
+		peers = peers[:want]
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(sa.Config, &cfg); err != nil {
+		return nil, errStreamGeneral(err)
+	}
+	cfg["num_replicas"] = want
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, errStreamGeneral(err)
+	}
+	sa.Peers, sa.Config, sa.Raft, sa.Join = peers, b, true, true
+	if err := js.propose(jscluster.Entry{Op: jscluster.OpUpdateStream, Stream: sa}); err != nil {
+		js.log.Warn("stream scale not recorded in the meta group", "account", ja.name, "stream", sa.Name, "err", err)
+		return nil, errClusterUnavailable()
+	}
+	js.log.Info("stream placed anew", "account", ja.name, "stream", sa.Name, "peers", peers)
+	return sa, nil
+}
+
+// clusterStreamPeerRemove answers STREAM.PEER.REMOVE on the meta leader:
+// the peer named is replaced, in the meta state, by a server that holds
+// no replica of the stream (10075 if none qualifies, as in nats-server,
+// which keeps the stream's replica count); the stream's leader then makes
+// its group's members follow (replica_members.go).
+func (ja *jsAccount) clusterStreamPeerRemove(req apiRequest, a apiArgs) any {
+	js, name := ja.js, a[0]
+	r := &successResponse{apiResponse: newResponse("stream_remove_peer")}
+	var body struct {
+		Peer string `json:"peer"`
+	}
+	if len(bytes.TrimSpace(req.data)) == 0 {
+		r.Error = errBadRequest()
+		return r
+	}
+	if err := json.Unmarshal(req.data, &body); err != nil {
+		r.Error = errInvalidJSON(err)
+		return r
+	}
+	if body.Peer == "" {
+		r.Error = errBadRequest()
+		return r
+	}
+	js.assignMu.Lock()
+	defer js.assignMu.Unlock()
+	sa := js.assignmentOf(ja.name, name)
+	if sa == nil || len(sa.Peers) == 0 {
+		r.Error = errStreamNotFound()
+		return r
+	}
+	i := slices.Index(sa.Peers, body.Peer)
+	switch {
+	case i < 0:
+		r.Error = apiErr(400, 10040, "peer not a member")
+		return r
+	case !sa.HasGroup():
+		// A stream of one replica made without a raft group: moving its
+		// store is not built yet.
+		r.Error = apiErr(503, 10036, "not currently supported in clustered mode: moving a stream created with one replica")
+		return r
+	}
+	var cfg struct {
+		Placement *placement `json:"placement"`
+	}
+	_ = json.Unmarshal(sa.Config, &cfg)
+	var p placement
+	if cfg.Placement != nil {
+		p = *cfg.Placement
+		p.Preferred = ""
+	}
+	more, aerr := js.selectPeers(p, 1, sa.Peers)
+	if aerr != nil {
+		r.Error = apiErr(503, 10075, "peer remap failed")
+		return r
+	}
+	sa.Peers = append(slices.Delete(slices.Clone(sa.Peers), i, i+1), more...)
+	sa.Raft, sa.Join = true, true
+	if err := js.propose(jscluster.Entry{Op: jscluster.OpUpdateStream, Stream: sa}); err != nil {
+		js.log.Warn("stream peer removal not recorded in the meta group", "account", ja.name, "stream", name, "err", err)
+		r.Error = errClusterUnavailable()
+		return r
+	}
+	js.log.Info("stream peer replaced", "account", ja.name, "stream", name, "removed", body.Peer, "added", more[0])
+	r.Success = true
+	return r
 }
 
 // configOf returns the stream configuration a STREAM.UPDATE's answer
@@ -441,14 +562,15 @@ func errNoPeers(why string) *APIError {
 // nats-server's.
 const excludePlacement = "!jetstream"
 
-// selectPeers places a new stream of n replicas: on servers of the meta
+// selectPeers places a new stream of n replicas (or n more replicas of a
+// stream, on servers not in exclude): on servers of the meta
 // group that this one (the meta leader) has a link to, or this one, that
 // match the placement (its tags: each tag required, or with "!" excluded, from the
 // server's server_tags; never a server tagged "!jetstream"); the
 // preferred one first if it qualifies, then those with the fewest streams,
 // then the first by name. Refused, the error says why, in nats-server's
 // words.
-func (js *JetStream) selectPeers(p placement, n int) ([]string, *APIError) {
+func (js *JetStream) selectPeers(p placement, n int, exclude []string) ([]string, *APIError) {
 	if p.Cluster != "" && p.Cluster != js.srv.ClusterName() {
 		return nil, errNoPeers("")
 	}
@@ -466,6 +588,7 @@ func (js *JetStream) selectPeers(p placement, n int) ([]string, *APIError) {
 	js.raft.View(func(s *jscluster.State) {
 		for name := range s.Servers {
 			switch {
+			case slices.Contains(exclude, name):
 			case !up[name]:
 				why.offline = true
 			case why.admits(p.Tags, tags[name]):

@@ -391,6 +391,9 @@ type streamMeta struct {
 	// log of the update Config came from (replica_config.go): a replayed
 	// update at or below it is not applied again.
 	ConfigIndex uint64 `json:"config_index,omitempty"`
+	// Raft: the stream has a raft group in its cluster, whatever its
+	// num_replicas (jscluster.StreamAssignment.Raft).
+	Raft bool `json:"raft,omitempty"`
 }
 
 type consumerMeta struct {

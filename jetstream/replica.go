@@ -71,6 +71,12 @@ type replica struct {
 	// ticking: an opTick proposed here is not applied yet
 	// (replica_clock.go).
 	ticking atomic.Bool
+	// members is the state of the group's membership changes
+	// (replica_members.go); unplaced when the meta state was first seen
+	// not to place the stream here while the group still counted this
+	// server (Unix nanoseconds, 0: not seen).
+	members  replicaMembers
+	unplaced atomic.Int64
 	// stop is closed when the replica closes: a catch-up gives up.
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -132,7 +138,7 @@ func (st *stream) openReplica(group uint64, peers []string) error {
 	r.mu.waiters = map[uint64]waiter{}
 	r.mu.creating = map[string]*consumer{}
 	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied,
-		catchUp: r.catchUp, cons: newReplicaConsumers(), onConfig: r.configApplied}
+		catchUp: r.catchUp, cons: newReplicaConsumers(), onConfig: r.configApplied, onMember: r.memberApplied}
 	if js.raft.HasGroupLog(group) {
 		r.fsm.checkpoint = st.loadCheckpoint(group)
 		if r.fsm.checkpoint > 0 {
@@ -253,6 +259,7 @@ func (r *replica) emptyApplied(term uint64) {
 				Stream: st.name, Leader: st.js.raft.Name(), Replicas: ci.Replicas}
 		})
 		r.publishAdvisories()
+		r.kickMembers()
 	}
 }
 
@@ -841,20 +848,11 @@ func (ja *jsAccount) streamStepdown(name string, data []byte) any {
 	return r
 }
 
-// streamPeerRemove answers STREAM.PEER.REMOVE: not built yet (it needs a
-// replacement peer to catch up and a raft membership change), so it is
-// refused with nats-server's error for what clustered mode does not
-// support, rather than left without a responder.
-func (ja *jsAccount) streamPeerRemove(name string) any {
+// streamPeerRemove answers STREAM.PEER.REMOVE outside a cluster (in one,
+// the meta leader answers: clusterStreamPeerRemove).
+func (ja *jsAccount) streamPeerRemove(string) any {
 	r := &successResponse{apiResponse: newResponse("stream_remove_peer")}
-	switch {
-	case ja.js.raft == nil:
-		r.Error = apiErr(503, 10010, "JetStream clustering support required")
-	case ja.lookup(name) == nil:
-		r.Error = ja.errNoStream(name)
-	default:
-		r.Error = apiErr(503, 10036, "not currently supported in clustered mode: removing a stream's peer")
-	}
+	r.Error = apiErr(503, 10010, "JetStream clustering support required")
 	return r
 }
 

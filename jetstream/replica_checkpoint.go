@@ -109,6 +109,9 @@ func (js *JetStream) checkpointReplicas() {
 				st.repl.checkpoint()
 				st.repl.compact()
 				st.repl.tick(time.Now())
+				if st.repl.isLeader() {
+					st.repl.kickMembers()
+				}
 			}
 		}
 	}

@@ -210,13 +210,9 @@ func TestClusterReplicatedRefusals(t *testing.T) {
 	_, err = js.AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
 	require.NoError(t, err)
 	jc.waitReplicated(t, "R3", map[uint64]string{})
-	// Not built yet: answered with an error, not left without a responder.
-	nc := jc.Connect(t, 1)
-	m, err := nc.Request("$JS.API.STREAM.PEER.REMOVE.R3", []byte(`{"peer":"s1"}`), clustertest.Wait)
-	require.NoError(t, err)
-	require.Contains(t, string(m.Data), `"err_code":10036`)
-	_, err = js.UpdateStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 1})
-	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "scaling down: %v", err)
+	// More replicas than servers: nats-server's 10005.
+	_, err = js.UpdateStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 5})
+	require.Equal(t, njs.ErrorCode(10005), apiCode(err), "%v", err)
 	require.NoError(t, js.DeleteStream("R3"))
 	require.Eventually(t, func() bool {
 		reps, _ := jc.replicas("R3")

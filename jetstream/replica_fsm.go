@@ -47,6 +47,9 @@ type replicaFSM struct {
 	// catchUp brings the store to the state of a snapshot, from a peer
 	// (replica_catchup.go).
 	catchUp func(d *replicaSnapshot) error
+	// onMember, if set, hears a membership change applied (before raft
+	// applies it).
+	onMember func(e *raftpb.Entry)
 	// cons is the stream's durable consumers as applied
 	// (replica_consumers.go).
 	cons *replicaConsumers
@@ -85,6 +88,9 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 	for _, e := range ents {
 		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) == 0 && f.onEmpty != nil {
 			f.onEmpty(e.GetTerm())
+		}
+		if t := e.GetType(); (t == raftpb.EntryConfChange || t == raftpb.EntryConfChangeV2) && f.onMember != nil {
+			f.onMember(e)
 		}
 		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
 			op, err := decodeOp(e.GetData())

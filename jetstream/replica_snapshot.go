@@ -2,9 +2,12 @@ package jetstream
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/skiffmq/skiff/internal/jscluster"
 )
 
 // Snapshots and log compaction of replicated streams (design 3.7). Once a
@@ -55,7 +58,9 @@ func (r *replica) compact() {
 	if !r.st.checkpoints() {
 		idx = r.fsm.applied.Load()
 	}
-	if idx == 0 || idx <= r.snapped.Load() || r.fsm.restoring() {
+	if idx == 0 || idx <= r.snapped.Load() || r.fsm.restoring() || idx < r.members.confIndex.Load() {
+		// (A snapshot takes raft's members as they are now: not below a
+		// membership change applied since.)
 		return
 	}
 	s := r.st.store.State()
@@ -72,6 +77,9 @@ func (r *replica) compact() {
 	data, err := json.Marshal(&d)
 	if err == nil {
 		err = r.c.SnapshotGroup(r.group, idx, data, replicaLogKeep)
+	}
+	if errors.Is(err, jscluster.ErrNotApplied) {
+		return // the next round
 	}
 	if err != nil {
 		r.st.js.log.Warn("replicated stream snapshot failed: its log is kept", "stream", r.st.name, "index", idx, "err", err)

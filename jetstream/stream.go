@@ -66,12 +66,14 @@ type stream struct {
 	appendWarn, syncWarn logthrottle.Throttle
 }
 
-// openStream opens (or, with create, creates) a stream of the account and
-// subscribes it, in the account.
-// configIndex is the log index of a replicated stream's last update
-// (streamMeta.ConfigIndex).
-func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool, group, configIndex uint64) (*stream, error) {
+// openStream opens (or, with create, creates) a stream of the account, as
+// meta describes it, and subscribes it, in the account.
+func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 	js := ja.js
+	cfg, created, group, configIndex := meta.Config, meta.Created, meta.Group, meta.ConfigIndex
+	// A stream is replicated (has a raft group) with num_replicas above 1,
+	// or once it had (scaled down to one).
+	replicated := js.raft != nil && (cfg.Replicas > 1 || meta.Raft)
 	dir := filepath.Join(ja.dir, cfg.Name)
 	st := &stream{js: js, ja: ja, name: cfg.Name, dir: dir, created: created, ackPrefix: pubAckPrefix(cfg.Name)}
 	st.group.Store(group)
@@ -83,7 +85,7 @@ func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool
 		if err := os.MkdirAll(filepath.Join(dir, "consumers"), 0o755); err != nil {
 			return nil, err
 		}
-		if err := writeMeta(filepath.Join(dir, metaFile), streamMeta{Config: cfg, Created: created, Group: group}); err != nil {
+		if err := writeMeta(filepath.Join(dir, metaFile), streamMeta{Config: cfg, Created: created, Group: group, Raft: replicated}); err != nil {
 			return nil, err
 		}
 	}
@@ -97,7 +99,7 @@ func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool
 	so.OnExpire, so.AppendLock, so.HoldExpiry = st.expired, &st.ingestMu, true
 	// A replica runs on its group's log's time (store/logclock.go): every
 	// replica expires the same messages at the same place in the log.
-	so.LogClock = cfg.Replicas > 1 && js.raft != nil
+	so.LogClock = replicated
 	s, err := store.Open(so)
 	if err != nil {
 		return nil, err
@@ -121,13 +123,16 @@ func (ja *jsAccount) openStream(cfg StreamConfig, created time.Time, create bool
 	// After the consumers: what came due while the server was down goes
 	// at once, and an interest stream must see who wants its markers.
 	s.StartExpiry()
-	if cfg.Replicas > 1 && js.raft != nil {
+	if replicated {
 		// A replicated stream's leader subscribes, once ready. A new
-		// group starts with its assigned peers; a recovered one from its
-		// log.
+		// group starts with its assigned peers, unless its members
+		// changed since it was founded: this server then joins it empty;
+		// a recovered one starts from its log.
 		var peers []string
 		if create {
-			peers = js.peersOf(ja.name, cfg.Name)
+			if a := js.assignmentOf(ja.name, cfg.Name); a != nil && !a.Join {
+				peers = a.Peers
+			}
 		}
 		if err := st.openReplica(group, peers); err != nil {
 			_ = st.close(false)

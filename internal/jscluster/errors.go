@@ -43,6 +43,9 @@ var (
 	// (no raft link to the peer): the peer never saw it, so it is safe to
 	// send again.
 	ErrNotSent = errors.New("jscluster: not sent")
+	// ErrNotApplied is returned by SnapshotGroup for an index raft has
+	// not applied yet: asked again later, it may succeed.
+	ErrNotApplied = errors.New("jscluster: not applied yet")
 	// ErrMetaMismatch refuses a raft link from or to a server of another
 	// meta group: two groups formed apart are never merged.
 	ErrMetaMismatch = errors.New("jscluster: another meta group")

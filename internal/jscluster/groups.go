@@ -148,6 +148,11 @@ func (c *Cluster) SnapshotGroup(id, index uint64, data []byte, keep uint64) erro
 	if err != nil {
 		return err
 	}
+	if st.Applied < index {
+		// raft has not applied every membership change up to index: its
+		// members are not yet those the snapshot must carry.
+		return fmt.Errorf("%w: group %d at %d, a snapshot at %d", ErrNotApplied, id, st.Applied, index)
+	}
 	g := c.wal.Group(id)
 	if _, err := g.CreateSnapshot(index, confStateOf(st.Config), data); err != nil {
 		if errors.Is(err, raft.ErrSnapOutOfDate) {

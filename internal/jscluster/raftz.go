@@ -24,13 +24,17 @@ type GroupState struct {
 	// group stopped here, if it did.
 	Held string
 	Err  error
-	// Peers are the other voters, by name.
+	// Peers are the other members (voters, and learners catching up to
+	// become voters), by name.
 	Peers map[string]GroupPeer
 }
 
-// GroupPeer is another voter of a group.
+// GroupPeer is another member of a group.
 type GroupPeer struct {
 	Name string
+	// Learner: it takes the log but does not vote yet (a replica being
+	// added).
+	Learner bool
 	// Known: this server has a raft link to it up.
 	Known bool
 	// Match is the last index the leader knows it holds (on the leader
@@ -84,12 +88,17 @@ func (c *Cluster) GroupState(id uint64) (GroupState, error) {
 	gs.Err = st.Err
 	last, up := c.links()
 	now := time.Now()
-	for pid := range st.Config.Voters.IDs() {
-		gs.Size++
+	members := st.Config.Voters.IDs()
+	gs.Size = len(members)
+	for pid := range st.Config.Learners {
+		members[pid] = struct{}{}
+	}
+	for pid := range members {
 		if pid == c.id {
 			continue
 		}
-		p := GroupPeer{Name: c.nameOf(pid), Known: up[pid]}
+		_, learner := st.Config.Learners[pid]
+		p := GroupPeer{Name: c.nameOf(pid), Known: up[pid], Learner: learner}
 		if pr, ok := st.Progress[pid]; ok {
 			p.Match = pr.Match
 		}

@@ -41,7 +41,20 @@ type StreamAssignment struct {
 	Peers []string `json:"peers"`
 	// Created is when the meta leader assigned it.
 	Created time.Time `json:"created"`
+	// Raft: the stream has a raft group (Group), whatever its number of
+	// peers: created with more than one replica, or scaled up since. A
+	// stream scaled down to one peer keeps its group, of one voter.
+	Raft bool `json:"raft,omitempty"`
+	// Join: the group's members changed since it was founded (scaled, a
+	// peer replaced). A server that opens the group without a log of it
+	// then joins it empty, taking the state from its leader, rather than
+	// founding it with Peers as its voters.
+	Join bool `json:"join,omitempty"`
 }
+
+// HasGroup reports whether the stream has a raft group: Raft, or more
+// than one peer (an assignment from before Raft was recorded).
+func (sa *StreamAssignment) HasGroup() bool { return sa.Raft || len(sa.Peers) > 1 }
 
 // Key returns the stream's key.
 func (sa *StreamAssignment) Key() StreamKey { return StreamKey{sa.Account, sa.Name} }

@@ -1,0 +1,195 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/skiffmq/skiff/internal/jscluster"
+)
+
+// The members of a replicated stream's group follow the stream's peers in
+// the meta state (design 3.8): a scale by update, or STREAM.PEER.REMOVE,
+// changes only the meta state, and the group's ready leader makes raft's
+// membership match, one change at a time, each waited for:
+//
+//  1. a wanted server that is no member becomes a learner: it opens the
+//     stream empty, joining the group (StreamAssignment.Join), and takes
+//     the log, or a snapshot and then the messages from a peer
+//     (replica_catchup.go), without voting;
+//  2. a learner that holds the leader's log becomes a voter;
+//  3. once every wanted server votes, a voter no longer wanted is removed;
+//     if that is the leader itself, it hands the leadership to a wanted
+//     voter first, which removes it.
+//
+// So a group never loses a voter before its replacement votes, and a
+// scale down from three to one removes one voter, then the other, each
+// change committed by the members it leaves. A removed server closes its
+// replica and drops its copy once it applied its removal, or once it has
+// been out of the meta state for removedGrace (it may never hear of a
+// removal made while it was cut off): before, its vote may still count.
+//
+// The leader runs the changes when it becomes ready, when the stream's
+// assignment changes, and every checkpoint round (once a second), so a
+// change lost with a leader is made by the next.
+
+// memberChangeWait bounds one membership change.
+const memberChangeWait = 5 * time.Second
+
+// removedGrace is how long a server keeps its replica of a stream the
+// meta state no longer places on it while its group still counts it a
+// member.
+var removedGrace = 30 * time.Second
+
+// replicaMembers is a replica's state of its membership changes.
+type replicaMembers struct {
+	busy atomic.Bool // syncMembers runs
+	// confIndex is the index of the last membership change applied here:
+	// a snapshot below it would carry the wrong members.
+	confIndex atomic.Uint64
+}
+
+// kickMembers runs syncMembers on a goroutine of its own, unless it runs.
+func (r *replica) kickMembers() {
+	if r.members.busy.CompareAndSwap(false, true) {
+		go func() {
+			defer r.members.busy.Store(false)
+			r.syncMembers()
+		}()
+	}
+}
+
+// syncMembers makes changes until the group's members are the stream's
+// peers, while this replica is the ready leader.
+func (r *replica) syncMembers() {
+	for range 4 * maxReplicas {
+		changed, err := r.memberStep()
+		if err != nil {
+			if !errors.Is(err, jscluster.ErrNotLeader) && !errors.Is(err, errReplicaStopped) {
+				r.st.js.log.Warn("replicated stream membership change", "stream", r.st.name, "err", err)
+			}
+			return
+		}
+		if !changed {
+			return
+		}
+	}
+}
+
+// memberStep makes the next membership change due, if any, and reports
+// whether it made one.
+func (r *replica) memberStep() (bool, error) {
+	r.mu.Lock()
+	ready, closed := r.mu.ready, r.mu.closed
+	r.mu.Unlock()
+	if closed {
+		return false, errReplicaStopped
+	}
+	if !ready {
+		return false, nil
+	}
+	want := r.st.js.peersOf(r.st.ja.name, r.st.name)
+	if len(want) == 0 {
+		return false, nil // not assigned (being deleted)
+	}
+	m, err := r.c.GroupMembers(r.group)
+	if err != nil || !m.Leader {
+		return false, err
+	}
+	me := r.st.js.raft.Name()
+	t, who := nextMemberChange(m, want, me)
+	switch {
+	case who == "":
+		return false, nil
+	case who == me:
+		// Not wanted here: a wanted voter takes over and removes this one.
+		return true, r.c.StepDown(r.group, "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), memberChangeWait)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := r.c.ChangeGroupMember(ctx, r.group, t, who); err != nil {
+		return false, err
+	}
+	r.st.js.log.Info("replicated stream member changed", "stream", r.st.name, "change", t.String(), "server", who)
+	return true, nil
+}
+
+// nextMemberChange returns the next change that brings the members m
+// toward want, as seen by me, the leader: the change and the server it
+// changes ("" for none; me: this leader must hand over first).
+func nextMemberChange(m jscluster.GroupMembers, want []string, me string) (raftpb.ConfChangeType, string) {
+	for _, w := range slices.Sorted(slices.Values(want)) {
+		if !m.IsMember(w) {
+			return jscluster.AddLearner, w
+		}
+	}
+	for _, l := range m.CaughtUp {
+		if slices.Contains(want, l) {
+			return jscluster.AddVoter, l
+		}
+	}
+	for _, l := range m.Learners {
+		if !slices.Contains(want, l) {
+			return jscluster.RemoveNode, l
+		}
+	}
+	for _, w := range want {
+		if !slices.Contains(m.Voters, w) {
+			return 0, "" // a replacement does not vote yet
+		}
+	}
+	for _, v := range m.Voters {
+		if v != me && !slices.Contains(want, v) {
+			return jscluster.RemoveNode, v
+		}
+	}
+	if !slices.Contains(want, me) {
+		return 0, me
+	}
+	return 0, ""
+}
+
+// memberApplied hears a membership change applied here (on the apply
+// goroutine): the leader goes on with the next; a replica it removed has
+// the stream reconciled, which drops its copy.
+func (r *replica) memberApplied(e *raftpb.Entry) {
+	r.members.confIndex.Store(e.GetIndex())
+	if jscluster.RemovesMember(e, r.st.js.raft.Name()) {
+		r.st.js.streamsChanged([]jscluster.StreamKey{{Account: r.st.ja.name, Name: r.st.name}}, false)
+		return
+	}
+	if r.isLeader() {
+		r.kickMembers()
+	}
+}
+
+// keepRemoved reports whether this server keeps its replica of a stream
+// the meta state no longer places here: while the group still counts it
+// a member, for removedGrace since it was first seen unplaced. It asks
+// for the stream to be reconciled again once the grace is over.
+func (r *replica) keepRemoved() bool {
+	m, err := r.c.GroupMembers(r.group)
+	if err != nil || !m.IsMember(r.st.js.raft.Name()) {
+		return false
+	}
+	now := time.Now().UnixNano()
+	r.unplaced.CompareAndSwap(0, now)
+	since := time.Duration(now - r.unplaced.Load())
+	if since >= removedGrace {
+		return false
+	}
+	k := jscluster.StreamKey{Account: r.st.ja.name, Name: r.st.name}
+	time.AfterFunc(removedGrace-since, func() { r.st.js.streamsChanged([]jscluster.StreamKey{k}, false) })
+	return true
+}
