@@ -403,6 +403,8 @@ func (js *JetStream) answerForward(req forwardRequest) (forwardAnswer, error) {
 		return forwardAnswer{}, errNoAccount
 	}
 	switch req.Op {
+	case fwdMembers:
+		return ja.localMembers(req.Subject)
 	case fwdList:
 		return ja.localList(string(req.Data))
 	case fwdUsage:

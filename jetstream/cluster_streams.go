@@ -210,8 +210,8 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 			return r
 		}
 	}
-	// A replicated stream's leader, as this server knows it, updates it.
-	ans := ja.runOn(cmp.Or(js.placedOn(ja.name, name), sa.Peers[0]), req)
+	// A replicated stream's leader updates it.
+	ans := ja.runOnLeader(sa, req)
 	if answerIsErr(ans) {
 		return ans
 	}
@@ -336,6 +336,59 @@ func (ja *jsAccount) clusterStreamPeerRemove(req apiRequest, a apiArgs) any {
 	js.log.Info("stream peer replaced", "account", ja.name, "stream", name, "removed", body.Peer, "added", more[0])
 	r.Success = true
 	return r
+}
+
+// runOnLeader answers req on a stream's server: for a replicated stream,
+// its leader. This server (the meta leader) knows the leader only if it
+// holds a replica; else it asks the peers in turn, and again while an
+// election leaves none leading (10008), for at most leaderWait.
+func (ja *jsAccount) runOnLeader(sa *jscluster.StreamAssignment, req apiRequest) any {
+	js := ja.js
+	if !sa.HasGroup() {
+		return ja.runOn(sa.Peers[0], req)
+	}
+	var ans any
+	for deadline := time.Now().Add(leaderWait); ; {
+		tried := map[string]bool{}
+		for _, p := range append([]string{js.placedOn(ja.name, sa.Name)}, sa.Peers...) {
+			if p == "" || tried[p] {
+				continue
+			}
+			tried[p] = true
+			if ans = ja.runOn(p, req); answerErrCode(ans) != 10008 {
+				return ans
+			}
+		}
+		if time.Now().After(deadline) {
+			return ans
+		}
+		select {
+		case <-time.After(10 * leaderRetry):
+		case <-js.stop:
+			return ans
+		}
+	}
+}
+
+// answerErrCode returns the err_code of an error answer (a response or
+// another server's), 0 for none.
+func answerErrCode(v any) int {
+	switch a := v.(type) {
+	case forwarded:
+		if !a.isErr || len(a.replies) == 0 {
+			return 0
+		}
+		var r apiResponse
+		if json.Unmarshal(a.replies[0].body, &r) != nil || r.Error == nil {
+			return 0
+		}
+		return int(r.Error.ErrCode)
+	case errorer:
+		if e := a.apiError(); e != nil {
+			return int(e.ErrCode)
+		}
+	}
+	return 0
 }
 
 // configOf returns the stream configuration a STREAM.UPDATE's answer

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,11 @@ func startJSClusterEach(t testing.TB, dirs []string, base server.Options, each f
 		jc.dirs[i] = cmp.Or(dirs[i], t.TempDir())
 	}
 	jc.Cluster = clustertest.StartEach(t, n, base, each, func(t testing.TB, i int, s *server.Server) func() {
-		js, err := jetstream.New(s, jetstream.Options{StoreDir: jc.dirs[i],
+		var logger *slog.Logger
+		if os.Getenv("SKIFF_TEST_LOG") != "" {
+			logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("server", s.Name())
+		}
+		js, err := jetstream.New(s, jetstream.Options{StoreDir: jc.dirs[i], Logger: logger,
 			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}})
 		require.NoError(t, err)
 		jc.mu.Lock()

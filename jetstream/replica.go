@@ -77,6 +77,9 @@ type replica struct {
 	// server (Unix nanoseconds, 0: not seen).
 	members  replicaMembers
 	unplaced atomic.Int64
+	// asking: a goroutine asks the members whether the group still
+	// counts this server; removed: its leader said it does not.
+	asking, removed atomic.Bool
 	// stop is closed when the replica closes: a catch-up gives up.
 	stop     chan struct{}
 	stopOnce sync.Once

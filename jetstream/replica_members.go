@@ -2,7 +2,9 @@ package jetstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -174,13 +176,46 @@ func (r *replica) memberApplied(e *raftpb.Entry) {
 	}
 }
 
+// fwdMembers asks a server for its replica's view of a stream group's
+// members (Subject: the stream's name; the answer's Data: a
+// membersAnswer).
+const fwdMembers = "members"
+
+// membersAnswer is a server's answer to fwdMembers.
+type membersAnswer struct {
+	Leader  bool     `json:"leader"`
+	Members []string `json:"members"` // voters and learners
+}
+
+// localMembers answers fwdMembers.
+func (ja *jsAccount) localMembers(name string) (forwardAnswer, error) {
+	st := ja.lookup(name)
+	if st == nil || st.repl == nil {
+		return forwardAnswer{}, fmt.Errorf("%w: no replica of %q here", errNoReplica, name)
+	}
+	m, err := st.repl.c.GroupMembers(st.repl.group)
+	if err != nil {
+		return forwardAnswer{}, err
+	}
+	b, err := json.Marshal(membersAnswer{Leader: m.Leader, Members: append(m.Voters, m.Learners...)})
+	return forwardAnswer{Data: b}, err
+}
+
+// errNoReplica: a server asked about a stream's group holds no replica.
+var errNoReplica = errors.New("jetstream: no replica of the stream")
+
 // keepRemoved reports whether this server keeps its replica of a stream
-// the meta state no longer places here: while the group still counts it
-// a member, for removedGrace since it was first seen unplaced. It asks
-// for the stream to be reconciled again once the grace is over.
+// the meta state no longer places here: while its group counts it a
+// member, as far as it knows, for at most removedGrace since it was first
+// seen unplaced. A removed member often never hears that the removal
+// committed (its leader stops sending to it once it applied it), so it
+// asks the other members: once the leader among them says it is no
+// member, it goes at once. It asks for the stream to be reconciled again
+// then, or once the grace is over.
 func (r *replica) keepRemoved() bool {
+	me := r.st.js.raft.Name()
 	m, err := r.c.GroupMembers(r.group)
-	if err != nil || !m.IsMember(r.st.js.raft.Name()) {
+	if err != nil || !m.IsMember(me) || r.removed.Load() {
 		return false
 	}
 	now := time.Now().UnixNano()
@@ -190,6 +225,47 @@ func (r *replica) keepRemoved() bool {
 		return false
 	}
 	k := jscluster.StreamKey{Account: r.st.ja.name, Name: r.st.name}
-	time.AfterFunc(removedGrace-since, func() { r.st.js.streamsChanged([]jscluster.StreamKey{k}, false) })
+	again := func() { r.st.js.streamsChanged([]jscluster.StreamKey{k}, false) }
+	time.AfterFunc(removedGrace-since, again)
+	if r.asking.CompareAndSwap(false, true) {
+		go func() {
+			defer r.asking.Store(false)
+			if r.leaderRemoved(append(m.Voters, m.Learners...), me) {
+				r.removed.Store(true)
+				again()
+			}
+		}()
+	}
 	return true
+}
+
+// leaderRemoved asks the members for their view of the group, every
+// quarter second for five seconds, and reports whether one that leads it
+// said me is no member.
+func (r *replica) leaderRemoved(members []string, me string) bool {
+	js := r.st.js
+	for range 20 {
+		for _, peer := range members {
+			if peer == me {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ans, aerr := js.callServer(ctx, peer, forwardRequest{Op: fwdMembers, Account: r.st.ja.name, Subject: r.st.name})
+			cancel()
+			var ma membersAnswer
+			if aerr != nil || json.Unmarshal(ans.Data, &ma) != nil || !ma.Leader {
+				continue
+			}
+			if !slices.Contains(ma.Members, me) {
+				return true
+			}
+			break // a member still: the removal may be on its way
+		}
+		select {
+		case <-r.stop:
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return false
 }
