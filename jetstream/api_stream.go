@@ -263,8 +263,13 @@ func (ja *jsAccount) streamUpdate(name string, data []byte) any {
 			return r
 		}
 	} else if ncfg.Replicas > 1 {
-		r.Error = apiErr(503, 10036, "not currently supported in clustered mode: scaling up a stream created with one replica")
-		return r
+		if ncfg.Storage != FileStorage {
+			r.Error = apiErr(503, 10036, "not currently supported in clustered mode: "+errConvertMemory.Error())
+			return r
+		}
+		if r.Error = replicatedUnsupported(&ncfg); r.Error != nil {
+			return r
+		}
 	}
 	if r.Error = ja.checkMaxBytes(&ncfg); r.Error != nil {
 		return r
@@ -296,8 +301,19 @@ func (ja *jsAccount) streamUpdate(name string, data []byte) any {
 	ja.mu.Unlock()
 	ja.js.reserveMu.Unlock()
 	update := st.update
-	if st.repl != nil {
+	switch {
+	case st.repl != nil:
 		update = st.repl.updateConfig
+	case ncfg.Replicas > 1:
+		// Scaled up: turned into a replicated stream here
+		// (replica_convert.go).
+		update = func(cfg StreamConfig) error {
+			nst, err := ja.convertToReplica(st, cfg)
+			if err == nil {
+				st = nst
+			}
+			return err
+		}
 	}
 	if err := update(ncfg); err != nil {
 		ja.mu.Lock()
@@ -363,7 +379,7 @@ func (st *stream) setConfigLocked(cfg StreamConfig, index uint64) (StreamConfig,
 		return old, err
 	}
 	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created,
-		Group: st.group.Load(), ConfigIndex: index, Raft: st.repl != nil}); err != nil {
+		Group: st.group.Load(), ConfigIndex: index, Raft: st.repl != nil, Founding: st.founding.Load()}); err != nil {
 		return old, err
 	}
 	st.cfg.Store(&cfg)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 	"sync"
 
 	"github.com/skiffmq/skiff/internal/jscluster"
@@ -210,14 +211,14 @@ func (js *JetStream) reconcile(k jscluster.StreamKey) {
 	if ja == nil {
 		return
 	}
-	var here bool
+	var here, hasGroup bool
 	var group, applied uint64
 	var config []byte
 	me := js.raft.Name()
 	js.raft.ViewAt(func(s *jscluster.State, at uint64) {
 		applied = at
 		if sa := s.Streams[k]; sa != nil {
-			here, group, config = slices.Contains(sa.Peers, me), sa.Group, sa.Config
+			here, group, config, hasGroup = slices.Contains(sa.Peers, me), sa.Group, sa.Config, sa.HasGroup()
 		}
 	})
 	st := ja.lookup(k.Name)
@@ -232,6 +233,18 @@ func (js *JetStream) reconcile(k jscluster.StreamKey) {
 		}
 		js.runLocal(ja, "STREAM.DELETE."+k.Name, nil, 0)
 		st = nil
+	}
+	if st != nil && st.repl == nil && here && hasGroup && groupOf(st) == group {
+		// Scaled up from one replica: turned replicated here
+		// (replica_convert.go), if the update (on its way from the meta
+		// leader) has not done it within convertWait.
+		now := time.Now().UnixNano()
+		if !st.convertSeen.CompareAndSwap(0, now) && time.Duration(now-st.convertSeen.Load()) >= convertWait {
+			js.runLocal(ja, "STREAM.UPDATE."+k.Name, config, 0)
+			return
+		}
+		time.AfterFunc(convertWait, func() { js.streamsChanged([]jscluster.StreamKey{k}, false) })
+		return
 	}
 	if st != nil && st.repl != nil && here {
 		st.repl.unplaced.Store(0)

@@ -231,9 +231,14 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 func (ja *jsAccount) rescale(sa *jscluster.StreamAssignment, want int, data []byte) (*jscluster.StreamAssignment, *APIError) {
 	js := ja.js
 	if !sa.HasGroup() {
-		// A stream of one replica made without a raft group: turning its
-		// store into a group's is not built yet.
-		return nil, apiErr(503, 10036, "not currently supported in clustered mode: scaling up a stream created with one replica")
+		// A stream made with one replica: its server turns it into a
+		// replicated one (replica_convert.go), a file stream only.
+		var c struct {
+			Storage StorageType `json:"storage"`
+		}
+		if json.Unmarshal(sa.Config, &c) != nil || c.Storage != FileStorage {
+			return nil, apiErr(503, 10036, "not currently supported in clustered mode: "+errConvertMemory.Error())
+		}
 	}
 	if want > maxReplicas {
 		return nil, errStreamConfig(fmt.Errorf("maximum replicas is %d", maxReplicas))

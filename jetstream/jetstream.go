@@ -394,6 +394,11 @@ type streamMeta struct {
 	// Raft: the stream has a raft group in its cluster, whatever its
 	// num_replicas (jscluster.StreamAssignment.Raft).
 	Raft bool `json:"raft,omitempty"`
+	// Founding: the stream was turned replicated here (replica_convert.go)
+	// and its group is not yet known to be on disk: opened without the
+	// group's log, this server founds it, as its only voter, over the
+	// store and the consumers it holds.
+	Founding bool `json:"founding,omitempty"`
 }
 
 type consumerMeta struct {

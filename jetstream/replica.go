@@ -75,6 +75,9 @@ type replica struct {
 	// (replica_members.go); unplaced when the meta state was first seen
 	// not to place the stream here while the group still counted this
 	// server (Unix nanoseconds, 0: not seen).
+	// snapMu serializes checkpoints and snapshots (the checkpoint
+	// round's, a membership change's).
+	snapMu   sync.Mutex
 	members  replicaMembers
 	unplaced atomic.Int64
 	// asking: a goroutine asks the members whether the group still
@@ -142,9 +145,12 @@ func (st *stream) openReplica(group uint64, peers []string) error {
 	r.mu.creating = map[string]*consumer{}
 	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied,
 		catchUp: r.catchUp, cons: newReplicaConsumers(), onConfig: r.configApplied, onMember: r.memberApplied}
-	if js.raft.HasGroupLog(group) {
+	if js.raft.HasGroupLog(group) || st.founding.Load() {
 		r.fsm.checkpoint = st.loadCheckpoint(group)
-		if r.fsm.checkpoint > 0 {
+		// The consumers as of the checkpoint, or (a stream turned
+		// replicated, replica_convert.go) as they were before its first
+		// entry: either way, the log applies over them exactly.
+		if r.fsm.checkpoint > 0 || st.founding.Load() {
 			if err := r.fsm.cons.load(st.dir); err != nil {
 				// Without the consumers as of the checkpoint, the log is
 				// replayed whole (or its snapshot installed).

@@ -65,6 +65,8 @@ func (st *stream) loadCheckpoint(group uint64) uint64 {
 // checkpoint records the replica's applied index once its store holds it
 // on disk, if it moved since the last.
 func (r *replica) checkpoint() {
+	r.snapMu.Lock()
+	defer r.snapMu.Unlock()
 	st := r.st
 	if !st.checkpoints() {
 		return
@@ -94,6 +96,7 @@ func (r *replica) checkpoint() {
 		return
 	}
 	r.saved.Store(idx)
+	r.founded()
 }
 
 // checkpointReplicas checkpoints every replicated stream's replica here,

@@ -111,6 +111,9 @@ func (r *replica) memberStep() (bool, error) {
 		// Not wanted here: a wanted voter takes over and removes this one.
 		return true, r.c.StepDown(r.group, "")
 	}
+	if t == jscluster.AddLearner && !r.logCompacted() {
+		return false, nil // the next round
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), memberChangeWait)
 	defer cancel()
 	go func() {
@@ -123,8 +126,45 @@ func (r *replica) memberStep() (bool, error) {
 	if err := r.c.ChangeGroupMember(ctx, r.group, t, who); err != nil {
 		return false, err
 	}
+	if t == jscluster.AddLearner {
+		r.snapshotFor(ctx, who)
+	}
 	r.st.js.log.Info("replicated stream member changed", "stream", r.st.name, "change", t.String(), "server", who)
 	return true, nil
+}
+
+// logCompacted makes sure a new member will take a snapshot rather than
+// the group's log from its first entry (which, for a stream turned
+// replicated, does not hold what its store held before: replica_convert.go),
+// snapshotting and compacting the whole log if need be, and reports
+// whether it is so.
+func (r *replica) logCompacted() bool {
+	if first, err := r.c.GroupFirstIndex(r.group); err == nil && first > 1 {
+		return true
+	}
+	r.checkpoint()
+	r.compactKeep(0)
+	first, err := r.c.GroupFirstIndex(r.group)
+	return err == nil && first > 1
+}
+
+// snapshotFor gives a learner just added a snapshot it can install: one
+// taken after its addition (raft refuses one whose members lack it), with
+// the whole log compacted, and has raft send it again if it sent an older
+// one meanwhile.
+func (r *replica) snapshotFor(ctx context.Context, learner string) {
+	for r.snapped.Load() < r.members.confIndex.Load() {
+		r.checkpoint()
+		r.compactKeep(0)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := r.c.ResendSnapshot(r.group, learner); err != nil {
+		r.st.js.log.Warn("snapshot for a new replica not sent again", "stream", r.st.name, "server", learner, "err", err)
+	}
 }
 
 // nextMemberChange returns the next change that brings the members m

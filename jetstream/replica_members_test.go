@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
@@ -190,4 +191,63 @@ func TestClusterReplicatedPeerRemove(t *testing.T) {
 	require.NoError(t, err)
 	jc.waitHolders(t, "PR", 4, acked)
 	require.Equal(t, float64(10075), errCode(remove(leader)), "no replacement")
+}
+
+// TestClusterScaleUpFromOne: a file stream made with one replica (no raft
+// group) is scaled to three: its server turns it into a replicated stream
+// in place, founding the group over its store and its durable consumer,
+// and the two new replicas take every message from it; the consumer keeps
+// its acknowledgements, publishing goes on, and all of it survives a
+// restart of every server. A memory stream of one replica is refused
+// (10036).
+func TestClusterScaleUpFromOne(t *testing.T) {
+	jc := startReplicatedCluster(t, 3)
+	_, js := jc.connectJS(t, 0)
+	cfg := &nats.StreamConfig{Name: "UP1", Subjects: []string{"up1.>"}, Storage: nats.FileStorage}
+	_, err := js.AddStream(cfg)
+	require.NoError(t, err)
+	acked := map[uint64]string{}
+	publishTo(t, js, acked, "up1.a", "one", 30)
+	require.Len(t, jc.holders("UP1"), 1, "made with one replica, without a group")
+	_, err = js.AddConsumer("UP1", &nats.ConsumerConfig{Durable: "D", AckPolicy: nats.AckExplicitPolicy})
+	require.NoError(t, err)
+	sub, err := js.PullSubscribe("up1.>", "D", nats.Bind("UP1", "D"))
+	require.NoError(t, err)
+	msgs, err := sub.Fetch(10, nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	for _, m := range msgs {
+		require.NoError(t, m.AckSync())
+	}
+	checkConsumer := func(step string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			ci, err := js.ConsumerInfo("UP1", "D")
+			return err == nil && ci.AckFloor.Stream == 10 && ci.NumPending == uint64(len(acked)-10)
+		}, clustertest.Wait, 50*time.Millisecond, "%s: the consumer keeps its acknowledgements", step)
+	}
+
+	cfg.Replicas = 3
+	info, err := js.UpdateStream(cfg)
+	require.NoError(t, err)
+	require.Equal(t, 3, info.Config.Replicas)
+	publishTo(t, js, acked, "up1.a", "three", 20)
+	jc.waitHolders(t, "UP1", 3, acked)
+	checkConsumer("R3")
+	require.Eventually(t, func() bool {
+		n, peers := streamReplicas(t, js, "UP1")
+		return n == 3 && len(peers) == 2
+	}, clustertest.Wait, 50*time.Millisecond, "STREAM.INFO reports R3")
+
+	jc.RestartAll(t)
+	jc.waitMeta(t)
+	_, js = jc.connectJS(t, 1)
+	jc.waitHolders(t, "UP1", 3, acked)
+	publishTo(t, js, acked, "up1.a", "restarted", 5)
+	jc.waitHolders(t, "UP1", 3, acked)
+	checkConsumer("after a restart")
+
+	_, err = js.AddStream(&nats.StreamConfig{Name: "MEM1", Subjects: []string{"mem1"}, Storage: nats.MemoryStorage})
+	require.NoError(t, err)
+	_, err = js.UpdateStream(&nats.StreamConfig{Name: "MEM1", Subjects: []string{"mem1"}, Storage: nats.MemoryStorage, Replicas: 3})
+	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "%v", err)
 }

@@ -52,13 +52,20 @@ func decodeReplicaSnapshot(snap *raftpb.Snapshot) (*replicaSnapshot, error) {
 }
 
 // compact snapshots the replica's group at the last index its store holds
-// durably and compacts the log behind it, if that moved since the last.
-func (r *replica) compact() {
+// durably and compacts the log behind it, keeping replicaLogKeep entries,
+// if that moved since the last.
+func (r *replica) compact() { r.compactKeep(replicaLogKeep) }
+
+// compactKeep is compact keeping keep entries; with keep 0 it compacts
+// even if the index did not move.
+func (r *replica) compactKeep(keep uint64) {
+	r.snapMu.Lock()
+	defer r.snapMu.Unlock()
 	idx := r.saved.Load()
 	if !r.st.checkpoints() {
 		idx = r.fsm.applied.Load()
 	}
-	if idx == 0 || idx <= r.snapped.Load() || r.fsm.restoring() || idx < r.members.confIndex.Load() {
+	if idx == 0 || (idx <= r.snapped.Load() && keep > 0) || r.fsm.restoring() || idx < r.members.confIndex.Load() {
 		// (A snapshot takes raft's members as they are now: not below a
 		// membership change applied since.)
 		return
@@ -76,7 +83,7 @@ func (r *replica) compact() {
 	d.Consumers = cons
 	data, err := json.Marshal(&d)
 	if err == nil {
-		err = r.c.SnapshotGroup(r.group, idx, data, replicaLogKeep)
+		err = r.c.SnapshotGroup(r.group, idx, data, keep)
 	}
 	if errors.Is(err, jscluster.ErrNotApplied) {
 		return // the next round

@@ -62,6 +62,12 @@ type stream struct {
 	// closing is set once close has begun: what the store's expiry does
 	// then is not told to consumers on their way out (expired).
 	closing atomic.Bool
+	// founding: the stream was turned replicated here and its group is
+	// not yet known to be on disk (streamMeta.Founding).
+	founding atomic.Bool
+	// convertSeen is when reconcile first saw the stream placed on more
+	// servers while it has no group here (Unix nanoseconds, 0: never).
+	convertSeen atomic.Int64
 	// Warnings repeated per publish (a full disk refuses them all).
 	appendWarn, syncWarn logthrottle.Throttle
 }
@@ -129,11 +135,15 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 		// changed since it was founded: this server then joins it empty;
 		// a recovered one starts from its log.
 		var peers []string
-		if create {
+		switch {
+		case create:
 			if a := js.assignmentOf(ja.name, cfg.Name); a != nil && !a.Join {
 				peers = a.Peers
 			}
+		case meta.Founding && !js.raft.HasGroupLog(group):
+			peers = []string{js.raft.Name()}
 		}
+		st.founding.Store(meta.Founding)
 		if err := st.openReplica(group, peers); err != nil {
 			_ = st.close(false)
 			return nil, err

@@ -109,6 +109,13 @@ func (c *Cluster) ChangeGroupMember(ctx context.Context, id uint64, t raftpb.Con
 	}
 }
 
+// ResendSnapshot has this server, a stream group's leader, send the
+// group's latest snapshot to the server name again, if it was sending it
+// one.
+func (c *Cluster) ResendSnapshot(id uint64, name string) error {
+	return c.node.ResendSnapshot(id, RaftID(name))
+}
+
 // RemovesMember reports whether a committed entry of a stream's group is
 // a membership change that removes name.
 func RemovesMember(e *raftpb.Entry, name string) bool {

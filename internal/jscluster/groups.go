@@ -139,7 +139,7 @@ func (c *Cluster) StepDown(group uint64, preferred string) error {
 // the state itself is fetched from a peer by the replica that installs
 // it), and drops the group's entries up to index-keep, the keep after it
 // left for followers a little behind. An index not after the last
-// snapshot does nothing.
+// snapshot only compacts.
 func (c *Cluster) SnapshotGroup(id, index uint64, data []byte, keep uint64) error {
 	if id == MetaGroup {
 		return fmt.Errorf("%w: the meta group is not a stream's", ErrInvalidOptions)
@@ -154,12 +154,11 @@ func (c *Cluster) SnapshotGroup(id, index uint64, data []byte, keep uint64) erro
 		return fmt.Errorf("%w: group %d at %d, a snapshot at %d", ErrNotApplied, id, st.Applied, index)
 	}
 	g := c.wal.Group(id)
-	if _, err := g.CreateSnapshot(index, confStateOf(st.Config), data); err != nil {
-		if errors.Is(err, raft.ErrSnapOutOfDate) {
-			return nil
-		}
+	if _, err := g.CreateSnapshot(index, confStateOf(st.Config), data); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 		return err
 	}
+	// (A snapshot at or after index exists already: the entries up to
+	// index-keep may go all the same.)
 	if index > keep {
 		if err := g.Compact(index - keep); err != nil && !errors.Is(err, raft.ErrCompacted) {
 			return err

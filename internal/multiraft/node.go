@@ -453,6 +453,18 @@ func (n *Node) TransferLeadership(group, to uint64) error {
 	return nil
 }
 
+// ResendSnapshot has a group's leader forget a snapshot it sent to peer
+// and send its latest again (a learner refuses one taken before it was
+// added: raft would otherwise wait for it forever).
+func (n *Node) ResendSnapshot(group, peer uint64) error {
+	g, err := n.lookup(group)
+	if err != nil {
+		return err
+	}
+	g.op(func(rn *raft.RawNode) { rn.ReportSnapshot(peer, raft.SnapshotFailure) })
+	return nil
+}
+
 // ForgetLeader makes this replica of group, if a follower, forget its
 // leader: it can then grant pre-votes at once, instead of after an
 // election timeout. A leader that is alive is not disrupted: its other

@@ -1,0 +1,159 @@
+package jetstream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/skiffmq/skiff/store"
+)
+
+// Scaling up a stream made with one replica (design 3.8). In a cluster, a
+// stream of one replica has no raft group: its store is written by its
+// server alone. Scaled up, the meta state places it on more servers and
+// marks it as having a group (StreamAssignment.Raft); its server then
+// turns it into a replicated stream in place:
+//
+//  1. it closes the stream (consumers and store flushed);
+//  2. it writes its durable consumers, configuration and state, as a
+//     replicated stream keeps them (consumersFile, with no op reflected:
+//     index 0), then meta.json with the new configuration, Raft and
+//     Founding, then drops the consumers' own directories;
+//  3. it opens the stream again, replicated: with no log of the group and
+//     Founding set, it founds the group as its only voter, over the store
+//     and the consumers it holds; it leads at once, and the membership
+//     rules (replica_members.go) add the other peers, which join empty.
+//     Before the first is added, the leader snapshots the group and drops
+//     its whole log: a new member takes a snapshot, then the messages
+//     from a peer, never the log from its first entry, which does not
+//     hold what the store held before the group.
+//
+// Founding is cleared at the replica's first checkpoint, when the group's
+// first entries are on disk: a server that lost its raft directory after
+// that joins the group again instead of founding another. A crash at any
+// step leaves either the stream of one replica as it was (the meta state
+// then still places it on more servers, and reconcile turns it again) or
+// the replicated one. Ephemeral consumers end, as they do when a
+// replicated stream's leader changes. A memory stream is not turned: its
+// messages do not outlive the close.
+
+// convertWait is how long a server waits for the meta leader's update
+// before it turns a stream scaled up from one replica by itself
+// (reconcile).
+const convertWait = 2 * time.Second
+
+// errConvertMemory refuses to turn a memory stream made with one replica
+// into a replicated one.
+var errConvertMemory = errors.New("a memory stream created with one replica cannot be scaled up")
+
+// convertToReplica turns st, a stream of one replica without a group,
+// into a replicated stream with the configuration cfg, and returns it.
+// On the stream's worker, ja.mu not held.
+func (ja *jsAccount) convertToReplica(st *stream, cfg StreamConfig) (*stream, error) {
+	if st.config().Storage != FileStorage {
+		return nil, errConvertMemory
+	}
+	if err := st.close(false); err != nil {
+		return nil, fmt.Errorf("closing the stream: %w", err)
+	}
+	cons, err := st.durableConsumerStates()
+	if err == nil {
+		var b []byte
+		if b, err = json.Marshal(cons); err == nil {
+			err = writeFileAtomic(filepath.Join(st.dir, consumersFile), b)
+		}
+	}
+	meta := streamMeta{Config: cfg, Created: st.created, Group: st.group.Load(), Raft: true, Founding: true}
+	if err == nil {
+		err = writeMeta(filepath.Join(st.dir, metaFile), meta)
+	}
+	if err == nil {
+		err = os.RemoveAll(filepath.Join(st.dir, "consumers"))
+	}
+	if err == nil {
+		err = os.MkdirAll(filepath.Join(st.dir, "consumers"), 0o755)
+	}
+	var nst *stream
+	if err == nil {
+		nst, err = ja.openStream(meta, false)
+	}
+	ja.mu.Lock()
+	if err != nil {
+		// Closed, and not served until the next start, which opens what
+		// the steps left on disk (reconcile then turns it again).
+		if ja.mu.streams[st.name] == st {
+			delete(ja.mu.streams, st.name)
+			ja.unindexSubjectsLocked(cfg.Subjects)
+		}
+		ja.mu.Unlock()
+		ja.failStream(st.name, err)
+		return nil, err
+	}
+	defer ja.mu.Unlock()
+	ja.mu.streams[st.name] = nst
+	ja.js.log.Info("stream turned replicated: its group is founded here", "account", ja.name, "stream", st.name,
+		"messages", nst.store.State().Msgs, "consumers", len(cons.Consumers))
+	return nst, nil
+}
+
+// durableConsumerStates reads the durable consumers of a closed stream
+// of one replica from their directories: configuration, creation, owner
+// and progress.
+func (st *stream) durableConsumerStates() (*consumersSnapshot, error) {
+	dir := filepath.Join(st.dir, "consumers")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return &consumersSnapshot{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &consumersSnapshot{}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		meta, err := readMeta[consumerMeta](filepath.Join(dir, e.Name(), metaFile))
+		if errors.Is(err, os.ErrNotExist) || (err == nil && meta.Config.Durable == "") {
+			continue // never created, or ephemeral: it ends
+		}
+		if err != nil {
+			return nil, fmt.Errorf("consumer %q: %w", e.Name(), err)
+		}
+		// (A consumer with mem_storage has no state on disk: it starts
+		// again from its configuration.)
+		cs, err := store.OpenConsumerStateOptions(store.ConsumerOptions{Dir: filepath.Join(dir, e.Name(), "state"), FS: st.js.opts.FS})
+		if err != nil {
+			return nil, fmt.Errorf("consumer %q: %w", e.Name(), err)
+		}
+		snap, err := cs.Load()
+		if cerr := cs.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("consumer %q: %w", e.Name(), err)
+		}
+		out.Consumers = append(out.Consumers, consumerSnap{Name: e.Name(), Meta: meta, State: snap})
+	}
+	return out, nil
+}
+
+// founded clears Founding once the replica's first checkpoint is written:
+// the group's first entries are on disk.
+func (r *replica) founded() {
+	st := r.st
+	if !st.founding.Load() {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	meta := streamMeta{Config: st.config(), Created: st.created, Group: st.group.Load(), ConfigIndex: st.configIndex.Load(), Raft: true}
+	if err := writeMeta(filepath.Join(st.dir, metaFile), meta); err != nil {
+		st.js.log.Warn("replicated stream's founding not recorded as done: tried again", "stream", st.name, "err", err)
+		return
+	}
+	st.founding.Store(false)
+}
