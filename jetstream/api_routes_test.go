@@ -128,12 +128,13 @@ func TestRouteKinds(t *testing.T) {
 }
 
 // TestRouteTargets: in a cluster, the meta leader answers the account-wide
-// APIs and the changes of streams, each with an answer of its own; the
+// APIs and the changes of streams (their placement too), each with an
+// answer of its own; the
 // stream's server answers everything about one stream; every route has a
 // target.
 func TestRouteTargets(t *testing.T) {
 	meta := map[string]bool{"INFO": true, "STREAM.CREATE.*": true, "STREAM.UPDATE.*": true,
-		"STREAM.DELETE.*": true, "STREAM.NAMES": true, "STREAM.LIST": true}
+		"STREAM.DELETE.*": true, "STREAM.NAMES": true, "STREAM.LIST": true, "STREAM.PEER.REMOVE.*": true}
 	for _, r := range apiRoutes {
 		pattern := strings.Join(r.toks, ".")
 		t.Run(pattern, func(t *testing.T) {

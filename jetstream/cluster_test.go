@@ -486,8 +486,10 @@ func TestClusterStreamUpdate(t *testing.T) {
 		}
 		return true
 	}, clustertest.Wait, 10*time.Millisecond, "the meta state did not take the update")
-	_, err = js2.UpdateStream(&nats.StreamConfig{Name: "U", Subjects: []string{"u.>"}, Replicas: 3})
-	require.ErrorContains(t, err, "not currently supported in clustered mode")
+	// Scaled up: replicated from now on (TestClusterScaleUpFromOne).
+	si, err = js2.UpdateStream(&nats.StreamConfig{Name: "U", Subjects: []string{"u.>"}, Replicas: 3})
+	require.NoError(t, err)
+	require.Equal(t, 3, si.Config.Replicas)
 	_, err = js2.UpdateStream(&nats.StreamConfig{Name: "NONE", Subjects: []string{"n"}})
 	require.ErrorIs(t, err, nats.ErrStreamNotFound)
 }
