@@ -69,6 +69,31 @@ func streamReplicas(t *testing.T, js nats.JetStreamContext, name string) (int, [
 	return info.Config.Replicas, peers
 }
 
+// ackTen creates the durable pull consumer D of a stream and acknowledges
+// its first ten messages.
+func ackTen(t *testing.T, js nats.JetStreamContext, stream, subj string) {
+	t.Helper()
+	_, err := js.AddConsumer(stream, &nats.ConsumerConfig{Durable: "D", AckPolicy: nats.AckExplicitPolicy})
+	require.NoError(t, err)
+	sub, err := js.PullSubscribe(subj, "D", nats.Bind(stream, "D"))
+	require.NoError(t, err)
+	msgs, err := sub.Fetch(10, nats.MaxWait(clustertest.Wait))
+	require.NoError(t, err)
+	for _, m := range msgs {
+		require.NoError(t, m.AckSync())
+	}
+}
+
+// requireAckedTen waits until ackTen's consumer reports its ten
+// acknowledgements, and the rest of the stream's total messages pending.
+func requireAckedTen(t *testing.T, js nats.JetStreamContext, stream string, total int, step string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ci, err := js.ConsumerInfo(stream, "D")
+		return err == nil && ci.AckFloor.Stream == 10 && ci.NumPending == uint64(total-10)
+	}, clustertest.Wait, 50*time.Millisecond, "%s: the consumer keeps its acknowledgements", step)
+}
+
 // TestClusterReplicatedScale: an R3 stream with a durable consumer is
 // scaled to five replicas, down to one and back to three by stream
 // update. At each step the meta state places it anew, the leader changes
@@ -83,21 +108,10 @@ func TestClusterReplicatedScale(t *testing.T) {
 	acked := map[uint64]string{}
 	publishTo(t, js, acked, "sc.a", "r3", 20)
 	require.Len(t, jc.waitHolders(t, "SC", 3, acked), 3)
-	_, err = js.AddConsumer("SC", &nats.ConsumerConfig{Durable: "D", AckPolicy: nats.AckExplicitPolicy})
-	require.NoError(t, err)
-	sub, err := js.PullSubscribe("sc.>", "D", nats.Bind("SC", "D"))
-	require.NoError(t, err)
-	msgs, err := sub.Fetch(10, nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	for _, m := range msgs {
-		require.NoError(t, m.AckSync())
-	}
+	ackTen(t, js, "SC", "sc.>")
 	checkConsumer := func(step string) {
 		t.Helper()
-		require.Eventually(t, func() bool {
-			ci, err := js.ConsumerInfo("SC", "D")
-			return err == nil && ci.AckFloor.Stream == 10 && ci.NumPending == uint64(len(acked)-10)
-		}, clustertest.Wait, 50*time.Millisecond, "%s: the consumer keeps its acknowledgements", step)
+		requireAckedTen(t, js, "SC", len(acked), step)
 	}
 
 	for _, step := range []struct {
@@ -209,21 +223,10 @@ func TestClusterScaleUpFromOne(t *testing.T) {
 	acked := map[uint64]string{}
 	publishTo(t, js, acked, "up1.a", "one", 30)
 	require.Len(t, jc.holders("UP1"), 1, "made with one replica, without a group")
-	_, err = js.AddConsumer("UP1", &nats.ConsumerConfig{Durable: "D", AckPolicy: nats.AckExplicitPolicy})
-	require.NoError(t, err)
-	sub, err := js.PullSubscribe("up1.>", "D", nats.Bind("UP1", "D"))
-	require.NoError(t, err)
-	msgs, err := sub.Fetch(10, nats.MaxWait(clustertest.Wait))
-	require.NoError(t, err)
-	for _, m := range msgs {
-		require.NoError(t, m.AckSync())
-	}
+	ackTen(t, js, "UP1", "up1.>")
 	checkConsumer := func(step string) {
 		t.Helper()
-		require.Eventually(t, func() bool {
-			ci, err := js.ConsumerInfo("UP1", "D")
-			return err == nil && ci.AckFloor.Stream == 10 && ci.NumPending == uint64(len(acked)-10)
-		}, clustertest.Wait, 50*time.Millisecond, "%s: the consumer keeps its acknowledgements", step)
+		requireAckedTen(t, js, "UP1", len(acked), step)
 	}
 
 	cfg.Replicas = 3
