@@ -94,6 +94,11 @@ func (r *replica) memberStep() (bool, error) {
 	if !ready {
 		return false, nil
 	}
+	if r.st.js.raft.Health() != nil {
+		// The meta state here may be behind (replayed at start, cut
+		// off): what it says the peers are may be old.
+		return false, nil
+	}
 	want := r.st.js.peersOf(r.st.ja.name, r.st.name)
 	if len(want) == 0 {
 		return false, nil // not assigned (being deleted)
