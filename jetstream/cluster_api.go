@@ -132,10 +132,6 @@ func errClusterUnavailable() *APIError {
 	return apiErr(503, 10008, "JetStream system temporarily unavailable")
 }
 
-func errClusterUnsupported() *APIError {
-	return apiErr(503, 10036, "not currently supported in clustered mode")
-}
-
 // clusterTarget returns the server that answers a request of route in a
 // cluster, if it is not this one ("" to answer here; toMetaLeader for a
 // meta leader not known yet).

@@ -109,10 +109,10 @@ func (r *replica) memberStep() (bool, error) {
 	}
 	me := r.st.js.raft.Name()
 	t, who := nextMemberChange(m, want, me)
-	switch {
-	case who == "":
+	switch who {
+	case "":
 		return false, nil
-	case who == me:
+	case me:
 		// Not wanted here: a wanted voter takes over and removes this one.
 		return true, r.c.StepDown(r.group, "")
 	}
