@@ -14,6 +14,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/clustertest"
+
 	"github.com/skiffmq/skiff/bench"
 	"github.com/skiffmq/skiff/broker"
 	"github.com/skiffmq/skiff/jetstream"
@@ -165,7 +167,7 @@ func startRedis(t *testing.T) string {
 	if err != nil {
 		t.Fatal("redis-server is not installed: run `make test`, which installs it (scripts/peers.sh install redis)")
 	}
-	port := freePort(t)
+	port := clustertest.FreePorts(t, 1)[0]
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -196,14 +198,4 @@ func startRedis(t *testing.T) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// freePort returns a port of 127.0.0.1 that nothing listened on a moment
-// ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"regexp"
@@ -147,4 +148,23 @@ var errCodeText = regexp.MustCompile(`err_code=(\d+)`)
 // streams.
 func globalStreams(dir string) string {
 	return filepath.Join(dir, "accounts", server.GlobalAccountName, "streams")
+}
+
+// requestJSON sends a JetStream API request and returns its answer,
+// decoded.
+func requestJSON(t testing.TB, nc *nats.Conn, subj string, body []byte, wait time.Duration) map[string]any {
+	t.Helper()
+	m, err := nc.Request(subj, body, wait)
+	require.NoError(t, err)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal(m.Data, &r))
+	return r
+}
+
+// errCodeOf returns the err_code of a decoded API answer (0 without an
+// error).
+func errCodeOf(r map[string]any) float64 {
+	e, _ := r["error"].(map[string]any)
+	c, _ := e["err_code"].(float64)
+	return c
 }

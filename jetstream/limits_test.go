@@ -27,19 +27,13 @@ func TestSyncIntervalMinimum(t *testing.T) {
 	nc, _ := connect(t, b.srv.ClientURL())
 	request := func(subj, body string) map[string]any {
 		t.Helper()
-		m, err := nc.Request(subj, []byte(body), 5*time.Second)
-		require.NoError(t, err)
-		var r map[string]any
-		require.NoError(t, json.Unmarshal(m.Data, &r))
-		return r
+		return requestJSON(t, nc, subj, []byte(body), 5*time.Second)
 	}
 	errCode := func(r map[string]any) float64 {
-		e, _ := r["error"].(map[string]any)
-		if e == nil {
-			return 0
+		if e, _ := r["error"].(map[string]any); e != nil {
+			require.Contains(t, e["description"], "below the minimum")
 		}
-		require.Contains(t, e["description"], "below the minimum")
-		return e["err_code"].(float64)
+		return errCodeOf(r)
 	}
 
 	r := request("$JS.API.STREAM.CREATE.S", `{"name":"S","subjects":["s"],"metadata":{"_skiff.sync":"interval","_skiff.sync_interval":"1ns"}}`)

@@ -1,7 +1,6 @@
 package jetstream_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -161,18 +160,10 @@ func TestClusterReplicatedPeerRemove(t *testing.T) {
 	}
 	remove := func(peer string) map[string]any {
 		t.Helper()
-		m, err := nc.Request("$JS.API.STREAM.PEER.REMOVE.PR", []byte(`{"peer":"`+peer+`"}`), clustertest.Wait)
-		require.NoError(t, err)
-		var out map[string]any
-		require.NoError(t, json.Unmarshal(m.Data, &out))
-		return out
+		return requestJSON(t, nc, "$JS.API.STREAM.PEER.REMOVE.PR", []byte(`{"peer":"`+peer+`"}`), clustertest.Wait)
 	}
-	errCode := func(ans map[string]any) float64 {
-		e, _ := ans["error"].(map[string]any)
-		c, _ := e["err_code"].(float64)
-		return c
-	}
-	require.Equal(t, float64(10040), errCode(remove(spare)), "not a member")
+
+	require.Equal(t, float64(10040), errCodeOf(remove(spare)), "not a member")
 	m, err := nc.Request("$JS.API.STREAM.PEER.REMOVE.PR", nil, clustertest.Wait)
 	require.NoError(t, err)
 	require.Contains(t, string(m.Data), `"code":400`, "no peer named")
@@ -204,7 +195,7 @@ func TestClusterReplicatedPeerRemove(t *testing.T) {
 	_, err = js.UpdateStream(&nats.StreamConfig{Name: "PR", Subjects: []string{"pr"}, Replicas: 4})
 	require.NoError(t, err)
 	jc.waitHolders(t, "PR", 4, acked)
-	require.Equal(t, float64(10075), errCode(remove(leader)), "no replacement")
+	require.Equal(t, float64(10075), errCodeOf(remove(leader)), "no replacement")
 }
 
 // TestClusterScaleUpFromOne: a file stream made with one replica (no raft

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -232,7 +231,7 @@ func TestClusterBlackHoleDetected(t *testing.T) {
 func TestClusterAdvertiseThroughProxies(t *testing.T) {
 	co := server.ClusterOptions{Name: "adv", Host: "127.0.0.1", Port: server.RandomPort,
 		PingInterval: partitionPing, MaxPingsOut: partitionPingMax}
-	bPort := freePort(t) // known before b starts: its proxy is its advertise
+	bPort := clustertest.FreePorts(t, 1)[0] // known before b starts: its proxy is its advertise
 	p := faultproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", bPort))
 	a := RunServer(t, server.Options{ServerName: "a", Cluster: co})
 	bo := co
@@ -252,7 +251,7 @@ func TestClusterAdvertiseThroughProxies(t *testing.T) {
 	// dials y's raft link through the proxy its configuration names
 	// (before, it took y's listen address, around the proxy).
 	for range 20 {
-		yPort := freePort(t)
+		yPort := clustertest.FreePorts(t, 1)[0]
 		py := faultproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", yPort))
 		xo := co
 		xo.Routes = []string{"nats-route://" + py.Addr()}
@@ -272,13 +271,4 @@ func TestClusterAdvertiseThroughProxies(t *testing.T) {
 		}
 	}
 	t.Fatal("the route y dialed was never the one kept")
-}
-
-// freePort returns a port of 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port
 }

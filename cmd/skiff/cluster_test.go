@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/clustertest"
 
 	"github.com/skiffmq/skiff/broker"
 	"github.com/skiffmq/skiff/server"
@@ -42,28 +43,9 @@ type node struct {
 func (n *node) clientURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.clientPort) }
 func (n *node) routeURL() string  { return fmt.Sprintf("nats-route://127.0.0.1:%d", n.routePort) }
 
-// freePorts reserves n ports on 127.0.0.1 (listen, note the port, close):
-// the processes are given them, so that peers and clients know them before
-// they start.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		require.NoError(t, ln.Close())
-	}
-	return ports
-}
-
 // newNodes returns n nodes with reserved ports, named s1...sn.
 func newNodes(t *testing.T, n int) []*node {
-	ports := freePorts(t, 3*n)
+	ports := clustertest.FreePorts(t, 3*n)
 	nodes := make([]*node, n)
 	for i := range nodes {
 		nodes[i] = &node{name: fmt.Sprintf("s%d", i+1), clientPort: ports[i], routePort: ports[n+i], httpPt: ports[2*n+i]}
