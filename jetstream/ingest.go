@@ -142,7 +142,12 @@ type publishChecks struct {
 	// and its sequence go to another message. The publisher retries.
 	pending  func(seq uint64) bool
 	expected func() *APIError
-	unlock   func()
+	// refuseLater, if set, takes a refusal by the Nats-Expected-* headers
+	// rather than it being answered at once, with the lock held: a
+	// replicated stream's leader checks them against a projection that
+	// may hold messages not committed yet, and answers once they are.
+	refuseLater func(*APIError)
+	unlock      func()
 }
 
 // checkPublish runs a publish's checks against the stream's state, in
@@ -167,6 +172,11 @@ func (st *stream) checkPublish(m *server.Msg, reply string, hdr headers, cfg *St
 		}
 	}
 	aerr := c.expected()
+	if aerr != nil && c.refuseLater != nil {
+		c.refuseLater(aerr)
+		c.unlock()
+		return "", false, noRollup, 0, false
+	}
 	if aerr == nil {
 		roll, ttl, aerr = msgOptions(hdr, cfg)
 	}

@@ -129,8 +129,20 @@ type replicaBatch struct {
 	propID  uint64
 	msgs    []replicaMsg
 	replies []string
-	bytes   int
-	at      time.Time
+	// refusals answer the publishes refused by their Nats-Expected-*
+	// headers while the batch was open. The projection they were checked
+	// against is committed once the batch is, so they are given then: a
+	// refusal never names a sequence the group may still lose, and a
+	// leader deposed without knowing it gives none.
+	refusals []refusal
+	bytes    int
+	at       time.Time
+}
+
+// refusal is a publish's refusal held until its batch applies.
+type refusal struct {
+	reply string
+	body  []byte
 }
 
 // openReplica puts a stream's raft group on this server: new with peers
@@ -322,17 +334,20 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		return
 	}
 	now := time.Now()
+	var failed []string
 	msgID, hasID, roll, ttl, ok := st.checkPublish(m, reply, hdr, cfg, publishChecks{
 		dedup: func(id string) (uint64, bool) {
 			st.ingestMu.Lock()
 			defer st.ingestMu.Unlock()
 			return st.ingestMu.dedup.lookup(id, now)
 		},
-		pending:  func(seq uint64) bool { return seq > st.store.State().LastSeq },
-		expected: func() *APIError { return r.checkExpectedLocked(hdr, m.Subject) },
-		unlock:   r.mu.Unlock,
+		pending:     func(seq uint64) bool { return seq > st.store.State().LastSeq },
+		expected:    func() *APIError { return r.checkExpectedLocked(hdr, m.Subject) },
+		refuseLater: func(aerr *APIError) { failed = r.refuseLaterLocked(reply, aerr) },
+		unlock:      r.mu.Unlock,
 	})
 	if !ok {
+		r.refuse(m, failed)
 		return
 	}
 	if aerr := r.admitLocked(cfg, m); aerr != nil {
@@ -372,20 +387,40 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 	r.mu.inMsgs++
 	r.mu.inBytes += int64(store.RecordSize(msg.subj, msg.hdr, msg.data))
 	r.mu.inSubj[msg.subj]++
-	b := r.mu.open
-	if b == nil {
-		b = &replicaBatch{}
-		r.mu.open = b
-	}
+	b := r.openLocked()
 	b.msgs, b.replies = append(b.msgs, msg), append(b.replies, reply)
 	b.bytes += len(msg.subj) + len(msg.hdr) + len(msg.data)
-	var failed []string
 	if !r.mu.inFlight {
 		failed = r.proposeLocked()
 	}
 	r.mu.Unlock()
 	r.refuse(m, failed)
 	st.js.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
+}
+
+// openLocked returns the batch publishes join, new if none is open.
+// r.mu held.
+func (r *replica) openLocked() *replicaBatch {
+	if r.mu.open == nil {
+		r.mu.open = &replicaBatch{}
+	}
+	return r.mu.open
+}
+
+// refuseLaterLocked holds a publish's refusal by its Nats-Expected-*
+// headers in the open batch, proposed now if none is in flight, and
+// returns the replies of the publishes refused if raft would not take it.
+// r.mu held.
+func (r *replica) refuseLaterLocked(reply string, aerr *APIError) []string {
+	if reply == "" || r.st.cfg.Load().NoAck {
+		return nil
+	}
+	b := r.openLocked()
+	b.refusals = append(b.refusals, refusal{reply: reply, body: pubAckError(r.st.name, aerr)})
+	if r.mu.inFlight {
+		return nil
+	}
+	return r.proposeLocked()
 }
 
 // admitLocked refuses, under discard new, a message the stream's limits
@@ -443,7 +478,7 @@ func (r *replica) checkExpectedLocked(hdr headers, subj string) *APIError {
 // publishes refused if raft would not take it. r.mu held.
 func (r *replica) proposeLocked() []string {
 	b := r.mu.open
-	if b == nil || len(b.msgs) == 0 {
+	if b == nil || len(b.msgs)+len(b.refusals) == 0 {
 		return nil
 	}
 	r.mu.open = nil
@@ -509,7 +544,11 @@ func (r *replica) failLocked(b *replicaBatch) []string {
 		}
 	}
 	st.ingestMu.Unlock()
-	return b.replies
+	replies := b.replies
+	for _, f := range b.refusals {
+		replies = append(replies, f.reply)
+	}
+	return replies
 }
 
 // refuse answers publishers whose messages were not stored (10008): after
@@ -620,6 +659,9 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 		if reply != "" {
 			r.pub.Publish(reply, "", nil, st.pubAckJSON(b.msgs[i].seq, false))
 		}
+	}
+	for _, f := range b.refusals {
+		r.pub.Publish(f.reply, "", nil, f.body)
 	}
 	r.pub.Flush()
 }

@@ -1,11 +1,13 @@
 package jetstream_test
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -312,6 +314,9 @@ func TestChaosReplicated(t *testing.T) {
 	}
 	rep.linearizable = porcupine.CheckOperationsTimeout(linModel(), hist, 30*time.Second)
 	t.Log(rep)
+	if rep.linearizable == porcupine.Illegal {
+		dumpLinHistory(t, hist)
+	}
 	require.Zero(t, rep.lost)
 	require.Zero(t, rep.duplicated, "a retried message ID is deduplicated")
 	require.Positive(t, rep.acked)
@@ -387,6 +392,27 @@ func (c *chaosConsumer) fetch(t *testing.T, sync bool) {
 			c.confirmedAt[seq] = time.Now()
 		}
 	}
+}
+
+// dumpLinHistory writes a history found not linearizable, one operation
+// a line in the order of their calls, to the file SKIFF_CHAOS_DUMP names,
+// for the one reading the failure.
+func dumpLinHistory(t *testing.T, hist []porcupine.Operation) {
+	path := os.Getenv("SKIFF_CHAOS_DUMP")
+	if path == "" {
+		return
+	}
+	ops := slices.Clone(hist)
+	slices.SortFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	var b strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&b, "%d %d c%d %+v %+v\n", op.Call, op.Return, op.ClientId, op.Input, op.Output)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Logf("writing the history: %v", err)
+		return
+	}
+	t.Logf("the history is in %s", path)
 }
 
 // The porcupine model of a stream written only by publishes that expect

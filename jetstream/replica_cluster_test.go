@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -598,4 +599,57 @@ func TestClusterReplicatedNATSCLI(t *testing.T) {
 	require.Equal(t, blob, string(b))
 	out = cli(1).Run("stream", "info", "OBJ_FILES")
 	require.Contains(t, out, "Replicas: 3")
+}
+
+// TestClusterReplicatedExpectedRefusal: a leader checks
+// Nats-Expected-Last-Sequence against messages it has not committed yet,
+// so it answers a refusal only once they are: cut off from its peers with
+// a message in flight, it never answers "wrong last sequence" naming that
+// message, which the group may still lose; with its peers back, refusals
+// name the committed last sequence.
+func TestClusterReplicatedExpectedRefusal(t *testing.T) {
+	jc, _, js, _ := startReplicatedStream(t, "EX", "ex")
+	acked := map[uint64]string{}
+	publishTo(t, js, acked, "ex", "ex", 2)
+	lead := jc.waitReplicated(t, "EX", acked)
+	ln := jc.Connect(t, lead)
+	expecting := func(nc *nats.Conn, last uint64, wait time.Duration) (string, error) {
+		m := nats.NewMsg("ex")
+		m.Header.Set("Nats-Expected-Last-Sequence", strconv.FormatUint(last, 10))
+		m.Data = []byte("expecting")
+		r, err := nc.RequestMsg(m, wait)
+		if err != nil {
+			return "", err
+		}
+		return string(r.Data), nil
+	}
+
+	var others []int
+	for i := range 3 {
+		if i != lead {
+			others = append(others, i)
+			jc.Stop(t, i)
+		}
+	}
+	// A message the leader takes and cannot commit.
+	_, err := ln.Request("ex", []byte("in flight"), 200*time.Millisecond)
+	require.Error(t, err, "no PubAck without a quorum")
+	answer, err := expecting(ln, 2, 500*time.Millisecond)
+	if err == nil {
+		require.NotContains(t, answer, "wrong last sequence", "a refusal against an uncommitted message")
+	}
+
+	for _, i := range others {
+		jc.Restart(t, i)
+	}
+	require.Eventually(t, func() bool {
+		nc := jc.Connect(t, others[0])
+		defer nc.Close()
+		answer, err := expecting(nc, 0, time.Second)
+		if err != nil || !strings.Contains(answer, "wrong last sequence") {
+			return false
+		}
+		info, err := js.StreamInfo("EX")
+		return err == nil && strings.Contains(answer, fmt.Sprintf("wrong last sequence: %d", info.State.LastSeq))
+	}, clustertest.Wait, 100*time.Millisecond, "refusals name the committed last sequence")
 }
