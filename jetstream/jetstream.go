@@ -208,6 +208,9 @@ type JetStream struct {
 
 	// raft is the raft layer of a clustered server (Options.Cluster).
 	raft *jscluster.Cluster
+	// started is when New was called: a replicated stream made before it
+	// whose group log is not here lost that log (stream.go).
+	started time.Time
 	clustered
 }
 
@@ -243,7 +246,7 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 	handles := store.NewHandleCache(opts.FS, opts.MaxOpenFiles)
 	opts.FS = handles
 	js := &JetStream{srv: s, opts: opts, handles: handles, log: opts.Logger, lock: lock, apiQueue: make(chan apiRequest, opts.APIQueue),
-		stop: make(chan struct{}), multi: len(tenants(s)) > 1}
+		stop: make(chan struct{}), multi: len(tenants(s)) > 1, started: time.Now()}
 	for i := range js.streamQueues {
 		js.streamQueues[i] = make(chan apiRequest, max(opts.APIQueue/streamWorkers, 1))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skiffmq/skiff/internal/jscluster"
+	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store"
 )
@@ -146,8 +147,9 @@ type refusal struct {
 }
 
 // openReplica puts a stream's raft group on this server: new with peers
-// as voters, or from its log (peers nil).
-func (st *stream) openReplica(group uint64, peers []string) error {
+// as voters, or from its log (peers nil); held for a reason, if any
+// (multiraft.HoldReason).
+func (st *stream) openReplica(group uint64, peers []string, held multiraft.HoldReason) error {
 	js := st.js
 	r := &replica{st: st, c: js.raft, group: group, me: js.raft.ID(), pub: st.ja.acc.NewPublisher(), stop: make(chan struct{})}
 	r.mu.subjLast = map[string]uint64{}
@@ -174,7 +176,7 @@ func (st *stream) openReplica(group uint64, peers []string) error {
 		r.saved.Store(r.fsm.checkpoint)
 	}
 	st.repl = r
-	if err := js.raft.AddGroup(group, peers, &r.fsm); err != nil {
+	if err := js.raft.AddHeldGroup(group, peers, &r.fsm, held); err != nil {
 		st.repl = nil
 		return err
 	}
@@ -700,9 +702,12 @@ func (r *replica) isLeader() bool {
 
 // health reports why this replica is not current, or nil.
 func (r *replica) health() error {
+	held, _ := r.c.GroupHeld(r.group)
 	switch {
 	case r.fsm.restoring():
 		return errors.New("catching up from a peer")
+	case held != multiraft.HoldNone:
+		return fmt.Errorf("held (%v) until caught up with the leader", held)
 	case r.leaderName() == "":
 		return errors.New("no leader")
 	}

@@ -649,7 +649,11 @@ func TestClusterReplicatedExpectedRefusal(t *testing.T) {
 		if err != nil || !strings.Contains(answer, "wrong last sequence") {
 			return false
 		}
-		info, err := js.StreamInfo("EX")
+		njs, err := nc.JetStream()
+		if err != nil {
+			return false
+		}
+		info, err := njs.StreamInfo("EX")
 		return err == nil && strings.Contains(answer, fmt.Sprintf("wrong last sequence: %d", info.State.LastSeq))
 	}, clustertest.Wait, 100*time.Millisecond, "refusals name the committed last sequence")
 }

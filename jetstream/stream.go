@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiffmq/skiff/internal/logthrottle"
+	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store"
 )
@@ -134,17 +135,33 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 		// group starts with its assigned peers, unless its members
 		// changed since it was founded: this server then joins it empty;
 		// a recovered one starts from its log.
+		//
+		// A replica without its group's log that may have been a member
+		// before (its raft directory lost or wiped, or the stream made
+		// before this server started) may have acknowledged entries or
+		// voted, and lost that: it is held, voting for no one and never
+		// campaigning, until it has caught up with the current leader
+		// (multiraft.HoldWiped). A server joining a group it never was a
+		// member of is held too, which costs nothing: it is a learner.
 		var peers []string
+		held := multiraft.HoldNone
 		switch {
 		case create:
 			if a := js.assignmentOf(ja.name, cfg.Name); a != nil && !a.Join {
 				peers = a.Peers
+				if !created.IsZero() && created.Before(js.started) {
+					held = multiraft.HoldWiped
+				}
+			} else {
+				held = multiraft.HoldWiped
 			}
 		case meta.Founding && !js.raft.HasGroupLog(group):
 			peers = []string{js.raft.Name()}
+		case !js.raft.HasGroupLog(group):
+			held = multiraft.HoldWiped
 		}
 		st.founding.Store(meta.Founding)
-		if err := st.openReplica(group, peers); err != nil {
+		if err := st.openReplica(group, peers, held); err != nil {
 			_ = st.close(false)
 			return nil, err
 		}

@@ -25,6 +25,14 @@ import (
 // restart), else new, with peers (server names, this one among them) as
 // its voters. Every peer of a new group must be given the same peers.
 func (c *Cluster) AddGroup(id uint64, peers []string, sm multiraft.StateMachine) error {
+	return c.AddHeldGroup(id, peers, sm, multiraft.HoldNone)
+}
+
+// AddHeldGroup is AddGroup with the replica held for reason
+// (multiraft.HoldReason) from its first moment: a replica that may have
+// lost state it acknowledged or voted with neither votes nor campaigns
+// until it has caught up with a leader of the current term.
+func (c *Cluster) AddHeldGroup(id uint64, peers []string, sm multiraft.StateMachine, held multiraft.HoldReason) error {
 	if id == MetaGroup || id == 0 {
 		return fmt.Errorf("%w: group %d is not a stream's", ErrInvalidOptions, id)
 	}
@@ -32,7 +40,19 @@ func (c *Cluster) AddGroup(id uint64, peers []string, sm multiraft.StateMachine)
 	for i, p := range peers {
 		ids[i] = RaftID(p)
 	}
-	return c.node.AddGroup(multiraft.GroupConfig{ID: id, Log: walLog{c.wal.Group(id), c.wal}, StateMachine: sm, Peers: ids})
+	return c.node.AddGroup(multiraft.GroupConfig{ID: id, Log: walLog{c.wal.Group(id), c.wal}, StateMachine: sm, Peers: ids, Held: held})
+}
+
+// GroupHeld returns why this server's replica of a stream's group is held
+// (multiraft.HoldNone if it is not).
+func (c *Cluster) GroupHeld(id uint64) (multiraft.HoldReason, error) {
+	return c.node.Held(id)
+}
+
+// ReleaseGroup lifts the hold of this server's replica of a stream's
+// group: the layer above rebuilt the state it was held for.
+func (c *Cluster) ReleaseGroup(id uint64) error {
+	return c.node.Release(id)
 }
 
 // RemoveGroup takes a stream's group off this server's node and drops its
