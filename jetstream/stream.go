@@ -111,6 +111,14 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A replica's damaged store is rebuilt from its group (not a stream
+	// just turned replicated: what it holds is in no log yet).
+	rebuilt := replicated && !create && !meta.Founding && damaged(s)
+	if rebuilt {
+		if s, err = st.rebuildStore(s, so); err != nil {
+			return nil, err
+		}
+	}
 	st.store = s
 	st.ingestMu.dedup.init(cfg.Duplicates)
 	if create && cfg.FirstSeq > 1 {
@@ -158,6 +166,9 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 		case meta.Founding && !js.raft.HasGroupLog(group):
 			peers = []string{js.raft.Name()}
 		case !js.raft.HasGroupLog(group):
+			held = multiraft.HoldWiped
+		}
+		if rebuilt {
 			held = multiraft.HoldWiped
 		}
 		st.founding.Store(meta.Founding)
