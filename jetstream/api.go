@@ -46,6 +46,9 @@ type apiRequest struct {
 	done func(replies []apiReply, isErr bool)
 	// group is the meta group's for a stream a local create makes.
 	group uint64
+	// run, if set, is work to do on the stream's worker, in order with
+	// its requests, rather than a request (onStreamWorker).
+	run func()
 }
 
 // apiResponse is the envelope of every API response.
@@ -108,6 +111,20 @@ func (js *JetStream) enqueue(req apiRequest, route *apiRoute, args apiArgs) bool
 	}
 }
 
+// onStreamWorker runs f on the worker of a stream's requests, in order
+// with them; a second later if its queue is full.
+func (js *JetStream) onStreamWorker(ja *jsAccount, name string, f func()) {
+	select {
+	case js.streamQueues[streamWorker(ja.name, name)] <- apiRequest{ja: ja, run: f}:
+	default:
+		time.AfterFunc(time.Second, func() {
+			if !js.closed.Load() {
+				js.onStreamWorker(ja, name, f)
+			}
+		})
+	}
+}
+
 // handleNext queues a pull request on its consumer.
 func (ja *jsAccount) handleNext(rest string, m *server.Msg) {
 	if ja.pull(rest, strings.Clone(m.Reply), bytes.Clone(m.Data), m.Principal()) {
@@ -156,6 +173,10 @@ func (js *JetStream) apiWorker(queue chan apiRequest) {
 		case <-js.stop:
 			return
 		case req := <-queue:
+			if req.run != nil {
+				req.run()
+				continue
+			}
 			ja := req.ja
 			pub := pubs[ja]
 			if pub == nil {

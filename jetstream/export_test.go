@@ -92,6 +92,14 @@ func SetReplicaLog(t testing.TB, keep uint64, chunkBytes int) {
 	t.Cleanup(func() { replicaLogKeep, catchupChunkBytes = oldKeep, oldChunk })
 }
 
+// SetSegmentBytes makes the file streams opened from now on roll their
+// segments at n bytes, until t ends.
+func SetSegmentBytes(t testing.TB, n int64) {
+	old := segmentBytes
+	segmentBytes = n
+	t.Cleanup(func() { segmentBytes = old })
+}
+
 // ReplicaLog returns the index a replicated stream's replica on this
 // server applied, the first index of the group's log here, the index of its last snapshot
 // taken here, and the catch-up answers it applied (tests only).

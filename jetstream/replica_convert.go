@@ -80,23 +80,34 @@ func (ja *jsAccount) convertToReplica(st *stream, cfg StreamConfig) (*stream, er
 	if err == nil {
 		nst, err = ja.openStream(meta, false)
 	}
-	ja.mu.Lock()
-	if err != nil {
+	if err := ja.replaced(st, nst, cfg.Subjects, err); err != nil {
 		// Closed, and not served until the next start, which opens what
 		// the steps left on disk (reconcile then turns it again).
-		if ja.mu.streams[st.name] == st {
-			delete(ja.mu.streams, st.name)
-			ja.unindexSubjectsLocked(cfg.Subjects)
-		}
-		ja.mu.Unlock()
-		ja.failStream(st.name, err)
 		return nil, err
 	}
-	defer ja.mu.Unlock()
-	ja.mu.streams[st.name] = nst
 	ja.js.log.Info("stream turned replicated: its group is founded here", "account", ja.name, "stream", st.name,
 		"messages", nst.store.State().Msgs, "consumers", len(cons.Consumers))
 	return nst, nil
+}
+
+// replaced puts nst, the stream st closed and opened again, in st's
+// place; or, given the error that stopped it, takes st (with its
+// subjects) out of the account's streams and records it failed, and
+// returns the error.
+func (ja *jsAccount) replaced(st, nst *stream, subjects []string, err error) error {
+	ja.mu.Lock()
+	if err != nil {
+		if ja.mu.streams[st.name] == st {
+			delete(ja.mu.streams, st.name)
+			ja.unindexSubjectsLocked(subjects)
+		}
+		ja.mu.Unlock()
+		ja.failStream(st.name, err)
+		return err
+	}
+	ja.mu.streams[st.name] = nst
+	ja.mu.Unlock()
+	return nil
 }
 
 // durableConsumerStates reads the durable consumers of a closed stream

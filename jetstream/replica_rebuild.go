@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/skiffmq/skiff/store"
 )
@@ -24,14 +25,68 @@ import (
 // votes until it has caught up with the leader, so it is never elected
 // with a partial store.
 
+// A record that fails its checksum behind an intact index is found by a
+// read, not at open: the replica's store reports it (store
+// Options.OnCorrupt) rather than drop it, and the read fails instead of
+// stepping over it. The replica is then marked (rebuildFile, so that a
+// start rebuilds it too) and reopened on its stream's worker, which
+// rebuilds it as above.
+
+// rebuildFile marks a replica to be rebuilt at its next open, in its
+// stream's directory.
+const rebuildFile = "REBUILD"
+
 // damagedDir is where a rebuilt replica's damaged store is kept, in its
 // stream's directory.
 const damagedDir = "msgs.damaged"
 
 // damaged reports whether a replica's store, just opened, found records
-// it lost to damage.
-func damaged(s *store.Stream) bool {
-	return s.Recovery().LostRecords() > 0
+// it lost to damage, or is marked to be rebuilt.
+func damaged(s *store.Stream, dir string) bool {
+	if s.Recovery().LostRecords() > 0 {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(dir, rebuildFile))
+	return err == nil
+}
+
+// corruptFound is a replica store's Options.OnCorrupt: reads met records
+// that fail their checksums. The replica is marked and reopened on its
+// stream's worker, once.
+func (st *stream) corruptFound(seqs []uint64) {
+	st.js.log.Error("replica store: reads found corrupt records; the replica is rebuilt from its group",
+		"account", st.ja.name, "stream", st.name, "seqs", seqs)
+	if err := writeFileAtomic(filepath.Join(st.dir, rebuildFile), nil); err != nil {
+		st.js.log.Warn("replica store: the mark to rebuild it was not written", "stream", st.name, "err", err)
+	}
+	if st.rebuilding.CompareAndSwap(false, true) {
+		st.js.onStreamWorker(st.ja, st.name, func() { st.ja.rebuildReplica(st) })
+	}
+}
+
+// rebuildReplica closes a replica whose reads found damage and opens it
+// again, which rebuilds it. On the stream's worker.
+func (ja *jsAccount) rebuildReplica(st *stream) {
+	if st.closing.Load() {
+		return // closed since: the next open sees the mark
+	}
+	if ja.lookup(st.name) != st {
+		// Still opening (a read of openStream's found the damage): once
+		// it is served.
+		time.AfterFunc(time.Second, func() { ja.js.onStreamWorker(ja, st.name, func() { ja.rebuildReplica(st) }) })
+		return
+	}
+	meta, err := readMeta[streamMeta](filepath.Join(st.dir, metaFile))
+	if err == nil {
+		err = st.close(false)
+	}
+	var nst *stream
+	if err == nil {
+		nst, err = ja.openStream(meta, false)
+	}
+	if err = ja.replaced(st, nst, st.config().Subjects, err); err != nil {
+		ja.js.log.Error("replica not rebuilt", "account", ja.name, "stream", st.name, "err", err)
+	}
 }
 
 // rebuildStore sets a replica's damaged store s aside and returns the
@@ -61,5 +116,13 @@ func (st *stream) rebuildStore(s *store.Stream, so store.Options) (*store.Stream
 	if err := syncDir(st.dir); err != nil {
 		return nil, err
 	}
-	return store.Open(so)
+	s, err := store.Open(so)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(filepath.Join(st.dir, rebuildFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		_ = s.Close()
+		return nil, fmt.Errorf("removing the mark to rebuild: %w", err)
+	}
+	return s, nil
 }

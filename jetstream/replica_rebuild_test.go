@@ -2,8 +2,10 @@ package jetstream_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +77,55 @@ func TestClusterReplicatedDamageRebuilt(t *testing.T) {
 			jc.waitReplicated(t, "DM", acked)
 		})
 	}
+}
+
+// TestClusterReplicatedCorruptReadRebuilt: bytes of an acknowledged
+// message flipped in a follower's sealed segment, behind an intact index,
+// which its open does not scan: the first read that meets the record
+// (its duplicate window's, as it opens) fails rather than step over it,
+// and the replica is rebuilt at once (its store set aside, the mark to
+// rebuild cleared). Every replica holds every acknowledged message, and
+// the rebuilt one, made leader, answers the damaged message.
+func TestClusterReplicatedCorruptReadRebuilt(t *testing.T) {
+	jetstream.SetSegmentBytes(t, 512)
+	jc, nc, js, lead := startReplicatedStream(t, "RD", "rd")
+	acked := map[uint64]string{}
+	publishTo(t, js, acked, "rd", "rd", 20)
+	lead = jc.waitReplicated(t, "RD", acked)
+	victim := (lead + 1) % 3
+	jc.mu.Lock()
+	dir := jetstream.StreamDir(jc.js[victim], server.GlobalAccountName, "RD")
+	jc.mu.Unlock()
+	jc.Stop(t, victim)
+	segs, err := filepath.Glob(filepath.Join(dir, "msgs", "*.log"))
+	require.NoError(t, err)
+	require.Greater(t, len(segs), 1, "the messages span sealed segments")
+	raw, err := os.ReadFile(segs[0])
+	require.NoError(t, err)
+	at := bytes.Index(raw, []byte("rd-1"))
+	require.Positive(t, at, "message rd-1 is in the first segment")
+	raw[at] ^= 0xff
+	require.NoError(t, os.WriteFile(segs[0], raw, 0o644))
+
+	jc.Restart(t, victim)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "msgs.damaged"))
+		return err == nil
+	}, clustertest.Wait, 20*time.Millisecond, "the damaged store is set aside")
+	jc.waitReplicated(t, "RD", acked)
+	_, err = os.Stat(filepath.Join(dir, "REBUILD"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the mark is cleared once rebuilt")
+
+	nc = jc.Connect(t, (victim+1)%3)
+	require.Eventually(t, func() bool {
+		m := stepdownTo(t, nc, "RD", jc.Servers[victim].Name())
+		return strings.Contains(string(m.Data), `"success":true`)
+	}, clustertest.Wait, 200*time.Millisecond, "the rebuilt replica, released, takes the leadership")
+	require.Eventually(t, func() bool {
+		_, l := jc.replicas("RD")
+		return l == victim
+	}, clustertest.Wait, 20*time.Millisecond, "the rebuilt replica leads")
+	m, err := jc.Connect(t, victim).Request("$JS.API.STREAM.MSG.GET.RD", []byte(`{"seq":2}`), clustertest.Wait)
+	require.NoError(t, err)
+	require.Contains(t, string(m.Data), `"data":"`+base64.StdEncoding.EncodeToString([]byte("rd-1"))+`"`)
 }

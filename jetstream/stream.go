@@ -66,6 +66,9 @@ type stream struct {
 	// founding: the stream was turned replicated here and its group is
 	// not yet known to be on disk (streamMeta.Founding).
 	founding atomic.Bool
+	// rebuilding is set once reads found the replica's store damaged and
+	// its rebuild is on its way (replica_rebuild.go).
+	rebuilding atomic.Bool
 	// convertSeen is when reconcile first saw the stream placed on more
 	// servers while it has no group here (Unix nanoseconds, 0: never).
 	convertSeen atomic.Int64
@@ -107,13 +110,16 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 	// A replica runs on its group's log's time (store/logclock.go): every
 	// replica expires the same messages at the same place in the log.
 	so.LogClock = replicated
+	if replicated {
+		so.OnCorrupt = st.corruptFound // replica_rebuild.go
+	}
 	s, err := store.Open(so)
 	if err != nil {
 		return nil, err
 	}
 	// A replica's damaged store is rebuilt from its group (not a stream
 	// just turned replicated: what it holds is in no log yet).
-	rebuilt := replicated && !create && !meta.Founding && damaged(s)
+	rebuilt := replicated && !create && !meta.Founding && damaged(s, dir)
 	if rebuilt {
 		if s, err = st.rebuildStore(s, so); err != nil {
 			return nil, err

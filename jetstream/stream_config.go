@@ -142,6 +142,10 @@ func validName(name string) error {
 }
 
 // storeOptions maps a stream configuration onto the storage engine's.
+// segmentBytes is the size of the file streams' segments (0: the store's
+// default). A variable for tests.
+var segmentBytes int64
+
 func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 	unl := func(v int64) int64 { return max(v, 0) }
 	o := store.Options{
@@ -152,8 +156,9 @@ func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 		MaxAge:            cfg.MaxAge,
 		// ingest checks max_msg_size (headers and data); the store's own
 		// bound counts the subject too, so it keeps only its hard cap.
-		MaxMsgSize: 0,
-		Durability: cfg.durability(),
+		MaxMsgSize:   0,
+		Durability:   cfg.durability(),
+		SegmentBytes: segmentBytes,
 	}
 	if cfg.Storage == MemoryStorage {
 		o.Storage = store.MemoryStorage

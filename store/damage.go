@@ -13,7 +13,9 @@ import (
 // (so consumers, counts and later reads move past it), it is counted
 // (Stream.CorruptRecords) and logged once. Without this a consumer that
 // reached the record would retry it forever and never deliver what
-// follows.
+// follows. A stream with Options.OnCorrupt (a replica, whose peers hold
+// the record) reports the record instead, keeps it, and its reads fail
+// on it rather than step over it.
 
 // damage is what the reads of a stream found corrupt since it was opened.
 type damage struct {
@@ -41,14 +43,27 @@ func (s *Stream) noteCorrupt(seq uint64, err error) bool {
 	}
 	d.seen[seq] = struct{}{}
 	d.n.Add(1)
+	if s.onCorrupt != nil {
+		s.log.Error("store: corrupt record; reported, not removed", "seq", seq,
+			"segment", s.segmentName(seq), "err", err)
+		return true
+	}
 	s.log.Error("store: corrupt record skipped and removed; the message is lost", "seq", seq,
 		"segment", s.segmentName(seq), "err", err)
 	return true
 }
 
 // removeCorrupt removes the sequences reads found corrupt, as deletions
-// (persisted with the next sync, as Remove's).
+// (persisted with the next sync, as Remove's), or reports them to
+// Options.OnCorrupt, which keeps them.
 func (s *Stream) removeCorrupt(seqs []uint64) {
+	if len(seqs) == 0 {
+		return
+	}
+	if s.onCorrupt != nil {
+		s.onCorrupt(seqs)
+		return
+	}
 	for _, seq := range seqs {
 		if err := s.Remove(seq); err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrClosed) {
 			s.log.Warn("store: corrupt record not removed", "seq", seq, "err", err)
@@ -69,7 +84,9 @@ func (s *Stream) readSkipping(seq uint64, bad *[]uint64) (m *Msg, skip bool, err
 	if s.noteCorrupt(seq, err) {
 		*bad = append(*bad, seq)
 	}
-	return nil, true, fmt.Errorf("store: sequence %d: %w", seq, err)
+	// Reported rather than removed (Options.OnCorrupt): the read fails
+	// instead of stepping over a message that is still in the stream.
+	return nil, s.onCorrupt == nil, fmt.Errorf("store: sequence %d: %w", seq, err)
 }
 
 // segmentName names the file holding seq, for logs ("memory" for memory

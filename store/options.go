@@ -187,6 +187,13 @@ type Options struct {
 	// method of the Stream but Close and Destroy (which wait for that
 	// goroutine), and must not take AppendLock.
 	OnExpire func(Expired)
+	// OnCorrupt, if set, hears of the records that reads found corrupt
+	// (once each), instead of their being removed as deletions: the reads
+	// that meet one fail with ErrCorrupt rather than step over it. It is
+	// called with no lock of the store held. A replica of a replicated
+	// stream sets it: its peers hold the records, and it rebuilds rather
+	// than drop what they keep.
+	OnCorrupt func(seqs []uint64)
 	// AppendLock, if set, is a lock the caller holds around its reads of
 	// the stream and the Append that depends on them (an expected last
 	// sequence, a rollup's purge after its Append): an expiry round holds

@@ -493,6 +493,36 @@ func TestCorruptRecordBehindIndex(t *testing.T) {
 	}
 }
 
+// TestCorruptRecordReported: with Options.OnCorrupt (a replica's store)
+// a corrupt record behind an intact index is reported once and kept: the
+// reads that meet it fail, Next does not step over it, and the stream
+// still counts it.
+func TestCorruptRecordReported(t *testing.T) {
+	f := newFixture(t, 60, 60, 2048)
+	segs := f.segments(nil)
+	victim := path.Join(memDir, segs[0])
+	log := f.fs.Contents(victim)
+	ents, _, err := scanLog(storetest.FileOf(log), 1, int64(len(log)))
+	require.NoError(t, err)
+	log[int(ents[2].off)+recHeaderSize] ^= 1
+	f.fs.SetContents(victim, log)
+	var reported [][]uint64
+	f.opts.OnCorrupt = func(seqs []uint64) { reported = append(reported, seqs) }
+	s := f.open(t, nil)
+	before := s.State().Msgs
+	for range 2 {
+		_, err = s.Get(3)
+		require.ErrorIs(t, err, ErrCorrupt)
+		_, err = s.Next(2, "")
+		require.NoError(t, err)
+		_, err = s.Next(3, "")
+		require.ErrorIs(t, err, ErrCorrupt, "no read steps over it")
+	}
+	require.Equal(t, [][]uint64{{3}}, reported, "reported once")
+	require.Equal(t, before, s.State().Msgs, "kept")
+	require.Equal(t, uint64(1), s.CorruptRecords())
+}
+
 // TestIndexRebuild damages index files in every way: each is detected,
 // the segment is scanned, and the index rewritten.
 func TestIndexRebuild(t *testing.T) {

@@ -27,6 +27,8 @@ type Stream struct {
 	log    *slog.Logger
 	report RecoveryReport
 	damage damage // records reads found corrupt (damage.go)
+	// onCorrupt is Options.OnCorrupt, fixed at Open.
+	onCorrupt func(seqs []uint64)
 	// syncWarn throttles the error of background sync rounds, which a
 	// full disk repeats every Durability.Interval.
 	syncWarn logthrottle.Throttle
@@ -89,11 +91,12 @@ func Open(opts Options) (*Stream, error) {
 		return nil, err
 	}
 	s := &Stream{
-		clock: opts.Now,
-		log:   opts.Logger,
-		stop:  make(chan struct{}),
-		kick:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		clock:     opts.Now,
+		log:       opts.Logger,
+		onCorrupt: opts.OnCorrupt,
+		stop:      make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
 	}
 	s.mu.opts = opts
 	s.mu.ttl.started = !opts.HoldExpiry && !opts.LogClock
@@ -332,8 +335,8 @@ func (s *Stream) syncRound(final bool) (uint64, error) {
 // marker settings and segment settings of a live stream and enforces the
 // new limits at once, removing the oldest messages as needed whatever the
 // discard policy (which governs only new messages). Storage and Dir cannot
-// change (ErrInvalidConfig); FS, Now, Logger, OnExpire, AppendLock and
-// HoldExpiry are fixed at Open and ignored here.
+// change (ErrInvalidConfig); FS, Now, Logger, OnExpire, OnCorrupt,
+// AppendLock and HoldExpiry are fixed at Open and ignored here.
 func (s *Stream) UpdateConfig(opts Options) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -345,7 +348,7 @@ func (s *Stream) UpdateConfig(opts Options) error {
 		return fmt.Errorf("%w: Storage and Dir cannot change", ErrInvalidConfig)
 	}
 	opts.FS, opts.Now, opts.Logger = cur.FS, cur.Now, cur.Logger
-	opts.OnExpire, opts.AppendLock, opts.HoldExpiry = cur.OnExpire, cur.AppendLock, cur.HoldExpiry
+	opts.OnExpire, opts.AppendLock, opts.HoldExpiry, opts.OnCorrupt = cur.OnExpire, cur.AppendLock, cur.HoldExpiry, cur.OnCorrupt
 	opts.fill()
 	if err := opts.validate(); err != nil {
 		return err

@@ -87,10 +87,14 @@ func (g *group) applyItem(it applyItem) {
 	switch {
 	case it.leaderChange:
 		g.fsm.LeaderChanged(it.lead, it.term)
+		g.maybeRelease()
 	case it.snap != nil:
 		if err := g.fsm.Restore(it.snap); err != nil {
 			g.fail(fmt.Errorf("restore snapshot %d: %w", it.snap.GetMetadata().GetIndex(), err))
+			return
 		}
+		g.appliedTerm.Store(it.snap.GetMetadata().GetTerm())
+		g.maybeRelease()
 	default:
 		g.applyEntries(it.msg)
 	}
@@ -127,7 +131,10 @@ func (g *group) applyEntries(m *raftpb.Message) {
 			return
 		}
 	}
-	g.maybeRelease(ents)
+	if len(ents) > 0 {
+		g.appliedTerm.Store(ents[len(ents)-1].GetTerm())
+	}
+	g.maybeRelease()
 	g.deliver(m.GetResponses()...)
 }
 

@@ -35,13 +35,16 @@ type group struct {
 		ops   []func(*raft.RawNode)
 	}
 
-	sched    atomic.Uint32 // schedIdle...: see scheduler.go
-	held     atomic.Uint32 // a HoldReason
-	lead     atomic.Uint64 // leader as of the last Ready, 0: none known
-	term     atomic.Uint64
-	roomWait atomic.Bool // in Node.roomWait
-	removed  atomic.Bool
-	err      atomic.Pointer[error] // why the group failed
+	sched atomic.Uint32 // schedIdle...: see scheduler.go
+	held  atomic.Uint32 // a HoldReason
+	lead  atomic.Uint64 // leader as of the last Ready, 0: none known
+	term  atomic.Uint64
+	// appliedTerm is the term of the last entry the state machine applied
+	// (or of the snapshot it restored).
+	appliedTerm atomic.Uint64
+	roomWait    atomic.Bool // in Node.roomWait
+	removed     atomic.Bool
+	err         atomic.Pointer[error] // why the group failed
 
 	apply applier
 	reads reads // readindex.go

@@ -102,22 +102,20 @@ func (n *Node) Held(group uint64) (HoldReason, error) {
 	return HoldReason(g.held.Load()), nil
 }
 
-// maybeRelease releases a wiped or unsynced replica that has just applied
-// ents, if one of them is of the term of the leader it follows. It runs on
-// the apply goroutine.
-func (g *group) maybeRelease(ents []*raftpb.Entry) {
+// maybeRelease releases a wiped or unsynced replica once the last entry
+// it applied is of the term of the leader it follows: terms only grow
+// along the log, so it has applied an entry of that term. It runs on the
+// apply goroutine, after entries, a snapshot or a change of leader, so a
+// replica that applied the leader's entries before it heard from the
+// leader (a replay at start) is released by the leader's first message.
+func (g *group) maybeRelease() {
 	r := HoldReason(g.held.Load())
 	if r != HoldWiped && r != HoldUnsynced {
 		return
 	}
 	lead, term := g.lead.Load(), g.term.Load()
-	if lead == raft.None || lead == g.n.id {
+	if lead == raft.None || lead == g.n.id || g.appliedTerm.Load() != term {
 		return
 	}
-	for _, e := range ents {
-		if e.GetTerm() == term {
-			g.held.CompareAndSwap(uint32(r), uint32(HoldNone))
-			return
-		}
-	}
+	g.held.CompareAndSwap(uint32(r), uint32(HoldNone))
 }

@@ -275,6 +275,20 @@ func (n *Node) AddGroup(c GroupConfig) (err error) {
 	if g.mu.last, err = c.Log.LastIndex(); err != nil {
 		return fmt.Errorf("%w: group %d: log: %w", ErrInvalidGroup, c.ID, err)
 	}
+	// The term of what the state machine holds as it starts: of the entry
+	// raft applies after, or the log's snapshot's (a held replica's
+	// release, held.go).
+	start := applied
+	if start == 0 && !fresh {
+		if snap, err := c.Log.Snapshot(); err == nil {
+			start = snap.GetMetadata().GetIndex()
+		}
+	}
+	if start > 0 {
+		if t, err := c.Log.Term(start); err == nil {
+			g.appliedTerm.Store(t)
+		}
+	}
 	n.mu.Lock()
 	if n.mu.groups[c.ID] != nil || n.isClosed() {
 		n.mu.Unlock()

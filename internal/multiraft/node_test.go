@@ -192,6 +192,28 @@ func TestWipedReplicaHeldUntilCaughtUp(t *testing.T) {
 	require.Equal(t, multiraft.HoldNone, held)
 }
 
+// A held replica whose log already holds its leader's entries (restarted
+// held with its log, which it replays before it hears from the leader) is
+// released by the leader's first message, with no new entry.
+func TestHeldReplicaReleasedByLeadersMessage(t *testing.T) {
+	h := threeLedBy1(t)
+	h.propose(1, 7, "a")
+	h.stabilize()
+	_, term := h.leaderOf(7)
+	h.crash(3)
+	h.start(3, multiraft.HoldUnsynced)
+	held, err := h.servers[3].node.Held(7)
+	require.NoError(t, err)
+	require.Equal(t, multiraft.HoldUnsynced, held)
+	h.settle(100)
+	lead, tm := h.leaderOf(7)
+	require.Equal(t, uint64(1), lead)
+	require.Equal(t, term, tm, "no new term, and no new entry")
+	require.Equal(t, []string{"a"}, h.servers[3].sms[7].datas)
+	held, _ = h.servers[3].node.Held(7)
+	require.Equal(t, multiraft.HoldNone, held)
+}
+
 func TestConfChangeAddVoter(t *testing.T) {
 	h := newHarness(t, 1, 4)
 	h.addGroup(7, []uint64{1, 2, 3})
