@@ -1,12 +1,14 @@
 package jetstream_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
@@ -19,20 +21,25 @@ import (
 // pending (floor 0 and gone: the consumer is deleted everywhere).
 func (jc *jsCluster) waitConsumerApplied(t *testing.T, stream, name string, floor uint64, gone bool) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	var seen string // the replica that did not, as last seen
+	ok := assert.Eventually(t, func() bool {
 		jc.mu.Lock()
 		defer jc.mu.Unlock()
 		for i, js := range jc.js {
 			if jc.Servers[i] == nil {
 				continue
 			}
-			_, f, pending, ok := jetstream.ReplicaConsumer(js, server.GlobalAccountName, stream, name)
+			d, f, pending, ok := jetstream.ReplicaConsumer(js, server.GlobalAccountName, stream, name)
 			if gone == ok || (!gone && (f != floor || pending != 0)) {
+				seen = fmt.Sprintf("server %d: exists %v, delivered %d, floor %d, pending %d", i, ok, d, f, pending)
 				return false
 			}
 		}
 		return true
 	}, clustertest.Wait, 20*time.Millisecond, "every replica applied consumer %s at floor %d (gone %v)", name, floor, gone)
+	if !ok {
+		t.Fatalf("consumer %s: %s", name, seen)
+	}
 }
 
 // fetchAck fetches from a durable pull consumer until want messages came,
