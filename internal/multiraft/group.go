@@ -37,8 +37,11 @@ type group struct {
 
 	sched atomic.Uint32 // schedIdle...: see scheduler.go
 	held  atomic.Uint32 // a HoldReason
-	lead  atomic.Uint64 // leader as of the last Ready, 0: none known
-	term  atomic.Uint64
+	// heldIdle counts the ticks an unsynced replica has gone without
+	// knowing a leader (held.go tickHeld).
+	heldIdle atomic.Int64
+	lead     atomic.Uint64 // leader as of the last Ready, 0: none known
+	term     atomic.Uint64
 	// appliedTerm is the term of the last entry the state machine applied
 	// (or of the snapshot it restored).
 	appliedTerm atomic.Uint64

@@ -16,7 +16,8 @@ import (
 //
 // A wiped or unsynced replica is released once it has applied an entry of
 // the term of the leader it follows; a damaged one only by Release, once
-// the layer above has rebuilt its state. A leader commits an entry of its own term only when everything
+// the layer above has rebuilt its state. An unsynced one is also released
+// once it has known no leader for Options.HoldTimeout (tickHeld). A leader commits an entry of its own term only when everything
 // committed before its election is in its log before it, so the replica
 // then holds every entry it could have acknowledged before it lost state.
 // This is the "commit index a current-term leader sent it" of the design,
@@ -118,4 +119,29 @@ func (g *group) maybeRelease() {
 		return
 	}
 	g.held.CompareAndSwap(uint32(r), uint32(HoldNone))
+}
+
+// tickHeld runs at each Tick for a held replica. An unsynced one counts
+// the ticks it has gone without knowing a leader, and is released once
+// they reach the node's hold timeout (design 2.5 hold_timeout): every
+// replica of a group whose machines all restarted after an unclean stop
+// is held unsynced, so none would ever campaign. That release is the
+// documented loss: entries a quorum acknowledged within an fsync interval
+// of the power loss may be gone from every log. A replica that hears of a
+// leader starts counting again from zero: it catches up instead.
+func (n *Node) tickHeld(g *group) {
+	if HoldReason(g.held.Load()) != HoldUnsynced || n.holdTicks <= 0 {
+		return
+	}
+	if g.lead.Load() != raft.None {
+		g.heldIdle.Store(0)
+		return
+	}
+	if g.heldIdle.Add(1) < n.holdTicks {
+		return
+	}
+	if g.held.CompareAndSwap(uint32(HoldUnsynced), uint32(HoldNone)) {
+		n.opts.Logger.Warningf("multiraft: group %d: released from its unsynced hold after %v without a leader; "+
+			"entries acknowledged within an fsync interval of the power loss may be lost", g.id, n.opts.HoldTimeout)
+	}
 }

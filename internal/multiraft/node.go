@@ -21,6 +21,8 @@ type Node struct {
 	id   uint64
 	opts Options
 	tr   Transport
+	// holdTicks is Options.HoldTimeout in ticks.
+	holdTicks int64
 
 	runq      *runQueue
 	applyq    applyQueue  // manual nodes: groups with apply work
@@ -107,7 +109,8 @@ func New(opts Options, tr Transport) (*Node, error) {
 	if tr == nil {
 		return nil, fmt.Errorf("%w: no transport", ErrInvalidOptions)
 	}
-	n := &Node{id: opts.ID, opts: opts, tr: tr, runq: newRunQueue(), stop: make(chan struct{})}
+	n := &Node{id: opts.ID, opts: opts, tr: tr, runq: newRunQueue(), stop: make(chan struct{}),
+		holdTicks: int64((opts.HoldTimeout + opts.Tick - 1) / opts.Tick)}
 	n.mu.groups = map[uint64]*group{}
 	n.links.down = map[uint64]uint64{}
 	if opts.Manual {
@@ -140,15 +143,17 @@ func (n *Node) ticker() {
 	}
 }
 
-// Tick ticks every group that is not held, once. The node's own ticker
-// calls it every Options.Tick; on a manual node, the caller does, and it
-// also advances the node's timers by Options.Tick.
+// Tick ticks every group that is not held, once, and counts a held one's
+// time towards its hold timeout. The node's own ticker calls it every
+// Options.Tick; on a manual node, the caller does, and it also advances
+// the node's timers by Options.Tick.
 func (n *Node) Tick() {
 	if n.isClosed() {
 		return
 	}
 	for _, g := range n.groups() {
 		if g.held.Load() != uint32(HoldNone) {
+			n.tickHeld(g)
 			continue
 		}
 		g.in.Lock()

@@ -71,6 +71,13 @@ type Options struct {
 	// (default 150 ms).
 	CampaignStagger time.Duration
 
+	// HoldTimeout is how long a replica held unsynced (HoldUnsynced) may
+	// go without knowing a leader before it is released all the same
+	// (default 10 s, rounded up to whole ticks): when every replica of a
+	// group restarted unsynced, none would campaign otherwise. Wiped and
+	// damaged replicas are never released by time.
+	HoldTimeout time.Duration
+
 	// Manual makes the node run nothing by itself: no ticker, no workers,
 	// no apply goroutines and no timers. The caller drives it with Tick and
 	// Process, from one goroutine: deterministic tests do.
@@ -103,6 +110,7 @@ func DefaultOptions() Options {
 		MaxEntryBytes:             16 << 20,
 		FailoverGrace:             50 * time.Millisecond,
 		CampaignStagger:           150 * time.Millisecond,
+		HoldTimeout:               10 * time.Second,
 	}
 }
 
@@ -121,13 +129,14 @@ func (o Options) withDefaults() (Options, error) {
 	o.MaxEntryBytes = cmp.Or(o.MaxEntryBytes, d.MaxEntryBytes)
 	o.FailoverGrace = cmp.Or(o.FailoverGrace, d.FailoverGrace)
 	o.CampaignStagger = cmp.Or(o.CampaignStagger, d.CampaignStagger)
+	o.HoldTimeout = cmp.Or(o.HoldTimeout, d.HoldTimeout)
 	if o.Logger == nil {
 		o.Logger = quietLogger{&raft.DefaultLogger{Logger: stdLogger()}}
 	}
 	switch {
 	case o.ID == 0 || raft.IsLocalMsgTarget(o.ID):
 		return o, fmt.Errorf("%w: ID %d is not a usable raft ID", ErrInvalidOptions, o.ID)
-	case o.Tick < 0 || o.FailoverGrace < 0 || o.CampaignStagger < 0:
+	case o.Tick < 0 || o.FailoverGrace < 0 || o.CampaignStagger < 0 || o.HoldTimeout < 0:
 		return o, fmt.Errorf("%w: negative duration", ErrInvalidOptions)
 	case o.HeartbeatTicks < 0 || o.ElectionTicks <= o.HeartbeatTicks:
 		return o, fmt.Errorf("%w: ElectionTicks (%d) must be greater than HeartbeatTicks (%d)",

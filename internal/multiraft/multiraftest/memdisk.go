@@ -1,6 +1,7 @@
 package multiraftest
 
 import (
+	"math"
 	"sync"
 
 	"go.etcd.io/raft/v3"
@@ -129,6 +130,52 @@ func (d *MemDisk) Wipe() {
 	defer d.mu.Unlock()
 	d.mu.pending = nil
 	d.mu.logs = map[uint64]*MemLog{}
+}
+
+// LoseTail crashes the disk and drops group's entries after index last,
+// and its commit index past last: what a power loss takes from a log
+// whose tail was written but not synced (under store/raftlog's interval
+// and never policies). The term, the vote and the snapshot stay: they are
+// synced under every policy. Logs returned before keep their old
+// contents; call Log again.
+func (d *MemDisk) LoseTail(group, last uint64) error {
+	d.Crash()
+	old := d.Log(group)
+	ms := raft.NewMemoryStorage()
+	snap, err := old.Snapshot()
+	if err != nil {
+		return err
+	}
+	if !raft.IsEmptySnap(snap) {
+		if err := ms.ApplySnapshot(snap); err != nil {
+			return err
+		}
+	}
+	first, err := old.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if last >= first {
+		ents, err := old.Entries(first, last+1, math.MaxUint64)
+		if err != nil {
+			return err
+		}
+		if err := ms.Append(ents); err != nil {
+			return err
+		}
+	}
+	hs, _, err := old.InitialState()
+	if err != nil {
+		return err
+	}
+	hs.Commit = new(min(hs.GetCommit(), max(last, snap.GetMetadata().GetIndex())))
+	if err := ms.SetHardState(hs); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.mu.logs[group] = &MemLog{MemoryStorage: ms, disk: d}
+	d.mu.Unlock()
+	return nil
 }
 
 // Close stops an async disk's writer; pending saves never complete.

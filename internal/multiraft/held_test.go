@@ -1,0 +1,133 @@
+package multiraft_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/multiraft"
+	"github.com/skiffmq/skiff/internal/multiraft/multiraftest"
+)
+
+// heldOf returns why server id's replica of group is held.
+func (h *harness) heldOf(id, group uint64) multiraft.HoldReason {
+	h.t.Helper()
+	held, err := h.servers[id].node.Held(group)
+	require.NoError(h.t, err)
+	return held
+}
+
+// powerLoss crashes server id and drops its log of group after index
+// last (the tail it had written but not synced), then restarts it held
+// unsynced, as the layer above does after an unclean stop across a reboot.
+func (h *harness) powerLoss(id, group, last uint64) {
+	h.t.Helper()
+	h.crash(id)
+	h.logf("power loss %d: group %d keeps up to %d", id, group, last)
+	require.NoError(h.t, h.servers[id].disk.LoseTail(group, last))
+	h.start(id, multiraft.HoldUnsynced)
+}
+
+// A leader that loses power loses the tail of its log it had not synced,
+// although it counted towards the commit of what was there. Restarted
+// held, it does not help the follower that lacks the entry win an
+// election, so the one follower that has it is elected, and the
+// acknowledged entry survives (the harness fails the test on a committed
+// entry replaced).
+func TestUnsyncedLeaderDoesNotElectFollowerWithoutEntry(t *testing.T) {
+	h := threeLedBy1(t)
+	h.propose(1, 7, "a")
+	h.stabilize()
+	synced, err := h.servers[1].disk.Log(7).LastIndex()
+	require.NoError(t, err)
+
+	// "b" is committed by 1 and 2 alone.
+	h.ft.Partition([]uint64{1, 2}, []uint64{3})
+	h.propose(1, 7, "b")
+	h.stabilize()
+	require.Contains(t, h.acked[7], "b")
+
+	h.powerLoss(1, 7, synced)
+	h.ft.Heal()
+	require.Equal(t, multiraft.HoldUnsynced, h.heldOf(1, 7))
+	// 3 campaigns first: without 1's vote (2 refuses, its log is ahead),
+	// it cannot win.
+	require.NoError(t, h.servers[3].node.Campaign(7))
+	h.stabilize()
+	lead, _ := h.leaderOf(7)
+	require.NotEqual(t, uint64(3), lead, "elected with the vote of a replica that lost what it acknowledged")
+	require.NotZero(t, h.servers[1].node.Stats().HeldVotesDropped)
+	h.settle(200)
+	require.Equal(t, []string{"a", "b"}, h.servers[1].sms[7].datas)
+	require.Equal(t, multiraft.HoldNone, h.heldOf(1, 7), "released once caught up")
+}
+
+// Every replica held unsynced (the whole cluster lost power): none
+// campaigns until the hold timeout passes without a leader; then they are
+// released, one is elected, and what every log kept is committed.
+func TestUnsyncedHoldTimeout(t *testing.T) {
+	h := threeLedBy1(t)
+	h.propose(1, 7, "a")
+	h.stabilize()
+	h.opts.HoldTimeout = 2 * time.Second // 20 ticks of 100 ms
+	for _, id := range h.ids {
+		h.crash(id)
+	}
+	for _, id := range h.ids {
+		h.start(id, multiraft.HoldUnsynced)
+	}
+	for range 19 {
+		h.tick()
+		h.stabilize()
+	}
+	for _, id := range h.ids {
+		require.Equal(t, multiraft.HoldUnsynced, h.heldOf(id, 7), "server %d released before the timeout", id)
+	}
+	lead, _ := h.leaderOf(7)
+	require.Zero(t, lead)
+	h.tick()
+	for _, id := range h.ids {
+		require.Equal(t, multiraft.HoldNone, h.heldOf(id, 7), "server %d", id)
+	}
+	h.settle(100)
+	require.Equal(t, []string{"a"}, h.servers[2].sms[7].datas)
+}
+
+// A held replica that hears of a leader is not released by the timeout,
+// however long it cannot catch up (here its appends are dropped): only
+// once it has applied an entry of the leader's term. A wiped one is never
+// released by time.
+func TestUnsyncedHoldKeptWhileLeaderKnown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reason multiraft.HoldReason
+	}{
+		{"unsynced", multiraft.HoldUnsynced},
+		{"wiped", multiraft.HoldWiped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := threeLedBy1(t)
+			h.opts.HoldTimeout = time.Second
+			h.propose(1, 7, "a")
+			h.stabilize()
+			h.crash(3)
+			if tc.reason == multiraft.HoldWiped {
+				h.servers[3].disk.Wipe()
+			} else {
+				// Its log lost the leader's entries: replaying what is
+				// left does not release it.
+				require.NoError(t, h.servers[3].disk.LoseTail(7, 0))
+			}
+			h.ft.SetFaults(multiraftest.Faults{BulkBytes: 1})
+			h.start(3, tc.reason)
+			for range 50 {
+				h.tick()
+				h.stabilize()
+			}
+			require.Equal(t, tc.reason, h.heldOf(3, 7), "released while it could not catch up")
+			h.settle(200)
+			require.Equal(t, []string{"a"}, h.servers[3].sms[7].datas)
+		})
+	}
+}
