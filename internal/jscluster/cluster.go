@@ -34,12 +34,16 @@ type Cluster struct {
 	log   *slog.Logger
 	start time.Time
 
-	wal     *raftlog.Log
-	tr      *multiraft.TCP
-	node    *multiraft.Node
-	metaLog fileSnapLog
-	meta    *metaFSM
-	seq     atomic.Uint64
+	wal *raftlog.Log
+	// lostTail: the WAL may have lost an unsynced tail before Start, and
+	// unsynced holds its groups until caught up (unsynced.go).
+	lostTail bool
+	unsynced unsynced
+	tr       *multiraft.TCP
+	node     *multiraft.Node
+	metaLog  fileSnapLog
+	meta     *metaFSM
+	seq      atomic.Uint64
 
 	wakeCh chan struct{}
 	stop   chan struct{}
@@ -103,6 +107,11 @@ func Start(srv *server.Server, opts Options) (*Cluster, error) {
 	c.mu.peers = map[uint64]*peer{}
 	c.mu.dialing = map[string]bool{}
 	c.calls.init()
+	if c.lostTail = lostTail(wal.Recovery(), opts.Durability); c.lostTail {
+		c.unsynced.init(wal)
+		c.log.Warn("the raft log was not closed and the machine has restarted since: what it had not fsynced may be lost; "+
+			"its groups are held (unsynced) until caught up with their leaders", "groups", len(wal.Groups()))
+	}
 	if err := c.startNode(); err != nil {
 		_ = wal.Close()
 		return nil, err
@@ -121,7 +130,7 @@ func (c *Cluster) startNode() error {
 	if err != nil {
 		return err
 	}
-	node, err := multiraft.New(multiraft.Options{ID: c.id, Tick: c.opts.Tick}, tr)
+	node, err := multiraft.New(multiraft.Options{ID: c.id, Tick: c.opts.Tick, HoldTimeout: c.opts.HoldTimeout}, tr)
 	if err != nil {
 		return err
 	}
@@ -156,8 +165,10 @@ func hasState(l fileSnapLog) (bool, error) {
 	return !raft.IsEmptyHardState(hs) || last > 0 || len(cs.GetVoters()) > 0 || len(cs.GetLearners()) > 0, nil
 }
 
-// addMeta puts the meta group on the node, from the log as it is.
+// addMeta puts the meta group on the node, from the log as it is, held
+// for reason, or unsynced (unsynced.go).
 func (c *Cluster) addMeta(held multiraft.HoldReason) error {
+	held = c.unsynced.hold(MetaGroup, held)
 	err := c.node.AddGroup(multiraft.GroupConfig{ID: MetaGroup, Log: c.metaLog, StateMachine: c.meta, Held: held})
 	if err == nil {
 		c.joined.Store(true)

@@ -31,11 +31,14 @@ func (c *Cluster) AddGroup(id uint64, peers []string, sm multiraft.StateMachine)
 // AddHeldGroup is AddGroup with the replica held for reason
 // (multiraft.HoldReason) from its first moment: a replica that may have
 // lost state it acknowledged or voted with neither votes nor campaigns
-// until it has caught up with a leader of the current term.
+// until it has caught up with a leader of the current term. A group whose
+// log the WAL may have lost the unsynced tail of is held unsynced without
+// a reason given (unsynced.go).
 func (c *Cluster) AddHeldGroup(id uint64, peers []string, sm multiraft.StateMachine, held multiraft.HoldReason) error {
 	if id == MetaGroup || id == 0 {
 		return fmt.Errorf("%w: group %d is not a stream's", ErrInvalidOptions, id)
 	}
+	held = c.unsynced.hold(id, held)
 	ids := make([]uint64, len(peers))
 	for i, p := range peers {
 		ids[i] = RaftID(p)

@@ -41,6 +41,9 @@ type metaCluster struct {
 	dirs []string
 	mu   sync.Mutex
 	raft []*jscluster.Cluster
+	// tune, if set, changes the options of every server started from
+	// then on.
+	tune func(o *jscluster.Options)
 }
 
 func startMeta(t *testing.T, n int) *metaCluster {
@@ -50,7 +53,13 @@ func startMeta(t *testing.T, n int) *metaCluster {
 		m.dirs[i] = t.TempDir()
 	}
 	m.Cluster = clustertest.StartWith(t, n, server.Options{}, func(t testing.TB, i int, s *server.Server) func() {
-		c, err := jscluster.Start(s, testOptions(m.dirs[i], s.Name()))
+		o := testOptions(m.dirs[i], s.Name())
+		m.mu.Lock()
+		if m.tune != nil {
+			m.tune(&o)
+		}
+		m.mu.Unlock()
+		c, err := jscluster.Start(s, o)
 		require.NoError(t, err)
 		m.mu.Lock()
 		m.raft[i] = c

@@ -17,6 +17,7 @@ const (
 	DefaultMaxVoters       = 7
 	DefaultSnapshotEntries = 1024
 	DefaultSnapshotKeep    = 256
+	DefaultHoldTimeout     = 10 * time.Second
 )
 
 // Options configure a Cluster. The zero value of every field but Dir means
@@ -49,6 +50,13 @@ type Options struct {
 	// behind (default 256); a follower further behind gets the snapshot.
 	SnapshotEntries int
 	SnapshotKeep    int
+	// HoldTimeout is how long a replica held after its machine restarted
+	// from an unclean stop (its WAL may have lost an unsynced tail) may go
+	// without knowing a leader before it is released all the same
+	// (default 10 s): when a whole group lost power, none has what the
+	// others lost, and releasing them is the documented loss
+	// (multiraft.Options.HoldTimeout).
+	HoldTimeout time.Duration
 	// Logger receives the cluster's logs (default: discard).
 	Logger *slog.Logger
 	// OnStreams, if set, is told which stream assignments changed, once
@@ -72,13 +80,14 @@ func (o Options) withDefaults() (Options, error) {
 	o.MaxVoters = cmp.Or(o.MaxVoters, DefaultMaxVoters)
 	o.SnapshotEntries = cmp.Or(o.SnapshotEntries, DefaultSnapshotEntries)
 	o.SnapshotKeep = cmp.Or(o.SnapshotKeep, DefaultSnapshotKeep)
+	o.HoldTimeout = cmp.Or(o.HoldTimeout, DefaultHoldTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
 	case o.Dir == "":
 		return o, fmt.Errorf("%w: no Dir", ErrInvalidOptions)
-	case o.Tick < 0 || o.BootstrapWait < 0:
+	case o.Tick < 0 || o.BootstrapWait < 0 || o.HoldTimeout < 0:
 		return o, fmt.Errorf("%w: negative duration", ErrInvalidOptions)
 	case o.MaxVoters < 1 || o.SnapshotEntries < 1 || o.SnapshotKeep < 0:
 		return o, fmt.Errorf("%w: MaxVoters %d, SnapshotEntries %d, SnapshotKeep %d", ErrInvalidOptions,

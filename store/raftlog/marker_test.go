@@ -72,3 +72,48 @@ func TestDefaultBootID(t *testing.T) {
 	require.Equal(t, id, DefaultBootID())
 	require.Len(t, id, 36, "a UUID")
 }
+
+// machineFS is a file system that models a machine's boot ID.
+type machineFS struct {
+	*storetest.MemFS
+	boot string
+}
+
+func (m *machineFS) BootID() string { return m.boot }
+
+// TestMachineBootID: a file system that models a machine (Machine) gives
+// the boot ID when Options.BootID is not set, and Options.BootID wins
+// over it.
+func TestMachineBootID(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		optBoot      string // "": Options.BootID not set
+		rebootFS     bool   // the machine's boot ID changes before the second Open
+		wantRebooted bool
+	}{
+		{name: "the machine's boot, unchanged", wantRebooted: false},
+		{name: "the machine rebooted", rebootFS: true, wantRebooted: true},
+		{name: "Options.BootID wins", optBoot: "fixed", rebootFS: true, wantRebooted: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := &machineFS{MemFS: storetest.NewMemFS(), boot: "m-1"}
+			opts := DefaultOptions("/wal")
+			opts.FS = fs
+			opts.BootID = nil
+			if tc.optBoot != "" {
+				opts.BootID = func() string { return tc.optBoot }
+			}
+			l, err := Open(opts)
+			require.NoError(t, err)
+			save(t, l.Group(1), Update{Entries: ents(1, 1, 3, 1)})
+			require.NoError(t, l.Close())
+			if tc.rebootFS {
+				fs.boot = "m-2"
+			}
+			l, err = Open(opts)
+			require.NoError(t, err)
+			require.Equal(t, tc.wantRebooted, l.Recovery().Rebooted)
+			require.NoError(t, l.Close())
+		})
+	}
+}

@@ -60,9 +60,18 @@ type Options struct {
 	// slog.Default()).
 	Logger *slog.Logger
 	// BootID returns the operating system's boot ID, which Open records
-	// and compares with the last run's (Report.Rebooted); default
-	// DefaultBootID. Tests inject reboots with it.
+	// and compares with the last run's (Report.Rebooted); default: the
+	// FS's, if it models a machine (Machine), else DefaultBootID. Tests
+	// inject reboots with it.
 	BootID func() string
+}
+
+// Machine is implemented by a file system that models the machine it
+// runs on, for tests of power loss (internal/chaosfs): BootID is the boot
+// ID the simulated machine's operating system gives, which changes at
+// each simulated restart. Open takes it as Options.BootID's default.
+type Machine interface {
+	BootID() string
 }
 
 // DefaultOptions returns a log in dir with every default filled in.
@@ -99,6 +108,9 @@ func (o *Options) fill() {
 	}
 	if o.BootID == nil {
 		o.BootID = DefaultBootID
+		if m, ok := o.FS.(Machine); ok {
+			o.BootID = m.BootID
+		}
 	}
 }
 
