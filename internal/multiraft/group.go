@@ -138,8 +138,21 @@ func (n *Node) process(g *group, ob *outbox) {
 		return
 	}
 	g.mu.Lock()
-	errs := n.stepLocked(g, in)
-	rd, ready := g.readyLocked()
+	var (
+		errs  []error
+		rd    raft.Ready
+		ready bool
+	)
+	if !g.storageSafe(func() {
+		errs = n.stepLocked(g, in)
+		rd, ready = g.readyLocked()
+	}) {
+		g.mu.Unlock()
+		for _, p := range in.props {
+			p.done(g.failure())
+		}
+		return
+	}
 	var lead, term uint64
 	changed := false
 	if ready && (rd.SoftState != nil || !raft.IsEmptyHardState(rd.HardState)) {
@@ -224,6 +237,28 @@ func (n *Node) stepLocked(g *group, in inbox) []error {
 		}
 	}
 	return errs
+}
+
+// storageSafe runs f, which steps the group's raft, and reports whether
+// it returned. raft panics with the error when its Storage fails a read,
+// which the log does once a write of the group failed (raftlog.ErrFailed):
+// a save's callback fails the group, but a worker may step it before
+// that callback runs. Such a panic fails the group instead of the
+// server; any other is a broken invariant, and goes on.
+func (g *group) storageSafe(f func()) (ok bool) {
+	defer func() {
+		if ok {
+			return
+		}
+		r := recover()
+		err, isErr := r.(error)
+		if !isErr {
+			panic(r)
+		}
+		g.fail(fmt.Errorf("log: %w", err))
+	}()
+	f()
+	return true
 }
 
 // readyLocked takes raft's Ready if there is one and the log has room for

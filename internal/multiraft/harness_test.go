@@ -29,6 +29,8 @@ type harness struct {
 	servers map[uint64]*server
 	groups  map[uint64][]uint64 // group -> voters
 	order   []uint64            // groups, in the order they were added
+	// wrap, if set, wraps the log of each replica started from then on.
+	wrap func(server, group uint64, l multiraft.Log) multiraft.Log
 
 	committed map[uint64]map[uint64]entryID // group -> index -> what was applied there
 	leaders   map[[2]uint64]uint64          // (group, term) -> leader
@@ -185,8 +187,12 @@ func (h *harness) addReplica(s *server, group uint64, hold multiraft.HoldReason)
 	if hold != multiraft.HoldNone {
 		peers = nil
 	}
+	var log multiraft.Log = s.disk.Log(group)
+	if h.wrap != nil {
+		log = h.wrap(s.id, group, log)
+	}
 	err := s.node.AddGroup(multiraft.GroupConfig{
-		ID: group, Log: s.disk.Log(group), StateMachine: sm, Peers: peers, Held: hold,
+		ID: group, Log: log, StateMachine: sm, Peers: peers, Held: hold,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -3,6 +3,7 @@ package multiraft_test
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -492,4 +493,67 @@ func TestJoinFromSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, applied+1, first)
 	h.settle(50)
+}
+
+// failingLog is a log whose reads fail once fail is set, as
+// store/raftlog's do for a group one of whose writes failed.
+type failingLog struct {
+	multiraft.Log
+	err atomic.Pointer[error]
+}
+
+func (l *failingLog) failed() error {
+	if p := l.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *failingLog) LastIndex() (uint64, error) {
+	if err := l.failed(); err != nil {
+		return 0, err
+	}
+	return l.Log.LastIndex()
+}
+
+func (l *failingLog) FirstIndex() (uint64, error) {
+	if err := l.failed(); err != nil {
+		return 0, err
+	}
+	return l.Log.FirstIndex()
+}
+
+// A log whose reads fail (one of its writes failed) before the failed
+// write's callback has told the group: raft panics on the read, and the
+// group fails, not the server; the others elect a leader and go on.
+func TestLogReadFailureFailsGroup(t *testing.T) {
+	h := newHarness(t, 1, 3)
+	var fl *failingLog
+	h.wrap = func(server, _ uint64, l multiraft.Log) multiraft.Log {
+		if server != 1 {
+			return l
+		}
+		fl = &failingLog{Log: l}
+		return fl
+	}
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	h.propose(1, 7, "a")
+	h.stabilize()
+	eio := errors.New("EIO")
+	fl.err.Store(&eio)
+	var got error
+	require.NoError(t, h.servers[1].node.ProposeAsync(7, []byte("b"), func(err error) { got = err }))
+	h.stabilize()
+	require.ErrorIs(t, got, multiraft.ErrGroupFailed)
+	st, err := h.servers[1].node.Status(7)
+	require.NoError(t, err)
+	require.ErrorIs(t, st.Err, eio)
+	require.Equal(t, multiraft.HoldDamaged, st.Held)
+	for range 40 {
+		h.tick()
+		h.stabilize()
+	}
+	lead, _ := h.leaderOf(7)
+	require.Contains(t, []uint64{2, 3}, lead, "the others go on")
 }
