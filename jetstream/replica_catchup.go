@@ -276,6 +276,11 @@ func (r *replica) catchUp(d *replicaSnapshot) error {
 		select {
 		case <-r.stop:
 			return errReplicaStopped
+		case <-r.c.Done():
+			// The server shuts down: its raft layer closes before its
+			// replicas do, and waits for the apply goroutine this may
+			// hold up.
+			return errReplicaStopped
 		case <-time.After(catchupRetry):
 		}
 	}

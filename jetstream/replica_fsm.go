@@ -53,6 +53,11 @@ type replicaFSM struct {
 	// cons is the stream's durable consumers as applied
 	// (replica_consumers.go).
 	cons *replicaConsumers
+	// opened, if set, is closed by start, once the replica runs: Apply
+	// waits for it. A server opens its replicas before its cluster
+	// listener, so a catch-up from peers inside Apply before then could
+	// not reach them, and would hold up start (and the server) forever.
+	opened chan struct{}
 
 	// restore holds a snapshot installed and not yet caught up with: the
 	// store is behind it, so nothing after it is applied before catchUp
@@ -80,6 +85,9 @@ var errNoBound = errors.New("jetstream: replica op without a sequence bound")
 // Apply applies committed entries (multiraft.StateMachine), after
 // catching up with a snapshot installed, if one is pending.
 func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
+	if f.opened != nil {
+		<-f.opened
+	}
 	f.restore.Lock()
 	defer f.restore.Unlock()
 	if err := f.restorePendingLocked(); err != nil {
@@ -214,6 +222,9 @@ func (f *replicaFSM) Restore(snap *raftpb.Snapshot) error {
 func (f *replicaFSM) start() bool {
 	f.restore.Lock()
 	defer f.restore.Unlock()
+	if !f.restore.started && f.opened != nil {
+		close(f.opened)
+	}
 	f.restore.started = true
 	return f.restore.pending != nil
 }

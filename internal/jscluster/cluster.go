@@ -191,6 +191,11 @@ func (c *Cluster) Close() error {
 	return errors.Join(err, c.wal.Close())
 }
 
+// Done is closed once Close starts: work that waits on peers (a
+// replica's catch-up) gives up then, rather than hold up the node's
+// close, which waits for every group's apply goroutine.
+func (c *Cluster) Done() <-chan struct{} { return c.stop }
+
 // wake runs the cluster's loop soon.
 func (c *Cluster) wake() {
 	select {
