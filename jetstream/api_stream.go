@@ -375,7 +375,11 @@ func (st *stream) update(cfg StreamConfig) error {
 // the old one. st.mu held.
 func (st *stream) setConfigLocked(cfg StreamConfig, index uint64) (StreamConfig, error) {
 	old := st.config()
-	if err := st.store.UpdateConfig(cfg.storeOptions(filepath.Join(st.dir, "msgs"))); err != nil {
+	so := cfg.storeOptions(filepath.Join(st.dir, "msgs"))
+	if st.repl != nil {
+		so = cfg.replicaStoreOptions(filepath.Join(st.dir, "msgs"))
+	}
+	if err := st.store.UpdateConfig(so); err != nil {
 		return old, err
 	}
 	if err := writeMeta(filepath.Join(st.dir, metaFile), streamMeta{Config: cfg, Created: st.created,

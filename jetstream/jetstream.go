@@ -88,7 +88,9 @@ type Options struct {
 	// request is refused as invalid JSON (10025).
 	Lenient bool
 	// FS is the file system of streams' messages and consumers' state
-	// (default store.OSFS); tests wrap it to inject faults.
+	// (default store.OSFS), and of a clustered server's raft log unless
+	// Cluster names another; tests wrap it to inject faults or cut the
+	// power (internal/chaosfs).
 	FS store.FS
 	// MaxOpenFiles bounds the files of streams and consumers open at once
 	// (default: half the process's limit of open files, at most 65,536,
@@ -226,8 +228,10 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		// raft layer's defaults (docs/cluster.md), and its raft log
 		// synced as the server's streams are (sync_interval): a
 		// replicated PubAck is as durable on each replica as a
-		// single-server one is on its server.
-		opts.Cluster = &jscluster.Options{Durability: (&StreamConfig{Sync: opts.Sync, SyncInterval: opts.SyncInterval}).durability()}
+		// single-server one is on its server; on the streams' file
+		// system.
+		opts.Cluster = &jscluster.Options{Durability: (&StreamConfig{Sync: opts.Sync, SyncInterval: opts.SyncInterval}).durability(),
+			FS: opts.FS}
 	}
 	if opts.SyncInterval < MinSyncInterval {
 		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -63,27 +64,26 @@ func (st *stream) loadCheckpoint(group uint64) uint64 {
 }
 
 // checkpoint records the replica's applied index once its store holds it
-// on disk, if it moved since the last.
+// on disk, if it moved since the last (syncState).
 func (r *replica) checkpoint() {
 	r.snapMu.Lock()
 	defer r.snapMu.Unlock()
 	st := r.st
-	if !st.checkpoints() {
+	if !st.checkpoints() || r.fsm.restoring() {
 		return
 	}
-	idx := r.fsm.applied.Load() // before the fsync: what it covers
-	if idx <= r.saved.Load() {
-		return
-	}
-	if err := st.store.Sync(st.store.State().LastSeq); err != nil {
+	idx, cons, err := r.syncState()
+	if err != nil {
 		if !errors.Is(err, store.ErrClosed) {
-			st.js.log.Warn("replica checkpoint: store sync failed", "stream", st.name, "err", err)
+			st.js.log.Warn("replica checkpoint: sync failed", "stream", st.name, "err", err)
 		}
 		return
 	}
-	// The consumers as applied, at or after idx, before the index that
-	// names them.
-	if err := r.fsm.cons.save(st.dir); err != nil {
+	if idx <= r.saved.Load() {
+		return
+	}
+	// The consumers as applied at idx, before the index that names them.
+	if err := r.fsm.cons.saveSnapshot(st.dir, cons); err != nil {
 		st.js.log.Warn("replica checkpoint: consumers not written", "stream", st.name, "err", err)
 		return
 	}
@@ -97,6 +97,45 @@ func (r *replica) checkpoint() {
 	}
 	r.saved.Store(idx)
 	r.founded()
+}
+
+// syncState makes what the replica applied durable for a checkpoint, and
+// returns the index applied and the consumers as of it (nil if nothing
+// was applied since the last checkpoint). The raft log is fsynced first:
+// it then holds the index's entries and a commit at least as far, so a
+// checkpoint never runs ahead of the log behind it (design 3.6; a restart
+// refuses a state machine ahead of its log's commit, which a power loss
+// of the log's unsynced tail would otherwise leave). Then the store.
+//
+// Under a policy that acknowledges before fsyncing, applies wait from
+// before the log's fsync to after the store's (Apply holds restore's lock
+// for each batch): the store never holds on disk an entry its log may
+// lose. A power loss of a quorum may take such entries from the group,
+// which then commits others at the same sequences; a store that had kept
+// them would take those for messages it holds (AppendAt), and differ from
+// its peers for good. The cost is two fsyncs a second during which the
+// stream applies nothing. Under always, every entry applied was fsynced
+// in the log before it applied.
+func (r *replica) syncState() (uint64, *consumersSnapshot, error) {
+	if r.c.LogDurability().Sync != store.SyncAlways {
+		r.fsm.restore.Lock()
+		defer r.fsm.restore.Unlock()
+	}
+	idx := r.fsm.applied.Load()
+	if idx <= r.saved.Load() {
+		return idx, nil, nil
+	}
+	cons, err := r.fsm.cons.snapshot() // at or after idx: the entries after idx apply over it exactly
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := r.c.SyncLog(); err != nil {
+		return 0, nil, fmt.Errorf("raft log: %w", err)
+	}
+	if err := r.st.store.Sync(r.st.store.State().LastSeq); err != nil {
+		return 0, nil, err
+	}
+	return idx, cons, nil
 }
 
 // checkpointReplicas checkpoints every replicated stream's replica here,

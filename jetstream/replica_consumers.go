@@ -192,6 +192,12 @@ func (rc *replicaConsumers) save(dir string) error {
 	if err != nil {
 		return err
 	}
+	return rc.saveSnapshot(dir, s)
+}
+
+// saveSnapshot writes s, the applied consumers as a snapshot took them, as
+// save does.
+func (rc *replicaConsumers) saveSnapshot(dir string, s *consumersSnapshot) error {
 	rc.mu.Lock()
 	saved := rc.saved
 	rc.mu.Unlock()

@@ -100,6 +100,9 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 		}
 	}
 	so := cfg.storeOptions(filepath.Join(dir, "msgs"))
+	if replicated {
+		so = cfg.replicaStoreOptions(filepath.Join(dir, "msgs"))
+	}
 	so.Logger = js.log.With("account", ja.name, "stream", cfg.Name) // recovery and corruption reports
 	so.FS = js.opts.FS
 	// The store applies max_age, TTLs and delete markers, and tells

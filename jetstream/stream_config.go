@@ -175,6 +175,24 @@ func (cfg *StreamConfig) storeOptions(dir string) store.Options {
 	return o
 }
 
+// replicaStoreSync is how often a replica's store fsyncs on its own: a
+// backstop, since every checkpoint fsyncs it (replica_checkpoint.go).
+const replicaStoreSync = time.Hour
+
+// replicaStoreOptions is storeOptions for a replica of a replicated
+// stream. Its sync policy applies to the raft log (design 2.4); the store
+// is fsynced at checkpoints, after the log, whatever the policy
+// (replica.syncState), and not every interval on its own: a store fsynced
+// apart from its log may hold on disk entries the log loses to a power
+// loss, and then differ from its peers once the group commits others in
+// their place. Nor under never, where Sync would not fsync and a
+// checkpoint would name what the store had not kept.
+func (cfg *StreamConfig) replicaStoreOptions(dir string) store.Options {
+	o := cfg.storeOptions(dir)
+	o.Durability = store.Durability{Sync: store.SyncInterval, Interval: replicaStoreSync}
+	return o
+}
+
 // durability maps the stream's sync policy onto the store's, for its
 // messages (storeOptions) and its durable consumers' state (openProgress)
 // alike.

@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/raft/v3"
 
 	"github.com/skiffmq/skiff/internal/multiraft"
+	"github.com/skiffmq/skiff/store"
 )
 
 // Stream groups (design 3): the raft group of each replicated stream runs
@@ -189,6 +190,15 @@ func (c *Cluster) SnapshotGroup(id, index uint64, data []byte, keep uint64) erro
 	}
 	return nil
 }
+
+// SyncLog fsyncs the WAL and returns once every write queued before it
+// (every group's entries and hard states) is durable, whatever the sync
+// policy: a replica's state machine made durable after it holds nothing
+// its log may lose to a power loss.
+func (c *Cluster) SyncLog() error { return c.wal.Sync() }
+
+// LogDurability is the WAL's sync policy.
+func (c *Cluster) LogDurability() store.Durability { return c.opts.Durability }
 
 // GroupFirstIndex returns the first index of a stream's group's log here:
 // the entries before it were compacted away.
