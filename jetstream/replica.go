@@ -47,8 +47,13 @@ import (
 const maxReplicas = 5
 
 // replicaBatchBytes bounds the open batch's messages: past it, while the
-// last batch is not taken yet, a publish is refused (429 10167).
+// last batch is not taken yet, a publish waits until it is (at most
+// replicaBatchWait, then it is refused with 429 10167): backpressure on
+// the publisher's connection (or the route its server forwards it on).
 const replicaBatchBytes = 256 << 10
+
+// replicaBatchWait bounds a publish's wait for room in the open batch.
+const replicaBatchWait = 2 * time.Second
 
 // replicaPendingTTL is how long a proposed batch waits to be applied
 // before it is forgotten: an entry a new leader overwrote never applies,
@@ -110,6 +115,9 @@ type replica struct {
 		inSubj          map[string]int64
 		open            *replicaBatch
 		inFlight        bool // a proposal raft has not taken or dropped yet
+		// takenCh is closed (and replaced) whenever raft takes or drops a
+		// proposal: publishes waiting for room in the open batch wake.
+		takenCh chan struct{}
 		propID          uint64
 		pending         map[uint64]*replicaBatch // proposed, not yet applied, by propID
 		// waiters are the other ops proposed here (deletes, purges,
@@ -157,6 +165,7 @@ func (st *stream) openReplica(group uint64, peers []string, held multiraft.HoldR
 	r.mu.pending = map[uint64]*replicaBatch{}
 	r.mu.waiters = map[uint64]waiter{}
 	r.mu.creating = map[string]*consumer{}
+	r.mu.takenCh = make(chan struct{})
 	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied,
 		catchUp: r.catchUp, cons: newReplicaConsumers(), onConfig: r.configApplied, onMember: r.memberApplied,
 		opened: make(chan struct{})}
@@ -198,6 +207,7 @@ func (st *stream) openReplica(group uint64, peers []string, held multiraft.HoldR
 func (r *replica) close(destroy bool) error {
 	r.mu.Lock()
 	r.mu.closed = true
+	r.tookLocked()
 	r.mu.Unlock()
 	r.stopOnce.Do(func() { close(r.stop) })
 	if destroy {
@@ -331,6 +341,11 @@ func giveUp(ws []waiter) {
 func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamConfig) {
 	st := r.st
 	r.mu.Lock()
+	if !r.waitRoomLocked() {
+		r.mu.Unlock()
+		st.nack(m, reply, apiErr(429, 10167, "too many requests"))
+		return
+	}
 	if !r.mu.ready || r.mu.resync || r.mu.closed {
 		r.mu.Unlock()
 		st.nack(m, reply, errClusterUnavailable())
@@ -356,14 +371,6 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 	if aerr := r.admitLocked(cfg, m); aerr != nil {
 		r.mu.Unlock()
 		st.nack(m, reply, aerr)
-		return
-	}
-	if r.mu.inFlight && r.mu.open != nil && r.mu.open.bytes >= replicaBatchBytes {
-		// The open batch is full and the last is not taken yet: a second
-		// batch in flight could be taken while the first is dropped,
-		// leaving a gap. The publisher hears it is too fast.
-		r.mu.Unlock()
-		st.nack(m, reply, apiErr(429, 10167, "too many requests"))
 		return
 	}
 	seq, ts := r.mu.next, max(now.UnixNano(), r.mu.lastTS)
@@ -399,6 +406,38 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 	r.mu.Unlock()
 	r.refuse(m, failed)
 	st.js.stored(cfg.Storage, len(m.Subject)+len(m.Header)+len(m.Data))
+}
+
+// waitRoomLocked waits, r.mu released meanwhile, while the open batch is
+// full and the last one proposed is not taken yet: a second batch in
+// flight could be taken while the first is dropped, leaving a gap, so the
+// publisher waits for raft instead (its connection's reads pause). It
+// reports false if raft took nothing for replicaBatchWait. r.mu held.
+func (r *replica) waitRoomLocked() bool {
+	var deadline *time.Timer
+	for r.mu.inFlight && r.mu.open != nil && r.mu.open.bytes >= replicaBatchBytes && !r.mu.closed {
+		if deadline == nil {
+			deadline = time.NewTimer(replicaBatchWait)
+			defer deadline.Stop()
+		}
+		ch := r.mu.takenCh
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			r.mu.Lock()
+			return false
+		}
+		r.mu.Lock()
+	}
+	return true
+}
+
+// tookLocked wakes the publishes waiting for room in the open batch.
+// r.mu held.
+func (r *replica) tookLocked() {
+	close(r.mu.takenCh)
+	r.mu.takenCh = make(chan struct{})
 }
 
 // openLocked returns the batch publishes join, new if none is open.
@@ -487,11 +526,13 @@ func (r *replica) proposeLocked() []string {
 	r.mu.open = nil
 	r.mu.propID++
 	b.propID, b.at = r.mu.propID, time.Now()
-	data := appendOp(nil, &replicaOp{kind: opMsgs, proposer: r.me, propID: b.propID, term: r.mu.term, msgs: b.msgs})
+	op := &replicaOp{kind: opMsgs, proposer: r.me, propID: b.propID, term: r.mu.term, msgs: b.msgs}
+	data := appendOp(make([]byte, 0, sizeOp(op)), op)
 	r.mu.pending[b.propID] = b
 	r.mu.inFlight = true
 	if err := r.c.ProposeGroup(r.group, data, func(err error) { r.taken(b, err) }); err != nil {
 		r.mu.inFlight = false
+		r.tookLocked()
 		return r.droppedLocked(b, err)
 	}
 	return nil
@@ -501,6 +542,7 @@ func (r *replica) proposeLocked() []string {
 func (r *replica) taken(b *replicaBatch, err error) {
 	r.mu.Lock()
 	r.mu.inFlight = false
+	r.tookLocked()
 	var failed []string
 	switch {
 	case err != nil:
@@ -532,6 +574,7 @@ func (r *replica) failOpenLocked() []string {
 		return nil
 	}
 	r.mu.open = nil
+	r.tookLocked() // publishes waiting for room go on (and are refused)
 	return r.failLocked(b)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,4 +110,67 @@ func benchConsume(b *testing.B, layout string, consumers int) {
 	b.ReportMetric(float64(len(lats))/elapsed.Seconds(), "acks/s")
 	b.ReportMetric(float64(lats[len(lats)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkReplicatedPublish measures an R3 publish: an in-process
+// three-server cluster (every server, the client and the raft traffic in
+// one process, so a CPU profile shows the whole path) holds an R3 file
+// stream, and a nats.go client on a server that does not lead it publishes
+// b.N messages as `nats bench js pub async` does (and so `skiff bench
+// cluster`'s cluster-js-r3-* scenarios): batches of 500 asynchronous
+// publishes, each batch's acknowledgements awaited before the next. It
+// reports acknowledged messages per second and the CPU time the process
+// spent per message; a refused publish fails the benchmark.
+//
+//	go test ./jetstream -run '^$' -bench BenchmarkReplicatedPublish -benchtime 200000x -cpuprofile cpu.out
+func BenchmarkReplicatedPublish(b *testing.B) {
+	for _, size := range []int{16, 1024} {
+		b.Run(fmt.Sprintf("size=%dB", size), func(b *testing.B) {
+			jc := startReplicatedCluster(b, 3)
+			_, js := jc.connectJS(b, 0)
+			_, err := js.AddStream(&nats.StreamConfig{Name: "P", Subjects: []string{"p"}, Replicas: 3})
+			require.NoError(b, err)
+			lead := jc.waitReplicated(b, "P", map[uint64]string{})
+			nc := jc.Connect(b, (lead+1)%3)
+			pub, err := nc.JetStream()
+			require.NoError(b, err)
+			data := make([]byte, size)
+			const batch = 500
+			futures := make([]nats.PubAckFuture, 0, batch)
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			start, cpu0 := time.Now(), cpuTime()
+			for sent := 0; sent < b.N; {
+				futures = futures[:0]
+				for ; len(futures) < batch && sent < b.N; sent++ {
+					f, err := pub.PublishAsync("p", data)
+					if err != nil {
+						b.Fatal(err)
+					}
+					futures = append(futures, f)
+				}
+				for _, f := range futures {
+					select {
+					case <-f.Ok():
+					case err := <-f.Err():
+						b.Fatal(err)
+					case <-time.After(time.Minute):
+						b.Fatal("publish not acknowledged")
+					}
+				}
+			}
+			elapsed := time.Since(start)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
+		})
+	}
+}
+
+// cpuTime returns the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

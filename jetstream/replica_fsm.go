@@ -118,6 +118,11 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 		}
 		f.applied.Store(e.GetIndex())
 	}
+	// The batch's appends, buffered by the store, go to its file with
+	// one write (replicaWriteBuffer).
+	if err := f.store.Flush(); err != nil && !errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("stream replica: %w", err)
+	}
 	return nil
 }
 

@@ -163,6 +163,9 @@ type replicaMsg struct {
 }
 
 // appendOp appends op's encoding to b.
+//
+// A batch of messages is encoded once per proposal: sizeOp gives the
+// buffer its size up front, rather than growing it by copies.
 func appendOp(b []byte, op *replicaOp) []byte {
 	b = append(b, opsVersion, byte(op.kind))
 	b = binary.AppendUvarint(b, op.proposer)
@@ -200,6 +203,20 @@ func appendOp(b []byte, op *replicaOp) []byte {
 		b = appendConsumerOp(b, op)
 	}
 	return b
+}
+
+// sizeOp returns, for an opMsgs op, at least the bytes appendOp writes
+// (for other kinds, a small start).
+func sizeOp(op *replicaOp) int {
+	n := 2 + 3*binary.MaxVarintLen64
+	if op.kind == opMsgs {
+		n += binary.MaxVarintLen64
+		for i := range op.msgs {
+			m := &op.msgs[i]
+			n += 3*binary.MaxVarintLen64 + 1 + 4*binary.MaxVarintLen64 + len(m.msgID) + len(m.subj) + len(m.hdr) + len(m.data)
+		}
+	}
+	return n
 }
 
 func appendConsumerOp(b []byte, op *replicaOp) []byte {

@@ -47,6 +47,9 @@ func TestReplicaOpsRoundTrip(t *testing.T) {
 		// Appending to a buffer with bytes in it changes nothing.
 		b2 := appendOp([]byte("prefix"), &op)
 		require.Equal(t, b, b2[len("prefix"):])
+		if op.kind == opMsgs {
+			require.LessOrEqual(t, len(b), sizeOp(&op), "sizeOp bounds an opMsgs op")
+		}
 	}
 }
 

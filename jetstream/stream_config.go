@@ -187,11 +187,20 @@ const replicaStoreSync = time.Hour
 // loss, and then differ from its peers once the group commits others in
 // their place. Nor under never, where Sync would not fsync and a
 // checkpoint would name what the store had not kept.
+//
+// Its appends are buffered (replicaWriteBuffer) and written once per
+// batch of entries applied (replicaFSM.Apply), not one write system call
+// per message: what a crash takes from the store, the raft log replays.
 func (cfg *StreamConfig) replicaStoreOptions(dir string) store.Options {
 	o := cfg.storeOptions(dir)
 	o.Durability = store.Durability{Sync: store.SyncInterval, Interval: replicaStoreSync}
+	o.WriteBuffer = replicaWriteBuffer
 	return o
 }
+
+// replicaWriteBuffer bounds the appends a replica's store holds in memory
+// before it writes them, within one batch of applied entries.
+const replicaWriteBuffer = 1 << 20
 
 // durability maps the stream's sync policy onto the store's, for its
 // messages (storeOptions) and its durable consumers' state (openProgress)

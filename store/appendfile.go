@@ -6,15 +6,48 @@ import "io"
 // undone by truncating back, so a full disk never leaves a partial record
 // behind; if the undo fails too, the file is marked broken and the undo is
 // retried before the next write.
+//
+// With a write buffer (limit > 0, Options.WriteBuffer), appends are
+// copied into memory and written together, by flush, once the buffer
+// would overflow, or before anything needs them in the file. Readers see
+// them either way (readAt). A failed flush keeps the buffer, cuts the
+// file back to what was written, and is tried again by the next flush.
 type appendFile struct {
 	f      File
-	size   int64 // bytes of whole, good writes; the write offset
+	size   int64 // bytes appended, written or buffered; the next append's offset
 	broken bool
+
+	limit int    // the write buffer's size; 0: every append is written at once
+	buf   []byte // appended bytes not written yet, from offset written()
 }
+
+// written is how many bytes are in the file: size less the buffer.
+func (a *appendFile) written() int64 { return a.size - int64(len(a.buf)) }
 
 // append writes the parts, one after the other, in full or, on error,
 // leaves the file as it was (or broken, to be repaired by the next append).
+// With a write buffer it copies them into the buffer, flushing it first
+// when they would overflow it.
 func (a *appendFile) append(parts ...[]byte) error {
+	if a.limit > 0 {
+		n := 0
+		for _, b := range parts {
+			n += len(b)
+		}
+		if len(a.buf)+n > a.limit {
+			if err := a.flush(); err != nil {
+				return err
+			}
+		}
+		if n <= a.limit {
+			for _, b := range parts {
+				a.buf = append(a.buf, b...)
+			}
+			a.size += int64(n)
+			return nil
+		}
+		// Larger than the buffer: written at once, the buffer empty.
+	}
 	if a.broken {
 		if err := a.rewind(); err != nil {
 			return err
@@ -39,13 +72,71 @@ func (a *appendFile) append(parts ...[]byte) error {
 	return nil
 }
 
-// rewind cuts the file back to its good size.
+// flush writes the buffered appends with one write. On error the buffer
+// is kept and the file cut back to what was written before.
+func (a *appendFile) flush() error {
+	if len(a.buf) == 0 {
+		return nil
+	}
+	if a.broken {
+		if err := a.rewind(); err != nil {
+			return err
+		}
+	}
+	n, err := a.f.Write(a.buf)
+	if err == nil && n < len(a.buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		_ = a.rewind()
+		return err
+	}
+	if cap(a.buf) > 4*a.limit {
+		a.buf = nil // one huge flush: do not keep its memory
+	} else {
+		a.buf = a.buf[:0]
+	}
+	return nil
+}
+
+// readAt fills p with the bytes appended at off: from the file, or from
+// the write buffer past what was written. Only the file's owner, under the
+// stream's lock, calls it.
+func (a *appendFile) readAt(p []byte, off int64) (int, error) {
+	n, written := 0, a.written()
+	if off < written {
+		end := min(off+int64(len(p)), written)
+		m, err := a.f.ReadAt(p[:end-off], off)
+		n += m
+		if err != nil && !(err == io.EOF && m == int(end-off)) {
+			return n, err
+		}
+		if n == len(p) {
+			return n, nil
+		}
+		off += int64(m)
+	}
+	i := off - written
+	if i >= int64(len(a.buf)) {
+		return n, io.EOF
+	}
+	m := copy(p[n:], a.buf[i:])
+	n += m
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// rewind cuts the file back to its good size: what was written, the
+// buffer aside.
 func (a *appendFile) rewind() error {
-	if err := a.f.Truncate(a.size); err != nil {
+	written := a.written()
+	if err := a.f.Truncate(written); err != nil {
 		a.broken = true
 		return err
 	}
-	if _, err := a.f.Seek(a.size, io.SeekStart); err != nil {
+	if _, err := a.f.Seek(written, io.SeekStart); err != nil {
 		a.broken = true
 		return err
 	}

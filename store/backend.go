@@ -41,6 +41,8 @@ type backend interface {
 	persistSkip(to uint64) error
 	// dropAll removes every record; the floor is already persisted.
 	dropAll()
+	// flush writes buffered appends (Options.WriteBuffer) to their file.
+	flush() error
 	// prepareSync starts a sync round: it writes what is buffered (delete
 	// records, the floor) and returns what remains to be done without the
 	// lock.
@@ -68,6 +70,8 @@ type memBackend struct {
 }
 
 var _ backend = (*memBackend)(nil)
+
+func (m *memBackend) flush() error { return nil }
 
 func (m *memBackend) write(seq uint64, _ int64, _ string, head, data []byte) (uint32, error) {
 	if len(m.recs) == 0 {

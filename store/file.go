@@ -50,6 +50,17 @@ type fileBackend struct {
 
 var _ backend = (*fileBackend)(nil)
 
+// flush writes the active segment's buffered appends (the others have
+// none: a segment is flushed before it is sealed).
+func (fb *fileBackend) flush() error {
+	if a := fb.active; a != nil {
+		if err := a.log.flush(); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(a.first)+logExt, err)
+		}
+	}
+	return nil
+}
+
 // segFor returns the segment holding seq, or nil.
 func (fb *fileBackend) segFor(seq uint64) *segment {
 	i := sort.Search(len(fb.segs), func(i int) bool { return fb.segs[i].first > seq }) - 1
@@ -101,6 +112,12 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 	if a != nil && a.log.size == 0 {
 		fb.dropSegment(a) // empty: nothing to seal, and it may hold the name we need
 	}
+	if a != nil && !a.dropped {
+		// A sealed segment's records are all in its file.
+		if err := a.log.flush(); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(a.first)+logExt, err)
+		}
+	}
 	f, err := fb.fs.Create(fb.path(seq, logExt))
 	if err != nil {
 		return fmt.Errorf("%w: create segment: %w", ErrWrite, err)
@@ -111,7 +128,7 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 	if fb.active != nil {
 		fb.active.sealed, fb.active.tail = true, nil
 	}
-	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f}}
+	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer}}
 	fb.segs = append(fb.segs, ns)
 	fb.active, fb.needRoll, fb.dirDirty = ns, false, true
 	return nil
@@ -287,7 +304,7 @@ func (fb *fileBackend) dropSegment(s *segment) {
 	if fb.active == s {
 		fb.active = nil
 	}
-	s.dropped, s.ents, s.pending, s.tail = true, nil, nil, nil
+	s.dropped, s.ents, s.pending, s.tail, s.log.buf = true, nil, nil, nil, nil
 	fb.ra.forget(s)
 	fb.graveyard = append(fb.graveyard, s.log.f)
 	if s.del.f != nil {
@@ -314,6 +331,7 @@ func (fb *fileBackend) close() error {
 		}
 	}
 	for _, s := range fb.segs {
+		keep(s.log.flush())
 		keep(s.log.f.Close())
 		if s.del.f != nil {
 			keep(s.del.f.Close())

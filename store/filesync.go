@@ -40,6 +40,8 @@ type filePlan struct {
 	fb       *fileBackend
 	fsync    bool
 	poisoned error // records were added to a segment whose fsync failed
+	// unflushed: buffered records could not be written before the round.
+	unflushed error
 	files    []*syncItem
 	dir      bool
 	dirOK    bool
@@ -64,6 +66,11 @@ func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 	}
 	fb.noteHighWater()
 	for _, s := range fb.segs {
+		// Buffered appends (Options.WriteBuffer) go to the file before its
+		// fsync; if they cannot, the round does not cover them.
+		if err := s.log.flush(); err != nil {
+			p.unflushed = errors.Join(p.unflushed, fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(s.first)+logExt, err))
+		}
 		if s.poisoned && s.dirty {
 			// They follow pages the kernel may have dropped, and recovery
 			// stops at the first bad record of a segment: they are no safer
@@ -121,7 +128,10 @@ func (p *filePlan) run() error {
 		j.err = writeIndexFile(p.fb.fs, p.fb.path(j.first, idxExt), encodeIndex(j.first, j.ents, j.size, j.size))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrSync, errors.Join(append(errs, p.poisoned)...))
+		return fmt.Errorf("%w: %w", ErrSync, errors.Join(append(errs, p.poisoned, p.unflushed)...))
+	}
+	if p.unflushed != nil {
+		return fmt.Errorf("%w: %w", ErrSync, errors.Join(p.poisoned, p.unflushed))
 	}
 	return p.poisoned
 }

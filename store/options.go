@@ -169,6 +169,16 @@ type Options struct {
 	// Durability is when file storage fsyncs (default SyncAlways, every
 	// 100ms in the background under SyncInterval).
 	Durability Durability
+	// WriteBuffer, if not 0, buffers file storage's appends in memory, up
+	// to this many bytes, and writes them with one write system call: when
+	// the buffer would overflow, by Flush, by a sync round (so WaitDurable
+	// and Sync cover them), and before a segment rolls or the stream
+	// closes. Reads see buffered messages. A process crash loses what is
+	// buffered, so it is for a store rebuilt from another log after one (a
+	// replica of a replicated stream, from its raft log), never for one
+	// whose appends are acknowledged as they are written. Default 0: every
+	// append is written at once.
+	WriteBuffer int
 
 	// AllowMsgTTL lets Append give a message a TTL, after which the
 	// store removes it whatever the limits say, and makes Open rebuild
@@ -288,6 +298,8 @@ func (o *Options) validate() error {
 		return bad("negative SegmentAge %v", o.SegmentAge)
 	case o.SubjectDeleteMarkerTTL < 0 || (o.SubjectDeleteMarkerTTL > 0 && o.SubjectDeleteMarkerTTL < time.Second):
 		return bad("SubjectDeleteMarkerTTL %v is neither 0 nor at least a second", o.SubjectDeleteMarkerTTL)
+	case o.WriteBuffer < 0:
+		return bad("negative WriteBuffer %d", o.WriteBuffer)
 	case o.LogClock && o.SubjectDeleteMarkerTTL > 0:
 		return bad("SubjectDeleteMarkerTTL with LogClock")
 	}

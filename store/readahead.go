@@ -83,7 +83,7 @@ func (sl *raSlot) fill(s *segment, dst []byte, off int64, tick uint64) error {
 	if sl.buf == nil {
 		sl.buf = make([]byte, 0, readAheadSize)
 	}
-	got, err := s.log.f.ReadAt(sl.buf[:n], off)
+	got, err := s.log.readAt(sl.buf[:n], off)
 	if got < len(dst) {
 		sl.seg, sl.buf = nil, sl.buf[:0]
 		if err == nil {
@@ -114,6 +114,6 @@ func (r *readAhead) forget(s *segment) {
 }
 
 func readFull(s *segment, dst []byte, off int64) error {
-	_, err := s.log.f.ReadAt(dst, off)
+	_, err := s.log.readAt(dst, off)
 	return err
 }

@@ -157,6 +157,7 @@ func (fb *fileBackend) loadSegment(first uint64, last bool, have map[string]bool
 			return fmt.Errorf("store: seek %s: %w", name, err)
 		}
 		fb.active = s
+		s.log.limit = fb.opts.WriteBuffer
 	}
 	s.last = first + uint64(len(s.ents)) - 1
 	if len(s.ents) > 0 {

@@ -295,6 +295,18 @@ func (s *Stream) WaitDurable(seq uint64) error { return s.syncTo(seq, false) }
 // of the messages it replaces. Memory storage returns at once.
 func (s *Stream) Sync(seq uint64) error { return s.syncTo(seq, true) }
 
+// Flush writes the appends buffered under Options.WriteBuffer to the
+// stream's file (not fsynced: a sync round does that), so that a process
+// crash keeps them. Without a write buffer it does nothing.
+func (s *Stream) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	return s.be.flush()
+}
+
 // syncTo fsyncs up to seq, sharing the round with concurrent callers:
 // under SyncAlways, and with interval too under SyncInterval. Otherwise
 // it only reports a failed fsync that covered seq.

@@ -121,9 +121,14 @@ func (g *group) applyEntries(m *raftpb.Message) {
 			g.fail(err)
 			return
 		}
+		// A group removed meanwhile (its log dropped) fails here rather
+		// than take the server down: raft reads the log as it applies.
 		g.mu.Lock()
-		g.mu.rn.ApplyConfChange(cc)
+		ok := g.storageSafe(func() { g.mu.rn.ApplyConfChange(cc) })
 		g.mu.Unlock()
+		if !ok {
+			return
+		}
 	}
 	if start < len(ents) {
 		if err := g.fsm.Apply(ents[start:]); err != nil {
