@@ -118,8 +118,8 @@ type replica struct {
 		// takenCh is closed (and replaced) whenever raft takes or drops a
 		// proposal: publishes waiting for room in the open batch wake.
 		takenCh chan struct{}
-		propID          uint64
-		pending         map[uint64]*replicaBatch // proposed, not yet applied, by propID
+		propID  uint64
+		pending map[uint64]*replicaBatch // proposed, not yet applied, by propID
 		// waiters are the other ops proposed here (deletes, purges,
 		// consumer ops), by propID, each told once its op is applied
 		// or given up.

@@ -42,10 +42,10 @@ type filePlan struct {
 	poisoned error // records were added to a segment whose fsync failed
 	// unflushed: buffered records could not be written before the round.
 	unflushed error
-	files    []*syncItem
-	dir      bool
-	dirOK    bool
-	index    []*indexJob
+	files     []*syncItem
+	dir       bool
+	dirOK     bool
+	index     []*indexJob
 }
 
 func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
