@@ -224,6 +224,9 @@ func (n *Node) stepLocked(g *group, in inbox) []error {
 		// Errors are messages raft does not take (a response from a peer
 		// it no longer tracks): dropped, as raft's own Node does.
 		_ = rn.Step(m)
+		if m.GetType() == raftpb.MsgHeartbeatResp {
+			snapshotCaughtUp(rn, m.GetFrom())
+		}
 	}
 	if len(lost) > 0 {
 		handOver(rn, n.id, lost)
