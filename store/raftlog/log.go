@@ -34,6 +34,7 @@ type Log struct {
 	}
 	wake   chan struct{} // cap 1: the queue is not empty, or the log closed
 	exited chan struct{} // closed when the writer returns
+	bg     *bgSyncer     // fsyncs off the writer goroutine (bgsync.go)
 
 	cacheBytes atomic.Int64
 
@@ -130,6 +131,7 @@ func Open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.gc()
+	l.bg = newBGSyncer(l)
 	go l.run()
 	return l, nil
 }
@@ -232,6 +234,12 @@ func (l *Log) submit(w *write) {
 	l.mu.queue = append(l.mu.queue, w)
 	l.mu.queued += w.bytes
 	l.mu.Unlock()
+	l.wakeWriter()
+}
+
+// wakeWriter makes the writer look at its queue (and the background
+// syncer's failures) soon.
+func (l *Log) wakeWriter() {
 	select {
 	case l.wake <- struct{}{}:
 	default:

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/skiffmq/skiff/store"
 )
 
 // The writer goroutine takes everything queued, as one batch: it encodes
@@ -54,9 +56,19 @@ type write struct {
 // run is the writer goroutine.
 func (l *Log) run() {
 	defer close(l.exited)
+	defer l.bg.close() // before exited: Close fsyncs and closes after it
 	tick, stop := l.syncTicker()
 	defer stop()
 	for {
+		if err := l.bg.takeFailure(); err != nil {
+			// What was written since the last good fsync may be lost in an
+			// operating system crash, which SyncInterval accepts; later
+			// writes go to a new file, away from pages the kernel may have
+			// dropped.
+			l.log.Error("raftlog: background fsync failed; starting a new segment", "err", err)
+			l.degraded = true
+			l.rollOrLog()
+		}
 		l.mu.Lock()
 		q, closed := l.mu.queue, l.mu.closed
 		l.mu.queue, l.mu.queued = nil, 0
@@ -81,23 +93,17 @@ func (l *Log) run() {
 	}
 }
 
-// backgroundSync is SyncInterval's periodic fsync.
+// backgroundSync is SyncInterval's periodic fsync, handed to the
+// background syncer (bgsync.go); skipped while it still runs the last.
 func (l *Log) backgroundSync() {
 	l.lastSync = time.Now()
 	a := l.active()
-	if !a.dirty {
+	if a == nil || !a.dirty || !l.bg.idle() {
 		return
 	}
 	a.dirty = false
-	l.count(func(s *Stats) { s.Fsyncs++ })
-	if err := a.f.Sync(); err != nil {
-		// What was written since the last good fsync may be lost in an
-		// operating system crash, which SyncInterval accepts; later writes
-		// go to a new file, away from pages the kernel may have dropped.
-		l.log.Error("raftlog: background fsync failed; starting a new segment", "file", a.name, "err", err)
-		l.degraded = true
-		l.rollOrLog()
-	}
+	a.acquire()
+	l.bg.request(a, nil)
 }
 
 // rollOrLog rolls, logging a failure: the batch goes on in the old segment.
@@ -118,6 +124,7 @@ func (l *Log) writeBatch(q []*write) {
 	start := a.size
 	buf := l.buf[:0]
 	needSync, compacted, records := false, false, int64(0)
+	var syncs []*write // Log.Sync's, for the background syncer
 	for _, w := range q {
 		buf = l.encode(w, buf, start)
 		if w.op == opSave && len(w.u.Entries) > 0 && w.err == nil {
@@ -125,10 +132,28 @@ func (l *Log) writeBatch(q []*write) {
 		}
 		l.trimCache()
 		records += int64(w.records)
+		if w.op == opSync && l.opts.Durability.Sync != store.SyncAlways {
+			syncs = append(syncs, w)
+			continue
+		}
 		needSync = needSync || (w.sync && w.err == nil)
 		compacted = compacted || w.compact
 	}
 	err := l.flush(a, buf, start, needSync)
+	if err == nil && !needSync && len(syncs) > 0 {
+		// No fsync of this batch's covers them: the background syncer's
+		// next, which starts after this write, does.
+		done := make([]func(error), 0, len(syncs))
+		for _, w := range syncs {
+			if w.done != nil {
+				done = append(done, w.done)
+				w.done = nil
+			}
+		}
+		a.dirty = false
+		a.acquire()
+		l.bg.request(a, done)
+	}
 	l.count(func(s *Stats) {
 		s.Batches++
 		s.Records += records
