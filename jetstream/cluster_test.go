@@ -31,6 +31,9 @@ type jsCluster struct {
 	dirs []string
 	mu   sync.Mutex
 	js   []*jetstream.JetStream
+	// power, if set, runs every server on a chaosfs file system whose
+	// power the test can cut (replica_powerloss_test.go).
+	power *power
 }
 
 func startJSCluster(t *testing.T, n int) *jsCluster {
@@ -56,8 +59,15 @@ func startJSClusterOn(t *testing.T, dirs []string, base server.Options) *jsClust
 // options.
 func startJSClusterEach(t testing.TB, dirs []string, base server.Options, each func(i int, o *server.Options)) *jsCluster {
 	t.Helper()
+	return startJSClusterPowered(t, dirs, base, each, nil)
+}
+
+// startJSClusterPowered is startJSClusterEach with every server on a
+// chaosfs file system under p's sync policy, if p is not nil.
+func startJSClusterPowered(t testing.TB, dirs []string, base server.Options, each func(i int, o *server.Options), p *power) *jsCluster {
+	t.Helper()
 	n := len(dirs)
-	jc := &jsCluster{dirs: make([]string, n), js: make([]*jetstream.JetStream, n)}
+	jc := &jsCluster{dirs: make([]string, n), js: make([]*jetstream.JetStream, n), power: p}
 	for i := range n {
 		jc.dirs[i] = cmp.Or(dirs[i], t.TempDir())
 	}
@@ -66,13 +76,22 @@ func startJSClusterEach(t testing.TB, dirs []string, base server.Options, each f
 		if os.Getenv("SKIFF_TEST_LOG") != "" {
 			logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("server", s.Name())
 		}
-		js, err := jetstream.New(s, jetstream.Options{StoreDir: jc.dirs[i], Logger: logger,
-			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}})
+		o := jetstream.Options{StoreDir: jc.dirs[i], Logger: logger,
+			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}}
+		if jc.power != nil {
+			jc.power.boot(t, i, jc.dirs[i], &o)
+		}
+		js, err := jetstream.New(s, o)
 		require.NoError(t, err)
 		jc.mu.Lock()
 		jc.js[i] = js
 		jc.mu.Unlock()
-		return func() { require.NoError(t, js.Close()) }
+		return func() {
+			err := js.Close()
+			if jc.power == nil || !jc.power.shutDown(i) {
+				require.NoError(t, err)
+			}
+		}
 	})
 	return jc
 }

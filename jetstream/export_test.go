@@ -295,3 +295,22 @@ func (f *ownFSM) Apply(ents []*raftpb.Entry) error {
 func (f *ownFSM) Restore(*raftpb.Snapshot) error { return nil }
 func (f *ownFSM) Checkpoint() uint64             { return 0 }
 func (f *ownFSM) LeaderChanged(uint64, uint64)   {}
+
+// DurabilityOf returns the store's durability for a sync policy and
+// interval, as a stream's configuration maps them (tests only: the raft
+// log a test server runs under the policy of its streams).
+func DurabilityOf(p SyncPolicy, interval time.Duration) store.Durability {
+	return (&StreamConfig{Sync: p, SyncInterval: interval}).durability()
+}
+
+// ReplicaGroupState returns this server's raft state of a replicated
+// stream's group (tests only: what a chaos failure reports).
+func ReplicaGroupState(js *JetStream, account, name string) (jscluster.GroupState, bool) {
+	if ja := js.account(account); ja != nil {
+		if st := ja.lookup(name); st != nil && st.repl != nil {
+			gs, err := js.raft.GroupState(st.repl.group)
+			return gs, err == nil
+		}
+	}
+	return jscluster.GroupState{}, false
+}

@@ -20,58 +20,174 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/chaosfs"
 	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
 )
 
 // The fault-injection suite of replicated streams, in process (design
-// 7.3). make test runs its short form; make chaos runs more rounds:
+// 7.3), on one cluster per sync policy. make test runs its short form
+// (each policy's four faults of chaosPolicies); make chaos runs every
+// kind of fault in turn for more rounds, and the never policy:
 //
-//	go test ./jetstream -run TestChaosReplicated -chaos.rounds=30
+//	go test ./jetstream -run TestChaosReplicated -chaos.rounds=30 -chaos.sync=interval,always,never
 var (
-	chaosRounds = flag.Int("chaos.rounds", 3, "rounds of faults in TestChaosReplicated")
+	chaosRounds = flag.Int("chaos.rounds", 0, "rounds of faults per sync policy in TestChaosReplicated (0: the short form)")
 	chaosRound  = flag.Duration("chaos.round", 3*time.Second, "the workload's time per round in TestChaosReplicated")
+	chaosSync   = flag.String("chaos.sync", "interval,always", "the sync policies TestChaosReplicated runs, a cluster each: interval, always, never")
 )
 
-// chaosReport is what a chaos run counts.
+// chaosReport is what a chaos run counts: acknowledged messages lost (and
+// of them, those the policy allows: chaosfs.Losses), stored twice, and
+// replicas that differ from the leader after a loss the policy allows
+// (diverged: see cluster.md, "Not there yet"); the durable consumer's
+// messages delivered (distinct), deliveries beyond the first, acks
+// confirmed, messages delivered again after their ack was confirmed
+// (again; ackedAgain: those outside the policy's bound, which must be 0),
+// acknowledged messages still stored it never delivered (must be 0); the
+// work queue's publishes acknowledged, of them never delivered (must be 0
+// outside the bound), and the most messages any replica kept after the
+// drain (must be 0); the linearizability history.
 type chaosReport struct {
-	rounds, faults, acked, lost, duplicated int
-	// The durable consumer: messages it delivered (distinct), deliveries
-	// beyond the first, acks confirmed, messages delivered again after
-	// their ack was confirmed (must be 0), acknowledged messages it never
-	// delivered (must be 0).
-	consumed, redelivered, confirmed, ackedAgain, missed int
-	// The work queue: publishes acknowledged, of them never delivered
-	// (must be 0), and the most messages any replica kept after the
-	// drain (must be 0).
-	wqAcked, wqMissed, wqLeft int
-	linOps, linWrites         int
-	linearizable              porcupine.CheckResult
+	sync                             string
+	rounds, faults, acked, lost      int
+	lostAllowed, duplicated, diverge int
+	consumed, redelivered, confirmed int
+	again, ackedAgain, missed        int
+	wqAcked, wqMissed, wqLeft        int
+	linOps, linWrites                int
+	linearizable                     porcupine.CheckResult
 }
 
 func (r chaosReport) String() string {
-	return fmt.Sprintf("chaos: rounds=%d faults=%d acked=%d lost=%d duplicated=%d "+
-		"consumed=%d redelivered=%d acks_confirmed=%d delivered_after_ack=%d missed=%d "+
+	return fmt.Sprintf("chaos: sync=%s rounds=%d faults=%d acked=%d lost=%d lost_within_bound=%d duplicated=%d diverged=%d "+
+		"consumed=%d redelivered=%d acks_confirmed=%d delivered_after_ack=%d (outside the bound: %d) missed=%d "+
 		"wq_acked=%d wq_missed=%d wq_left=%d lin_ops=%d lin_writes=%d linearizable=%s",
-		r.rounds, r.faults, r.acked, r.lost, r.duplicated,
-		r.consumed, r.redelivered, r.confirmed, r.ackedAgain, r.missed,
+		r.sync, r.rounds, r.faults, r.acked, r.lost, r.lostAllowed, r.duplicated, r.diverge,
+		r.consumed, r.redelivered, r.confirmed, r.again, r.ackedAgain, r.missed,
 		r.wqAcked, r.wqMissed, r.wqLeft,
 		r.linOps, r.linWrites, r.linearizable)
 }
 
+// chaosPolicies are the sync policies TestChaosReplicated knows, and the
+// faults of each one's short form (indexes in replicaFaults): where the
+// policy's contract is that nothing acknowledged is lost. A power loss of
+// a quorum under interval and never, which the contract allows to lose
+// what was acknowledged within the bound, runs in make chaos.
+var chaosPolicies = map[string]struct {
+	policy jetstream.SyncPolicy
+	short  []int
+}{
+	"interval": {jetstream.SyncInterval, []int{3, 4, 0, 2}},
+	"always":   {jetstream.SyncAlways, []int{5, 6, 1, 3}},
+	"never":    {jetstream.SyncNever, []int{4, 3, 0, 1}},
+}
+
+// replicaFault is one kind of fault of TestChaosReplicated. It returns,
+// for a power loss of a quorum or more, when the power began to go and
+// when it was gone.
+type replicaFault struct {
+	name string
+	do   func(t *testing.T, jc *jsCluster) (from, to time.Time, quorum bool)
+}
+
+// streamLeaderOf returns the index of the server leading a stream, or
+// any if none does.
+func (jc *jsCluster) streamLeaderOf(name string) int {
+	_, lead := jc.replicas(name)
+	return max(lead, 0)
+}
+
+// powerLossFault powers off the servers pick returns, keeps them down
+// for half a round, and boots them again.
+func powerLossFault(pick func(jc *jsCluster) []int) func(t *testing.T, jc *jsCluster) (time.Time, time.Time, bool) {
+	return func(t *testing.T, jc *jsCluster) (time.Time, time.Time, bool) {
+		idx := pick(jc)
+		slices.Sort(idx)
+		from, to := jc.powerLoss(t, idx...)
+		time.Sleep(*chaosRound / 2)
+		for _, i := range idx {
+			jc.Restart(t, i)
+		}
+		return from, to, 2*len(idx) > len(jc.Servers)
+	}
+}
+
+var replicaFaults = []replicaFault{
+	{"stop the stream leader", func(t *testing.T, jc *jsCluster) (time.Time, time.Time, bool) {
+		lead := jc.streamLeaderOf("CH")
+		jc.Stop(t, lead)
+		time.Sleep(*chaosRound / 2)
+		jc.Restart(t, lead)
+		return time.Time{}, time.Time{}, false
+	}},
+	{"stop the meta leader", func(t *testing.T, jc *jsCluster) (time.Time, time.Time, bool) {
+		lead := 0
+		for i := range jc.Servers {
+			if jc.raft(i).IsLeader() {
+				lead = i
+			}
+		}
+		jc.Stop(t, lead)
+		time.Sleep(*chaosRound / 2)
+		jc.Restart(t, lead)
+		return time.Time{}, time.Time{}, false
+	}},
+	{"restart every server", func(t *testing.T, jc *jsCluster) (time.Time, time.Time, bool) {
+		jc.RestartAll(t)
+		return time.Time{}, time.Time{}, false
+	}},
+	{"power loss of the stream leader", powerLossFault(func(jc *jsCluster) []int {
+		return []int{jc.streamLeaderOf("CH")}
+	})},
+	{"power loss of a follower", powerLossFault(func(jc *jsCluster) []int {
+		return []int{(jc.streamLeaderOf("CH") + 1) % len(jc.Servers)}
+	})},
+	{"power loss of a quorum (the stream leader and a follower)", powerLossFault(func(jc *jsCluster) []int {
+		lead := jc.streamLeaderOf("CH")
+		return []int{lead, (lead + 1) % len(jc.Servers)}
+	})},
+	{"power loss of every server", powerLossFault(func(jc *jsCluster) []int {
+		return []int{0, 1, 2}
+	})},
+}
+
 // TestChaosReplicated: publishers with acks and a linearizability client
 // run against R3 streams while the test stops and restarts the stream's
-// leader, the meta leader, or every server at once, round after round,
-// with logs compacted and replicas catching up from snapshots between
-// faults. Then every acknowledged message must be in the stream once, at
-// its acknowledged sequence, with its payload, on every replica; a durable
+// leader, the meta leader, or every server at once, or cuts the power of
+// one server, of a quorum, or of all, round after round, with logs
+// compacted and replicas catching up from snapshots between faults, on a
+// cluster per sync policy. Then every acknowledged message must be in the
+// stream once, at its acknowledged sequence, with its payload, on every
+// replica, but where the policy allows a loss (design 2.4: under interval,
+// a message acknowledged within the interval plus 50 ms of a power loss
+// of a quorum or more; under never, any before such a loss); a durable
 // consumer, fetching and acknowledging synchronously throughout, must
-// have been given every acknowledged message, and never one again after
-// its ack was confirmed; and the history of Nats-Expected-Last-Sequence
-// publishes and MSG.GET reads must be linearizable (porcupine).
+// have been given every acknowledged message still stored, and never one
+// again after its ack was confirmed (outside a loss); and, unless a loss
+// was allowed, the history of Nats-Expected-Last-Sequence publishes and
+// MSG.GET reads must be linearizable (porcupine).
 func TestChaosReplicated(t *testing.T) {
 	jetstream.SetReplicaLog(t, 16, 4096)
-	jc := startReplicatedCluster(t, 3)
+	for _, name := range strings.Split(*chaosSync, ",") {
+		p, ok := chaosPolicies[name]
+		require.True(t, ok, "-chaos.sync: unknown policy %q", name)
+		faults := p.short
+		if *chaosRounds > 0 {
+			faults = nil
+			for r := range *chaosRounds {
+				faults = append(faults, r%len(replicaFaults))
+			}
+		}
+		t.Run("sync="+name, func(t *testing.T) { runChaosReplicated(t, name, p.policy, faults) })
+	}
+}
+
+func runChaosReplicated(t *testing.T, name string, policy jetstream.SyncPolicy, faults []int) {
+	jc := startJSClusterPowered(t, make([]string, 3), server.Options{}, nil, newPower(3, policy, jetstream.DefaultSyncInterval))
+	jc.waitMeta(t)
+	windows := chaosfs.NewLosses(jetstream.DurabilityOf(policy, jetstream.DefaultSyncInterval))
 	urls := make([]string, 3)
 	for i := range 3 {
 		urls[i] = jc.URL(i)
@@ -110,7 +226,8 @@ func TestChaosReplicated(t *testing.T) {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		acked   = map[string]uint64{} // message ID (= payload) -> acknowledged sequence
+		acked   = map[string]uint64{}    // message ID (= payload) -> acknowledged sequence
+		ackedAt = map[string]time.Time{} // message ID -> when its ack came
 		stop    = make(chan struct{})
 		hist    []porcupine.Operation
 		stopped = func() bool {
@@ -135,8 +252,13 @@ func TestChaosReplicated(t *testing.T) {
 					ack, err := js.Publish(subj, []byte(id), nats.MsgId(id))
 					if err == nil {
 						mu.Lock()
+						ackedAt[id] = time.Now()
 						record(id, ack.Sequence)
 						mu.Unlock()
+						// Paced: under interval a publish takes a
+						// millisecond, and what matters is the faults,
+						// not how many messages they hit.
+						time.Sleep(2 * time.Millisecond)
 						break
 					}
 					time.Sleep(10 * time.Millisecond)
@@ -147,18 +269,16 @@ func TestChaosReplicated(t *testing.T) {
 	for p := range 3 {
 		publisher(connect(p), "ch.x", fmt.Sprintf("p%d", p), func(id string, seq uint64) { acked[id] = seq })
 	}
-	// The durable consumer D on CH: fetches, each acknowledged
-	// synchronously. A message that comes in a fetch asked for after its
-	// ack was confirmed is an ack the cluster lost.
 	// consumer fetches from a durable until the test stops,
-	// acknowledging synchronously.
+	// acknowledging synchronously. A message that comes in a fetch asked
+	// for after its ack was confirmed is an ack the cluster lost.
 	consumer := func(js nats.JetStreamContext, stream, durable string) *chaosConsumer {
 		c := &chaosConsumer{js: js, stream: stream, durable: durable, delivered: map[uint64]int{}, confirmed: map[uint64]bool{}, confirmedAt: map[uint64]time.Time{}}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for !stopped() {
-				c.fetch(t, true)
+				c.fetch(true)
 			}
 		}()
 		return c
@@ -168,8 +288,8 @@ func TestChaosReplicated(t *testing.T) {
 	// consumer W fetching and acknowledging synchronously. Every
 	// acknowledged publish must be delivered, and the queue end empty on
 	// every replica once everything is acknowledged.
-	var wqAcked []uint64
-	publisher(connect(1), "wq.x", "w", func(_ string, seq uint64) { wqAcked = append(wqAcked, seq) })
+	wqAcked := map[uint64]string{} // sequence -> message ID
+	publisher(connect(1), "wq.x", "w", func(id string, seq uint64) { wqAcked[seq] = id })
 	wq := consumer(connect(0), "WQ", "W")
 	// Linearizability clients on LIN: publishes that expect a last
 	// sequence, and reads.
@@ -218,59 +338,52 @@ func TestChaosReplicated(t *testing.T) {
 		}()
 	}
 
-	rep := chaosReport{rounds: *chaosRounds}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	for r := range *chaosRounds {
+	rep := chaosReport{sync: name, rounds: len(faults)}
+	for r, k := range faults {
 		time.Sleep(*chaosRound / 2)
-		switch r % 3 {
-		case 0: // the stream's leader
-			_, lead := jc.replicas("CH")
-			if lead < 0 {
-				lead = rng.IntN(3)
-			}
-			jc.Stop(t, lead)
-			time.Sleep(*chaosRound / 2)
-			jc.Restart(t, lead)
-		case 1: // the meta leader
-			lead := 0
-			for i := range 3 {
-				if jc.raft(i).IsLeader() {
-					lead = i
-				}
-			}
-			jc.Stop(t, lead)
-			time.Sleep(*chaosRound / 2)
-			jc.Restart(t, lead)
-		case 2: // every server at once
-			jc.RestartAll(t)
+		f := replicaFaults[k]
+		start := time.Now()
+		from, to, quorum := f.do(t, jc)
+		if quorum {
+			windows.Add(from, to)
 		}
 		rep.faults++
 		jc.waitMeta(t)
+		t.Logf("round %d: %s, the meta group back after %v", r, f.name, time.Since(start).Round(time.Millisecond))
 	}
 	time.Sleep(*chaosRound / 2)
 	close(stop)
 	wg.Wait()
 
-	// Settle: every replica holds the same messages, one leads.
-	var final map[uint64]string
-	require.Eventually(t, func() bool {
+	// Settle: every replica holds the same messages, one leads. After a
+	// loss the policy allows, a replica that had applied what the group
+	// lost may keep it (cluster.md, "Not there yet"): it is counted, and
+	// the leader's copy checked.
+	var (
+		final map[uint64]string
+		why   string
+	)
+	settled := within(2*clustertest.Wait, func() bool {
 		reps, lead := jc.replicas("CH")
+		why = describeReplicas(reps, lead) + jc.groupStates("CH")
 		if lead < 0 {
 			return false
 		}
-		for _, r := range reps[1:] {
-			if len(r) != len(reps[0]) {
-				return false
-			}
-			for seq, v := range reps[0] {
-				if r[seq] != v {
-					return false
-				}
+		final, rep.diverge = reps[lead], 0
+		for _, r := range reps {
+			if !maps.Equal(r, final) {
+				rep.diverge++
 			}
 		}
-		final = reps[0]
-		return true
-	}, 2*clustertest.Wait, 50*time.Millisecond, "the replicas of CH agree")
+		return rep.diverge == 0
+	})
+	switch {
+	case settled:
+	case final != nil && windows.Any():
+		t.Logf("after a loss the %s policy allows, %d replicas of CH differ from the leader's: %s", name, rep.diverge, why)
+	default:
+		t.Fatalf("the replicas of CH do not agree: %s", why)
+	}
 	seen := map[string]int{}
 	for _, v := range final {
 		seen[v]++
@@ -281,23 +394,50 @@ func TestChaosReplicated(t *testing.T) {
 		}
 	}
 	rep.acked = len(acked)
+	var stored []uint64 // acknowledged and still stored: the consumer must deliver them
 	for id, seq := range acked {
-		if final[seq] != id {
+		switch {
+		case final[seq] == id:
+			stored = append(stored, seq)
+		case windows.Allowed(ackedAt[id]):
 			rep.lost++
-			t.Errorf("acknowledged %s at sequence %d; the stream holds %q there", id, seq, final[seq])
+			rep.lostAllowed++
+		default:
+			rep.lost++
+			t.Errorf("acknowledged %s at sequence %d at %s; the stream holds %q there", id, seq,
+				ackedAt[id].Format(time.StampMicro), final[seq])
 		}
 	}
-	// The consumer drains the stream: everything acknowledged comes.
-	rep.missed = cons.drain(t, slices.Collect(maps.Values(acked)))
-	rep.consumed, rep.confirmed, rep.ackedAgain = len(cons.delivered), len(cons.confirmed), cons.again
+	if rep.lostAllowed > 0 {
+		t.Logf("lost within the bound of the %s policy (%v): %d", name, windows, rep.lostAllowed)
+	}
+	// The consumer drains the stream: everything acknowledged and stored
+	// comes.
+	rep.missed = cons.drain(t, stored)
+	rep.consumed, rep.confirmed = len(cons.delivered), len(cons.confirmed)
 	for _, n := range cons.delivered {
 		rep.redelivered += n - 1
 	}
-	// The work queue drains: every acknowledged publish delivered, then
-	// nothing left on any replica (removals an old leader did not see
-	// applied are swept by the next).
-	rep.wqAcked, rep.wqMissed = len(wqAcked), wq.drain(t, wqAcked)
-	rep.ackedAgain += wq.again
+	// The work queue drains: every acknowledged publish delivered (but
+	// those a loss may have taken), then nothing left on any replica
+	// (removals an old leader did not see applied are swept by the
+	// next).
+	var wqMust []uint64
+	for seq, id := range wqAcked {
+		if !windows.Allowed(ackedAt[id]) {
+			wqMust = append(wqMust, seq)
+		}
+	}
+	rep.wqAcked, rep.wqMissed = len(wqAcked), wq.drain(t, wqMust)
+	for _, c := range []*chaosConsumer{cons, wq} {
+		for _, a := range c.again {
+			rep.again++
+			if !windows.Allowed(a.confirmedAt) {
+				rep.ackedAgain++
+				t.Error(a.what)
+			}
+		}
+	}
 	require.Eventually(t, func() bool {
 		reps, lead := jc.replicas("WQ")
 		rep.wqLeft = 0
@@ -312,20 +452,89 @@ func TestChaosReplicated(t *testing.T) {
 			rep.linWrites++
 		}
 	}
-	rep.linearizable = porcupine.CheckOperationsTimeout(linModel(), hist, 30*time.Second)
+	if !windows.Any() {
+		// (Where a loss was allowed, a write acknowledged and lost is not
+		// linearizable, and the check would only say so.)
+		rep.linearizable = porcupine.CheckOperationsTimeout(linModel(), hist, 30*time.Second)
+	}
 	t.Log(rep)
 	if rep.linearizable == porcupine.Illegal {
 		dumpLinHistory(t, hist)
 	}
-	require.Zero(t, rep.lost)
+	require.Zero(t, rep.lost-rep.lostAllowed, "acknowledged messages lost outside the bound of the %s policy", name)
 	require.Zero(t, rep.duplicated, "a retried message ID is deduplicated")
 	require.Positive(t, rep.acked)
-	require.Zero(t, rep.missed, "the durable consumer is given every acknowledged message")
+	require.Zero(t, rep.missed, "the durable consumer is given every acknowledged message still stored")
 	require.Zero(t, rep.wqMissed, "the work queue's consumer is given every acknowledged message")
 	require.Positive(t, rep.wqAcked)
 	require.Zero(t, rep.ackedAgain, "no message is delivered again after its ack was confirmed")
 	require.Positive(t, rep.confirmed)
-	require.NotEqual(t, porcupine.Illegal, rep.linearizable, "the history of LIN is linearizable")
+	if !windows.Any() {
+		require.NotEqual(t, porcupine.Illegal, rep.linearizable, "the history of LIN is linearizable")
+	}
+}
+
+// within reports whether cond holds within d, tried every 50 ms; unlike
+// require.Eventually it fails nothing.
+func within(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// describeReplicas tells how the replicas of a stream differ: each one's
+// count and last sequence, and the first sequence where it differs from
+// the first replica's.
+func describeReplicas(reps []map[uint64]string, lead int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "leader %d", lead)
+	for i, r := range reps {
+		last := uint64(0)
+		for seq := range r {
+			last = max(last, seq)
+		}
+		first := uint64(0)
+		for seq := uint64(1); seq <= last && i > 0; seq++ {
+			if r[seq] != reps[0][seq] {
+				first = seq
+				break
+			}
+		}
+		fmt.Fprintf(&b, "; replica %d: %d messages, last %d", i, len(r), last)
+		if first > 0 {
+			fmt.Fprintf(&b, ", differs from replica 0 at %d (%q, %q)", first, r[first], reps[0][first])
+		}
+	}
+	return b.String()
+}
+
+// groupStates describes each running server's raft state of a stream's
+// group.
+func (jc *jsCluster) groupStates(name string) string {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	var b strings.Builder
+	for i, js := range jc.js {
+		if jc.Servers[i] == nil {
+			continue
+		}
+		gs, ok := jetstream.ReplicaGroupState(js, server.GlobalAccountName, name)
+		if !ok {
+			fmt.Fprintf(&b, "; s%d: no group", i+1)
+			continue
+		}
+		fmt.Fprintf(&b, "; s%d: %s term %d leader %q committed %d applied %d held %q err %v",
+			i+1, gs.State, gs.Term, gs.Leader, gs.Committed, gs.Applied, gs.Held, gs.Err)
+		for _, p := range slices.Sorted(maps.Keys(gs.Peers)) {
+			fmt.Fprintf(&b, " %s(match %d link %v)", p, gs.Peers[p].Match, gs.Peers[p].Known)
+		}
+	}
+	return b.String()
 }
 
 // chaosConsumer is the chaos suite's durable consumer's client side.
@@ -335,7 +544,14 @@ type chaosConsumer struct {
 	delivered       map[uint64]int  // stream sequence -> deliveries
 	confirmed       map[uint64]bool // acks confirmed
 	confirmedAt     map[uint64]time.Time
-	again           int // deliveries asked for after the ack was confirmed
+	again           []deliveredAgain // deliveries asked for after the ack was confirmed
+}
+
+// deliveredAgain is a message delivered again after its ack was
+// confirmed: an ack the cluster lost.
+type deliveredAgain struct {
+	confirmedAt time.Time
+	what        string
 }
 
 // drain fetches until every one of seqs was delivered, or for a bounded
@@ -351,7 +567,10 @@ func (c *chaosConsumer) drain(t *testing.T, seqs []uint64) int {
 		return n
 	}
 	for deadline := time.Now().Add(2 * clustertest.Wait); missing() > 0 && time.Now().Before(deadline); {
-		c.fetch(t, false)
+		c.fetch(false)
+	}
+	if n := missing(); n > 0 {
+		t.Logf("%s > %s never delivered %d of the %d messages it must", c.stream, c.durable, n, len(seqs))
 	}
 	return missing()
 }
@@ -359,7 +578,7 @@ func (c *chaosConsumer) drain(t *testing.T, seqs []uint64) int {
 // fetch fetches once (a subscription of its own, so that nothing sent for
 // an earlier fetch arrives in this one) and acknowledges what came:
 // synchronously, or (draining: faster) without waiting.
-func (c *chaosConsumer) fetch(t *testing.T, sync bool) {
+func (c *chaosConsumer) fetch(sync bool) {
 	sub, err := c.js.PullSubscribe("", c.durable, nats.Bind(c.stream, c.durable))
 	if err != nil {
 		time.Sleep(20 * time.Millisecond)
@@ -379,10 +598,10 @@ func (c *chaosConsumer) fetch(t *testing.T, sync bool) {
 		seq := md.Sequence.Stream
 		c.delivered[seq]++
 		if c.confirmed[seq] {
-			c.again++
-			t.Errorf("message %d delivered again (delivery %d, consumer sequence %d, delivered at %s, now %s) after its ack was confirmed at %s",
-				seq, md.NumDelivered, md.Sequence.Consumer, md.Timestamp.Format(time.StampMicro),
-				time.Now().Format(time.StampMicro), c.confirmedAt[seq].Format(time.StampMicro))
+			c.again = append(c.again, deliveredAgain{confirmedAt: c.confirmedAt[seq], what: fmt.Sprintf(
+				"%s > %s: message %d delivered again (delivery %d, consumer sequence %d, delivered at %s, now %s) after its ack was confirmed at %s",
+				c.stream, c.durable, seq, md.NumDelivered, md.Sequence.Consumer, md.Timestamp.Format(time.StampMicro),
+				time.Now().Format(time.StampMicro), c.confirmedAt[seq].Format(time.StampMicro))})
 		}
 		switch {
 		case !sync:
