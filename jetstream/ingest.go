@@ -33,7 +33,9 @@ func (st *stream) ingest(m *server.Msg) {
 	if m.Reply != "" {
 		reply = strings.Clone(m.Reply)
 	}
-	cfg := st.config()
+	// The stream's configuration as stored: a pointer, not a copy per
+	// message (a configuration is replaced, never changed in place).
+	cfg := st.cfg.Load()
 	if cfg.Sealed {
 		st.nack(m, reply, errSealed())
 		return
@@ -56,12 +58,12 @@ func (st *stream) ingest(m *server.Msg) {
 		return
 	}
 	if st.repl != nil {
-		st.repl.ingest(m, hdr, reply, &cfg)
+		st.repl.ingest(m, hdr, reply, cfg)
 		return
 	}
 	st.ingestMu.Lock()
 	now := time.Now()
-	msgID, hasID, roll, ttl, ok := st.checkPublish(m, reply, hdr, &cfg, publishChecks{
+	msgID, hasID, roll, ttl, ok := st.checkPublish(m, reply, hdr, cfg, publishChecks{
 		dedup:    func(id string) (uint64, bool) { return st.ingestMu.dedup.lookup(id, now) },
 		expected: func() *APIError { return st.checkExpectedLocked(hdr, m.Subject) },
 		unlock:   st.ingestMu.Unlock,
@@ -202,7 +204,7 @@ func msgOptions(hdr headers, cfg *StreamConfig) (rollup, time.Duration, *APIErro
 // arrived tells the consumers of a stored message; under interest
 // retention a message nobody is interested in is acknowledged, with its
 // sequence, and not kept.
-func (st *stream) arrived(subj string, seq uint64, cfg StreamConfig) {
+func (st *stream) arrived(subj string, seq uint64, cfg *StreamConfig) {
 	if !st.notify(subj) && cfg.Retention == InterestPolicy {
 		_ = st.store.Remove(seq)
 	}

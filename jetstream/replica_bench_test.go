@@ -3,14 +3,17 @@ package jetstream_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
@@ -112,58 +115,127 @@ func benchConsume(b *testing.B, layout string, consumers int) {
 	b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds()), "p99-µs")
 }
 
-// BenchmarkReplicatedPublish measures an R3 publish: an in-process
-// three-server cluster (every server, the client and the raft traffic in
-// one process, so a CPU profile shows the whole path) holds an R3 file
-// stream, and a nats.go client on a server that does not lead it publishes
-// b.N messages as `nats bench js pub async` does (and so `skiff bench
-// cluster`'s cluster-js-r3-* scenarios): batches of 500 asynchronous
-// publishes, each batch's acknowledgements awaited before the next. It
-// reports acknowledged messages per second and the CPU time the process
-// spent per message; a refused publish fails the benchmark.
+// BenchmarkReplicatedPublish measures an R3 publish, on Skiff and on
+// nats-server alike: an in-process three-server cluster (every server, the
+// client and the raft traffic in one process, so a CPU profile shows the
+// whole path) holds an R3 file stream, and a nats.go client on a server
+// that does not lead it publishes b.N messages as `nats bench js pub
+// async` does (and so `skiff bench cluster`'s cluster-js-r3-* scenarios):
+// batches of 500 asynchronous publishes, each batch's acknowledgements
+// awaited before the next. It reports acknowledged messages per second and
+// the CPU time the process spent per message, which the machine's other
+// load does not change much; a refused publish fails the benchmark.
 //
 //	go test ./jetstream -run '^$' -bench BenchmarkReplicatedPublish -benchtime 200000x -cpuprofile cpu.out
 func BenchmarkReplicatedPublish(b *testing.B) {
-	for _, size := range []int{16, 1024} {
-		b.Run(fmt.Sprintf("size=%dB", size), func(b *testing.B) {
-			jc := startReplicatedCluster(b, 3)
-			_, js := jc.connectJS(b, 0)
-			_, err := js.AddStream(&nats.StreamConfig{Name: "P", Subjects: []string{"p"}, Replicas: 3})
-			require.NoError(b, err)
-			lead := jc.waitReplicated(b, "P", map[uint64]string{})
-			nc := jc.Connect(b, (lead+1)%3)
-			pub, err := nc.JetStream()
-			require.NoError(b, err)
-			data := make([]byte, size)
-			const batch = 500
-			futures := make([]nats.PubAckFuture, 0, batch)
-			b.SetBytes(int64(size))
-			b.ResetTimer()
-			start, cpu0 := time.Now(), cpuTime()
-			for sent := 0; sent < b.N; {
-				futures = futures[:0]
-				for ; len(futures) < batch && sent < b.N; sent++ {
-					f, err := pub.PublishAsync("p", data)
-					if err != nil {
-						b.Fatal(err)
-					}
-					futures = append(futures, f)
+	for _, target := range []string{"skiff", "nats-server"} {
+		for _, size := range []int{16, 1024} {
+			b.Run(fmt.Sprintf("target=%s/size=%dB", target, size), func(b *testing.B) {
+				var url string
+				if target == "skiff" {
+					jc := startReplicatedCluster(b, 3)
+					_, js := jc.connectJS(b, 0)
+					_, err := js.AddStream(&nats.StreamConfig{Name: "P", Subjects: []string{"p"}, Replicas: 3})
+					require.NoError(b, err)
+					lead := jc.waitReplicated(b, "P", map[uint64]string{})
+					url = jc.Servers[(lead+1)%3].ClientURL()
+				} else {
+					url = referenceR3(b, "P", "p")
 				}
-				for _, f := range futures {
-					select {
-					case <-f.Ok():
-					case err := <-f.Err():
-						b.Fatal(err)
-					case <-time.After(time.Minute):
-						b.Fatal("publish not acknowledged")
-					}
-				}
-			}
-			elapsed := time.Since(start)
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
-		})
+				benchPublish(b, url, size)
+			})
+		}
 	}
+}
+
+// referenceR3 starts a three-node nats-server cluster with JetStream in
+// process, makes an R3 file stream on subject, and returns the client URL
+// of a server that does not lead it.
+func referenceR3(b *testing.B, stream, subject string) string {
+	ports := clustertest.FreePorts(b, 3)
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	var servers []*natsserver.Server
+	for i := range 3 {
+		o := &natsserver.Options{ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+			JetStream: true, StoreDir: b.TempDir(), Routes: natsserver.RoutesFromStr(strings.Join(routes, ",")),
+			Cluster: natsserver.ClusterOpts{Name: "bench", Host: "127.0.0.1", Port: ports[i]}}
+		ns, err := natsserver.NewServer(o)
+		require.NoError(b, err)
+		ns.Start()
+		b.Cleanup(func() {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		})
+		require.True(b, ns.ReadyForConnections(10*time.Second))
+		servers = append(servers, ns)
+	}
+	nc, err := nats.Connect(servers[0].ClientURL())
+	require.NoError(b, err)
+	defer nc.Close()
+	js, err := nc.JetStream(nats.MaxWait(2 * time.Second))
+	require.NoError(b, err)
+	lead := -1
+	require.Eventually(b, func() bool {
+		si, err := js.StreamInfo(stream)
+		if err != nil {
+			_, _ = js.AddStream(&nats.StreamConfig{Name: stream, Subjects: []string{subject}, Replicas: 3})
+			return false
+		}
+		if si.Cluster == nil || si.Cluster.Leader == "" || len(si.Cluster.Replicas) != 2 {
+			return false
+		}
+		for _, r := range si.Cluster.Replicas {
+			if !r.Current {
+				return false
+			}
+		}
+		_, err = fmt.Sscanf(si.Cluster.Leader, "n%d", &lead)
+		return err == nil
+	}, time.Minute, 100*time.Millisecond, "nats-server's R3 stream has no leader")
+	return servers[lead%3].ClientURL() // n<lead> is servers[lead-1]: the next one
+}
+
+// benchPublish publishes b.N messages of size bytes through url, in
+// batches of 500 whose acknowledgements are awaited.
+func benchPublish(b *testing.B, url string, size int) {
+	nc, err := nats.Connect(url)
+	require.NoError(b, err)
+	b.Cleanup(nc.Close)
+	pub, err := nc.JetStream()
+	require.NoError(b, err)
+	data := make([]byte, size)
+	const batch = 500
+	futures := make([]nats.PubAckFuture, 0, batch)
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	start, cpu0 := time.Now(), cpuTime()
+	for sent := 0; sent < b.N; {
+		futures = futures[:0]
+		for ; len(futures) < batch && sent < b.N; sent++ {
+			f, err := pub.PublishAsync("p", data)
+			if err != nil {
+				b.Fatal(err)
+			}
+			futures = append(futures, f)
+		}
+		timeout := time.NewTimer(time.Minute)
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			case <-timeout.C:
+				b.Fatal("publish not acknowledged")
+			}
+		}
+		timeout.Stop()
+	}
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
 }
 
 // cpuTime returns the CPU time (user and system) the process has used.

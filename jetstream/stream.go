@@ -310,7 +310,7 @@ func (st *stream) expired(e store.Expired) {
 	}
 	cfg := st.config()
 	for _, m := range e.Markers {
-		st.arrived(m.Subject, m.Seq, cfg)
+		st.arrived(m.Subject, m.Seq, &cfg)
 	}
 	st.changed()
 }

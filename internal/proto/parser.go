@@ -71,6 +71,7 @@ type Parser struct {
 	rlens  []int
 	fields [][]byte
 	rflags routeFlags // IMSG/IHMSG's
+	rmsg   RouteMsg   // the message handed to RouteHandler.RouteMsg
 }
 
 // NewParser returns a parser that calls h.

@@ -157,7 +157,10 @@ func (p *Parser) routeMsg(args []byte, headers, internal bool, rest []byte) ([]b
 	if len(f) < first+nums {
 		return rest, ErrUnknownOp.withDetail("wrong number of arguments: %q", snippet(args))
 	}
-	m := RouteMsg{Account: f[0], Subject: f[1], Hdr: -1, Internal: internal}
+	// The handler may not keep m (its slices alias the read buffer
+	// anyway): one per parser saves an allocation per message.
+	m := &p.rmsg
+	*m = RouteMsg{Account: f[0], Subject: f[1], Hdr: -1, Internal: internal}
 	if internal {
 		switch string(f[2]) {
 		case permitYes:
@@ -196,7 +199,7 @@ func (p *Parser) routeMsg(args []byte, headers, internal bool, rest []byte) ([]b
 			return rest, ErrUnknownOp.withDetail("payload not followed by CRLF (wrong length?)")
 		}
 		m.Msg = rest[:size]
-		return rest[size+2:], p.rh.RouteMsg(&m)
+		return rest[size+2:], p.rh.RouteMsg(m)
 	}
 	// Split: keep the arguments (account, subject, reply, queues) and
 	// what there is of the payload.
