@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -245,4 +246,91 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkReplicatedAckLatency is the publish-to-ack latency of an R3
+// file stream at a fixed rate, on Skiff and on nats-server alike (as
+// `skiff bench cluster`'s cluster-js-r3-ack-p99 across processes): 2,000
+// publishes a second of 256 bytes through a server that does not lead the
+// stream, each timed from when the schedule says it is due (not when it
+// was sent, so that a stall counts for everything it delays). b.N is
+// ignored: each run lasts -ack.seconds. It reports the median, 99th and
+// 99.9th percentiles.
+//
+//	go test ./jetstream -run '^$' -bench BenchmarkReplicatedAckLatency -benchtime 1x
+func BenchmarkReplicatedAckLatency(b *testing.B) {
+	for _, target := range []string{"skiff", "nats-server"} {
+		b.Run("target="+target, func(b *testing.B) {
+			var url string
+			if target == "skiff" {
+				jc := startReplicatedCluster(b, 3)
+				_, js := jc.connectJS(b, 0)
+				_, err := js.AddStream(&nats.StreamConfig{Name: "P", Subjects: []string{"p"}, Replicas: 3})
+				require.NoError(b, err)
+				lead := jc.waitReplicated(b, "P", map[uint64]string{})
+				url = jc.Servers[(lead+1)%3].ClientURL()
+			} else {
+				url = referenceR3(b, "P", "p")
+			}
+			lats := ackLatencies(b, url, 2000, 256, time.Duration(*ackSeconds)*time.Second)
+			slices.Sort(lats)
+			q := func(p float64) float64 { return float64(lats[int(p*float64(len(lats)-1))].Microseconds()) }
+			b.ReportMetric(q(0.5), "p50-µs")
+			b.ReportMetric(q(0.99), "p99-µs")
+			b.ReportMetric(q(0.999), "p99.9-µs")
+		})
+	}
+}
+
+var ackSeconds = flag.Int("ack.seconds", 10, "seconds of publishes per BenchmarkReplicatedAckLatency run")
+
+// ackLatencies publishes rate messages a second of size bytes through url
+// for d (after a second of warm-up) and returns each one's time from its
+// scheduled send to its acknowledgement.
+func ackLatencies(b *testing.B, url string, rate, size int, d time.Duration) []time.Duration {
+	nc, err := nats.Connect(url)
+	require.NoError(b, err)
+	b.Cleanup(nc.Close)
+	pub, err := nc.JetStream(nats.PublishAsyncMaxPending(1 << 20))
+	require.NoError(b, err)
+	data := make([]byte, size)
+	interval := time.Second / time.Duration(rate)
+	warm := time.Second
+	n := int((d + warm) / interval)
+	type sent struct {
+		due time.Time
+		f   nats.PubAckFuture
+	}
+	var (
+		mu   sync.Mutex
+		lats = make([]time.Duration, 0, n)
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	b.ResetTimer()
+	for i := range n {
+		due := start.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(due))
+		f, err := pub.PublishAsync("p", data)
+		require.NoError(b, err)
+		wg.Add(1)
+		go func(s sent) {
+			defer wg.Done()
+			select {
+			case <-s.f.Ok():
+			case err := <-s.f.Err():
+				b.Error(err)
+				return
+			}
+			if lat := time.Since(s.due); s.due.Sub(start) >= warm {
+				mu.Lock()
+				lats = append(lats, lat)
+				mu.Unlock()
+			}
+		}(sent{due, f})
+	}
+	wg.Wait()
+	b.StopTimer()
+	require.NotEmpty(b, lats)
+	return lats
 }
