@@ -25,11 +25,8 @@ import (
 //
 // Errors of the disk (ErrWrite) are returned as Append returns them.
 func (s *Stream) AppendAt(seq uint64, ts int64, subj string, hdr, data []byte, ttl time.Duration) error {
-	if len(subj) > maxSubjectLen {
-		return fmt.Errorf("%w: %w: %d bytes", ErrDiverged, ErrInvalidSubject, len(subj))
-	}
-	if err := subject.ValidateSubject(subj); err != nil {
-		return fmt.Errorf("%w: %w: %w", ErrDiverged, ErrInvalidSubject, err)
+	if err := divergedSubject(subj); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -44,8 +41,10 @@ func (s *Stream) AppendAt(seq uint64, ts int64, subj string, hdr, data []byte, t
 		return fmt.Errorf("%w: %w: TTL %v (AllowMsgTTL %v)", ErrDiverged, ErrInvalidConfig, ttl, s.mu.opts.AllowMsgTTL)
 	}
 	ts = max(ts, s.mu.lastTS)
-	if s.mu.opts.LogClock {
-		s.expireTTLsLocked(ts) // the log's time moves to ts (MaxAge: in appendAtLocked)
+	if s.mu.opts.LogClock && s.mu.opts.SubjectDeleteMarkerTTL == 0 {
+		// The log's time moves to ts (MaxAge: in appendAtLocked). With
+		// markers, planned rounds expire (ApplyExpiry).
+		s.expireTTLsLocked(ts)
 	}
 	if err := s.appendAtLocked(seq, ts, ts, subj, hdr, data, ttl); err != nil {
 		if isLimit(err) {
@@ -55,6 +54,18 @@ func (s *Stream) AppendAt(seq uint64, ts int64, subj string, hdr, data []byte, t
 	}
 	if s.mu.opts.LogClock && ts > s.logNow.Load() {
 		s.logNow.Store(ts)
+	}
+	return nil
+}
+
+// divergedSubject refuses a subject no leader could have admitted, as
+// ErrDiverged wrapping ErrInvalidSubject.
+func divergedSubject(subj string) error {
+	if len(subj) > maxSubjectLen {
+		return fmt.Errorf("%w: %w: %d bytes", ErrDiverged, ErrInvalidSubject, len(subj))
+	}
+	if err := subject.ValidateSubject(subj); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrDiverged, ErrInvalidSubject, err)
 	}
 	return nil
 }

@@ -22,7 +22,8 @@ type Expired struct {
 	Markers []Marker
 }
 
-// Marker is a subject delete marker an expiry round appended.
+// Marker is a subject delete marker an expiry round appended, or one a
+// planned round appends (ExpiryPlan).
 type Marker struct {
 	// Seq is the marker's sequence.
 	Seq uint64
@@ -30,6 +31,12 @@ type Marker struct {
 	Subject string
 	// Replaced is the sequence of that message.
 	Replaced uint64
+	// Timestamp is the marker's time, in Unix nanoseconds.
+	Timestamp int64
+	// TTL is its time to live, the value of its Nats-TTL header
+	// (MarkerHeader): the stream's SubjectDeleteMarkerTTL when the round
+	// ran, in whole seconds.
+	TTL time.Duration
 }
 
 // ttlState is a stream's expiry bookkeeping beyond MaxAge's prefix of the
@@ -180,8 +187,19 @@ func (s *Stream) rebuildTTLsLocked(bad *[]uint64) {
 // moves the walk on past them and the exempt ones. due may remove the
 // message.
 func (s *Stream) walkAgeLocked(cutoff int64, due func(seq uint64)) {
-	t := &s.mu.ttl
-	seq := max(t.ageFrom, s.mu.first)
+	s.mu.ttl.ageFrom = s.scanAgeLocked(cutoff, func(seq uint64) bool {
+		due(seq)
+		return true
+	})
+}
+
+// scanAgeLocked calls due for every live message, from where the last
+// walk stopped, that is older than cutoff and not exempt (TTLNever), until
+// due returns false, and returns where it stopped: the first message
+// not older than cutoff, the one due refused, or last+1. due may remove
+// the message. Read lock held (write lock if due removes).
+func (s *Stream) scanAgeLocked(cutoff int64, due func(seq uint64) bool) uint64 {
+	seq := s.ageStartLocked()
 	for ; seq <= s.mu.last; seq = max(seq+1, s.mu.first) {
 		e := &s.mu.ents[seq-s.mu.first]
 		if e.ts > cutoff {
@@ -190,11 +208,11 @@ func (s *Stream) walkAgeLocked(cutoff int64, due func(seq uint64)) {
 		if e.subj == nil {
 			continue
 		}
-		if _, exempt := t.never[seq]; !exempt {
-			due(seq)
+		if _, exempt := s.mu.ttl.never[seq]; !exempt && !due(seq) {
+			break
 		}
 	}
-	t.ageFrom = seq
+	return seq
 }
 
 // ageStartLocked is the first message the MaxAge walk has yet to look
@@ -204,11 +222,17 @@ func (s *Stream) ageStartLocked() uint64 { return max(s.mu.ttl.ageFrom, s.mu.fir
 // nextRoundLocked returns when the next expiry round is due, or
 // math.MaxInt64.
 func (s *Stream) nextRoundLocked() int64 {
+	if !s.mu.ttl.started {
+		return math.MaxInt64
+	}
+	return s.nextDueLocked()
+}
+
+// nextDueLocked returns when the first expiry an expiry round applies
+// is due (a TTL, or MaxAge on a stream with markers), or math.MaxInt64.
+func (s *Stream) nextDueLocked() int64 {
 	t := &s.mu.ttl
 	next := int64(math.MaxInt64)
-	if !t.started {
-		return next
-	}
 	if len(t.heap) > 0 {
 		next = t.heap[0].at
 	}
@@ -221,20 +245,45 @@ func (s *Stream) nextRoundLocked() int64 {
 	return next
 }
 
-// dueLocked takes out the expiries due at now: TTLs from the heap and, on
-// a stream with markers, MaxAge's from the walk, in the order of their
-// times (then sequences). A message may be due twice.
+// dueLocked takes out the expiries due at now (peekDueLocked): the heap
+// loses them, and the MaxAge walk moves past them.
 func (s *Stream) dueLocked(now int64) []uint64 {
+	due := s.peekDueLocked(now)
+	t := &s.mu.ttl
+	for len(t.heap) > 0 && t.heap[0].at <= now {
+		heap.Pop(&t.heap)
+	}
+	if o := &s.mu.opts; o.SubjectDeleteMarkerTTL > 0 && o.MaxAge > 0 {
+		s.walkAgeLocked(now-int64(o.MaxAge), func(uint64) {})
+	}
+	return due
+}
+
+// peekDueLocked returns the expiries due at now: TTLs from the heap and,
+// on a stream with markers, MaxAge's from where the walk stands, in the
+// order of their times (then sequences). A message may be due twice.
+// Nothing changes. Read lock held.
+func (s *Stream) peekDueLocked(now int64) []uint64 {
 	t := &s.mu.ttl
 	var due []ttlEntry
-	for len(t.heap) > 0 && t.heap[0].at <= now {
-		due = append(due, heap.Pop(&t.heap).(ttlEntry))
+	// The entries due by now are a subtree at the heap's root.
+	for stack := []int{0}; len(stack) > 0; {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if i < len(t.heap) && t.heap[i].at <= now {
+			due = append(due, t.heap[i])
+			stack = append(stack, 2*i+1, 2*i+2)
+		}
+	}
+	if len(due) > 1 {
+		slices.SortFunc(due, compareTTL)
 	}
 	o := &s.mu.opts
 	if age := o.MaxAge; o.SubjectDeleteMarkerTTL > 0 && age > 0 {
 		n := len(due)
-		s.walkAgeLocked(now-int64(age), func(seq uint64) {
+		s.scanAgeLocked(now-int64(age), func(seq uint64) bool {
 			due = append(due, ttlEntry{at: s.mu.ents[seq-s.mu.first].ts + int64(age), seq: seq})
+			return true
 		})
 		if n > 0 && n < len(due) {
 			slices.SortFunc(due, compareTTL)
@@ -278,9 +327,9 @@ func (s *Stream) expireRound() {
 		}
 		ss := s.mu.ents[seq-s.mu.first].subj
 		if sdm > 0 && ss.n == 1 && !s.markerLocked(seq) {
-			mseq, _, err := s.appendLocked(ss.name, markerHeader(sdm), nil, sdm)
+			mseq, mts, err := s.appendLocked(ss.name, MarkerHeader(sdm), nil, sdm)
 			if err == nil {
-				ev.Markers = append(ev.Markers, Marker{Seq: mseq, Subject: ss.name, Replaced: seq})
+				ev.Markers = append(ev.Markers, Marker{Seq: mseq, Subject: ss.name, Replaced: seq, Timestamp: mts, TTL: sdm})
 				replaced = append(replaced, seq)
 				if pending == nil {
 					pending = map[uint64]bool{}

@@ -39,7 +39,7 @@ func TestParseTTL(t *testing.T) {
 }
 
 func TestDeleteMarkerHeaders(t *testing.T) {
-	h := markerHeader(time.Minute)
+	h := MarkerHeader(time.Minute)
 	require.Equal(t, "NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: 1m0s\r\nNats-Rollup: sub\r\n\r\n", string(h))
 	require.True(t, isDeleteMarker(h))
 	v, ok := headerValue(h, TTLHeader)
@@ -190,7 +190,10 @@ func TestDeleteMarkers(t *testing.T) {
 	clock.Advance(time.Minute)
 	s.expireRound()
 	e := x.take()
-	require.Equal(t, []Marker{{Seq: 7, Subject: "a", Replaced: 2}, {Seq: 8, Subject: "b", Replaced: 3}, {Seq: 9, Subject: "d", Replaced: 5}}, e.Markers)
+	at := clock.Now().UnixNano()
+	require.Equal(t, []Marker{{Seq: 7, Subject: "a", Replaced: 2, Timestamp: at, TTL: 2 * time.Second},
+		{Seq: 8, Subject: "b", Replaced: 3, Timestamp: at, TTL: 2 * time.Second},
+		{Seq: 9, Subject: "d", Replaced: 5, Timestamp: at, TTL: 2 * time.Second}}, e.Markers)
 	require.ElementsMatch(t, []uint64{1, 4, 2, 3, 5}, e.Removed)
 	require.Equal(t, []uint64{7, 8, 9}, liveSeqs(t, s))
 	m, err := s.Get(7)

@@ -16,41 +16,59 @@ import (
 // when nothing is published and something is due (NextExpiry). MaxAge and
 // TTLs expire only inside those two calls, so every replica removes the
 // same messages at the same place. Reads apply MaxAge by the same time.
+//
+// On a stream with delete markers the log's time moves the same way, but
+// expires nothing by itself: a marker takes a sequence, which only the
+// log's leader may give out, so the leader plans each round and every
+// replica applies the plan (expiryplan.go).
 
 // logClock is the stream's clock under Options.LogClock.
 func (s *Stream) logClock() time.Time { return time.Unix(0, s.logNow.Load()) }
 
 // AdvanceTime moves a log-clock stream's time on to now (never back) and
 // removes what MaxAge and TTLs expire by then, returning how many
-// messages went. Applied again (a log replayed) it removes nothing more.
-// Without Options.LogClock it does nothing.
+// messages went; on a stream with delete markers it removes nothing
+// (planned rounds do: ApplyExpiry). Applied again (a log replayed) it
+// removes nothing more. Without Options.LogClock it does nothing.
 func (s *Stream) AdvanceTime(now int64) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
 		return 0, ErrClosed
 	}
-	if !s.mu.opts.LogClock {
-		return 0, nil
-	}
 	before := s.mu.msgs
-	s.expireTTLsLocked(now)
-	s.expireLocked(now)
+	s.advanceLocked(now)
+	return int(before - s.mu.msgs), nil
+}
+
+// advanceLocked moves a log-clock stream's time on to now. Without
+// markers what MaxAge and TTLs expire by then goes; with them, the
+// expiries of messages already gone are dropped and the MaxAge walk moves
+// past them, while what is still stored and due waits for a planned
+// round. Without Options.LogClock it does nothing. Write lock held.
+func (s *Stream) advanceLocked(now int64) {
+	if !s.mu.opts.LogClock {
+		return
+	}
+	if s.mu.opts.SubjectDeleteMarkerTTL > 0 {
+		s.settleLocked(now)
+	} else {
+		s.expireTTLsLocked(now)
+		s.expireLocked(now)
+	}
 	if now > s.logNow.Load() {
 		s.logNow.Store(now)
 	}
-	return int(before - s.mu.msgs), nil
 }
 
 // NextExpiry returns when, in Unix nanoseconds, the first message may
 // expire by MaxAge or its TTL (math.MaxInt64 when none can). Under the
-// log clock, a leader asks its replicas to AdvanceTime once that passes.
+// log clock, a leader asks its replicas to AdvanceTime, or plans a round
+// (PlanExpiry) on a stream with markers, once that passes.
 func (s *Stream) NextExpiry() int64 {
 	next := s.nextExpiry.Load()
 	s.mu.RLock()
-	if h := s.mu.ttl.heap; len(h) > 0 {
-		next = min(next, h[0].at)
-	}
+	next = min(next, s.nextDueLocked())
 	s.mu.RUnlock()
 	return next
 }

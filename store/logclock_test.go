@@ -11,7 +11,7 @@ import (
 // testLogClock: under the log clock, time moves only with AppendAt and
 // AdvanceTime, however far the wall clock goes: MaxAge and TTLs expire
 // inside those calls and reads agree with them; the background goroutine
-// expires nothing; markers are refused.
+// expires nothing.
 func testLogClock(t *testing.T, open opener) {
 	clock := newFakeClock()
 	base := clock.Now().UnixNano()
@@ -59,7 +59,4 @@ func testLogClock(t *testing.T, open opener) {
 	n, err = w.AdvanceTime(math.MaxInt64)
 	require.NoError(t, err)
 	require.Zero(t, n)
-
-	_, err = Open(Options{Storage: MemoryStorage, LogClock: true, SubjectDeleteMarkerTTL: time.Second, AllowMsgTTL: true})
-	require.ErrorIs(t, err, ErrInvalidConfig)
 }

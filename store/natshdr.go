@@ -74,9 +74,10 @@ func isDeleteMarker(hdr []byte) bool {
 	return v == "PURGE"
 }
 
-// markerHeader is the header block of a subject delete marker with ttl: a
-// rollup of its subject, as the reference server writes it.
-func markerHeader(ttl time.Duration) []byte {
+// MarkerHeader is the header block of a subject delete marker with ttl:
+// Nats-Marker-Reason: MaxAge, Nats-TTL and a rollup of its subject, as the
+// reference server writes it.
+func MarkerHeader(ttl time.Duration) []byte {
 	b := make([]byte, 0, 96)
 	b = append(b, "NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\n"...)
 	b = append(b, TTLHeader+": "...)

@@ -234,11 +234,13 @@ type Options struct {
 	Now func() time.Time
 	// LogClock runs the stream on the time of its log instead of Now
 	// (logclock.go): the time of the last message appended with AppendAt,
-	// or given to AdvanceTime. MaxAge and TTLs expire only as that time
-	// moves, inside those calls, so that replicas applying the same log
-	// expire the same messages at the same place in it. The background
-	// goroutine runs no expiry (StartExpiry does nothing). Subject delete
-	// markers are not supported with it.
+	// or given to AdvanceTime or ApplyExpiry. MaxAge and TTLs expire only
+	// as that time moves, inside those calls, so that replicas applying
+	// the same log expire the same messages at the same place in it. The
+	// background goroutine runs no expiry (StartExpiry does nothing). With
+	// SubjectDeleteMarkerTTL, only planned rounds (PlanExpiry, then
+	// ApplyExpiry; expiryplan.go) expire messages, since a marker takes a
+	// sequence that the log's leader gives out. Fixed at Open.
 	LogClock bool
 	// Logger receives recovery reports and background errors (default
 	// slog.Default()).
@@ -300,8 +302,6 @@ func (o *Options) validate() error {
 		return bad("SubjectDeleteMarkerTTL %v is neither 0 nor at least a second", o.SubjectDeleteMarkerTTL)
 	case o.WriteBuffer < 0:
 		return bad("negative WriteBuffer %d", o.WriteBuffer)
-	case o.LogClock && o.SubjectDeleteMarkerTTL > 0:
-		return bad("SubjectDeleteMarkerTTL with LogClock")
 	}
 	return o.Durability.validate()
 }

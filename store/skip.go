@@ -25,9 +25,15 @@ import (
 func (s *Stream) Skip(to uint64, ts int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.mu.closed:
+	if s.mu.closed {
 		return ErrClosed
+	}
+	return s.skipLocked(to, ts)
+}
+
+// skipLocked is Skip on an open stream. Write lock held.
+func (s *Stream) skipLocked(to uint64, ts int64) error {
+	switch {
 	case to <= s.mu.last:
 		return nil
 	case to == ^uint64(0):

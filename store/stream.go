@@ -249,7 +249,16 @@ func (s *Stream) appendAtLocked(seq uint64, ts, now int64, subj string, hdr, dat
 // admitLocked refuses a message of size bytes on subject ss (nil if new)
 // that breaks a limit it may not make room for.
 func (s *Stream) admitLocked(ss *subjectState, size int) error {
-	o := &s.mu.opts
+	if ss == nil {
+		return s.mu.opts.admit(s.mu.msgs, s.mu.bytes, 0, "", size)
+	}
+	return s.mu.opts.admit(s.mu.msgs, s.mu.bytes, ss.n, ss.name, size)
+}
+
+// admit refuses a message of size bytes on subject subj, which holds n
+// messages, in a stream of msgs messages and bytes bytes, that breaks a
+// limit it may not make room for.
+func (o *Options) admit(msgs, bytes uint64, n int, subj string, size int) error {
 	if o.MaxBytes > 0 && int64(size) > o.MaxBytes {
 		return fmt.Errorf("%w: message of %d bytes, limit %d", ErrMaxBytes, size, o.MaxBytes)
 	}
@@ -257,12 +266,12 @@ func (s *Stream) admitLocked(ss *subjectState, size int) error {
 		return nil
 	}
 	switch {
-	case o.MaxMsgs > 0 && int64(s.mu.msgs) >= o.MaxMsgs:
+	case o.MaxMsgs > 0 && int64(msgs) >= o.MaxMsgs:
 		return fmt.Errorf("%w: limit %d", ErrMaxMsgs, o.MaxMsgs)
-	case o.MaxBytes > 0 && int64(s.mu.bytes)+int64(size) > o.MaxBytes:
-		return fmt.Errorf("%w: %d stored + %d, limit %d", ErrMaxBytes, s.mu.bytes, size, o.MaxBytes)
-	case o.DiscardNewPerSubject && o.MaxMsgsPerSubject > 0 && ss != nil && int64(ss.n) >= o.MaxMsgsPerSubject:
-		return fmt.Errorf("%w: subject %q, limit %d", ErrMaxMsgsPerSubject, ss.name, o.MaxMsgsPerSubject)
+	case o.MaxBytes > 0 && int64(bytes)+int64(size) > o.MaxBytes:
+		return fmt.Errorf("%w: %d stored + %d, limit %d", ErrMaxBytes, bytes, size, o.MaxBytes)
+	case o.DiscardNewPerSubject && o.MaxMsgsPerSubject > 0 && int64(n) >= o.MaxMsgsPerSubject:
+		return fmt.Errorf("%w: subject %q, limit %d", ErrMaxMsgsPerSubject, subj, o.MaxMsgsPerSubject)
 	}
 	return nil
 }
@@ -348,7 +357,7 @@ func (s *Stream) syncRound(final bool) (uint64, error) {
 // new limits at once, removing the oldest messages as needed whatever the
 // discard policy (which governs only new messages). Storage and Dir cannot
 // change (ErrInvalidConfig); FS, Now, Logger, OnExpire, OnCorrupt,
-// AppendLock and HoldExpiry are fixed at Open and ignored here.
+// AppendLock, HoldExpiry and LogClock are fixed at Open and ignored here.
 func (s *Stream) UpdateConfig(opts Options) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -361,6 +370,7 @@ func (s *Stream) UpdateConfig(opts Options) error {
 	}
 	opts.FS, opts.Now, opts.Logger = cur.FS, cur.Now, cur.Logger
 	opts.OnExpire, opts.AppendLock, opts.HoldExpiry, opts.OnCorrupt = cur.OnExpire, cur.AppendLock, cur.HoldExpiry, cur.OnCorrupt
+	opts.LogClock = cur.LogClock // the stream's clock (s.clock) is chosen at Open
 	opts.fill()
 	if err := opts.validate(); err != nil {
 		return err
