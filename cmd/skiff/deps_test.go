@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,5 +42,22 @@ func TestBrokerModuleHasNoHarnessDependencies(t *testing.T) {
 			require.False(t, strings.HasPrefix(m, h), "the broker module depends on %s", m)
 		}
 		require.NotContains(t, string(gomod), h, "go.mod requires %s", h)
+	}
+}
+
+// TestChaosFSOnlyInItsBuild: the binary built without -tags chaosfs (the
+// one users run) does not contain the power-loss file system of the
+// fault suite; the chaosfs build does.
+func TestChaosFSOnlyInItsBuild(t *testing.T) {
+	const pkg = "github.com/skiffmq/skiff/internal/chaosfs"
+	for _, tc := range []struct {
+		tags string
+		want bool
+	}{{"", false}, {"chaosfs", true}} {
+		t.Run("tags="+tc.tags, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-tags", tc.tags, ".").Output()
+			require.NoError(t, err)
+			require.Equal(t, tc.want, slices.Contains(strings.Fields(string(out)), pkg))
+		})
 	}
 }

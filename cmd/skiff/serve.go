@@ -101,6 +101,10 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	if f.signal != "" {
 		return signalCmd(f.signal, cfg.PIDFile, stderr)
 	}
+	if err := chaosFS(&cfg); err != nil {
+		fmt.Fprintln(stderr, "skiff serve:", err)
+		return 1
+	}
 
 	// Catch the signals before the listener is announced, so a supervisor
 	// that signals as soon as it sees the address gets a clean shutdown

@@ -42,25 +42,47 @@ func TestServeBinary(t *testing.T) {
 	nc.Close()
 }
 
+// built are the binaries the package's tests built, by build tags.
 var built struct {
+	sync.Mutex
+	bins map[string]*builtBin
+}
+
+type builtBin struct {
 	once sync.Once
-	dir  string
+	path string
 	err  error
 }
 
 // buildSkiff builds bin/skiff once for the package's tests.
-func buildSkiff(t *testing.T) string {
-	built.once.Do(func() {
-		built.dir, built.err = os.MkdirTemp("", "skiff-bin-")
-		if built.err != nil {
+func buildSkiff(t *testing.T) string { return buildSkiffTags(t, "") }
+
+// buildSkiffTags builds bin/skiff with the build tags (comma-separated;
+// "" for none) once for the package's tests.
+func buildSkiffTags(t *testing.T, tags string) string {
+	built.Lock()
+	if built.bins == nil {
+		built.bins = map[string]*builtBin{}
+	}
+	b := built.bins[tags]
+	if b == nil {
+		b = &builtBin{}
+		built.bins[tags] = b
+	}
+	built.Unlock()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "skiff-bin-")
+		if err != nil {
+			b.err = err
 			return
 		}
-		build := exec.Command("go", "build", "-o", filepath.Join(built.dir, "skiff"), ".")
+		b.path = filepath.Join(dir, "skiff")
+		build := exec.Command("go", "build", "-tags", tags, "-o", b.path, ".")
 		build.Stderr = os.Stderr
-		built.err = build.Run()
+		b.err = build.Run()
 	})
-	require.NoError(t, built.err)
-	return filepath.Join(built.dir, "skiff")
+	require.NoError(t, b.err)
+	return b.path
 }
 
 // TestServeRefusesUnsupportedConfig: a file asking for something Skiff
