@@ -47,7 +47,7 @@ import (
 var (
 	chaosRounds = flag.Int("chaos.rounds", 0, "rounds of faults per sync policy in TestChaosProcesses (0: each kind once, "+
 		"but a power loss of a quorum only under always)")
-	chaosSync   = flag.String("chaos.sync", "interval", "the sync policies TestChaosProcesses runs, a cluster each: interval, always, never")
+	chaosSync = flag.String("chaos.sync", "interval", "the sync policies TestChaosProcesses runs, a cluster each: interval, always, never")
 )
 
 // chaosPolicies maps -chaos.sync's names to the store's durability and
