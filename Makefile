@@ -33,12 +33,15 @@ race: tools redis
 	$(GO) test -race -timeout 20m ./...
 	cd bench && $(GO) test -race -timeout 20m ./...
 
-## chaos: the fault-injection suites of replicated streams, longer than make test's (ROUNDS=30): in
-## process (stops, restarts, porcupine), then three `skiff serve` processes (kill -9, SIGSTOP, restarts)
+## chaos: the fault-injection suites of replicated streams, longer than make test's (ROUNDS=30 per sync
+## policy, SYNC=interval,always,never: a cluster each): in process (stops, restarts, power losses on
+## chaosfs, porcupine), then three `skiff serve` processes built with -tags chaosfs (kill -9, SIGSTOP,
+## restarts, partitions, power losses)
 ROUNDS ?= 30
+SYNC ?= interval,always,never
 chaos:
-	$(GO) test -race -timeout 60m ./jetstream -run 'TestChaosReplicated' -count=1 -v -chaos.rounds=$(ROUNDS)
-	$(GO) test -timeout 60m ./cmd/skiff -run 'TestChaosProcesses' -count=1 -v -chaos.rounds=$(ROUNDS)
+	$(GO) test -race -timeout 90m ./jetstream -run 'TestChaosReplicated' -count=1 -v -chaos.rounds=$(ROUNDS) -chaos.sync=$(SYNC)
+	$(GO) test -timeout 90m ./cmd/skiff -run 'TestChaosProcesses' -count=1 -v -chaos.rounds=$(ROUNDS) -chaos.sync=$(SYNC)
 
 ## redis: install redis-server from Debian's packages, only if it is missing
 redis:
