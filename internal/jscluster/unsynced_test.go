@@ -24,6 +24,27 @@ func (m *metaCluster) rebooted(t *testing.T, i int) {
 	require.NoError(t, os.WriteFile(filepath.Join(wal, "boot_id"), []byte("a-boot-before\n"), 0o644))
 }
 
+// startWithGroup starts three servers with tune's options, a stream
+// group on all of them, and a meta entry (BEFORE) applied everywhere; it
+// returns the servers' names.
+func startWithGroup(t *testing.T, group uint64, tune func(o *jscluster.Options)) (*metaCluster, []string) {
+	t.Helper()
+	m := startMeta(t, 3)
+	m.tune = tune
+	m.RestartAll(t)
+	l := m.waitFormed(t)
+	var names []string
+	for i := range 3 {
+		names = append(names, m.Servers[i].Name())
+	}
+	for i := range 3 {
+		require.NoError(t, m.r(i).AddGroup(group, names, &listFSM{}))
+	}
+	require.NoError(t, m.propose(t, l, assign("$G", "BEFORE")))
+	m.waitApplied(t, "$G", "BEFORE", false)
+	return m, names
+}
+
 // TestUnsyncedHeld: a server whose WAL was not closed and whose machine
 // restarted since comes back with its meta and stream groups held
 // unsynced, under the interval and never policies: with the third server
@@ -42,19 +63,7 @@ func TestUnsyncedHeld(t *testing.T) {
 		{"never", store.SyncNever, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := startMeta(t, 3)
-			m.tune = func(o *jscluster.Options) { o.Durability.Sync = tc.policy }
-			m.RestartAll(t)
-			l := m.waitFormed(t)
-			var names []string
-			for i := range 3 {
-				names = append(names, m.Servers[i].Name())
-			}
-			for i := range 3 {
-				require.NoError(t, m.r(i).AddGroup(group, names, &listFSM{}))
-			}
-			require.NoError(t, m.propose(t, l, assign("$G", "BEFORE")))
-			m.waitApplied(t, "$G", "BEFORE", false)
+			m, _ := startWithGroup(t, group, func(o *jscluster.Options) { o.Durability.Sync = tc.policy })
 			for i := range 3 {
 				m.Stop(t, i)
 			}
@@ -101,22 +110,10 @@ func TestUnsyncedHeld(t *testing.T) {
 // and elect a leader of the meta group and of a stream group.
 func TestUnsyncedAllReleased(t *testing.T) {
 	const group = 1000
-	m := startMeta(t, 3)
-	m.tune = func(o *jscluster.Options) {
+	m, names := startWithGroup(t, group, func(o *jscluster.Options) {
 		o.Durability.Sync = store.SyncInterval
 		o.HoldTimeout = time.Second
-	}
-	m.RestartAll(t)
-	l := m.waitFormed(t)
-	var names []string
-	for i := range 3 {
-		names = append(names, m.Servers[i].Name())
-	}
-	for i := range 3 {
-		require.NoError(t, m.r(i).AddGroup(group, names, &listFSM{}))
-	}
-	require.NoError(t, m.propose(t, l, assign("$G", "BEFORE")))
-	m.waitApplied(t, "$G", "BEFORE", false)
+	})
 	for i := range 3 {
 		m.Stop(t, i)
 		m.rebooted(t, i)
