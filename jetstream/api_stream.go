@@ -257,19 +257,9 @@ func (ja *jsAccount) streamUpdate(name string, data []byte) any {
 		r.Error = aerr
 		return r
 	}
-	if st.repl != nil {
-		// A replicated stream scaled to one replica is still one.
-		if r.Error = replicatedUnsupported(&ncfg); r.Error != nil {
-			return r
-		}
-	} else if ncfg.Replicas > 1 {
-		if ncfg.Storage != FileStorage {
-			r.Error = apiErr(503, 10036, "not currently supported in clustered mode: "+errConvertMemory.Error())
-			return r
-		}
-		if r.Error = replicatedUnsupported(&ncfg); r.Error != nil {
-			return r
-		}
+	if st.repl == nil && ncfg.Replicas > 1 && ncfg.Storage != FileStorage {
+		r.Error = apiErr(503, 10036, "not currently supported in clustered mode: "+errConvertMemory.Error())
+		return r
 	}
 	if r.Error = ja.checkMaxBytes(&ncfg); r.Error != nil {
 		return r

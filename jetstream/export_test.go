@@ -1,6 +1,9 @@
 package jetstream
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -313,4 +316,47 @@ func ReplicaGroupState(js *JetStream, account, name string) (jscluster.GroupStat
 		}
 	}
 	return jscluster.GroupState{}, false
+}
+
+// StoreDump lists a store's messages, headers and times included, after
+// a line with its first and last sequences and its count (tests only:
+// two replicas hold the same if their dumps are equal).
+func StoreDump(s *store.Stream) []string {
+	st := s.State()
+	out := []string{fmt.Sprintf("first %d last %d msgs %d", st.FirstSeq, st.LastSeq, st.Msgs)}
+	for seq := st.FirstSeq; seq <= st.LastSeq && seq > 0; seq++ {
+		m, err := s.Get(seq)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			out = append(out, fmt.Sprintf("%d: %v", seq, err))
+		default:
+			out = append(out, fmt.Sprintf("%d %s %q %q %d", m.Seq, m.Subject, m.Header, m.Data, m.Timestamp))
+		}
+	}
+	return out
+}
+
+// DumpMarkers returns the sequences of a StoreDump's subject delete
+// markers, by subject.
+func DumpMarkers(dump []string) map[string][]string {
+	out := map[string][]string{}
+	for _, line := range dump[1:] {
+		if strings.Contains(line, "Nats-Marker-Reason") {
+			f := strings.Fields(line)
+			out[f[1]] = append(out[f[1]], f[0])
+		}
+	}
+	return out
+}
+
+// LocalStoreDump is StoreDump of this server's store of a stream; ok is
+// false if the server has no such stream.
+func LocalStoreDump(js *JetStream, account, name string) (dump []string, ok bool) {
+	if ja := js.account(account); ja != nil {
+		if st := ja.lookup(name); st != nil {
+			return StoreDump(st.store), true
+		}
+	}
+	return nil, false
 }

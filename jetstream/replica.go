@@ -38,10 +38,11 @@ import (
 // still to come. Durable consumers are ops of the group too, and run on
 // the ready leader (replica_consumers.go), and so does interest and
 // work-queue retention: the leader decides what its consumers are done
-// with and proposes the removals (replica_retention.go). Not built yet,
-// and refused for replicated streams until they are
-// (replicatedUnsupported): subject delete markers; and changing
-// num_replicas (scaling).
+// with and proposes the removals (replica_retention.go). Time moves with
+// the log (replica_clock.go): max_age and TTLs expire at the same place
+// in the log on every replica, and on a stream with subject delete
+// markers the leader plans each expiry round, its markers at sequences
+// of the projection, and proposes it between batches.
 
 // maxReplicas bounds num_replicas, as in nats-server.
 const maxReplicas = 5
@@ -115,6 +116,10 @@ type replica struct {
 		inSubj          map[string]int64
 		open            *replicaBatch
 		inFlight        bool // a proposal raft has not taken or dropped yet
+		// barrier: an expiry round with markers is due; the open batch
+		// waits until every batch proposed is applied, and goes after
+		// the round (replica_clock.go).
+		barrier bool
 		// takenCh is closed (and replaced) whenever raft takes or drops a
 		// proposal: publishes waiting for room in the open batch wake.
 		takenCh chan struct{}
@@ -314,7 +319,7 @@ func (r *replica) resetLocked() {
 	// entries before this term's first are all applied. Its publishers,
 	// with no PubAck, retry.
 	clear(r.mu.pending)
-	r.mu.resync = false
+	r.mu.resync, r.mu.barrier = false, false
 }
 
 // takeWaitersLocked takes every waiter out, to be told after r.mu is
@@ -393,10 +398,7 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		st.ingestMu.dedup.add(msg.msgID, seq, now)
 		st.ingestMu.Unlock()
 	}
-	r.mu.subjLast[msg.subj] = seq
-	r.mu.inMsgs++
-	r.mu.inBytes += int64(store.RecordSize(msg.subj, msg.hdr, msg.data))
-	r.mu.inSubj[msg.subj]++
+	r.inflightLocked(&msg)
 	b := r.openLocked()
 	b.msgs, b.replies = append(b.msgs, msg), append(b.replies, reply)
 	b.bytes += len(msg.subj) + len(msg.hdr) + len(msg.data)
@@ -415,7 +417,7 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 // reports false if raft took nothing for replicaBatchWait. r.mu held.
 func (r *replica) waitRoomLocked() bool {
 	var deadline *time.Timer
-	for r.mu.inFlight && r.mu.open != nil && r.mu.open.bytes >= replicaBatchBytes && !r.mu.closed {
+	for (r.mu.inFlight || r.mu.barrier) && r.mu.open != nil && r.mu.open.bytes >= replicaBatchBytes && !r.mu.closed {
 		if deadline == nil {
 			deadline = time.NewTimer(replicaBatchWait)
 			defer deadline.Stop()
@@ -488,6 +490,15 @@ func (r *replica) admitLocked(cfg *StreamConfig, m *server.Msg) *APIError {
 	return nil
 }
 
+// inflightLocked counts a message proposed (or to be) in the projection:
+// its subject's last sequence, and the in-flight counts. r.mu held.
+func (r *replica) inflightLocked(m *replicaMsg) {
+	r.mu.subjLast[m.subj] = m.seq
+	r.mu.inMsgs++
+	r.mu.inBytes += int64(store.RecordSize(m.subj, m.hdr, m.data))
+	r.mu.inSubj[m.subj]++
+}
+
 // unflightLocked takes a batch's messages out of the in-flight counts (it
 // was applied, or given up). r.mu held.
 func (r *replica) unflightLocked(b *replicaBatch) {
@@ -516,17 +527,25 @@ func (r *replica) checkExpectedLocked(hdr headers, subj string) *APIError {
 	})
 }
 
-// proposeLocked proposes the open batch, and returns the replies of the
-// publishes refused if raft would not take it. r.mu held.
+// proposeLocked proposes the open batch, unless an expiry round waits to
+// go first (barrier), and returns the replies of the publishes refused if
+// raft would not take it. r.mu held.
 func (r *replica) proposeLocked() []string {
 	b := r.mu.open
-	if b == nil || len(b.msgs)+len(b.refusals) == 0 {
+	if b == nil || len(b.msgs)+len(b.refusals) == 0 || r.mu.barrier {
 		return nil
 	}
 	r.mu.open = nil
+	return r.submitLocked(b, &replicaOp{kind: opMsgs, msgs: b.msgs})
+}
+
+// submitLocked proposes op as batch b's (the open batch's messages, or an
+// expiry round's markers), the one proposal in flight, and returns the
+// replies of the publishes refused if raft would not take it. r.mu held.
+func (r *replica) submitLocked(b *replicaBatch, op *replicaOp) []string {
 	r.mu.propID++
 	b.propID, b.at = r.mu.propID, time.Now()
-	op := &replicaOp{kind: opMsgs, proposer: r.me, propID: b.propID, term: r.mu.term, msgs: b.msgs}
+	op.proposer, op.propID, op.term = r.me, b.propID, r.mu.term
 	data := appendOp(make([]byte, 0, sizeOp(op)), op)
 	r.mu.pending[b.propID] = b
 	r.mu.inFlight = true
@@ -654,10 +673,12 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	switch {
 	case op.kind == opConsumer:
 		r.consumerApplied(op)
-	case op.kind == opTick && op.purged > 0:
+	case (op.kind == opTick || op.kind == opExpire) && op.purged > 0:
 		st.changed() // the consumers (on the leader) drop what expired
 	}
-	if op.kind != opMsgs {
+	// An expiry round's markers are messages of the projection, as a
+	// batch's are.
+	if op.kind != opMsgs && op.kind != opExpire {
 		r.wake(op, nil)
 		r.mu.Lock()
 		expired := r.sweepLocked()
@@ -696,8 +717,10 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	}
 	expired := r.sweepLocked()
 	r.maybeResyncLocked()
+	failed := r.expireDueLocked()
 	r.mu.Unlock()
 	giveUp(expired)
+	r.refuse(nil, failed)
 	if b == nil || cfg.NoAck {
 		return
 	}
@@ -780,16 +803,6 @@ func (st *stream) setSubscribed(on bool) {
 			st.unsubscribeLocked()
 		}
 	}
-}
-
-// replicatedUnsupported refuses what a replicated stream cannot do yet
-// (503 10036, nats-server's error for what clustered mode does not
-// support), naming it.
-func replicatedUnsupported(cfg *StreamConfig) *APIError {
-	if cfg.SubjectDeleteMarkerTTL > 0 {
-		return apiErr(503, 10036, "not currently supported in clustered mode: replicated streams with subject delete markers")
-	}
-	return nil
 }
 
 func cloneBytes(b []byte) []byte {

@@ -384,6 +384,12 @@ func (r *replica) applyCatchup(a *catchupAnswer, c *catchupCursor) error {
 			}
 		}
 	}
+	// A peer's answer has no TTLs: they are in the messages' headers, as
+	// in its store, and this store schedules them from there, as Open
+	// does. Without them the replica would keep, at a tick, what its
+	// peers expire, and once it led it would plan no expiry for them.
+	o := s.Options()
+	ttls := o.AllowMsgTTL || o.SubjectDeleteMarkerTTL > 0
 	for i := range a.msgs {
 		m := &a.msgs[i]
 		if last := s.State().LastSeq; m.seq > last+1 {
@@ -391,7 +397,11 @@ func (r *replica) applyCatchup(a *catchupAnswer, c *catchupCursor) error {
 				return fmt.Errorf("catch-up: %w", err)
 			}
 		}
-		if err := s.AppendAt(m.seq, m.ts, m.subj, m.hdr, m.data, time.Duration(m.ttl)); err != nil {
+		ttl := time.Duration(m.ttl)
+		if ttl == 0 && ttls {
+			ttl = store.HeaderTTL(m.hdr)
+		}
+		if err := s.AppendAt(m.seq, m.ts, m.subj, m.hdr, m.data, ttl); err != nil {
 			return fmt.Errorf("catch-up: message %d: %w", m.seq, err)
 		}
 	}

@@ -197,16 +197,13 @@ func TestClusterReplicatedStream(t *testing.T) {
 	}
 }
 
-// TestClusterReplicatedRefusals: what replicated streams cannot do yet is
-// refused with 10036, saying what.
+// TestClusterReplicatedRefusals: more replicas than nats-server allows,
+// or than the cluster has servers, are refused as nats-server refuses
+// them.
 func TestClusterReplicatedRefusals(t *testing.T) {
 	jc := startReplicatedCluster(t, 3)
 	_, js := jc.connectJS(t, 0)
-	_, err := js.AddStream(&nats.StreamConfig{Name: "MARKED", Subjects: []string{"marked"}, Replicas: 3,
-		AllowMsgTTL: true, SubjectDeleteMarkerTTL: time.Minute})
-	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "%v", err)
-	require.ErrorContains(t, err, "subject delete markers")
-	_, err = js.AddStream(&nats.StreamConfig{Name: "R9", Subjects: []string{"r9"}, Replicas: 9})
+	_, err := js.AddStream(&nats.StreamConfig{Name: "R9", Subjects: []string{"r9"}, Replicas: 9})
 	require.ErrorContains(t, err, "maximum replicas is 5")
 	_, err = js.AddStream(&nats.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3})
 	require.NoError(t, err)

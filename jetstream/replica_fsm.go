@@ -175,6 +175,8 @@ func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 			return fmt.Errorf("tick: %w", err)
 		}
 		op.purged = uint64(n)
+	case opExpire:
+		return f.expire(op)
 	case opConsumer:
 		if f.cons == nil {
 			return fmt.Errorf("%w: a consumer op this replica cannot apply", errBadOp)
@@ -183,6 +185,35 @@ func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 	default:
 		// A replica does not skip what it cannot do.
 		return fmt.Errorf("%w: kind %d is not applied by this version", errBadOp, op.kind)
+	}
+	return nil
+}
+
+// expire applies an expiry round the leader planned: its removals and
+// markers (store.ApplyExpiry), then the removal of the markers no
+// consumer wanted under interest retention, as a publish without
+// interest is removed.
+func (f *replicaFSM) expire(op *replicaOp) error {
+	if len(op.replaced) != len(op.msgs) {
+		return fmt.Errorf("%w: %d markers replacing %d messages", errBadOp, len(op.msgs), len(op.replaced))
+	}
+	plan := store.ExpiryPlan{Now: op.now, Removed: op.seqs}
+	for i := range op.msgs {
+		m := &op.msgs[i]
+		plan.Markers = append(plan.Markers, store.Marker{Seq: m.seq, Subject: m.subj, Replaced: op.replaced[i],
+			Timestamp: m.ts, TTL: time.Duration(m.ttl)})
+	}
+	ev, err := f.store.ApplyExpiry(plan)
+	if err != nil {
+		return fmt.Errorf("expire: %w", err)
+	}
+	op.purged = uint64(len(ev.Removed))
+	for i := range op.msgs {
+		if m := &op.msgs[i]; m.flags&msgNoInterest != 0 {
+			if err := f.store.Remove(m.seq); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("marker %d without interest: %w", m.seq, err)
+			}
+		}
 	}
 	return nil
 }

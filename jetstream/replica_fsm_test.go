@@ -28,13 +28,19 @@ type replicaGroup struct {
 const testGroup = 7
 
 func newReplicaGroup(t *testing.T, seed int64, faults multiraftest.Faults) *replicaGroup {
+	return newReplicaGroupWith(t, seed, faults, store.Options{MaxMsgsPerSubject: 5})
+}
+
+// newReplicaGroupWith is newReplicaGroup with o as each replica's store
+// options (memory storage).
+func newReplicaGroupWith(t *testing.T, seed int64, faults multiraftest.Faults, o store.Options) *replicaGroup {
 	g := &replicaGroup{t: t, net: multiraftest.NewFakeTransport(seed)}
+	o.Storage, o.Logger = store.MemoryStorage, slog.New(slog.DiscardHandler)
 	for id := uint64(1); id <= 3; id++ {
 		n, err := multiraft.New(multiraft.Options{ID: id, Manual: true}, g.net.Endpoint(id))
 		require.NoError(t, err)
 		g.net.Endpoint(id).SetHandler(n)
-		s, err := store.Open(store.Options{Storage: store.MemoryStorage, MaxMsgsPerSubject: 5,
-			Logger: slog.New(slog.DiscardHandler)})
+		s, err := store.Open(o)
 		require.NoError(t, err)
 		disk := multiraftest.NewMemDisk()
 		require.NoError(t, n.AddGroup(multiraft.GroupConfig{ID: testGroup, Log: disk.Log(testGroup),

@@ -23,6 +23,9 @@ import (
 //	opPurge  subject bytes | below uvarint
 //	opConfig config bytes (StreamConfig JSON) | metaIndex uvarint
 //	opTick   now varint
+//	opExpire now varint | count uvarint, seq uvarint ... | count uvarint,
+//	           then per marker: seq uvarint | ts varint | ttl varint |
+//	           flags u8 | subject bytes | replaced uvarint
 //	opConsumer name bytes | action u8, then by action:
 //	           create, update: meta bytes (consumerMeta JSON) | floor uvarint
 //	           delete:         nothing
@@ -39,6 +42,10 @@ import (
 // (a proposal queued across a lost and regained leadership) was decided
 // against a state the leader has since rebuilt, and every replica skips
 // it (replicaFSM.Apply).
+//
+// A kind added within a version (opExpire) needs no new version: a
+// replica of an older server stops at a kind it does not know, as at a
+// version it does not read.
 
 // opsVersion is the version of the format this code writes and reads.
 // Version 2 added the term and opConsumer.
@@ -67,6 +74,11 @@ const (
 	// opConsumer creates, updates or deletes a durable consumer, or
 	// records its progress (replica_consumers.go).
 	opConsumer
+	// opExpire applies an expiry round the leader planned on a stream
+	// with subject delete markers (store.ExpiryPlan, replica_clock.go):
+	// the messages it removes, and the markers it appends at the
+	// sequences the leader gave them.
+	opExpire
 )
 
 // consumerOpAction is what an opConsumer does.
@@ -134,7 +146,12 @@ type replicaOp struct {
 	config    []byte // opConfig
 	metaIndex uint64
 
-	now int64 // opTick
+	now int64 // opTick, opExpire
+
+	// opExpire: seqs are the messages removed without a marker; msgs
+	// the markers (sequence, time, TTL, flags and subject only), and
+	// replaced, for each, the message it replaces.
+	replaced []uint64
 
 	// opConsumer: the consumer, what to do, and for a create or update
 	// its meta and (create) its start's ack floor; for progress, the
@@ -145,8 +162,8 @@ type replicaOp struct {
 	floor    uint64
 	recs     []progressRec
 
-	// purged is what an opPurge (or an opTick) removed, set when it is
-	// applied (not encoded).
+	// purged is what an opPurge (or an opTick, an opExpire) removed,
+	// set when it is applied (not encoded).
 	purged uint64
 }
 
@@ -186,10 +203,7 @@ func appendOp(b []byte, op *replicaOp) []byte {
 			b = appendBytes(b, m.data)
 		}
 	case opRemove:
-		b = binary.AppendUvarint(b, uint64(len(op.seqs)))
-		for _, s := range op.seqs {
-			b = binary.AppendUvarint(b, s)
-		}
+		b = appendSeqs(b, op.seqs)
 		b = append(b, boolByte(op.persist))
 	case opPurge:
 		b = appendBytes(b, []byte(op.subject))
@@ -199,8 +213,40 @@ func appendOp(b []byte, op *replicaOp) []byte {
 		b = binary.AppendUvarint(b, op.metaIndex)
 	case opTick:
 		b = binary.AppendVarint(b, op.now)
+	case opExpire:
+		b = appendExpireOp(b, op)
 	case opConsumer:
 		b = appendConsumerOp(b, op)
+	}
+	return b
+}
+
+// appendExpireOp appends an opExpire's fields.
+func appendExpireOp(b []byte, op *replicaOp) []byte {
+	b = binary.AppendVarint(b, op.now)
+	b = appendSeqs(b, op.seqs)
+	b = binary.AppendUvarint(b, uint64(len(op.msgs)))
+	for i := range op.msgs {
+		m := &op.msgs[i]
+		b = binary.AppendUvarint(b, m.seq)
+		b = binary.AppendVarint(b, m.ts)
+		b = binary.AppendVarint(b, m.ttl)
+		b = append(b, m.flags)
+		b = appendBytes(b, []byte(m.subj))
+		var replaced uint64
+		if i < len(op.replaced) {
+			replaced = op.replaced[i]
+		}
+		b = binary.AppendUvarint(b, replaced)
+	}
+	return b
+}
+
+// appendSeqs appends a count and the sequences.
+func appendSeqs(b []byte, seqs []uint64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(seqs)))
+	for _, s := range seqs {
+		b = binary.AppendUvarint(b, s)
 	}
 	return b
 }
@@ -285,13 +331,7 @@ func decodeOp(b []byte) (replicaOp, error) {
 			op.msgs = append(op.msgs, m)
 		}
 	case opRemove:
-		n := d.count(1)
-		if n > 0 {
-			op.seqs = make([]uint64, 0, n)
-		}
-		for range n {
-			op.seqs = append(op.seqs, d.uvarint())
-		}
+		op.seqs = d.seqs()
 		op.persist = d.boolean()
 	case opPurge:
 		op.subject, op.below = string(d.bytes()), d.uvarint()
@@ -299,6 +339,8 @@ func decodeOp(b []byte) (replicaOp, error) {
 		op.config, op.metaIndex = d.bytes(), d.uvarint()
 	case opTick:
 		op.now = d.varint()
+	case opExpire:
+		d.expireOp(&op)
 	case opConsumer:
 		d.consumerOp(&op)
 	default:
@@ -313,6 +355,36 @@ func decodeOp(b []byte) (replicaOp, error) {
 		return op, fmt.Errorf("%w: %v", errBadOp, d.err)
 	}
 	return op, nil
+}
+
+// seqs reads a count and the sequences.
+func (d *opDecoder) seqs() []uint64 {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	seqs := make([]uint64, 0, n)
+	for range n {
+		seqs = append(seqs, d.uvarint())
+	}
+	return seqs
+}
+
+// expireOp reads an opExpire's fields.
+func (d *opDecoder) expireOp(op *replicaOp) {
+	op.now = d.varint()
+	op.seqs = d.seqs()
+	// Each marker takes at least 6 bytes: seq, ts, ttl, flags, the
+	// subject's length and replaced.
+	n := d.count(6)
+	if n > 0 {
+		op.msgs, op.replaced = make([]replicaMsg, 0, n), make([]uint64, 0, n)
+	}
+	for range n {
+		m := replicaMsg{seq: d.uvarint(), ts: d.varint(), ttl: d.varint(), flags: d.byte()}
+		m.subj = string(d.bytes())
+		op.msgs, op.replaced = append(op.msgs, m), append(op.replaced, d.uvarint())
+	}
 }
 
 // consumerOp reads an opConsumer's fields.

@@ -35,6 +35,12 @@ func opSamples() []replicaOp {
 			{kind: recReset, sseq: 10},
 		}},
 		{kind: opConsumer, propID: 14, consumer: "C1", action: actProgress},
+		{kind: opExpire, propID: 15, term: 2, now: 1795559000123456789, seqs: []uint64{3, 1 << 40},
+			msgs: []replicaMsg{
+				{seq: 41, ts: 1795559000123456789, ttl: 60e9, subj: "kv.a"},
+				{seq: 42, ts: 1795559000123456789, ttl: 1e9, flags: msgNoInterest, subj: "kv.b"},
+			}, replaced: []uint64{7, 1<<64 - 1}},
+		{kind: opExpire, propID: 16, now: -1},
 	}
 }
 
@@ -71,6 +77,9 @@ func TestReplicaOpsMalformed(t *testing.T) {
 		{"an unknown consumer action", []byte{opsVersion, byte(opConsumer), 0, 0, 0, 1, 'C', 9}, "consumer action 9"},
 		{"an unknown progress record", []byte{opsVersion, byte(opConsumer), 0, 0, 0, 1, 'C', byte(actProgress), 1, 9, 0},
 			"progress record kind 9"},
+		{"more markers than the entry holds", []byte{opsVersion, byte(opExpire), 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 1, 'a', 0},
+			"count 2"},
+		{"a truncated marker", []byte{opsVersion, byte(opExpire), 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 'a'}, "truncated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeOp(tc.b)

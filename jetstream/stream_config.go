@@ -84,11 +84,6 @@ func (js *JetStream) normalize(cfg StreamConfig) (StreamConfig, *APIError) {
 		return cfg, apiErr(400, 10133, "replicas count cannot be negative")
 	}
 	cfg.Replicas = max(cfg.Replicas, 1)
-	if cfg.Replicas > 1 {
-		if aerr := replicatedUnsupported(&cfg); aerr != nil {
-			return cfg, aerr
-		}
-	}
 	if cfg.Compression == "" {
 		cfg.Compression = "none"
 	}

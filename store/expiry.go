@@ -173,10 +173,8 @@ func (s *Stream) rebuildTTLsLocked(bad *[]uint64) {
 			}
 			continue
 		}
-		if v, ok := headerValue(m.Header, TTLHeader); ok {
-			if ttl, ok := ParseTTL(v); ok && ttl != 0 {
-				s.scheduleLocked(seq, m.Timestamp, ttl)
-			}
+		if ttl := HeaderTTL(m.Header); ttl != 0 {
+			s.scheduleLocked(seq, m.Timestamp, ttl)
 		}
 		m.Release()
 	}

@@ -46,6 +46,19 @@ func ParseTTL(v string) (ttl time.Duration, ok bool) {
 	return time.Duration(n) * time.Second, true
 }
 
+// HeaderTTL returns the TTL a message's header block gives it, its
+// TTLHeader as ParseTTL reads it, or 0 for none or an invalid one: the TTL
+// Open schedules a stored message's expiry by, and one copying stored
+// messages to another stream gives AppendAt.
+func HeaderTTL(hdr []byte) time.Duration {
+	v, ok := headerValue(hdr, TTLHeader)
+	if !ok {
+		return 0
+	}
+	ttl, _ := ParseTTL(v)
+	return ttl
+}
+
 // headerValue returns the value of the first header named name in a raw
 // header block, trimmed of spaces.
 func headerValue(hdr []byte, name string) (string, bool) {
