@@ -1,12 +1,18 @@
 package jetstream_test
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/internal/clustertest"
+	"github.com/skiffmq/skiff/jetstream"
+	"github.com/skiffmq/skiff/server"
 )
 
 // TestClusterReplicatedWipedHeld: a replica whose raft directory was
@@ -44,4 +50,41 @@ func TestClusterReplicatedWipedHeld(t *testing.T) {
 
 	jc.Restart(t, lead)
 	jc.waitReplicated(t, "WP", acked)
+}
+
+// TestClusterReplicatedUnsyncedHeld: a server whose machine lost power
+// under the interval policy comes back held (its raft log may miss what it
+// acknowledged): with the only other server up one that stopped cleanly,
+// no leader is elected, and /healthz names the hold; once the third is
+// back, the server catches up, is released, and every acknowledged
+// message is on every replica.
+func TestClusterReplicatedUnsyncedHeld(t *testing.T) {
+	jc := startJSClusterPowered(t, make([]string, 3), server.Options{HTTPPort: server.RandomPort}, nil,
+		newPower(3, jetstream.SyncInterval, jetstream.DefaultSyncInterval))
+	jc.waitMeta(t)
+	_, js := jc.connectJS(t, 0)
+	_, err := js.AddStream(&nats.StreamConfig{Name: "UH", Subjects: []string{"uh"}, Replicas: 3})
+	require.NoError(t, err)
+	acked := map[uint64]string{}
+	publishTo(t, js, acked, "uh", "m", 5)
+	jc.waitReplicated(t, "UH", acked)
+
+	jc.Stop(t, 1)
+	jc.Stop(t, 2)
+	jc.powerLoss(t, 0)
+	jc.Restart(t, 0)
+	jc.Restart(t, 1)
+	s := jc.Servers[0]
+	var h server.HealthStatus
+	require.Equal(t, http.StatusServiceUnavailable, monitorJSON(t, s, "/healthz", &h))
+	require.Contains(t, h.Error, "held (unsynced)")
+	require.Never(t, func() bool {
+		_, lead := jc.replicas("UH")
+		return lead >= 0
+	}, 2*time.Second, 50*time.Millisecond, "a leader elected with the vote of a server that may have lost what it acknowledged")
+
+	jc.Restart(t, 2)
+	jc.waitReplicated(t, "UH", acked)
+	require.Eventually(t, func() bool { return monitorJSON(t, s, "/healthz", &h) == http.StatusOK },
+		clustertest.Wait, 50*time.Millisecond, "released once caught up: %s", func() string { return h.Error }())
 }
