@@ -257,3 +257,44 @@ func TestClusterReplicatedMarkersCatchup(t *testing.T) {
 	require.Empty(t, jetstream.DumpMarkers(d), "t not due before the caught-up replica leads")
 	jc.waitSameStores(t, "CU", markers(map[string][]string{"cu.t": {"25"}}, 24), "t's marker, planned by the caught-up leader")
 }
+
+// TestDifferentialReplicatedDeleteMarkers: the markers an R3 stream's
+// leader plans are nats-server's (a single server's, whose markers
+// replication does not change): the same messages delivered to a
+// consumer, at the same sequences, with the same marker headers, and
+// the stream empty once the markers' TTL ran out.
+func TestDifferentialReplicatedDeleteMarkers(t *testing.T) {
+	// created waits for the stream to take publishes (an R3 stream's
+	// leader elected).
+	script := func(tg *target, replicas int, created func()) []string {
+		out := []string{tg.api("STREAM.CREATE.S", fmt.Sprintf(`{"name":"S","subjects":["s.>"],"max_age":1000000000,`+
+			`"subject_delete_marker_ttl":2000000000,"num_replicas":%d}`, replicas),
+			"config.allow_msg_ttl", "config.allow_rollup_hdrs", "config.deny_purge", "config.subject_delete_marker_ttl", "config.max_age")}
+		created()
+		sub, err := tg.nc.SubscribeSync("watch.s")
+		require.NoError(t, err)
+		defer func() { _ = sub.Unsubscribe() }()
+		out = append(out, tg.api("CONSUMER.CREATE.S.W", `{"stream_name":"S","config":{"durable_name":"W","deliver_subject":"watch.s","ack_policy":"none"}}`,
+			"config.durable_name"))
+		out = append(out, tg.pub("s.a", "a1"), tg.pub("s.a", "a2"), tg.pub("s.b", "b1"))
+		var got []string
+		for deadline := time.Now().Add(clustertest.Wait); len(got) < 5 && time.Now().Before(deadline); {
+			m, err := sub.NextMsg(time.Until(deadline))
+			if err != nil {
+				break
+			}
+			got = append(got, fmt.Sprintf("%s seq=%s %q reason=%q ttl=%q rollup=%q", m.Subject, strings.Split(m.Reply, ".")[5], m.Data,
+				m.Header.Get("Nats-Marker-Reason"), m.Header.Get("Nats-TTL"), m.Header.Get("Nats-Rollup")))
+		}
+		out = append(out, got...)
+		return append(out, tg.apiUntil("STREAM.INFO.S", "", has("state.messages=0 "), "state.messages", "state.last_seq"))
+	}
+	nc, err := nats.Connect(startReference(t))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	want := script(&target{t: t, nc: nc}, 1, func() {})
+	jc := startReplicatedCluster(t, 3)
+	got := script(&target{t: t, nc: jc.Connect(t, 0)}, 3, func() { jc.waitReplicated(t, "S", map[uint64]string{}) })
+	require.Equal(t, want, got, "Skiff's R3 markers differ from nats-server's")
+	require.Len(t, want, 11, "three messages and two markers delivered: %q", want)
+}
