@@ -75,6 +75,13 @@
 // never sees a marker come in between. Options.HoldExpiry defers the
 // rounds until StartExpiry.
 //
+// Under Options.LogClock (a replica of a replicated stream) no round runs
+// by itself: the stream's time is its log's, and expiry happens inside
+// AppendAt and AdvanceTime. On such a stream with markers, where a marker
+// takes a sequence only the log's leader may give, each round is planned
+// on the leader (PlanExpiry) and applied by every replica as planned
+// (ApplyExpiry).
+//
 // TTLs are stored nowhere but in the messages' headers: Open reads every
 // stored message's TTLHeader back, when TTLs are allowed, to rebuild the
 // heap and the exemptions from MaxAge. That keeps the log the one record
