@@ -193,10 +193,7 @@ func appendOp(b []byte, op *replicaOp) []byte {
 		b = binary.AppendUvarint(b, uint64(len(op.msgs)))
 		for i := range op.msgs {
 			m := &op.msgs[i]
-			b = binary.AppendUvarint(b, m.seq)
-			b = binary.AppendVarint(b, m.ts)
-			b = binary.AppendVarint(b, m.ttl)
-			b = append(b, m.flags)
+			b = appendMsgHead(b, m)
 			b = appendBytes(b, []byte(m.msgID))
 			b = appendBytes(b, []byte(m.subj))
 			b = appendBytes(b, m.hdr)
@@ -228,10 +225,7 @@ func appendExpireOp(b []byte, op *replicaOp) []byte {
 	b = binary.AppendUvarint(b, uint64(len(op.msgs)))
 	for i := range op.msgs {
 		m := &op.msgs[i]
-		b = binary.AppendUvarint(b, m.seq)
-		b = binary.AppendVarint(b, m.ts)
-		b = binary.AppendVarint(b, m.ttl)
-		b = append(b, m.flags)
+		b = appendMsgHead(b, m)
 		b = appendBytes(b, []byte(m.subj))
 		var replaced uint64
 		if i < len(op.replaced) {
@@ -240,6 +234,15 @@ func appendExpireOp(b []byte, op *replicaOp) []byte {
 		b = binary.AppendUvarint(b, replaced)
 	}
 	return b
+}
+
+// appendMsgHead appends what opMsgs and opExpire both say of a message:
+// its sequence, time, TTL and flags.
+func appendMsgHead(b []byte, m *replicaMsg) []byte {
+	b = binary.AppendUvarint(b, m.seq)
+	b = binary.AppendVarint(b, m.ts)
+	b = binary.AppendVarint(b, m.ttl)
+	return append(b, m.flags)
 }
 
 // appendSeqs appends a count and the sequences.
@@ -325,7 +328,7 @@ func decodeOp(b []byte) (replicaOp, error) {
 			op.msgs = make([]replicaMsg, 0, n)
 		}
 		for range n {
-			m := replicaMsg{seq: d.uvarint(), ts: d.varint(), ttl: d.varint(), flags: d.byte()}
+			m := d.msgHead()
 			m.msgID, m.subj = string(d.bytes()), string(d.bytes())
 			m.hdr, m.data = d.bytes(), d.bytes()
 			op.msgs = append(op.msgs, m)
@@ -357,6 +360,11 @@ func decodeOp(b []byte) (replicaOp, error) {
 	return op, nil
 }
 
+// msgHead reads what appendMsgHead wrote.
+func (d *opDecoder) msgHead() replicaMsg {
+	return replicaMsg{seq: d.uvarint(), ts: d.varint(), ttl: d.varint(), flags: d.byte()}
+}
+
 // seqs reads a count and the sequences.
 func (d *opDecoder) seqs() []uint64 {
 	n := d.count(1)
@@ -381,7 +389,7 @@ func (d *opDecoder) expireOp(op *replicaOp) {
 		op.msgs, op.replaced = make([]replicaMsg, 0, n), make([]uint64, 0, n)
 	}
 	for range n {
-		m := replicaMsg{seq: d.uvarint(), ts: d.varint(), ttl: d.varint(), flags: d.byte()}
+		m := d.msgHead()
 		m.subj = string(d.bytes())
 		op.msgs, op.replaced = append(op.msgs, m), append(op.replaced, d.uvarint())
 	}
