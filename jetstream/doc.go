@@ -57,7 +57,9 @@
 // (ttl.go checks the Nats-TTL header; store/expiry.go does the rest). Its
 // expiry rounds run on the store's goroutine holding the stream's ingest
 // lock, and report what they removed and appended to the stream, which
-// tells its consumers.
+// tells its consumers. A replicated stream's replicas run no rounds of
+// their own: time moves with the group's log, and the leader plans each
+// round with markers and has every replica apply it (replica_clock.go).
 //
 // # Concurrency
 //

@@ -21,7 +21,9 @@ import (
 // SubjectDeleteMarkerTTL, MaxAge; "Expiry" in its package documentation),
 // so that every copy of a stream expires alike. Here a publish's header is
 // checked and its TTL handed to Append; the store tells the stream what
-// expired (stream.expired), and the stream tells the consumers.
+// expired (stream.expired), and the stream tells the consumers. A
+// replicated stream's leader plans the rounds instead, and its replicas
+// apply them in log order (replica_clock.go).
 
 func errTTLInvalid() *APIError  { return apiErr(400, 10165, "invalid per-message TTL") }
 func errTTLDisabled() *APIError { return apiErr(400, 10166, "per-message TTL is disabled") }
