@@ -223,7 +223,7 @@ func TestClusterReplicatedMarkersConfig(t *testing.T) {
 func TestClusterReplicatedMarkersCatchup(t *testing.T) {
 	jetstream.SetReplicaLog(t, 4, 256)
 	jc := startReplicatedCluster(t, 3)
-	nc, js := jc.connectJS(t, 0)
+	_, js := jc.connectJS(t, 0)
 	_, err := js.AddStream(&nats.StreamConfig{Name: "CU", Subjects: []string{"cu.>"}, Replicas: 3,
 		SubjectDeleteMarkerTTL: 2 * time.Second, AllowMsgTTL: true})
 	require.NoError(t, err)
@@ -231,12 +231,15 @@ func TestClusterReplicatedMarkersCatchup(t *testing.T) {
 	publishTo(t, js, acked, "cu.a", "a", 3)
 	_, lead := jc.replicas("CU")
 	victim := (lead + 1) % 3
+	nc, js := jc.connectJS(t, (victim+1)%3) // a client of a server that stays up
 	behind := jc.stopBehind(t, victim, []string{"CU"})
 	// Long enough for the victim to be back, caught up and leading
 	// before it is due.
+	const ttl = 15 * time.Second
 	m := nats.NewMsg("cu.t")
-	m.Header.Set("Nats-TTL", "10s")
+	m.Header.Set("Nats-TTL", ttl.String())
 	m.Data = []byte("t")
+	due := time.Now().Add(ttl)
 	require.Eventually(t, func() bool { _, err := js.PublishMsg(m); return err == nil }, clustertest.Wait, 10*time.Millisecond)
 	publishTo(t, js, acked, "cu.b", "b", 20)
 	jc.waitCompacted(t, behind, victim)
@@ -253,8 +256,10 @@ func TestClusterReplicatedMarkersCatchup(t *testing.T) {
 		_, l := jc.replicas("CU")
 		return l == victim
 	}, clustertest.Wait, 20*time.Millisecond, "the caught-up replica leads")
+	require.True(t, time.Now().Before(due), "the caught-up replica leads only after t is due: the test ran too slowly")
 	d := jc.waitSameStores(t, "CU", func([]string) bool { return true }, "led by the caught-up replica")
 	require.Empty(t, jetstream.DumpMarkers(d), "t not due before the caught-up replica leads")
+	time.Sleep(time.Until(due))
 	jc.waitSameStores(t, "CU", markers(map[string][]string{"cu.t": {"25"}}, 24), "t's marker, planned by the caught-up leader")
 }
 
