@@ -111,8 +111,9 @@ func (st *stream) clusterInfo() *ClusterInfo {
 		ci.Replicas = append(ci.Replicas, pi)
 	}
 	if gs.Leader != js.raft.Name() {
-		// This server is a follower: it is among the replicas.
-		ci.Replicas = append(ci.Replicas, &PeerInfo{Name: js.raft.Name(), Current: true})
+		// This server is a follower: it is among the replicas, current
+		// unless held (it may have lost state and has not caught up).
+		ci.Replicas = append(ci.Replicas, &PeerInfo{Name: js.raft.Name(), Current: gs.Held == ""})
 		slices.SortFunc(ci.Replicas, func(a, b *PeerInfo) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return ci

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,8 +60,9 @@ func TestClusterReplicatedWipedHeld(t *testing.T) {
 // back, the server catches up, is released, and every acknowledged
 // message is on every replica.
 func TestClusterReplicatedUnsyncedHeld(t *testing.T) {
-	jc := startJSClusterPowered(t, make([]string, 3), server.Options{HTTPPort: server.RandomPort}, nil,
-		newPower(3, jetstream.SyncInterval, jetstream.DefaultSyncInterval))
+	p := newPower(3, jetstream.SyncInterval, jetstream.DefaultSyncInterval)
+	p.hold = time.Minute // not released by time during the test
+	jc := startJSClusterPowered(t, make([]string, 3), server.Options{HTTPPort: server.RandomPort}, nil, p)
 	jc.waitMeta(t)
 	_, js := jc.connectJS(t, 0)
 	_, err := js.AddStream(&nats.StreamConfig{Name: "UH", Subjects: []string{"uh"}, Replicas: 3})
@@ -82,6 +84,12 @@ func TestClusterReplicatedUnsyncedHeld(t *testing.T) {
 		_, lead := jc.replicas("UH")
 		return lead >= 0
 	}, 2*time.Second, 50*time.Millisecond, "a leader elected with the vote of a server that may have lost what it acknowledged")
+	_, js0 := jc.connectJS(t, 0)
+	si, err := js0.StreamInfo("UH", nats.MaxWait(5*time.Second))
+	require.NoError(t, err)
+	self := slices.IndexFunc(si.Cluster.Replicas, func(p *nats.PeerInfo) bool { return p.Name == s.Name() })
+	require.GreaterOrEqual(t, self, 0, "STREAM.INFO lists the held replica")
+	require.False(t, si.Cluster.Replicas[self].Current, "STREAM.INFO: a held replica is not current")
 
 	jc.Restart(t, 2)
 	jc.waitReplicated(t, "UH", acked)

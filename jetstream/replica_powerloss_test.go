@@ -24,22 +24,23 @@ import (
 // system, are fsynced and renamed into place as they are written, and
 // kept as they are.
 
-// holdTimeout is the test servers' hold timeout: how long replicas held
-// after a power loss of their whole group wait for a leader before they
-// are released.
+// holdTimeout is the test servers' hold timeout by default: how long
+// replicas held after a power loss of their whole group wait for a leader
+// before they are released.
 const holdTimeout = 2 * time.Second
 
 // power runs a test cluster's servers on chaosfs file systems.
 type power struct {
 	policy   jetstream.SyncPolicy
 	interval time.Duration
+	hold     time.Duration // the hold timeout
 	mu       sync.Mutex
 	fs       []*chaosfs.FS // by server, as of its last boot
 	off      []bool        // powered off, not booted since
 }
 
 func newPower(n int, policy jetstream.SyncPolicy, interval time.Duration) *power {
-	return &power{policy: policy, interval: interval, fs: make([]*chaosfs.FS, n), off: make([]bool, n)}
+	return &power{policy: policy, interval: interval, hold: holdTimeout, fs: make([]*chaosfs.FS, n), off: make([]bool, n)}
 }
 
 // journal is where server i keeps its chaosfs journal.
@@ -56,7 +57,7 @@ func (p *power) boot(t testing.TB, i int, dir string, o *jetstream.Options) {
 	o.FS, o.Sync, o.SyncInterval = fs, p.policy, p.interval
 	o.Cluster.FS = fs
 	o.Cluster.Durability = jetstream.DurabilityOf(p.policy, p.interval)
-	o.Cluster.HoldTimeout = holdTimeout
+	o.Cluster.HoldTimeout = p.hold
 }
 
 // shutDown hears that server i shut down, and reports whether its power
