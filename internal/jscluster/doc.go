@@ -35,6 +35,14 @@
 // caught up, up to Options.MaxVoters), or restarts its replica from the
 // WAL.
 //
+// # Unsynced replicas
+//
+// unsynced.go: a server whose WAL was not closed and whose machine has
+// restarted since (raftlog.Report.Unclean and Rebooted), under a sync
+// policy that acknowledges before fsyncing, may have lost what it
+// acknowledged: its groups start held (multiraft.HoldUnsynced) until they
+// catch up with a leader, or Options.HoldTimeout passes without one.
+//
 // # Calls
 //
 // calls.go: a server asks another for an answer over their raft link
