@@ -107,32 +107,48 @@ func (r *replica) checkpoint() {
 // refuses a state machine ahead of its log's commit, which a power loss
 // of the log's unsynced tail would otherwise leave). Then the store.
 //
-// Under a policy that acknowledges before fsyncing, applies wait from
-// before the log's fsync to after the store's (Apply holds restore's lock
-// for each batch): the store never holds on disk an entry its log may
-// lose. A power loss of a quorum may take such entries from the group,
-// which then commits others at the same sequences; a store that had kept
-// them would take those for messages it holds (AppendAt), and differ from
-// its peers for good. The cost is two fsyncs a second during which the
-// stream applies nothing. Under always, every entry applied was fsynced
-// in the log before it applied.
-func (r *replica) syncState() (uint64, *consumersSnapshot, error) {
-	if r.c.LogDurability().Sync != store.SyncAlways {
-		r.fsm.restore.Lock()
-		defer r.fsm.restore.Unlock()
-	}
-	idx := r.fsm.applied.Load()
+// Under a policy that acknowledges before fsyncing, the store must never
+// hold on disk an entry its log may lose: a power loss of a quorum may
+// take such entries from the group, which then commits others at the same
+// sequences, and a store that had kept them would take those for messages
+// it holds (AppendAt) and differ from its peers for good. So the store's
+// files are frozen at the index while both fsyncs run: between two
+// batches of applied entries, its writes are held (store HoldWrites, with
+// everything applied so far written), and it goes on applying in memory
+// meanwhile; only an op that writes the files at once waits for the
+// release (writeGate). Applies do not stop for the fsyncs (they did: two
+// fsyncs a second during which no PubAck went out). Under always, every
+// entry applied was fsynced in the log before it applied.
+func (r *replica) syncState() (idx uint64, cons *consumersSnapshot, err error) {
+	hold := r.c.LogDurability().Sync != store.SyncAlways
+	r.fsm.restore.Lock() // no batch of entries half applied
+	idx = r.fsm.applied.Load()
 	if idx <= r.saved.Load() {
+		r.fsm.restore.Unlock()
 		return idx, nil, nil
 	}
-	cons, err := r.fsm.cons.snapshot() // at or after idx: the entries after idx apply over it exactly
+	cons, err = r.fsm.cons.snapshot()
+	if err == nil && hold {
+		if err = r.st.store.HoldWrites(); err == nil {
+			r.fsm.writes.hold()
+			defer func() {
+				if rerr := r.st.store.ReleaseWrites(); rerr != nil && !errors.Is(rerr, store.ErrClosed) {
+					r.st.js.log.Warn("replica checkpoint: held writes not written; written at the next flush", "stream", r.st.name, "err", rerr)
+				}
+				r.fsm.writes.release()
+			}()
+		}
+	}
+	r.fsm.restore.Unlock()
 	if err != nil {
 		return 0, nil, err
 	}
 	if err := r.c.SyncLog(); err != nil {
 		return 0, nil, fmt.Errorf("raft log: %w", err)
 	}
-	if err := r.st.store.Sync(r.st.store.State().LastSeq); err != nil {
+	// A round whatever the store counts durable already: removals since
+	// the last checkpoint need one too.
+	if err := r.st.store.SyncNow(); err != nil {
 		return 0, nil, err
 	}
 	return idx, cons, nil

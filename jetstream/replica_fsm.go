@@ -53,6 +53,9 @@ type replicaFSM struct {
 	// cons is the stream's durable consumers as applied
 	// (replica_consumers.go).
 	cons *replicaConsumers
+	// writes holds ops that write the store's files at once while a
+	// checkpoint holds its writes (replica_checkpoint.go).
+	writes writeGate
 	// opened, if set, is closed by start, once the replica runs: Apply
 	// waits for it. A server opens its replicas before its cluster
 	// listener, so a catch-up from peers inside Apply before then could
@@ -128,6 +131,9 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 
 // apply applies one op, at index, to the store or the consumers.
 func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
+	if writesAtOnce(op) {
+		f.writes.wait()
+	}
 	s := f.store
 	switch op.kind {
 	case opMsgs:

@@ -19,6 +19,9 @@ type appendFile struct {
 
 	limit int    // the write buffer's size; 0: every append is written at once
 	buf   []byte // appended bytes not written yet, from offset written()
+	// held: the buffer grows past limit and is not written
+	// (Stream.HoldWrites).
+	held bool
 }
 
 // written is how many bytes are in the file: size less the buffer.
@@ -33,6 +36,13 @@ func (a *appendFile) append(parts ...[]byte) error {
 		n := 0
 		for _, b := range parts {
 			n += len(b)
+		}
+		if a.held {
+			for _, b := range parts {
+				a.buf = append(a.buf, b...)
+			}
+			a.size += int64(n)
+			return nil
 		}
 		if len(a.buf)+n > a.limit {
 			if err := a.flush(); err != nil {
@@ -75,7 +85,7 @@ func (a *appendFile) append(parts ...[]byte) error {
 // flush writes the buffered appends with one write. On error the buffer
 // is kept and the file cut back to what was written before.
 func (a *appendFile) flush() error {
-	if len(a.buf) == 0 {
+	if len(a.buf) == 0 || a.held {
 		return nil
 	}
 	if a.broken {

@@ -43,6 +43,11 @@ type backend interface {
 	dropAll()
 	// flush writes buffered appends (Options.WriteBuffer) to their file.
 	flush() error
+	// hold and release hold writes (writehold.go); writtenThrough is the
+	// last sequence, at most last, whose record is written.
+	hold() error
+	release() error
+	writtenThrough(last uint64) uint64
 	// prepareSync starts a sync round: it writes what is buffered (delete
 	// records, the floor) and returns what remains to be done without the
 	// lock.

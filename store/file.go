@@ -26,6 +26,11 @@ type fileBackend struct {
 	active   *segment   // takes writes; nil until the next write creates one
 	needRoll bool       // the active segment's fsync failed: start a new one
 
+	// held: writes are held (writehold.go); heldFirst is the first
+	// sequence appended since, 0 if none.
+	held      bool
+	heldFirst uint64
+
 	floor      uint64 // every sequence below is gone
 	savedFloor uint64 // the floor in the meta file
 	metaGen    uint64
@@ -81,6 +86,9 @@ func (fb *fileBackend) write(seq uint64, ts int64, subj string, head, data []byt
 		return 0, fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(s.first)+logExt, err)
 	}
 	s.cacheTail(off, head, data)
+	if fb.held && fb.heldFirst == 0 {
+		fb.heldFirst = seq
+	}
 	if off == 0 {
 		s.firstTS = ts
 	}
@@ -128,7 +136,7 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 	if fb.active != nil {
 		fb.active.sealed, fb.active.tail = true, nil
 	}
-	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer}}
+	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer, held: fb.held}}
 	fb.segs = append(fb.segs, ns)
 	fb.active, fb.needRoll, fb.dirDirty = ns, false, true
 	return nil
@@ -330,6 +338,7 @@ func (fb *fileBackend) close() error {
 			first = err
 		}
 	}
+	keep(fb.release())
 	for _, s := range fb.segs {
 		keep(s.log.flush())
 		keep(s.log.f.Close())

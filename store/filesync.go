@@ -51,7 +51,7 @@ type filePlan struct {
 func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 	p := &filePlan{fb: fb, fsync: fsync}
 	for _, s := range fb.segs {
-		if len(s.pending) > 0 {
+		if len(s.pending) > 0 && !fb.held {
 			if err := fb.writeDel(s, s.pending); err != nil {
 				fb.delWarn.Log(fb.log, slog.LevelError, "store: write delete records; will retry", "dir", fb.dir, "err", err)
 			} else {
@@ -59,12 +59,14 @@ func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 			}
 		}
 	}
-	if fb.floor > fb.savedFloor {
+	if fb.floor > fb.savedFloor && !fb.held {
 		if err := fb.writeMeta(fb.floor); err != nil {
 			fb.floorWarn.Log(fb.log, slog.LevelError, "store: write floor; will retry", "dir", fb.dir, "err", err)
 		}
 	}
-	fb.noteHighWater()
+	if !fb.held {
+		fb.noteHighWater()
+	}
 	for _, s := range fb.segs {
 		// Buffered appends (Options.WriteBuffer) go to the file before its
 		// fsync; if they cannot, the round does not cover them.
@@ -86,7 +88,7 @@ func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 			p.files = append(p.files, &syncItem{f: s.del.f, name: segmentBase(s.first) + delExt, del: s})
 			s.delDirty = false
 		}
-		if s.sealed && !s.indexed && !s.poisoned && s.ents != nil {
+		if s.sealed && !s.indexed && !s.poisoned && s.ents != nil && len(s.log.buf) == 0 {
 			p.index = append(p.index, &indexJob{seg: s, ents: s.ents, size: s.log.size, first: s.first})
 		}
 	}

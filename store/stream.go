@@ -304,6 +304,20 @@ func (s *Stream) WaitDurable(seq uint64) error { return s.syncTo(seq, false) }
 // of the messages it replaces. Memory storage returns at once.
 func (s *Stream) Sync(seq uint64) error { return s.syncTo(seq, true) }
 
+// SyncNow runs a sync round whatever is already durable, and returns its
+// error: everything written to the files (while writes are held, what
+// they held when the hold began) is fsynced, removals included, which
+// Sync skips when no newer message asks for a round. Under SyncNever it
+// fsyncs nothing.
+func (s *Stream) SyncNow() error {
+	if s.fb == nil {
+		return nil
+	}
+	s.gc.mu.Lock()
+	defer s.gc.mu.Unlock()
+	return s.gc.runLocked(func() (uint64, error) { return s.syncRound(false) })
+}
+
 // Flush writes the appends buffered under Options.WriteBuffer to the
 // stream's file (not fsynced: a sync round does that), so that a process
 // crash keeps them. Without a write buffer it does nothing.
@@ -342,7 +356,7 @@ func (s *Stream) syncRound(final bool) (uint64, error) {
 		s.mu.Unlock()
 		return 0, ErrClosed
 	}
-	target := s.mu.last
+	target := s.be.writtenThrough(s.mu.last)
 	plan := s.be.prepareSync(s.mu.opts.Durability.Sync != SyncNever)
 	s.mu.Unlock()
 	err := plan.run()
