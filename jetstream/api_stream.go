@@ -433,6 +433,7 @@ func (ja *jsAccount) streamDelete(name string) any {
 	st := ja.mu.streams[name]
 	delete(ja.mu.streams, name)
 	if st != nil {
+		st.closing.Store(true) // its subjects stay out of the index (applyConfig)
 		ja.unindexSubjectsLocked(st.config().Subjects)
 	}
 	ja.mu.Unlock()

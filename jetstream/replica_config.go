@@ -56,8 +56,15 @@ func (st *stream) applyConfig(cfg StreamConfig, index uint64, leads bool) error 
 	}
 	ja := st.ja
 	ja.mu.Lock()
-	ja.unindexSubjectsLocked(old.Subjects)
-	ja.indexSubjectsLocked(st.name, cfg.Subjects)
+	// Not once the stream is being deleted: the apply goroutine of a
+	// replica just deleted here (a removed member) may apply one more
+	// configuration, and indexing its subjects then left them taken, and
+	// the stream, placed here again, refused as overlapping itself
+	// (10065; TestClusterReplicatedScale, one run in ten).
+	if !st.closing.Load() {
+		ja.unindexSubjectsLocked(old.Subjects)
+		ja.indexSubjectsLocked(st.name, cfg.Subjects)
+	}
 	ja.mu.Unlock()
 	if leads && !st.mu.closed {
 		st.unsubscribeLocked()
