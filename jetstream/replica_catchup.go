@@ -1,13 +1,16 @@
 package jetstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/store"
 )
 
@@ -247,7 +250,10 @@ func (js *JetStream) answerCatchup(body []byte) ([]byte, error) {
 func (r *replica) catchUp(d *replicaSnapshot) error {
 	s := r.st.store
 	start := s.State()
-	c := catchupCursor{from: start.FirstSeq, dataFrom: start.LastSeq + 1}
+	// The peer sends the store's last message back: a replica that
+	// diverged from its group (it applied entries a quorum lost, and the
+	// group stored others at their sequences) holds a different one there.
+	c := catchupCursor{from: start.FirstSeq, dataFrom: max(start.LastSeq, 1), tail: start.LastSeq}
 	for {
 		peers := r.catchupPeers()
 		behind := 0
@@ -257,7 +263,7 @@ func (r *replica) catchUp(d *replicaSnapshot) error {
 				r.st.rebuildDedup()
 				return nil
 			}
-			if errors.Is(err, errReplicaStopped) {
+			if errors.Is(err, errReplicaStopped) || errors.Is(err, multiraft.ErrDiverged) {
 				return err
 			}
 			if errors.Is(err, errCatchupBehind) {
@@ -287,9 +293,10 @@ func (r *replica) catchUp(d *replicaSnapshot) error {
 }
 
 // catchupCursor is how far a catch-up got: the store was compared with a
-// peer's up to from; dataFrom is where the store ended when it started.
+// peer's up to from; the peer sends messages from dataFrom on: the store's
+// last message when it started (tail, 0 if none), and what came after.
 type catchupCursor struct {
-	from, dataFrom uint64
+	from, dataFrom, tail uint64
 }
 
 // catchupPeers returns the peers to ask: the leader first.
@@ -388,10 +395,28 @@ func (r *replica) applyCatchup(a *catchupAnswer, c *catchupCursor) error {
 	// in its store, and this store schedules them from there, as Open
 	// does. Without them the replica would keep, at a tick, what its
 	// peers expire, and once it led it would plan no expiry for them.
+	// The store's last message as it started: the peer's must be the
+	// same, or the replica diverged; if the peer holds none there, it goes.
+	same := uint64(0) // the tail, once found the same as the peer's
+	if t := c.tail; t != 0 && t >= c.from && t < a.end && s.Has(t) {
+		i := slices.IndexFunc(a.msgs, func(m replicaMsg) bool { return m.seq == t })
+		if i < 0 {
+			if err := s.Remove(t); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("catch-up: remove %d: %w", t, err)
+			}
+		} else if err := sameMsg(s, &a.msgs[i]); err != nil {
+			return err
+		} else {
+			same = t
+		}
+	}
 	o := s.Options()
 	ttls := o.AllowMsgTTL || o.SubjectDeleteMarkerTTL > 0
 	for i := range a.msgs {
 		m := &a.msgs[i]
+		if m.seq == same {
+			continue // stored already
+		}
 		if last := s.State().LastSeq; m.seq > last+1 {
 			if err := s.Skip(m.seq-1, m.ts); err != nil {
 				return fmt.Errorf("catch-up: %w", err)
@@ -406,5 +431,21 @@ func (r *replica) applyCatchup(a *catchupAnswer, c *catchupCursor) error {
 		}
 	}
 	c.from = max(c.from, a.end)
+	return nil
+}
+
+// sameMsg returns multiraft.ErrDiverged if the store holds another
+// message than m at m's sequence: the same sequence of one group holds
+// the same message, stamped once by the leader that took it, on every
+// replica.
+func sameMsg(s *store.Stream, m *replicaMsg) error {
+	mine, err := s.Get(m.seq)
+	if err != nil {
+		return fmt.Errorf("catch-up: message %d: %w", m.seq, err)
+	}
+	if mine.Timestamp != m.ts || mine.Subject != m.subj || !bytes.Equal(mine.Data, m.data) {
+		return fmt.Errorf("catch-up: message %d differs from the group's (stored at %d, the group's at %d): %w",
+			m.seq, mine.Timestamp, m.ts, multiraft.ErrDiverged)
+	}
 	return nil
 }

@@ -50,6 +50,9 @@ type replicaFSM struct {
 	// onMember, if set, hears a membership change applied (before raft
 	// applies it).
 	onMember func(e *raftpb.Entry)
+	// onFailed, if set, hears that the group failed on this replica
+	// (multiraft.FailureListener).
+	onFailed func(err error)
 	// cons is the stream's durable consumers as applied
 	// (replica_consumers.go).
 	cons *replicaConsumers
@@ -75,7 +78,17 @@ type replicaFSM struct {
 	}
 }
 
-var _ multiraft.StateMachine = (*replicaFSM)(nil)
+var (
+	_ multiraft.StateMachine    = (*replicaFSM)(nil)
+	_ multiraft.FailureListener = (*replicaFSM)(nil)
+)
+
+// Failed hears that the group failed on this replica.
+func (f *replicaFSM) Failed(err error) {
+	if f.onFailed != nil {
+		f.onFailed(err)
+	}
+}
 
 // errStaleTerm: an op decided in one term and appended by raft in
 // another, skipped by every replica (see replica_ops.go).

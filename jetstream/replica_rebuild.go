@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/store"
 )
 
@@ -32,9 +33,20 @@ import (
 // start rebuilds it too) and reopened on its stream's worker, which
 // rebuilds it as above.
 
+// A replica whose committed log disagrees with its group's leader
+// (multiraft.ErrDiverged: a quorum lost entries under a policy that does
+// not fsync every write, went on without them, and this replica had
+// applied them) is rebuilt the same way, its group's log dropped too: the
+// log holds the entries the group lost. It opens with no log, held wiped,
+// and takes the group's log or snapshot from the leader. The mark says so
+// (rebuildLog), so that a restart halfway drops the log as well.
+
 // rebuildFile marks a replica to be rebuilt at its next open, in its
 // stream's directory.
 const rebuildFile = "REBUILD"
+
+// rebuildLog is rebuildFile's content when the group's log goes too.
+const rebuildLog = "log\n"
 
 // damagedDir is where a rebuilt replica's damaged store is kept, in its
 // stream's directory.
@@ -48,6 +60,33 @@ func damaged(s *store.Stream, dir string) bool {
 	}
 	_, err := os.Stat(filepath.Join(dir, rebuildFile))
 	return err == nil
+}
+
+// rebuildsLog reports whether a replica is marked to be rebuilt with its
+// group's log dropped.
+func rebuildsLog(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, rebuildFile))
+	return err == nil && string(b) == rebuildLog
+}
+
+// groupFailed hears that the replica's group failed here
+// (replicaFSM.Failed). A replica that diverged from its group is marked
+// and reopened on its stream's worker, which rebuilds it and its log.
+// Any other failure (its log's disk) holds it damaged, as reported by
+// /healthz, until the server restarts.
+func (st *stream) groupFailed(err error) {
+	if !errors.Is(err, multiraft.ErrDiverged) {
+		return
+	}
+	st.js.log.Error("replica diverged from its group: a quorum lost entries this replica applied; "+
+		"it is rebuilt from its group, its log too", "account", st.ja.name, "stream", st.name, "err", err)
+	if err := writeFileAtomic(filepath.Join(st.dir, rebuildFile), []byte(rebuildLog)); err != nil {
+		st.js.log.Warn("replica store: the mark to rebuild it was not written", "stream", st.name, "err", err)
+		return
+	}
+	if st.rebuilding.CompareAndSwap(false, true) {
+		st.js.onStreamWorker(st.ja, st.name, func() { st.ja.rebuildReplica(st) })
+	}
 }
 
 // corruptFound is a replica store's Options.OnCorrupt: reads met records
@@ -79,6 +118,9 @@ func (ja *jsAccount) rebuildReplica(st *stream) {
 	meta, err := readMeta[streamMeta](filepath.Join(st.dir, metaFile))
 	if err == nil {
 		err = st.close(false)
+	}
+	if err == nil && rebuildsLog(st.dir) {
+		err = ja.js.raft.DropGroupLog(st.group.Load())
 	}
 	var nst *stream
 	if err == nil {

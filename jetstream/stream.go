@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -124,6 +125,14 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 	// just turned replicated: what it holds is in no log yet).
 	rebuilt := replicated && !create && !meta.Founding && damaged(s, dir)
 	if rebuilt {
+		if rebuildsLog(dir) {
+			// The replica diverged from its group: its log goes too (a
+			// restart after the mark, before the rebuild dropped it).
+			if err := js.raft.DropGroupLog(group); err != nil {
+				_ = s.Close()
+				return nil, fmt.Errorf("dropping the diverged replica's log: %w", err)
+			}
+		}
 		if s, err = st.rebuildStore(s, so); err != nil {
 			return nil, err
 		}

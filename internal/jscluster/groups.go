@@ -71,6 +71,20 @@ func (c *Cluster) RemoveGroup(id uint64) error {
 	return c.wal.Remove(id)
 }
 
+// DropGroupLog drops a stream's group's log from the WAL while the group
+// is not on this server's node (StopGroup first): the replica diverged
+// from its group (multiraft.ErrDiverged), and comes back with no log,
+// held wiped, to catch up from the leader.
+func (c *Cluster) DropGroupLog(id uint64) error {
+	if id == MetaGroup {
+		return fmt.Errorf("%w: the meta group is not a stream's", ErrInvalidOptions)
+	}
+	if _, err := c.node.Held(id); err == nil {
+		return fmt.Errorf("%w: group %d is running", ErrInvalidOptions, id)
+	}
+	return c.wal.Remove(id)
+}
+
 // StopGroup takes a stream's group off this server's node and keeps its
 // log: the stream closes here, and will be opened again. After Close it
 // does nothing.

@@ -26,6 +26,11 @@ var (
 	// ErrGroupFailed is returned for a group whose log or state machine
 	// failed: it stopped, and serves nothing until it is added again.
 	ErrGroupFailed = errors.New("multiraft: group failed")
+	// ErrDiverged is why a group failed whose committed log disagrees
+	// with its leader's: a quorum lost entries it had acknowledged, and
+	// this replica applied them (diverged.go). It fails wrapped in
+	// ErrGroupFailed; the layer above wipes it.
+	ErrDiverged = errors.New("multiraft: replica diverged from its group")
 	// ErrFrame is returned by the frame decoder for bytes that are not a
 	// well-formed frame; a link that reads one is closed.
 	ErrFrame = errors.New("multiraft: bad frame")

@@ -24,3 +24,10 @@ type StateMachine interface {
 	// this replica learns them, in order with Apply.
 	LeaderChanged(leader, term uint64)
 }
+
+// FailureListener is a StateMachine that wants to hear that its group
+// failed (ErrGroupFailed, wrapping why: ErrDiverged for a replica the
+// layer above must wipe). Failed runs once, on a goroutine of its own.
+type FailureListener interface {
+	Failed(err error)
+}

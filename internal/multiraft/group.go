@@ -25,6 +25,13 @@ type group struct {
 		sync.Mutex
 		rn   *raft.RawNode
 		last uint64 // the last index handed to the log (lostlog.go)
+		// settled is an index at or below which the log holds what raft
+		// holds, all committed: the commit index the group started with,
+		// or the last index applied since (diverged.go).
+		settled uint64
+		// tell is what the worker sends besides raft's messages
+		// (clampHeartbeat's rejections).
+		tell []*raftpb.Message
 	}
 	// in is what waits for the group's next run. A leaf lock.
 	in struct {
@@ -100,6 +107,9 @@ func (g *group) fail(err error) {
 	if g.err.CompareAndSwap(nil, &err) {
 		g.held.Store(uint32(HoldDamaged))
 		g.n.opts.Logger.Errorf("%v", err)
+		if fl, ok := g.fsm.(FailureListener); ok {
+			go fl.Failed(err)
+		}
 	}
 }
 
@@ -145,7 +155,9 @@ func (n *Node) process(g *group, ob *outbox) {
 	)
 	if !g.storageSafe(func() {
 		errs = n.stepLocked(g, in)
-		rd, ready = g.readyLocked()
+		if g.failure() == nil {
+			rd, ready = g.readyLocked()
+		}
 	}) {
 		g.mu.Unlock()
 		for _, p := range in.props {
@@ -161,6 +173,8 @@ func (n *Node) process(g *group, ob *outbox) {
 		changed = g.lead.Swap(lead) != lead
 		changed = g.term.Swap(term) != term || changed
 	}
+	tell := g.mu.tell
+	g.mu.tell = nil
 	g.mu.Unlock()
 
 	for i, p := range in.props {
@@ -168,6 +182,9 @@ func (n *Node) process(g *group, ob *outbox) {
 			errs[i] = fmt.Errorf("multiraft: group %d: %w", g.id, errs[i])
 		}
 		p.done(errs[i])
+	}
+	for _, m := range tell {
+		ob.add(g, m)
 	}
 	if !ready {
 		return
@@ -213,6 +230,10 @@ func (n *Node) stepLocked(g *group, in inbox) []error {
 			continue // a held replica never campaigns
 		}
 		g.clampHeartbeat(m)
+		if err := g.divergence(rn, m); err != nil {
+			g.fail(err)
+			break // nothing more is stepped: the group serves nothing
+		}
 		if lostLog(rn, m) {
 			// Not stepped: raft would resend the same probe at once,
 			// and again, for as long as leadership stays here.
@@ -232,6 +253,12 @@ func (n *Node) stepLocked(g *group, in inbox) []error {
 		handOver(rn, n.id, lost)
 	}
 	errs := make([]error, len(in.props))
+	if err := g.failure(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	for i, p := range in.props {
 		if p.cc != nil {
 			errs[i] = rn.ProposeConfChange(p.cc)

@@ -31,11 +31,24 @@ import (
 //     leadership change, nothing more.
 
 // clampHeartbeat lowers a heartbeat's commit to the group's last index.
+// A heartbeat's commit is min(commit, Match): above the last index, the
+// leader counts entries this replica lost. Raft has no answer to a
+// heartbeat that says so, and a leader with nothing new to send would
+// never learn it (an idle group keeps the replica empty for good), so the
+// worker tells it with a rejection, as an append below the leader's
+// Match would have: lostLog, on the leader, hands the leadership over.
 // Called by the worker, under g.mu.
 func (g *group) clampHeartbeat(m *raftpb.Message) {
-	if m.GetType() == raftpb.MsgHeartbeat && m.GetCommit() > g.mu.last {
-		m.Commit = new(g.mu.last)
+	if m.GetType() != raftpb.MsgHeartbeat || m.GetCommit() <= g.mu.last {
+		return
 	}
+	last := g.mu.last
+	term, _ := g.log.Term(last)
+	g.mu.tell = append(g.mu.tell, &raftpb.Message{
+		Type: raftpb.MsgAppResp.Enum(), To: new(m.GetFrom()), From: new(m.GetTo()), Term: new(m.GetTerm()),
+		Index: new(m.GetCommit()), Reject: new(true), RejectHint: new(last), LogTerm: new(term),
+	})
+	m.Commit = new(last)
 }
 
 // lostLog reports whether m, an incoming MsgAppResp, shows that its

@@ -280,6 +280,9 @@ func (n *Node) AddGroup(c GroupConfig) (err error) {
 	if g.mu.last, err = c.Log.LastIndex(); err != nil {
 		return fmt.Errorf("%w: group %d: log: %w", ErrInvalidGroup, c.ID, err)
 	}
+	if hs, _, err := c.Log.InitialState(); err == nil {
+		g.mu.settled = min(hs.GetCommit(), g.mu.last)
+	}
 	// The term of what the state machine holds as it starts: of the entry
 	// raft applies after, or the log's snapshot's (a held replica's
 	// release, held.go).
