@@ -15,7 +15,7 @@ func ExampleParseConfig() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, broker.ErrUnsupported))
 	// Output:
-	// config: line 2: gateway: not supported by Skiff: this clustering feature (gateways, leaf nodes, advertised addresses, JetStream domains, unique_tag, cluster_traffic) is not implemented, only routes (the cluster block) and R1 streams placed over them; Skiff refuses to start rather than run without it
+	// config: line 2: gateway: not supported by Skiff: this clustering feature (gateways, leaf nodes, advertised addresses, JetStream domains, cluster_traffic) is not implemented, only routes (the cluster block) and JetStream over them; Skiff refuses to start rather than run without it
 	// true
 }
 

@@ -271,14 +271,14 @@ func referenceKeys() []refKey {
 		{"enabled", "false"}, {"enable", "false"}, {"store_dir", "/tmp/j"}, {"store", "/tmp/j"},
 		{"storedir", "/tmp/j"}, {"max_streams", "5"}, {"max_consumers", "5"}, {"request_queue_limit", "100"},
 		{"sync_interval", "always"}, {"sync", "always"}, {"max_memory_store", "1GB"}, {"max_mem_store", "1GB"},
-		{"max_mem", "1GB"}, {"max_file_store", "1GB"}, {"max_file", "1GB"}, {"strict", "false"},
+		{"max_mem", "1GB"}, {"max_file_store", "1GB"}, {"max_file", "1GB"}, {"strict", "false"}, {"unique_tag", "az"},
 	} {
 		rows = append(rows, in("jetstream {\n", "}", "jetstream."+kv[0], kv[0]+": "+kv[1], ""))
 	}
 	for _, kv := range [][2]string{
 		{"key", "secret"}, {"ek", "secret"}, {"encryption_key", "secret"},
 		{"prev_key", "old"}, {"prev_ek", "old"}, {"prev_encryption_key", "old"}, {"cipher", "chachapoly"},
-		{"tpm", "{ keys_file: x }"}, {"domain", "hub"}, {"unique_tag", "az"}, {"max_outstanding_catchup", "1MB"},
+		{"tpm", "{ keys_file: x }"}, {"domain", "hub"}, {"max_outstanding_catchup", "1MB"},
 		{"meta_compact", "100"}, {"meta_compact_size", "1MB"}, {"meta_compact_sync", "true"},
 		{"extension_hint", "x"}, {"limits", "{ max_ack_pending: 10 }"}, {"max_buffered_size", "1MB"},
 		{"max_buffered_msgs", "100"}, {"info_queue_limit", "100"}, {"max_concurrent_io", "4"},

@@ -71,7 +71,7 @@ func fromMap(m map[string]any, file string) (Config, error) {
 
 // Reasons given for refused keys.
 const (
-	whyCluster = "this clustering feature (gateways, leaf nodes, advertised addresses, JetStream domains, unique_tag, cluster_traffic) is not implemented, only routes (the cluster block) and R1 streams placed over them; Skiff refuses to start rather than run without it"
+	whyCluster = "this clustering feature (gateways, leaf nodes, advertised addresses, JetStream domains, cluster_traffic) is not implemented, only routes (the cluster block) and JetStream over them; Skiff refuses to start rather than run without it"
 	whyLogging = "this logging option is not implemented"
 	whyTLS     = "this TLS option is not implemented; Skiff refuses to start rather than weaken the TLS setup the file asks for"
 	whyOther   = "this nats-server setting is not implemented"

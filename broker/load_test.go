@@ -307,3 +307,11 @@ func TestSystemAccountKeys(t *testing.T) {
 		require.ErrorIs(t, err, server.ErrInvalidOptions, text)
 	}
 }
+
+func TestConfigUniqueTag(t *testing.T) {
+	cfg, err := ParseConfig("jetstream { unique_tag: \"az:\" }")
+	require.NoError(t, err)
+	require.Equal(t, "az:", cfg.JetStream.UniqueTag)
+	_, err = ParseConfig("jetstream { unique_tag: [az] }")
+	require.ErrorIs(t, err, ErrInvalidValue)
+}

@@ -626,8 +626,10 @@ const excludePlacement = "!jetstream"
 // match the placement (its tags: each tag required, or with "!" excluded, from the
 // server's server_tags; never a server tagged "!jetstream"); the
 // preferred one first if it qualifies, then those with the fewest streams,
-// then the first by name. Refused, the error says why, in nats-server's
-// words.
+// then the first by name. Under a unique tag (Options.UniqueTag) it takes
+// at most one server per tag of that prefix, none of the tags of the
+// servers in exclude, and no server without one. Refused, the error says
+// why, in nats-server's words.
 func (js *JetStream) selectPeers(p placement, n int, exclude []string) ([]string, *APIError) {
 	if p.Cluster != "" && p.Cluster != js.srv.ClusterName() {
 		return nil, errNoPeers("")
@@ -676,6 +678,7 @@ func (js *JetStream) selectPeers(p placement, n int, exclude []string) ([]string
 		}
 		names = append([]string{p.Preferred}, slices.Delete(names, i, i+1)...)
 	}
+	names = js.uniqueByTag(names, p, exclude, tags, &why)
 	if len(names) == 0 || len(names) < n {
 		// Too few qualify: why names the servers that are down or whose
 		// tags do not match; more replicas than servers gets nats-server's
@@ -685,11 +688,50 @@ func (js *JetStream) selectPeers(p placement, n int, exclude []string) ([]string
 	return names[:max(n, 1)], nil
 }
 
+// uniqueByTag keeps, of the servers names in order of preference, the
+// first with each value of the unique tag (Options.UniqueTag) that no
+// server of exclude (a stream's peers) has, dropping those without one.
+// A placement that names a tag of the prefix turns it off, as in
+// nats-server.
+func (js *JetStream) uniqueByTag(names []string, p placement, exclude []string, tags map[string][]string, why *selectError) []string {
+	prefix := js.opts.UniqueTag
+	if prefix == "" || slices.ContainsFunc(p.Tags, func(t string) bool {
+		return strings.HasPrefix(strings.ToLower(strings.TrimSpace(t)), prefix)
+	}) {
+		return names
+	}
+	uniqueOf := func(name string) string {
+		for _, t := range tags[name] {
+			if strings.HasPrefix(t, prefix) {
+				return t
+			}
+		}
+		return ""
+	}
+	taken := map[string]bool{}
+	for _, name := range exclude {
+		if u := uniqueOf(name); u != "" {
+			taken[u] = true
+		}
+	}
+	kept := names[:0:0]
+	for _, name := range names {
+		u := uniqueOf(name)
+		if u == "" || taken[u] {
+			why.unique = true
+			continue
+		}
+		taken[u] = true
+		kept = append(kept, name)
+	}
+	return kept
+}
+
 // selectError gathers why servers were passed over, for the error of a
 // placement none qualifies for.
 type selectError struct {
-	offline, excludeTag bool
-	missing, excluded   []string
+	offline, excludeTag, unique bool
+	missing, excluded           []string
 }
 
 // admits reports whether a server with tags qualifies for a placement's
@@ -729,6 +771,9 @@ func (e *selectError) String() string {
 	}
 	if e.excludeTag {
 		b.WriteString(", exclude tag set")
+	}
+	if e.unique {
+		b.WriteString(", server tag not unique")
 	}
 	for _, l := range []struct {
 		what string

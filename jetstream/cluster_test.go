@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +67,14 @@ func startJSClusterEach(t testing.TB, dirs []string, base server.Options, each f
 // chaosfs file system under p's sync policy, if p is not nil.
 func startJSClusterPowered(t testing.TB, dirs []string, base server.Options, each func(i int, o *server.Options), p *power) *jsCluster {
 	t.Helper()
+	return startJSClusterTuned(t, dirs, base, each, nil, p)
+}
+
+// startJSClusterTuned is startJSClusterPowered with tune, if set,
+// changing server i's JetStream options.
+func startJSClusterTuned(t testing.TB, dirs []string, base server.Options, each func(i int, o *server.Options),
+	tune func(i int, o *jetstream.Options), p *power) *jsCluster {
+	t.Helper()
 	n := len(dirs)
 	jc := &jsCluster{dirs: make([]string, n), js: make([]*jetstream.JetStream, n), power: p}
 	for i := range n {
@@ -80,6 +89,9 @@ func startJSClusterPowered(t testing.TB, dirs []string, base server.Options, eac
 			Cluster: &jscluster.Options{Tick: 50 * time.Millisecond, BootstrapWait: 200 * time.Millisecond}}
 		if jc.power != nil {
 			jc.power.boot(t, i, jc.dirs[i], &o)
+		}
+		if tune != nil {
+			tune(i, &o)
 		}
 		js, err := jetstream.New(s, o)
 		require.NoError(t, err)
@@ -870,4 +882,72 @@ func TestClusterConcurrentOverlappingCreates(t *testing.T) {
 	require.Len(t, names, 1, "one stream captures same.>: %v", names)
 	st, _ := jc.raft(0).State()
 	require.Len(t, st.Streams, 1)
+}
+
+// TestClusterPlacementUniqueTag: under unique_tag "az:" the replicas of a
+// stream go to servers of different az: tags, never to a server without
+// one; a scale-up adds a server of a zone the stream is not in; a
+// placement naming a zone turns the rule off, as in nats-server.
+func TestClusterPlacementUniqueTag(t *testing.T) {
+	tags := [][]string{{"az:1"}, {"AZ:1"}, {"az:2"}, {"ssd"}}
+	jc := startJSClusterTuned(t, make([]string, 4), server.Options{}, func(i int, o *server.Options) { o.Tags = tags[i] },
+		func(_ int, o *jetstream.Options) { o.UniqueTag = " AZ: " }, nil)
+	jc.waitMeta(t)
+	nc := jc.Connect(t, 0)
+	zoneOf := map[string]string{"s1": "az:1", "s2": "az:1", "s3": "az:2"}
+	request := func(subject, body string) string {
+		t.Helper()
+		m, err := nc.Request(subject, []byte(body), clustertest.Wait)
+		require.NoError(t, err)
+		var r struct {
+			Error *struct {
+				Description string `json:"description"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(m.Data, &r), string(m.Data))
+		if r.Error != nil {
+			return r.Error.Description
+		}
+		return ""
+	}
+	peers := func(name string, n int) []string {
+		t.Helper()
+		var p []string
+		require.Eventually(t, func() bool {
+			st, _ := jc.raft(0).State()
+			sa := st.Streams[jscluster.StreamKey{Account: server.GlobalAccountName, Name: name}]
+			if sa == nil || len(sa.Peers) != n {
+				return false
+			}
+			p = slices.Clone(sa.Peers)
+			return true
+		}, clustertest.Wait, 20*time.Millisecond, "%s placed on %d servers", name, n)
+		return p
+	}
+	zones := func(p []string) []string {
+		var z []string
+		for _, name := range p {
+			z = append(z, zoneOf[name])
+		}
+		slices.Sort(z)
+		return z
+	}
+
+	for i := range 3 {
+		name := fmt.Sprintf("TWO%d", i)
+		require.Empty(t, request("$JS.API.STREAM.CREATE."+name, `{"name":"`+name+`","subjects":["two`+fmt.Sprint(i)+`"],"num_replicas":2}`))
+		require.Equal(t, []string{"az:1", "az:2"}, zones(peers(name, 2)), "one replica per zone, none on s4")
+	}
+	require.Equal(t, "no suitable peers for placement, server tag not unique",
+		request("$JS.API.STREAM.CREATE.THREE", `{"name":"THREE","subjects":["three"],"num_replicas":3}`))
+	require.Empty(t, request("$JS.API.STREAM.CREATE.ZONE1",
+		`{"name":"ZONE1","subjects":["zone1"],"num_replicas":2,"placement":{"tags":["az:1"]}}`))
+	require.Equal(t, []string{"az:1", "az:1"}, zones(peers("ZONE1", 2)), "a placement naming a zone turns the rule off")
+
+	require.Empty(t, request("$JS.API.STREAM.CREATE.GROW", `{"name":"GROW","subjects":["grow"],"num_replicas":1}`))
+	one := peers("GROW", 1)
+	require.Empty(t, request("$JS.API.STREAM.UPDATE.GROW", `{"name":"GROW","subjects":["grow"],"num_replicas":2}`))
+	two := peers("GROW", 2)
+	require.Contains(t, two, one[0])
+	require.Equal(t, []string{"az:1", "az:2"}, zones(two), "scaled up into the other zone")
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,13 @@ type Options struct {
 	// DefaultMaxStore; a negative value is no bound.
 	MaxMemory int64
 	MaxStore  int64
+	// UniqueTag, if set, is a server tag prefix (nats-server's
+	// `unique_tag`, e.g. "az:"): the replicas of a stream are placed on
+	// servers with different tags of that prefix, and never on a server
+	// without one, unless the stream's placement names such a tag itself.
+	// Compared lower-cased, as server_tags are. It matters on the meta
+	// leader, which places streams: give every server the same.
+	UniqueTag string
 	// Lenient accepts API requests with fields their type does not have,
 	// ignoring them (nats-server's `strict: false`). By default such a
 	// request is refused as invalid JSON (10025).
@@ -106,8 +114,8 @@ type Options struct {
 	// (internal/jscluster: ticks, bootstrap wait, snapshots); New uses its
 	// defaults when it is nil and the server is clustered, in
 	// StoreDir/raft unless it names another directory. The server joins
-	// the cluster's meta group, which places every stream on one server
-	// (R1: streams are not replicated yet). Set on a server that is not
+	// the cluster's meta group, which places every stream on its servers.
+	// Set on a server that is not
 	// clustered, New refuses it. Its type is internal: tests tune it.
 	Cluster *jscluster.Options
 }
@@ -140,6 +148,7 @@ func (o *Options) setDefaults() {
 	if o.FS == nil {
 		o.FS = store.OSFS
 	}
+	o.UniqueTag = strings.ToLower(strings.TrimSpace(o.UniqueTag))
 	if o.MaxOpenFiles <= 0 {
 		o.MaxOpenFiles = defaultMaxOpenFiles()
 	}
