@@ -271,7 +271,7 @@ func referenceKeys() []refKey {
 		{"enabled", "false"}, {"enable", "false"}, {"store_dir", "/tmp/j"}, {"store", "/tmp/j"},
 		{"storedir", "/tmp/j"}, {"max_streams", "5"}, {"max_consumers", "5"}, {"request_queue_limit", "100"},
 		{"sync_interval", "always"}, {"sync", "always"}, {"max_memory_store", "1GB"}, {"max_mem_store", "1GB"},
-		{"max_mem", "1GB"}, {"max_file_store", "1GB"}, {"max_file", "1GB"}, {"strict", "false"}, {"unique_tag", "az"},
+		{"max_mem", "1GB"}, {"max_file_store", "1GB"}, {"max_file", "1GB"}, {"strict", "false"}, {"unique_tag", "az"}, {"hold_timeout", `"10s"`},
 	} {
 		rows = append(rows, in("jetstream {\n", "}", "jetstream."+kv[0], kv[0]+": "+kv[1], ""))
 	}

@@ -57,6 +57,13 @@ var jsKeys = func() keys[*Config] {
 	k.refuse("encryption at rest is not implemented; Skiff refuses to start rather than store data in the clear",
 		"key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key", "cipher", "tpm")
 	k.on(func(c *Config, v value) (err error) { c.JetStream.UniqueTag, err = v.str(); return }, "unique_tag")
+	k.on(func(c *Config, v value) (err error) {
+		c.JetStream.HoldTimeout, err = v.duration()
+		if err == nil && c.JetStream.HoldTimeout <= 0 {
+			err = v.errorf(ErrInvalidValue, "want a positive duration, not %v", c.JetStream.HoldTimeout)
+		}
+		return
+	}, "hold_timeout")
 	k.refuse(whyCluster, "domain", "max_outstanding_catchup", "meta_compact", "meta_compact_size",
 		"meta_compact_sync")
 	k.refuse(whyOther, "extension_hint", "limits", "max_buffered_size", "max_buffered_msgs", "info_queue_limit",

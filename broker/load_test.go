@@ -315,3 +315,16 @@ func TestConfigUniqueTag(t *testing.T) {
 	_, err = ParseConfig("jetstream { unique_tag: [az] }")
 	require.ErrorIs(t, err, ErrInvalidValue)
 }
+
+func TestConfigHoldTimeout(t *testing.T) {
+	cfg, err := ParseConfig("jetstream { hold_timeout: \"30s\" }")
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, cfg.JetStream.HoldTimeout)
+	cfg, err = ParseConfig("jetstream { hold_timeout: 5 }")
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, cfg.JetStream.HoldTimeout)
+	for _, bad := range []string{"0", "\"-1s\"", "soon"} {
+		_, err = ParseConfig("jetstream { hold_timeout: " + bad + " }")
+		require.ErrorIs(t, err, ErrInvalidValue, bad)
+	}
+}

@@ -91,6 +91,14 @@ type Options struct {
 	// Compared lower-cased, as server_tags are. It matters on the meta
 	// leader, which places streams: give every server the same.
 	UniqueTag string
+	// HoldTimeout is how long, in a cluster, the replicas of a server
+	// whose machine restarted from an unclean stop under the interval or
+	// never policy (their raft log may miss a tail it acknowledged) wait
+	// for a leader, voting for none, before they are released all the
+	// same (default 10 s): when every replica of a group lost power, none
+	// would ever campaign otherwise, and releasing them is the loss the
+	// policy allows (docs/cluster.md).
+	HoldTimeout time.Duration
 	// Lenient accepts API requests with fields their type does not have,
 	// ignoring them (nats-server's `strict: false`). By default such a
 	// request is refused as invalid JSON (10025).
@@ -240,7 +248,10 @@ func New(s *server.Server, opts Options) (*JetStream, error) {
 		// single-server one is on its server; on the streams' file
 		// system.
 		opts.Cluster = &jscluster.Options{Durability: (&StreamConfig{Sync: opts.Sync, SyncInterval: opts.SyncInterval}).durability(),
-			FS: opts.FS}
+			FS: opts.FS, HoldTimeout: opts.HoldTimeout}
+	}
+	if opts.HoldTimeout < 0 {
+		return nil, fmt.Errorf("%w: hold timeout %v is negative", ErrInvalidOptions, opts.HoldTimeout)
 	}
 	if opts.SyncInterval < MinSyncInterval {
 		return nil, fmt.Errorf("%w: sync interval %v is below the minimum %v", ErrInvalidOptions, opts.SyncInterval, MinSyncInterval)

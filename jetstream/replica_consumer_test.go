@@ -371,7 +371,19 @@ func TestClusterReplicatedAckUnconfirmed(t *testing.T) {
 	msgs, err := sub.Fetch(1, nats.MaxWait(clustertest.Wait))
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
-	jc.waitConsumerApplied(t, "AU", "D", 0, false)
+	// Every replica has the consumer, at floor 0; the delivery may or may
+	// not be applied yet (waitConsumerApplied wants nothing pending, so it
+	// failed whenever the delivery was: one run in eight).
+	require.Eventually(t, func() bool {
+		jc.mu.Lock()
+		defer jc.mu.Unlock()
+		for i, js := range jc.js {
+			if _, floor, _, ok := jetstream.ReplicaConsumer(js, server.GlobalAccountName, "AU", "D"); jc.Servers[i] != nil && (!ok || floor != 0) {
+				return false
+			}
+		}
+		return true
+	}, clustertest.Wait, 20*time.Millisecond, "every replica applied consumer D")
 
 	var others []int
 	for i := range 3 {
