@@ -135,49 +135,88 @@ func killLeader(leader func(c *chaosCluster) *node) func(c *chaosCluster) string
 	}
 }
 
-// partition isolates a server from the other two through the proxies
-// (cut: connections closed, or black-holed: bytes dropped, nobody told)
-// for partitionHold. Meanwhile the majority must acknowledge publishes
-// (a leader it elects if the minority held it); then the network heals.
-func partition(pick func(c *chaosCluster) *node, blackHole bool) func(c *chaosCluster) string {
+// partition splits the servers pick returns (a minority) from the others
+// through the proxies (cut: connections closed, or black-holed: bytes
+// dropped, nobody told) for partitionHold. Meanwhile the majority must
+// acknowledge publishes (under leaders it elects if the minority held
+// them) and the minority none; then the network heals.
+func partition(pick func(c *chaosCluster) []*node, blackHole bool) func(c *chaosCluster) string {
 	return func(c *chaosCluster) string {
-		n := pick(c)
-		i := slices.Index(c.nodes, n)
+		minority := pick(c)
+		var side []int
+		for _, n := range minority {
+			side = append(side, slices.Index(c.nodes, n))
+		}
 		fault := (*faultproxy.Proxy).Cut
 		if blackHole {
 			fault = (*faultproxy.Proxy).BlackHole
 		}
 		// A client of the majority (the publishers may all have ended up
-		// on the isolated server after earlier faults).
-		other := c.nodes[(i+1)%len(c.nodes)]
+		// on the minority after earlier faults), and one of the minority.
+		other := c.nodes[slices.IndexFunc(c.nodes, func(n *node) bool { return !slices.Contains(minority, n) })]
 		nc, err := nats.Connect(other.clientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 		require.NoError(c.t, err)
 		defer nc.Close()
 		js, err := nc.JetStream(nats.MaxWait(time.Second))
 		require.NoError(c.t, err)
-		c.net.isolate(i, fault)
+		mc, err := nats.Connect(minority[0].clientURL(), nats.NoReconnect())
+		require.NoError(c.t, err)
+		defer mc.Close()
+		mjs, err := mc.JetStream(nats.MaxWait(500 * time.Millisecond))
+		require.NoError(c.t, err)
+		on := nodeNames(minority)
+		c.net.split(side, fault)
 		start := time.Now()
 		for k := 0; k < 10; {
 			require.Less(c.t, time.Since(start), 30*time.Second,
-				"the majority acknowledges nothing while %s is partitioned away", n.name)
+				"the majority acknowledges nothing while %v is partitioned away", on)
 			id := fmt.Sprintf("probe-%d-%d", len(c.probes), k)
 			if ack, err := js.Publish("chaos.probe", chaosPayload(id), nats.MsgId(id)); err == nil {
 				c.probes[id], c.probedAt[id] = ack.Sequence, time.Now()
 				k++
 			}
 		}
-		c.t.Logf("partition of %s: the majority acknowledged again after %v", n.name, time.Since(start).Round(time.Millisecond))
-		// Nothing leads around the proxies: the server is left without a
-		// route (a black hole is noticed by the route pings).
+		c.t.Logf("partition of %s: the majority acknowledged again after %v", on, time.Since(start).Round(time.Millisecond))
+		// Nothing leads around the proxies: the minority's servers are
+		// left with routes to each other only (a black hole is noticed by
+		// the route pings).
 		require.Eventually(c.t, func() bool {
-			routes, err := n.routez()
-			return err == nil && len(routes) == 0
-		}, 15*time.Second, 50*time.Millisecond, "%s kept a route through the partition", n.name)
+			for _, n := range minority {
+				routes, err := n.routez()
+				want := slices.DeleteFunc(nodeNames(minority), func(name string) bool { return name == n.name })
+				if err != nil || !slices.Equal(routes, want) {
+					return false
+				}
+			}
+			return true
+		}, 15*time.Second, 50*time.Millisecond, "%s kept a route through the partition", on)
+		// The minority acknowledges nothing: it cannot commit.
+		for k := range 3 {
+			id := fmt.Sprintf("minority-%d-%d", len(c.probes), k)
+			if ack, err := mjs.Publish("chaos.minority", chaosPayload(id), nats.MsgId(id)); err == nil {
+				c.t.Errorf("the minority %v acknowledged %s at %d", on, id, ack.Sequence)
+			}
+		}
 		time.Sleep(partitionHold - min(partitionHold, time.Since(start)))
 		c.net.heal()
 		waitMesh(c.t, 30*time.Second, c.nodes...)
-		return n.name
+		return strings.Join(on, ",")
 	}
+}
+
+// nodeNames returns the names of nodes, sorted.
+func nodeNames(nodes []*node) []string {
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// one adapts a pick of one node to partition's.
+func one(pick func(c *chaosCluster) *node) func(c *chaosCluster) []*node {
+	return func(c *chaosCluster) []*node { return []*node{pick(c)} }
 }
 
 // partitionHold is how long a partition lasts at least.
@@ -190,8 +229,8 @@ func (c *chaosCluster) follower() *node {
 }
 
 var chaosFaults = []chaosFault{
-	{"partition the stream leader away (black hole)", partition((*chaosCluster).streamLeader, true)},
-	{"partition a follower away (cut)", partition((*chaosCluster).follower, false)},
+	{"partition the stream leader away (black hole)", partition(one((*chaosCluster).streamLeader), true)},
+	{"partition a follower away (cut)", partition(one((*chaosCluster).follower), false)},
 	{"kill -9 the stream leader", killLeader((*chaosCluster).streamLeader)},
 	{"kill -9 the meta leader", killLeader((*chaosCluster).metaLeader)},
 	{"SIGSTOP the stream leader", func(c *chaosCluster) string {
@@ -238,6 +277,7 @@ type chaosCluster struct {
 	// losses are the power losses that may have taken acknowledged
 	// messages.
 	losses *chaosfs.Losses
+	faults int // injected so far
 }
 
 // journal is n's chaosfs journal (chaosfs.go: in its store directory).
@@ -253,12 +293,12 @@ type chaosNet struct {
 	from [][]*faultproxy.Proxy
 }
 
-// startProxiedJetStreamNodes starts three JetStream servers of bin whose
+// startProxiedJetStreamNodes starts n JetStream servers of bin whose
 // routes go through a chaosNet, with route pings every second so that a
 // black-holed route is noticed in about three, their stores in the
 // returned directory under sync (a sync_interval value).
-func startProxiedJetStreamNodes(t *testing.T, bin, cluster, sync string) ([]*node, *chaosNet, string) {
-	nodes := newNodes(t, 3)
+func startProxiedJetStreamNodes(t *testing.T, bin string, n int, cluster, sync string) ([]*node, *chaosNet, string) {
+	nodes := newNodes(t, n)
 	dead := faultproxy.Start(t, "127.0.0.1:1")
 	dead.Cut()
 	cn := &chaosNet{from: make([][]*faultproxy.Proxy, len(nodes))}
@@ -286,13 +326,15 @@ func startProxiedJetStreamNodes(t *testing.T, bin, cluster, sync string) ([]*nod
 	return nodes, cn, store
 }
 
-// isolate applies fault (Cut or BlackHole) to every proxy between server
-// i and the others, both ways.
-func (cn *chaosNet) isolate(i int, fault func(*faultproxy.Proxy)) {
-	for j := range cn.from {
-		if j != i {
-			fault(cn.from[i][j])
-			fault(cn.from[j][i])
+// split applies fault (Cut or BlackHole) to every proxy between the
+// servers of side (by index) and the others, both ways.
+func (cn *chaosNet) split(side []int, fault func(*faultproxy.Proxy)) {
+	for _, i := range side {
+		for j := range cn.from {
+			if !slices.Contains(side, j) {
+				fault(cn.from[i][j])
+				fault(cn.from[j][i])
+			}
 		}
 	}
 }
@@ -365,8 +407,8 @@ func (c *chaosCluster) metaLeader() *node {
 	return c.node(lead)
 }
 
-// waitCurrent waits until the stream has a leader and both its other
-// replicas are current.
+// waitCurrent waits until the stream, on every server, has a leader and
+// its other replicas are current.
 func (c *chaosCluster) waitCurrent() {
 	var last string
 	require.Eventually(c.t, func() bool {
@@ -382,7 +424,7 @@ func (c *chaosCluster) waitCurrent() {
 			}
 		}
 		last = fmt.Sprintf("leader %s, %d of %d replicas current", si.Cluster.Leader, current, len(si.Cluster.Replicas))
-		return len(si.Cluster.Replicas) == 2 && current == 2
+		return len(si.Cluster.Replicas) == len(c.nodes)-1 && current == len(c.nodes)-1
 	}, 60*time.Second, 100*time.Millisecond, "the stream's replicas did not catch up: %s", func() string { return last }())
 }
 
@@ -478,9 +520,58 @@ func TestChaosProcesses(t *testing.T) {
 	}
 }
 
+// TestChaosProcessesSplit: five `skiff serve` processes hold an R5
+// stream while a publisher on every server publishes with acks, and
+// partitions split them two against three: the stream's leader and the
+// meta leader on the minority side (one more server with them if one
+// leads both), the stream's leader and a follower (black-holed), two
+// followers. The majority must elect the leaders it lacks and acknowledge
+// publishes, the minority acknowledge none; healed, every replica is
+// current and the checker of TestChaosProcesses reads the stream back.
+func TestChaosProcessesSplit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five processes")
+	}
+	p := chaosPolicies["interval"]
+	c, pubs := startChaos(t, 5, p.durability, p.conf)
+	c.runFaults(pubs, splitFaults)
+	c.verify(pubs, "interval")
+}
+
+var splitFaults = []chaosFault{
+	{"split the stream and meta leaders away (cut)", partition(func(c *chaosCluster) []*node {
+		return c.two(c.streamLeader(), c.metaLeader())
+	}, false)},
+	{"split the stream leader and a follower away (black hole)", partition(func(c *chaosCluster) []*node {
+		return c.two(c.streamLeader(), c.follower())
+	}, true)},
+	{"split two followers away (cut)", partition(func(c *chaosCluster) []*node {
+		lead := c.streamLeader()
+		i := slices.Index(c.nodes, lead)
+		return c.two(c.nodes[(i+1)%len(c.nodes)], c.nodes[(i+2)%len(c.nodes)])
+	}, false)},
+}
+
+// two returns a and b, or a and the node after it if they are one.
+func (c *chaosCluster) two(a, b *node) []*node {
+	if a == b {
+		b = c.nodes[(slices.Index(c.nodes, a)+1)%len(c.nodes)]
+	}
+	return []*node{a, b}
+}
+
 func runChaosProcesses(t *testing.T, policy string, d store.Durability, conf string) {
+	c, pubs := startChaos(t, 3, d, conf)
+	c.runFaults(pubs, chaosRun(policy))
+	c.verify(pubs, policy)
+}
+
+// startChaos starts n processes of the chaosfs binary behind a chaosNet,
+// makes the stream CHAOS with a replica on each, and starts a publisher
+// on each server.
+func startChaos(t *testing.T, n int, d store.Durability, conf string) (*chaosCluster, []*chaosPublisher) {
 	bin := buildSkiffTags(t, "chaosfs")
-	nodes, cn, storeDir := startProxiedJetStreamNodes(t, bin, "chaos", conf)
+	nodes, cn, storeDir := startProxiedJetStreamNodes(t, bin, n, "chaos", conf)
 	var urls []string
 	for _, n := range nodes {
 		urls = append(urls, n.clientURL())
@@ -494,9 +585,9 @@ func runChaosProcesses(t *testing.T, policy string, d store.Durability, conf str
 		probes: map[string]uint64{}, probedAt: map[string]time.Time{}, losses: chaosfs.NewLosses(d)}
 	require.Eventually(t, func() bool {
 		_, err := ctljs.AddStream(&nats.StreamConfig{Name: "CHAOS", Subjects: []string{"chaos.>"},
-			Storage: nats.FileStorage, Replicas: 3, Duplicates: 5 * time.Minute})
+			Storage: nats.FileStorage, Replicas: n, Duplicates: 5 * time.Minute})
 		return err == nil
-	}, 30*time.Second, 200*time.Millisecond, "the R3 stream was not created")
+	}, 30*time.Second, 200*time.Millisecond, "the R%d stream was not created", n)
 	c.waitCurrent()
 
 	var pubs []*chaosPublisher
@@ -505,27 +596,42 @@ func runChaosProcesses(t *testing.T, policy string, d store.Durability, conf str
 		order := append(slices.Clone(urls[i:]), urls[:i]...)
 		pubs = append(pubs, startChaosPublisher(t, fmt.Sprintf("p%d", i+1), order))
 	}
-	acked := func() int {
-		n := 0
-		for _, p := range pubs {
-			n += p.count()
-		}
-		return n
+	return c, pubs
+}
+
+// ackedBy counts the publishes pubs had acknowledged.
+func ackedBy(pubs []*chaosPublisher) int {
+	n := 0
+	for _, p := range pubs {
+		n += p.count()
 	}
-	run := chaosRun(policy)
-	faults := 0
+	return n
+}
+
+// runFaults injects the faults of run in turn, a second of undisturbed
+// publishing before each; after each the stream must be current again
+// and publishes acknowledged.
+func (c *chaosCluster) runFaults(pubs []*chaosPublisher, run []chaosFault) {
+	t := c.t
 	for round, f := range run {
-		before := acked()
+		before := ackedBy(pubs)
 		time.Sleep(time.Second) // publishing, undisturbed
 		start := time.Now()
 		on := f.do(c)
-		faults++
+		c.faults++
 		c.waitCurrent()
 		// Publishing goes on after every fault.
-		require.Eventually(t, func() bool { return acked() > before+10 }, 30*time.Second, 20*time.Millisecond,
+		require.Eventually(t, func() bool { return ackedBy(pubs) > before+10 }, 30*time.Second, 20*time.Millisecond,
 			"round %d (%s on %s): no publish acknowledged after the fault", round, f.name, on)
-		t.Logf("round %d: %s (%s), healed in %v, acked %d", round, f.name, on, time.Since(start).Round(time.Millisecond), acked())
+		t.Logf("round %d: %s (%s), healed in %v, acked %d", round, f.name, on, time.Since(start).Round(time.Millisecond), ackedBy(pubs))
 	}
+}
+
+// verify stops the publishers and reads the stream back: every
+// acknowledged message must be there, once, at its sequence, with its
+// payload, but what the policy allows a power loss to take.
+func (c *chaosCluster) verify(pubs []*chaosPublisher, policy string) {
+	t, ctljs := c.t, c.ctl
 	gaveUp := 0
 	for _, p := range pubs {
 		p.finish()
@@ -592,8 +698,8 @@ func runChaosProcesses(t *testing.T, policy string, d store.Durability, conf str
 			t.Errorf("duplicated: %s at %v", id, seqs)
 		}
 	}
-	t.Logf("chaos-processes: sync=%s rounds=%d faults=%d acked=%d lost=%d lost_within_bound=%d duplicated=%d misplaced=%d bad_payloads=%d stored=%d unknown_outcome=%d",
-		policy, len(run), faults, total, lost, allowed, duplicated, misplaced, bad, si.State.Msgs, gaveUp)
+	t.Logf("chaos-processes: servers=%d sync=%s rounds=%d faults=%d acked=%d lost=%d lost_within_bound=%d duplicated=%d misplaced=%d bad_payloads=%d stored=%d unknown_outcome=%d",
+		len(c.nodes), policy, c.faults, c.faults, total, lost, allowed, duplicated, misplaced, bad, si.State.Msgs, gaveUp)
 	require.Zero(t, lost-allowed+duplicated+misplaced+bad)
 	require.Positive(t, total)
 }
