@@ -75,6 +75,10 @@ type replica struct {
 	// chunks counts the catch-up answers applied here
 	// (replica_catchup.go).
 	chunks atomic.Uint64
+	// logHigh is the last index of the group's log here when the replica
+	// opened: its store holds the effects of no later entry then
+	// (replica_catchup.go).
+	logHigh uint64
 	// ticking: an opTick proposed here is not applied yet
 	// (replica_clock.go).
 	ticking atomic.Bool
@@ -190,6 +194,7 @@ func (st *stream) openReplica(group uint64, peers []string, held multiraft.HoldR
 		}
 		r.saved.Store(r.fsm.checkpoint)
 	}
+	r.logHigh, _ = js.raft.GroupLastIndex(group)
 	st.repl = r
 	if err := js.raft.AddHeldGroup(group, peers, &r.fsm, held); err != nil {
 		st.repl = nil

@@ -346,11 +346,18 @@ func (r *replica) catchUpFrom(peer string, d *replicaSnapshot, c *catchupCursor)
 		if err != nil {
 			return err
 		}
-		if err := r.applyCatchup(&a, c); err != nil {
+		trusted := r.judges(peer, &a)
+		if err := r.applyCatchup(&a, c, trusted); err != nil {
 			return err
 		}
 		r.chunks.Add(1)
 		if c.from > a.last {
+			if last := s.State().LastSeq; last > a.last && trusted {
+				// The peer applied everything this replica did, and a
+				// stream's last sequence never goes back: this replica
+				// holds messages the group lost.
+				return fmt.Errorf("catch-up: the store ends at %d, the group's at %d: %w", last, a.last, multiraft.ErrDiverged)
+			}
 			if err := s.Skip(a.last, a.lastTS); err != nil {
 				return fmt.Errorf("catch-up: %w", err)
 			}
@@ -359,14 +366,26 @@ func (r *replica) catchUpFrom(peer string, d *replicaSnapshot, c *catchupCursor)
 	}
 }
 
+// judges reports whether peer's answer a can show this replica diverged
+// from its group: only the group's leader's (a follower may have diverged
+// itself), once it has applied every entry this replica's store may hold
+// the effects of (the last of its log when it opened, or what it applied
+// since), so that whatever this store holds and the leader's does not
+// was lost by the group, not yet to come to the leader.
+func (r *replica) judges(peer string, a *catchupAnswer) bool {
+	return peer == r.leaderName() && a.applied >= max(r.logHigh, r.fsm.applied.Load())
+}
+
 // isCatchupBehind reports whether a call failed because the peer is
 // behind: the reason comes back as text.
 func isCatchupBehind(err error) bool {
 	return errors.Is(err, errCatchupBehind) || strings.Contains(err.Error(), errCatchupBehind.Error())
 }
 
-// applyCatchup applies one answer to the store and moves the cursor on.
-func (r *replica) applyCatchup(a *catchupAnswer, c *catchupCursor) error {
+// applyCatchup applies one answer to the store and moves the cursor on;
+// with trusted (judges), a store that differs from the peer's where it
+// cannot unless the replica diverged fails with multiraft.ErrDiverged.
+func (r *replica) applyCatchup(a *catchupAnswer, c *catchupCursor, trusted bool) error {
 	s := r.st.store
 	if a.first > c.from {
 		// Everything below the peer's first sequence is gone there.
@@ -378,11 +397,17 @@ func (r *replica) applyCatchup(a *catchupAnswer, c *catchupCursor) error {
 		c.from = a.first
 		c.dataFrom = max(c.dataFrom, a.first)
 	}
-	// Below dataFrom: remove what the peer no longer holds.
+	// Below dataFrom: remove what the peer no longer holds. What the peer
+	// holds and this store does not was removed here by an entry the
+	// group does not have (the peer applied everything this replica did):
+	// the replica diverged.
 	present := a.present
 	for seq := c.from; seq < min(a.end, c.dataFrom); seq++ {
 		if len(present) > 0 && present[0] == seq {
 			present = present[1:]
+			if trusted && !s.Has(seq) {
+				return fmt.Errorf("catch-up: message %d is the group's, and was removed here: %w", seq, multiraft.ErrDiverged)
+			}
 			continue
 		}
 		if s.Has(seq) {
@@ -396,7 +421,8 @@ func (r *replica) applyCatchup(a *catchupAnswer, c *catchupCursor) error {
 	// does. Without them the replica would keep, at a tick, what its
 	// peers expire, and once it led it would plan no expiry for them.
 	// The store's last message as it started: the peer's must be the
-	// same, or the replica diverged; if the peer holds none there, it goes.
+	// same, or the replica diverged; if the peer holds none there (it
+	// removed it), it goes.
 	same := uint64(0) // the tail, once found the same as the peer's
 	if t := c.tail; t != 0 && t >= c.from && t < a.end && s.Has(t) {
 		i := slices.IndexFunc(a.msgs, func(m replicaMsg) bool { return m.seq == t })
@@ -404,10 +430,10 @@ func (r *replica) applyCatchup(a *catchupAnswer, c *catchupCursor) error {
 			if err := s.Remove(t); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return fmt.Errorf("catch-up: remove %d: %w", t, err)
 			}
-		} else if err := sameMsg(s, &a.msgs[i]); err != nil {
+		} else if err := sameMsg(s, &a.msgs[i]); err != nil && trusted {
 			return err
 		} else {
-			same = t
+			same = t // the same, or kept (AppendAt would skip it)
 		}
 	}
 	o := s.Options()

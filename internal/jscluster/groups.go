@@ -220,6 +220,12 @@ func (c *Cluster) GroupFirstIndex(id uint64) (uint64, error) {
 	return c.wal.Group(id).FirstIndex()
 }
 
+// GroupLastIndex returns the last index of a stream's group's log in
+// this server's WAL.
+func (c *Cluster) GroupLastIndex(id uint64) (uint64, error) {
+	return c.wal.Group(id).LastIndex()
+}
+
 // GroupPeers returns the names of a group's voters but this server, as
 // this replica knows them.
 func (c *Cluster) GroupPeers(id uint64) []string {

@@ -38,10 +38,14 @@ type harness struct {
 	ackedSet  map[string]bool
 	// exempt: servers whose replicas applied entries a quorum's power
 	// loss took from the group (allowLoss), not checked until wiped.
-	exempt   map[uint64]bool
-	proposed int
-	taken    int      // proposals raft took (appended to a leader's log)
-	trace    []string // the schedule, for a failure's report
+	exempt map[uint64]bool
+	// checkpoints: what a replica's state machine (server, group) reports
+	// as durable when it starts; 0 if absent. A test sets one to what the
+	// replica had applied when it crashed, whose data it then keeps.
+	checkpoints map[[2]uint64]uint64
+	proposed    int
+	taken       int      // proposals raft took (appended to a leader's log)
+	trace       []string // the schedule, for a failure's report
 }
 
 type entryID struct {
@@ -58,6 +62,8 @@ type server struct {
 	// hadLog marks the groups whose log this server once had; an empty
 	// one at restart was lost.
 	hadLog map[uint64]bool
+	// crashed is what each group's state machine held at the last crash.
+	crashed map[uint64][]string
 }
 
 // recorder is a StateMachine that records what it applies and checks it
@@ -72,12 +78,18 @@ type recorder struct {
 	leaderChanges  int
 	confChanges    int
 	appliedBatches int
+	// checkpoint is what Checkpoint reports; entries at or below it are
+	// taken again, idempotently.
+	checkpoint uint64
 }
 
 func (r *recorder) Apply(ents []*raftpb.Entry) error {
 	r.appliedBatches++
 	for _, e := range ents {
 		i := e.GetIndex()
+		if i <= r.checkpoint && i <= r.applied {
+			continue // applied before the restart
+		}
 		if i != r.applied+1 {
 			r.h.failf("server %d group %d: applied index %d after %d", r.server, r.group, i, r.applied)
 		}
@@ -114,7 +126,9 @@ func (r *recorder) Restore(snap *raftpb.Snapshot) error {
 // snapshotData is the state of r as Restore takes it.
 func (r *recorder) snapshotData() []byte { return []byte(strings.Join(r.datas, "\n")) }
 
-func (r *recorder) Checkpoint() uint64 { return 0 }
+// Checkpoint is the index set by the test for the recorder's server and
+// group (harness.checkpoints), 0 by default: the log is replayed whole.
+func (r *recorder) Checkpoint() uint64 { return r.checkpoint }
 
 func (r *recorder) LeaderChanged(leader, term uint64) {
 	r.leaderChanges++
@@ -133,6 +147,8 @@ func newHarness(t testing.TB, seed int64, n int) *harness {
 		acked:     map[uint64][]string{},
 		ackedSet:  map[string]bool{},
 		exempt:    map[uint64]bool{},
+
+		checkpoints: map[[2]uint64]uint64{},
 	}
 	h.opts = multiraft.Options{Manual: true}
 	h.ft.SetObserver(h.observe)
@@ -188,7 +204,11 @@ func (h *harness) start(id uint64, hold multiraft.HoldReason) {
 // bootstrapped with its voters; a held one (wiped) joins with an empty log
 // and learns them from the leader.
 func (h *harness) addReplica(s *server, group uint64, hold multiraft.HoldReason) {
-	sm := &recorder{h: h, server: s.id, group: group}
+	cp := h.checkpoints[[2]uint64{s.id, group}]
+	sm := &recorder{h: h, server: s.id, group: group, checkpoint: cp, applied: cp}
+	if cp > 0 {
+		sm.datas = slices.Clone(s.crashed[group])
+	}
 	s.sms[group] = sm
 	peers := h.groups[group]
 	if hold != multiraft.HoldNone {
@@ -227,6 +247,10 @@ func (h *harness) crash(id uint64) {
 	h.logf("crash %d", id)
 	_ = s.node.Close()
 	s.disk.Crash()
+	s.crashed = map[uint64][]string{}
+	for g, sm := range s.sms {
+		s.crashed[g] = slices.Clone(sm.datas)
+	}
 	for _, g := range h.order {
 		if last, _ := s.disk.Log(g).LastIndex(); last > 0 {
 			s.hadLog[g] = true

@@ -351,10 +351,51 @@ func (n *Node) prepare(c GroupConfig) (applied uint64, fresh bool, err error) {
 		return 0, false, fmt.Errorf("%w: group %d: state machine at %d is ahead of the log's commit %d",
 			ErrInvalidGroup, c.ID, applied, hs.GetCommit())
 	}
+	if applied > si {
+		// raft's members at start are the snapshot's, and it applies no
+		// entry at or below applied: a membership change after the
+		// snapshot and at or below the checkpoint (the checkpoint was
+		// durable, the snapshot after it was not) would be lost, and the
+		// replica start with the snapshot's members, or none. It is
+		// applied again from the first such change (the state machine
+		// takes entries at or below its checkpoint again, idempotently).
+		cc, err := firstConfChange(c.Log, si+1, applied)
+		if err != nil {
+			return 0, false, fmt.Errorf("%w: group %d: log: %w", ErrInvalidGroup, c.ID, err)
+		}
+		if cc > 0 {
+			applied = cc - 1
+		}
+	}
 	if applied == si {
 		applied = 0 // raft starts applying after the snapshot anyway
 	}
 	return applied, false, nil
+}
+
+// firstConfChange returns the index of the first membership change in
+// l's entries from lo to hi, or 0 if there is none.
+func firstConfChange(l Log, lo, hi uint64) (uint64, error) {
+	first, err := l.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	for lo = max(lo, first); lo <= hi; {
+		ents, err := l.Entries(lo, hi+1, 4<<20)
+		if err != nil {
+			return 0, err
+		}
+		if len(ents) == 0 {
+			return 0, nil
+		}
+		for _, e := range ents {
+			if t := e.GetType(); t == raftpb.EntryConfChange || t == raftpb.EntryConfChangeV2 {
+				return e.GetIndex(), nil
+			}
+		}
+		lo = ents[len(ents)-1].GetIndex() + 1
+	}
+	return 0, nil
 }
 
 // RemoveGroup stops hosting a group. Its membership is unchanged: that is
