@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/skiffmq/skiff/broker"
+	"github.com/skiffmq/skiff/internal/gctune"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
@@ -112,6 +113,10 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, serveSignals...)
 	defer signal.Stop(sig)
+
+	// The garbage collector paced from the live heap, not Go's default
+	// (internal/gctune; an operator's GOGC wins).
+	defer gctune.Start(gctune.Options{})()
 
 	b, err := broker.Start(cfg)
 	if err != nil {
