@@ -951,3 +951,24 @@ func TestClusterPlacementUniqueTag(t *testing.T) {
 	require.Contains(t, two, one[0])
 	require.Equal(t, []string{"az:1", "az:2"}, zones(two), "scaled up into the other zone")
 }
+
+// TestClusterHoldTimeoutOption: jetstream.Options.HoldTimeout (the
+// configuration's hold_timeout) reaches the raft layer of a clustered
+// server that does not tune it otherwise; unset, the layer's default.
+func TestClusterHoldTimeoutOption(t *testing.T) {
+	jc := startJSClusterTuned(t, make([]string, 2), server.Options{}, nil, func(i int, o *jetstream.Options) {
+		o.Cluster = nil
+		if i == 0 {
+			o.HoldTimeout = 3 * time.Second
+		}
+	}, nil)
+	require.Equal(t, 3*time.Second, jc.raft(0).HoldTimeout())
+	require.Equal(t, jscluster.DefaultHoldTimeout, jc.raft(1).HoldTimeout())
+
+	opts := server.DefaultOptions()
+	opts.Host, opts.Port = "127.0.0.1", server.RandomPort
+	s, err := server.New(opts)
+	require.NoError(t, err)
+	_, err = jetstream.New(s, jetstream.Options{StoreDir: t.TempDir(), HoldTimeout: -time.Second})
+	require.ErrorIs(t, err, jetstream.ErrInvalidOptions)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 
@@ -213,6 +214,10 @@ func (c *Cluster) SyncLog() error { return c.wal.Sync() }
 
 // LogDurability is the WAL's sync policy.
 func (c *Cluster) LogDurability() store.Durability { return c.opts.Durability }
+
+// HoldTimeout is how long replicas held unsynced wait for a leader before
+// they are released (Options.HoldTimeout, its default filled in).
+func (c *Cluster) HoldTimeout() time.Duration { return c.opts.HoldTimeout }
 
 // GroupFirstIndex returns the first index of a stream's group's log here:
 // the entries before it were compacted away.
