@@ -27,12 +27,13 @@ import (
 // Only indexes where the log is known to hold what raft holds are
 // checked (group.mu.settled): at or below the commit index the replica
 // started with (nothing is ever written there again, short of a
-// snapshot), or below the last index applied since (raft applies only
-// what the log holds). Above them a follower may have committed entries
+// snapshot), or at or below the last index applied since (raft applies
+// only what the log holds). Above them a follower may have committed entries
 // still on their way to its log, which hold older, overwritten ones
 // meanwhile. A term the log no longer holds (compacted below a snapshot)
 // proves nothing either. A snapshot past the commit index is taken as
-// raft takes it: it replaces the state machine.
+// raft takes it, and the state machine restores it: the layer above
+// compares what it restores with the leader's (jetstream's catch-up).
 
 // divergence returns the reason m, from the group's leader, shows this
 // replica's committed log disagreeing with the group's, or nil. Called by
