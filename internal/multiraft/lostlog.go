@@ -42,6 +42,7 @@ func (g *group) clampHeartbeat(m *raftpb.Message) {
 	if m.GetType() != raftpb.MsgHeartbeat || m.GetCommit() <= g.mu.last {
 		return
 	}
+	g.n.stats.lostLogBeats.Add(1)
 	last := g.mu.last
 	term, _ := g.log.Term(last)
 	g.mu.tell = append(g.mu.tell, &raftpb.Message{

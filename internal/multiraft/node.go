@@ -58,6 +58,7 @@ type nodeStats struct {
 	badMessages      atomic.Uint64
 	heldVotesDropped atomic.Uint64
 	bulkDropped      atomic.Uint64
+	lostLogBeats     atomic.Uint64
 }
 
 // Stats are a Node's counters since New.
@@ -68,6 +69,10 @@ type Stats struct {
 	BadMessages      uint64 // received and dropped: unreadable, misaddressed or local-only
 	HeldVotesDropped uint64 // granted votes of held replicas not sent
 	BulkDropped      uint64 // appends and snapshots the transport could not queue
+	// LostLogBeats counts heartbeats that committed past a follower's
+	// log, answered with a rejection (clampHeartbeat): a follower that
+	// lost entries it had acknowledged. 0 unless logs were lost.
+	LostLogBeats uint64
 }
 
 // GroupConfig is what AddGroup starts a group from.
@@ -233,6 +238,7 @@ func (n *Node) Stats() Stats {
 		BadMessages:      n.stats.badMessages.Load(),
 		HeldVotesDropped: n.stats.heldVotesDropped.Load(),
 		BulkDropped:      n.stats.bulkDropped.Load(),
+		LostLogBeats:     n.stats.lostLogBeats.Load(),
 	}
 }
 

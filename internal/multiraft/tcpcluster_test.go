@@ -90,7 +90,11 @@ func startTCPCluster(t testing.TB, n int, groups []uint64, opts multiraft.Option
 	}
 	servers := make([]*tcpServer, n)
 	for i, id := range ids {
-		tr, err := multiraft.NewTCP(multiraft.TCPOptions{PingInterval: 20 * time.Millisecond})
+		// A link is dropped after a second of silence, not three 20 ms
+		// pings: nothing here dials a dropped link again, and under -race
+		// on a loaded machine a process stalls for 60 ms now and then (the
+		// cluster then had no links, and no group a leader, for good).
+		tr, err := multiraft.NewTCP(multiraft.TCPOptions{PingInterval: 20 * time.Millisecond, PingMisses: 50})
 		require.NoError(t, err)
 		o := opts
 		o.ID = id
@@ -235,6 +239,9 @@ func TestTCPClusterConcurrentProposers(t *testing.T) {
 	}
 	wg.Wait()
 	close(errs)
+	for _, s := range servers {
+		require.Zero(t, s.node.Stats().LostLogBeats, "server %d answered a heartbeat as if it lost its log", s.id)
+	}
 	for err := range errs {
 		require.NoError(t, err)
 	}
