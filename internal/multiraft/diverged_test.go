@@ -47,11 +47,7 @@ func (h *harness) allowLoss(group, index uint64, exempt ...uint64) {
 // replica (ErrDiverged, held damaged) and never answers. Once wiped, as
 // the layer above does, it catches up with the group as it is.
 func TestDivergedReplicaFailsInsteadOfMatching(t *testing.T) {
-	h := threeLedBy1(t)
-	h.propose(1, 7, "a")
-	h.stabilize()
-	synced, err := h.servers[1].disk.Log(7).LastIndex()
-	require.NoError(t, err)
+	h, synced := threeWithA(t)
 	h.propose(1, 7, "b")
 	h.propose(1, 7, "c")
 	h.stabilize()

@@ -29,6 +29,17 @@ func (h *harness) powerLoss(id, group, last uint64) {
 	h.start(id, multiraft.HoldUnsynced)
 }
 
+// threeWithA is threeLedBy1 with "a" applied everywhere, and the last
+// index of server 1's log of group 7 then: what a later power loss keeps.
+func threeWithA(t *testing.T) (*harness, uint64) {
+	h := threeLedBy1(t)
+	h.propose(1, 7, "a")
+	h.stabilize()
+	synced, err := h.servers[1].disk.Log(7).LastIndex()
+	require.NoError(t, err)
+	return h, synced
+}
+
 // A leader that loses power loses the tail of its log it had not synced,
 // although it counted towards the commit of what was there. Restarted
 // held, it does not help the follower that lacks the entry win an
@@ -36,11 +47,7 @@ func (h *harness) powerLoss(id, group, last uint64) {
 // acknowledged entry survives (the harness fails the test on a committed
 // entry replaced).
 func TestUnsyncedLeaderDoesNotElectFollowerWithoutEntry(t *testing.T) {
-	h := threeLedBy1(t)
-	h.propose(1, 7, "a")
-	h.stabilize()
-	synced, err := h.servers[1].disk.Log(7).LastIndex()
-	require.NoError(t, err)
+	h, synced := threeWithA(t)
 
 	// "b" is committed by 1 and 2 alone.
 	h.ft.Partition([]uint64{1, 2}, []uint64{3})
