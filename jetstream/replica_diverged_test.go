@@ -1,6 +1,8 @@
 package jetstream_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
+	"github.com/skiffmq/skiff/internal/jscluster"
+	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
 )
@@ -126,5 +130,96 @@ func divergedRebuilt(t *testing.T, compact, del bool) bool {
 		return err
 	}))
 	require.Len(t, damaged, 1, "the diverged replica's store is set aside")
+	return true
+}
+
+// TestClusterMetaDivergedRebuilt is TestClusterReplicatedDivergedRebuilt
+// for the meta group: the entry the quorum loses updates a stream's
+// configuration, the one it writes at the same index instead updates it
+// otherwise. (A stream's creation is no good here: the new group's log
+// syncs the WAL, meta entries with it.) The third server, stopped cleanly
+// with the lost update applied, comes back diverged; its meta replica is
+// rebuilt from the leader's snapshot rather than held damaged, and ends
+// with the group's state, the update the quorum made, which its replica
+// of the stream then has too.
+func TestClusterMetaDivergedRebuilt(t *testing.T) {
+	for attempt := 1; !metaDivergedRebuilt(t); attempt++ {
+		require.Less(t, attempt, 5, "the quorum kept the entry it was to lose, every time")
+		t.Logf("attempt %d: a sync kept the entry before the power loss", attempt)
+	}
+}
+
+func metaDivergedRebuilt(t *testing.T) bool {
+	p := newPower(3, jetstream.SyncInterval, time.Hour) // nothing syncs by itself
+	jc := startJSClusterPowered(t, make([]string, 3), server.Options{}, nil, p)
+	jc.waitMeta(t)
+	_, js := jc.connectJS(t, 0)
+	cfg := &nats.StreamConfig{Name: "MD", Subjects: []string{"md"}, Replicas: 3, Description: "early"}
+	_, err := js.AddStream(cfg)
+	require.NoError(t, err)
+	jc.waitReplicated(t, "MD", map[uint64]string{})
+	for i := range jc.Servers {
+		require.NoError(t, jc.raft(i).SyncLog(), "server %d", i)
+	}
+	leaderName, _ := jc.raft(0).Leader()
+	lead := jc.index(leaderName)
+	// kept stops cleanly and keeps the tail; not server 0, whose routes
+	// the other two find each other through.
+	kept := 3 - lead
+	if lead == 0 {
+		kept = 1
+	}
+	lost := []int{lead, 3 - lead - kept}
+
+	described := func(i int) string {
+		st, _ := jc.raft(i).State()
+		sa := st.Streams[jscluster.StreamKey{Account: server.GlobalAccountName, Name: "MD"}]
+		if sa == nil {
+			return ""
+		}
+		var c struct{ Description string }
+		require.NoError(t, json.Unmarshal(sa.Config, &c))
+		return c.Description
+	}
+	cfg.Description = "lost"
+	_, err = js.UpdateStream(cfg)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return described(kept) == "lost" }, clustertest.Wait, 10*time.Millisecond)
+	jc.Stop(t, kept)
+	jc.powerLoss(t, lost...)
+	for _, i := range lost {
+		jc.Restart(t, i)
+	}
+	require.Eventually(t, func() bool { // released from their hold, after holdTimeout
+		a, _ := jc.raft(lost[0]).Leader()
+		b, _ := jc.raft(lost[1]).Leader()
+		return a != "" && a == b
+	}, 2*clustertest.Wait, 20*time.Millisecond, "the two servers that lost power elected no meta leader")
+	if described(lost[0]) != "early" {
+		return false
+	}
+	_, js = jc.connectJS(t, lost[0])
+	cfg.Description = "new"
+	_, err = js.UpdateStream(cfg)
+	require.NoError(t, err)
+
+	jc.Restart(t, kept)
+	var why string
+	rebuilt := func() bool {
+		st, err := jc.raft(kept).MetaStatus()
+		why = fmt.Sprintf("rebuilds %d, status %v, held %v, err %v, description %q",
+			jc.raft(kept).MetaRebuilds(), err, st.Held, st.Err, described(kept))
+		return err == nil && jc.raft(kept).MetaRebuilds() > 0 && st.Err == nil && st.Held == multiraft.HoldNone &&
+			described(kept) == "new"
+	}
+	for deadline := time.Now().Add(2 * clustertest.Wait); !rebuilt(); time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the diverged meta replica was not rebuilt: %s", why)
+	}
+	require.Eventually(t, func() bool { return jc.raft(kept).Health() == nil }, clustertest.Wait, 20*time.Millisecond)
+	_, js = jc.connectJS(t, kept)
+	require.Eventually(t, func() bool {
+		si, err := js.StreamInfo("MD")
+		return err == nil && si.Config.Description == "new"
+	}, clustertest.Wait, 20*time.Millisecond)
 	return true
 }

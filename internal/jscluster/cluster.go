@@ -50,6 +50,8 @@ type Cluster struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 	joined atomic.Bool // the meta group is on the node
+	// rebuilds counts the meta replica's rebuilds (meta_rebuild.go).
+	rebuilds atomic.Uint64
 
 	mu struct {
 		sync.Mutex

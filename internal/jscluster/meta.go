@@ -42,7 +42,10 @@ type metaFSM struct {
 	}
 }
 
-var _ multiraft.StateMachine = (*metaFSM)(nil)
+var (
+	_ multiraft.StateMachine    = (*metaFSM)(nil)
+	_ multiraft.FailureListener = (*metaFSM)(nil)
+)
 
 func newMetaFSM(c *Cluster, log fileSnapLog) *metaFSM {
 	f := &metaFSM{c: c, log: log, every: uint64(c.opts.SnapshotEntries), keep: uint64(c.opts.SnapshotKeep)}

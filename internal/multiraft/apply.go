@@ -50,6 +50,7 @@ func (g *group) pushApply(it applyItem) {
 // applyLoop is the group's apply goroutine.
 func (g *group) applyLoop() {
 	defer g.n.wg.Done()
+	defer close(g.applyDone)
 	for {
 		select {
 		case <-g.apply.wake:

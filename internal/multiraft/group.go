@@ -59,6 +59,9 @@ type group struct {
 	apply applier
 	reads reads // readindex.go
 	stop  chan struct{}
+	// applyDone is closed when the apply goroutine has returned (at
+	// once on a manual node, which has none).
+	applyDone chan struct{}
 }
 
 // proposal is a Propose or ProposeConfChange waiting for a worker.
@@ -69,7 +72,10 @@ type proposal struct {
 }
 
 func newGroup(n *Node, c GroupConfig, rn *raft.RawNode) *group {
-	g := &group{id: c.ID, n: n, log: c.Log, fsm: c.StateMachine, stop: make(chan struct{})}
+	g := &group{id: c.ID, n: n, log: c.Log, fsm: c.StateMachine, stop: make(chan struct{}), applyDone: make(chan struct{})}
+	if n.opts.Manual {
+		close(g.applyDone)
+	}
 	g.room, _ = c.Log.(RoomLog)
 	g.mu.rn = rn
 	g.held.Store(uint32(c.Held))

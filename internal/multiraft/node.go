@@ -426,6 +426,24 @@ func (n *Node) RemoveGroup(id uint64) error {
 	return nil
 }
 
+// RemoveGroupWait is RemoveGroup that returns once the group's state
+// machine is no longer called: its apply goroutine has returned, or ctx
+// is done (its error then). A state machine's own calls must not make it.
+func (n *Node) RemoveGroupWait(ctx context.Context, id uint64) error {
+	n.mu.Lock()
+	g := n.mu.groups[id]
+	n.mu.Unlock()
+	if err := n.RemoveGroup(id); err != nil {
+		return err
+	}
+	select {
+	case <-g.applyDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Propose proposes data to group and returns once raft has taken it
 // (appended it to the leader's log) or refused it (wrapping
 // raft.ErrProposalDropped: this replica is not the leader, or too much is
