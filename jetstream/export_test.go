@@ -360,3 +360,19 @@ func LocalStoreDump(js *JetStream, account, name string) (dump []string, ok bool
 	}
 	return nil, false
 }
+
+// PurgeLocalStore purges this server's replica's store of a stream below
+// seq, behind its group's back (tests only: a store that lost its
+// consistency with its group's log).
+func PurgeLocalStore(js *JetStream, account, name string, below uint64) error {
+	ja := js.account(account)
+	if ja == nil {
+		return errors.New("no such stream here")
+	}
+	st := ja.lookup(name)
+	if st == nil {
+		return errors.New("no such stream here")
+	}
+	_, err := st.store.Purge(store.PurgeRequest{Seq: below})
+	return err
+}

@@ -178,6 +178,9 @@ func (st *stream) openReplica(group uint64, peers []string, held multiraft.HoldR
 	r.fsm = replicaFSM{store: st.store, onApplied: r.applied, onLeader: r.leaderChanged, onEmpty: r.emptyApplied,
 		catchUp: r.catchUp, cons: newReplicaConsumers(), onConfig: r.configApplied, onMember: r.memberApplied,
 		onFailed: st.groupFailed, opened: make(chan struct{})}
+	if js.raft.LogDurability().Sync != store.SyncAlways {
+		r.fsm.syncLog = js.raft.SyncLog
+	}
 	if js.raft.HasGroupLog(group) || st.founding.Load() {
 		r.fsm.checkpoint = st.loadCheckpoint(group)
 		// The consumers as of the checkpoint, or (a stream turned

@@ -253,7 +253,11 @@ func (r *replica) catchUp(d *replicaSnapshot) error {
 	// The peer sends the store's last message back: a replica that
 	// diverged from its group (it applied entries a quorum lost, and the
 	// group stored others at their sequences) holds a different one there.
-	c := catchupCursor{from: start.FirstSeq, dataFrom: max(start.LastSeq, 1), tail: start.LastSeq}
+	// The peer lists what it holds from its own first sequence on, not
+	// the store's: a store that starts past a message the group's leader
+	// holds below it removed that message in an entry the group lost (a
+	// purge), which only that list shows.
+	c := catchupCursor{from: 1, dataFrom: max(start.LastSeq, 1), tail: start.LastSeq}
 	for {
 		peers := r.catchupPeers()
 		behind := 0

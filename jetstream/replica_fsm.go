@@ -59,6 +59,15 @@ type replicaFSM struct {
 	// writes holds ops that write the store's files at once while a
 	// checkpoint holds its writes (replica_checkpoint.go).
 	writes writeGate
+	// syncLog, if set (a policy that acknowledges before fsyncing),
+	// fsyncs the group's raft log before an op that writes the store's
+	// files at once applies: a purge or a delete removes files, at once
+	// durable, and its entry must not be less so. Otherwise a power loss
+	// could take the entry from every log while stores that applied it
+	// keep its effect, and a replica that had not applied it would never
+	// get it: it would keep what the others removed, for good
+	// (TestClusterReplicatedPurgeSurvivesPowerLoss).
+	syncLog func() error
 	// opened, if set, is closed by start, once the replica runs: Apply
 	// waits for it. A server opens its replicas before its cluster
 	// listener, so a catch-up from peers inside Apply before then could
@@ -146,6 +155,11 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 	if writesAtOnce(op) {
 		f.writes.wait()
+		if f.syncLog != nil {
+			if err := f.syncLog(); err != nil {
+				return fmt.Errorf("raft log sync before an op that writes the store at once: %w", err)
+			}
+		}
 	}
 	s := f.store
 	switch op.kind {

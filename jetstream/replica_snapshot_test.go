@@ -251,3 +251,29 @@ func TestClusterReplicatedHealthz(t *testing.T) {
 	jc.mu.Unlock()
 	require.Equal(t, http.StatusOK, monitorJSON(t, s, "/healthz", &h))
 }
+
+// TestClusterReplicatedCatchupFindsStorePurgedBelow: a replica whose
+// store lost messages below its first sequence that its group holds (the
+// effect of a purge the group lost) is found diverged by its catch-up
+// from the leader's snapshot, which lists what the leader holds from its
+// own first sequence on, and rebuilt: it ends with every message.
+func TestClusterReplicatedCatchupFindsStorePurgedBelow(t *testing.T) {
+	jetstream.SetReplicaLog(t, 4, 256)
+	jc := startReplicatedCluster(t, 3)
+	_, js := jc.connectJS(t, 0)
+	_, err := js.AddStream(&nats.StreamConfig{Name: "PB", Subjects: []string{"pb"}, Replicas: 3})
+	require.NoError(t, err)
+	want := map[uint64]string{}
+	publishTo(t, js, want, "pb", "early", 10)
+	lead := jc.waitReplicated(t, "PB", want)
+	victim := 2
+	if lead == 2 {
+		victim = 1
+	}
+	require.NoError(t, jetstream.PurgeLocalStore(jc.js[victim], server.GlobalAccountName, "PB", 6))
+	behind := jc.stopBehind(t, victim, []string{"PB"})
+	publishTo(t, js, want, "pb", "late", 10)
+	jc.waitCompacted(t, behind, victim)
+	jc.Restart(t, victim)
+	jc.waitReplicated(t, "PB", want)
+}
