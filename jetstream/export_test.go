@@ -361,18 +361,17 @@ func LocalStoreDump(js *JetStream, account, name string) (dump []string, ok bool
 	return nil, false
 }
 
-// PurgeLocalStore purges this server's replica's store of a stream below
-// seq, behind its group's back (tests only: a store that lost its
-// consistency with its group's log).
-func PurgeLocalStore(js *JetStream, account, name string, below uint64) error {
+// AlterLocalStore runs f on this server's replica's store of a stream,
+// behind its group's back (tests only: a store that lost its consistency
+// with its group's log).
+func AlterLocalStore(js *JetStream, account, name string, f func(*store.Stream) error) error {
 	ja := js.account(account)
 	if ja == nil {
-		return errors.New("no such stream here")
+		return errors.New("no such account here")
 	}
 	st := ja.lookup(name)
 	if st == nil {
 		return errors.New("no such stream here")
 	}
-	_, err := st.store.Purge(store.PurgeRequest{Seq: below})
-	return err
+	return f(st.store)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/store"
 )
 
 // replicaLog returns jetstream.ReplicaLog for server i's replica of a
@@ -252,28 +253,42 @@ func TestClusterReplicatedHealthz(t *testing.T) {
 	require.Equal(t, http.StatusOK, monitorJSON(t, s, "/healthz", &h))
 }
 
-// TestClusterReplicatedCatchupFindsStorePurgedBelow: a replica whose
-// store lost messages below its first sequence that its group holds (the
-// effect of a purge the group lost) is found diverged by its catch-up
-// from the leader's snapshot, which lists what the leader holds from its
-// own first sequence on, and rebuilt: it ends with every message.
-func TestClusterReplicatedCatchupFindsStorePurgedBelow(t *testing.T) {
-	jetstream.SetReplicaLog(t, 4, 256)
-	jc := startReplicatedCluster(t, 3)
-	_, js := jc.connectJS(t, 0)
-	_, err := js.AddStream(&nats.StreamConfig{Name: "PB", Subjects: []string{"pb"}, Replicas: 3})
-	require.NoError(t, err)
-	want := map[uint64]string{}
-	publishTo(t, js, want, "pb", "early", 10)
-	lead := jc.waitReplicated(t, "PB", want)
-	victim := 2
-	if lead == 2 {
-		victim = 1
+// TestClusterReplicatedCatchupFindsRemoved: a replica whose store lost
+// messages its group holds (the effect of a delete or a purge the group
+// lost) is found diverged by its catch-up from the leader's snapshot,
+// and rebuilt: it ends with every message. The leader lists what it
+// holds from its own first sequence on, so a store that starts past
+// messages it holds shows as well as one with a hole.
+func TestClusterReplicatedCatchupFindsRemoved(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remove func(s *store.Stream) error
+	}{
+		{"delete", func(s *store.Stream) error { return s.Delete(3) }},
+		{"purge-below-first", func(s *store.Stream) error {
+			_, err := s.Purge(store.PurgeRequest{Seq: 6})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jetstream.SetReplicaLog(t, 4, 256)
+			jc := startReplicatedCluster(t, 3)
+			_, js := jc.connectJS(t, 0)
+			_, err := js.AddStream(&nats.StreamConfig{Name: "RM", Subjects: []string{"rm"}, Replicas: 3})
+			require.NoError(t, err)
+			want := map[uint64]string{}
+			publishTo(t, js, want, "rm", "early", 10)
+			lead := jc.waitReplicated(t, "RM", want)
+			victim := 2
+			if lead == 2 {
+				victim = 1
+			}
+			require.NoError(t, jetstream.AlterLocalStore(jc.js[victim], server.GlobalAccountName, "RM", tc.remove))
+			behind := jc.stopBehind(t, victim, []string{"RM"})
+			publishTo(t, js, want, "rm", "late", 10)
+			jc.waitCompacted(t, behind, victim)
+			jc.Restart(t, victim)
+			jc.waitReplicated(t, "RM", want)
+		})
 	}
-	require.NoError(t, jetstream.PurgeLocalStore(jc.js[victim], server.GlobalAccountName, "PB", 6))
-	behind := jc.stopBehind(t, victim, []string{"PB"})
-	publishTo(t, js, want, "pb", "late", 10)
-	jc.waitCompacted(t, behind, victim)
-	jc.Restart(t, victim)
-	jc.waitReplicated(t, "PB", want)
 }
