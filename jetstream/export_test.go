@@ -375,3 +375,10 @@ func AlterLocalStore(js *JetStream, account, name string, f func(*store.Stream) 
 	}
 	return f(st.store)
 }
+
+// SetRemoveHook makes retention removals fail before they are proposed
+// while f says so, until t ends.
+func SetRemoveHook(t testing.TB, f func(seqs []uint64) error) {
+	removeHook.Store(&f)
+	t.Cleanup(func() { removeHook.Store(nil) })
+}

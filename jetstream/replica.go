@@ -82,6 +82,10 @@ type replica struct {
 	// ticking: an opTick proposed here is not applied yet
 	// (replica_clock.go).
 	ticking atomic.Bool
+	// resweep: removals this leader proposed were not applied while it
+	// still led (raft dropped them): its next round sweeps again
+	// (replica_retention.go).
+	resweep atomic.Bool
 	// members is the state of the group's membership changes
 	// (replica_members.go); unplaced when the meta state was first seen
 	// not to place the stream here while the group still counted this

@@ -167,6 +167,7 @@ func (js *JetStream) checkpointReplicas() {
 				st.repl.checkpoint()
 				st.repl.compact()
 				st.repl.tick(time.Now())
+				st.repl.sweepAgain()
 				if st.repl.isLeader() {
 					st.repl.kickMembers()
 				}

@@ -1,8 +1,10 @@
 package jetstream_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,6 +245,34 @@ func TestClusterReplicatedRetention(t *testing.T) {
 	si, err := js.StreamInfo("INT")
 	require.NoError(t, err)
 	require.Equal(t, uint64(8), si.State.LastSeq, "every publish took a sequence")
+}
+
+// TestClusterReplicatedRetentionRemovalDropped: a work-queue R3 stream
+// whose leader's removals of acknowledged messages are dropped (raft may
+// drop a proposal and keep its leader) still loses them: the leader
+// sweeps again within a second, where only a new leader swept before,
+// and the acknowledged messages stayed on every replica for good.
+func TestClusterReplicatedRetentionRemovalDropped(t *testing.T) {
+	jc, _, js, _ := startReplicatedStream(t, "PLAIN", "plain")
+	_, err := js.AddStream(&nats.StreamConfig{Name: "WQD", Subjects: []string{"wqd"}, Replicas: 3, Retention: nats.WorkQueuePolicy})
+	require.NoError(t, err)
+	jc.waitReplicated(t, "WQD", map[uint64]string{})
+	acked := map[uint64]string{}
+	publishTo(t, js, acked, "wqd", "m", 10)
+	_, err = js.AddConsumer("WQD", &nats.ConsumerConfig{Durable: "W", AckPolicy: nats.AckExplicitPolicy, AckWait: time.Minute})
+	require.NoError(t, err)
+	var dropped atomic.Int64
+	jetstream.SetRemoveHook(t, func(seqs []uint64) error {
+		if dropped.Load() == 0 {
+			dropped.Add(int64(len(seqs)))
+			return errors.New("dropped by the test")
+		}
+		return nil
+	})
+	done := map[uint64]bool{}
+	fetchAck(t, js, "WQD", "W", 10, done)
+	require.Positive(t, dropped.Load(), "no removal was dropped")
+	jc.waitReplicated(t, "WQD", map[uint64]string{})
 }
 
 // TestClusterReplicatedExpiry: max_age and per-message TTLs of an R3

@@ -1,5 +1,7 @@
 package jetstream
 
+import "sync/atomic"
+
 // Interest and work-queue retention of a replicated stream (retention.go
 // for a single server). Only the leader runs consumers, so only it knows
 // when they are done with a message: it decides and proposes the removals
@@ -9,7 +11,8 @@ package jetstream
 //
 // Removals the leader proposed and did not see applied (it lost its
 // leadership first) are found again: a new leader, once ready, sweeps the
-// stream for messages its consumers, as applied, are done with.
+// stream for messages its consumers, as applied, are done with; and a
+// leader that raft dropped removals of sweeps again within a second.
 
 // retireChunk bounds the sequences of one removal op.
 const retireChunk = 1024
@@ -39,12 +42,34 @@ func (r *replica) retire(c *consumer, seqs []uint64) {
 func (r *replica) remove(seqs []uint64) {
 	for len(seqs) > 0 {
 		n := min(len(seqs), retireChunk)
-		if _, err := r.proposeWait(&replicaOp{kind: opRemove, seqs: seqs[:n]}); err != nil {
-			r.st.js.log.Debug("replicated stream removals not applied: the next leader sweeps them",
+		var err error
+		if h := removeHook.Load(); h != nil {
+			err = (*h)(seqs[:n])
+		}
+		if err == nil {
+			_, err = r.proposeWait(&replicaOp{kind: opRemove, seqs: seqs[:n]})
+		}
+		if err != nil {
+			r.st.js.log.Debug("replicated stream removals not applied: swept again by this leader's next round, or by the next leader",
 				"stream", r.st.name, "msgs", len(seqs), "err", err)
+			r.resweep.Store(true)
 			return
 		}
 		seqs = seqs[n:]
+	}
+}
+
+// removeHook, set by tests, fails a removal before it is proposed, as
+// raft dropping it would.
+var removeHook atomic.Pointer[func(seqs []uint64) error]
+
+// sweepAgain sweeps, on a goroutine of its own, if removals proposed by
+// this leader were not applied (raft may drop a proposal and keep its
+// leader: a transfer under way, too much uncommitted), once a second
+// (checkpointReplicas). A new leader sweeps anyway when it is ready.
+func (r *replica) sweepAgain() {
+	if r.isLeader() && r.resweep.CompareAndSwap(true, false) {
+		go r.sweep()
 	}
 }
 
