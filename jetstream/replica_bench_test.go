@@ -17,6 +17,7 @@ import (
 	"github.com/skiffmq/skiff/internal/clustertest"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/store"
 )
 
 // BenchmarkReplicatedConsume is design 3.5's measurement: where a durable
@@ -40,8 +41,22 @@ func BenchmarkReplicatedConsume(b *testing.B) {
 	}
 }
 
+// startBenchCluster starts three servers as `skiff serve` runs them: the
+// raft log synced as the streams are, by default every 100 ms. (The test
+// clusters give jscluster options of their own, whose durability
+// defaults to fsyncing every write: measured against nats-server's
+// defaults, that compared an fsync per batch with none.)
+func startBenchCluster(b *testing.B) *jsCluster {
+	b.Helper()
+	jc := startJSClusterTuned(b, make([]string, 3), server.Options{}, nil, func(_ int, o *jetstream.Options) {
+		o.Cluster.Durability = jetstream.DurabilityOf(jetstream.SyncInterval, store.DefaultSyncInterval)
+	}, nil)
+	jc.waitMeta(b)
+	return jc
+}
+
 func benchConsume(b *testing.B, layout string, consumers int) {
-	jc := startReplicatedCluster(b, 3)
+	jc := startBenchCluster(b)
 	_, js := jc.connectJS(b, 0)
 	_, err := js.AddStream(&nats.StreamConfig{Name: "B", Subjects: []string{"b"}, Replicas: 3})
 	require.NoError(b, err)
@@ -134,7 +149,7 @@ func BenchmarkReplicatedPublish(b *testing.B) {
 			b.Run(fmt.Sprintf("target=%s/size=%dB", target, size), func(b *testing.B) {
 				var url string
 				if target == "skiff" {
-					jc := startReplicatedCluster(b, 3)
+					jc := startBenchCluster(b)
 					_, js := jc.connectJS(b, 0)
 					_, err := js.AddStream(&nats.StreamConfig{Name: "P", Subjects: []string{"p"}, Replicas: 3})
 					require.NoError(b, err)
@@ -263,7 +278,7 @@ func BenchmarkReplicatedAckLatency(b *testing.B) {
 		b.Run("target="+target, func(b *testing.B) {
 			var url string
 			if target == "skiff" {
-				jc := startReplicatedCluster(b, 3)
+				jc := startBenchCluster(b)
 				_, js := jc.connectJS(b, 0)
 				_, err := js.AddStream(&nats.StreamConfig{Name: "P", Subjects: []string{"p"}, Replicas: 3})
 				require.NoError(b, err)
