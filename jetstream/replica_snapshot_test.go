@@ -154,14 +154,21 @@ func TestClusterReplicatedMemoryLost(t *testing.T) {
 	jc.waitReplicated(t, "M", want)
 	publishTo(t, js, want, "m", "m", 20)
 	jc.waitReplicated(t, "M", want)
+	// Every replica snapshots past the last message (a snapshot short of
+	// it leaves the last messages in the log, replayed after the
+	// restart) and compacts its log.
+	var stored [3]uint64
+	for i := range 3 {
+		stored[i], _, _, _ = jc.replicaLog(i, "M")
+	}
 	require.Eventually(t, func() bool {
 		for i := range 3 {
-			if _, first, _, _ := jc.replicaLog(i, "M"); first < 10 {
+			if _, first, snapped, _ := jc.replicaLog(i, "M"); first < 10 || snapped < stored[i] {
 				return false
 			}
 		}
 		return true
-	}, clustertest.Wait, 50*time.Millisecond, "every replica compacts its log")
+	}, clustertest.Wait, 50*time.Millisecond, "every replica snapshots past its messages and compacts its log")
 	jc.RestartAll(t)
 	jc.waitMeta(t)
 	clear(want)
