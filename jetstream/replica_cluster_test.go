@@ -477,6 +477,49 @@ func startReplicatedStream(t *testing.T, name, subj string) (*jsCluster, *nats.C
 	return jc, nc, js, jc.waitReplicated(t, name, map[uint64]string{})
 }
 
+// addR3 makes an R3 stream of cfg (its Replicas set to 3) through js,
+// publishes n acknowledged messages on its first subject, their data
+// prefix-0 to prefix-(n-1), waits until every running replica holds them,
+// and returns them with the index of the stream's leader.
+func (jc *jsCluster) addR3(t *testing.T, js nats.JetStreamContext, cfg *nats.StreamConfig, prefix string, n int) (map[uint64]string, int) {
+	t.Helper()
+	cfg.Replicas = 3
+	_, err := js.AddStream(cfg)
+	require.NoError(t, err)
+	acked := map[uint64]string{}
+	if n > 0 {
+		publishTo(t, js, acked, cfg.Subjects[0], prefix, n)
+	}
+	return acked, jc.waitReplicated(t, cfg.Name, acked)
+}
+
+// startUnsyncedR3 starts three powered servers whose files fsync only
+// when asked (the interval policy, an hour apart), makes the R3 stream
+// cfg with n messages (addR3) through server 0, fsyncs every raft log,
+// and returns the cluster, a JetStream context on server 0, the messages
+// and the stream's leader: what comes after may be lost to a power loss.
+func startUnsyncedR3(t *testing.T, cfg *nats.StreamConfig, n int) (*jsCluster, nats.JetStreamContext, map[uint64]string, int) {
+	t.Helper()
+	jc := startJSClusterPowered(t, make([]string, 3), server.Options{}, nil, newPower(3, jetstream.SyncInterval, time.Hour))
+	jc.waitMeta(t)
+	_, js := jc.connectJS(t, 0)
+	acked, lead := jc.addR3(t, js, cfg, "early", n)
+	for i := range jc.Servers {
+		require.NoError(t, jc.raft(i).SyncLog(), "server %d", i)
+	}
+	return jc, js, acked, lead
+}
+
+// spareOf returns, of three servers, one that is neither lead nor server
+// 0, whose routes the other two find each other through: the one a test
+// stops while the other two go on, and restarts last.
+func spareOf(lead int) int {
+	if lead == 0 {
+		return 1
+	}
+	return 3 - lead
+}
+
 // stepdownTo asks a stream's leader to hand the group to the server named
 // to, and returns the answer.
 func stepdownTo(t *testing.T, nc *nats.Conn, stream, to string) *nats.Msg {

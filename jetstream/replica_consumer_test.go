@@ -199,12 +199,9 @@ func TestClusterReplicatedConsumerRecovery(t *testing.T) {
 // and loses a message once every consumer that wanted it acknowledged it.
 func TestClusterReplicatedRetention(t *testing.T) {
 	jc, nc, js, _ := startReplicatedStream(t, "PLAIN", "plain")
-	_, err := js.AddStream(&nats.StreamConfig{Name: "WQ", Subjects: []string{"wq.>"}, Replicas: 3, Retention: nats.WorkQueuePolicy})
-	require.NoError(t, err)
-	jc.waitReplicated(t, "WQ", map[uint64]string{})
-	acked := map[uint64]string{}
+	acked, _ := jc.addR3(t, js, &nats.StreamConfig{Name: "WQ", Subjects: []string{"wq.>"}, Retention: nats.WorkQueuePolicy}, "", 0)
 	publishTo(t, js, acked, "wq.a", "m", 20)
-	_, err = js.AddConsumer("WQ", &nats.ConsumerConfig{Durable: "W", AckPolicy: nats.AckExplicitPolicy, AckWait: time.Second})
+	_, err := js.AddConsumer("WQ", &nats.ConsumerConfig{Durable: "W", AckPolicy: nats.AckExplicitPolicy, AckWait: time.Second})
 	require.NoError(t, err)
 	done := map[uint64]bool{}
 	fetchAck(t, js, "WQ", "W", 10, done)
@@ -254,12 +251,8 @@ func TestClusterReplicatedRetention(t *testing.T) {
 // and the acknowledged messages stayed on every replica for good.
 func TestClusterReplicatedRetentionRemovalDropped(t *testing.T) {
 	jc, _, js, _ := startReplicatedStream(t, "PLAIN", "plain")
-	_, err := js.AddStream(&nats.StreamConfig{Name: "WQD", Subjects: []string{"wqd"}, Replicas: 3, Retention: nats.WorkQueuePolicy})
-	require.NoError(t, err)
-	jc.waitReplicated(t, "WQD", map[uint64]string{})
-	acked := map[uint64]string{}
-	publishTo(t, js, acked, "wqd", "m", 10)
-	_, err = js.AddConsumer("WQD", &nats.ConsumerConfig{Durable: "W", AckPolicy: nats.AckExplicitPolicy, AckWait: time.Minute})
+	jc.addR3(t, js, &nats.StreamConfig{Name: "WQD", Subjects: []string{"wqd"}, Retention: nats.WorkQueuePolicy}, "m", 10)
+	_, err := js.AddConsumer("WQD", &nats.ConsumerConfig{Durable: "W", AckPolicy: nats.AckExplicitPolicy, AckWait: time.Minute})
 	require.NoError(t, err)
 	var dropped atomic.Int64
 	jetstream.SetRemoveHook(t, func(seqs []uint64) error {

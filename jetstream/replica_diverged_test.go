@@ -56,25 +56,8 @@ func TestClusterReplicatedDivergedRebuilt(t *testing.T) {
 // divergedRebuilt runs TestClusterReplicatedDivergedRebuilt's scenario
 // once, and reports false if the quorum did not lose the entry.
 func divergedRebuilt(t *testing.T, compact bool) bool {
-	p := newPower(3, jetstream.SyncInterval, time.Hour) // nothing syncs by itself
-	jc := startJSClusterPowered(t, make([]string, 3), server.Options{}, nil, p)
-	jc.waitMeta(t)
-	_, js := jc.connectJS(t, 0)
-	_, err := js.AddStream(&nats.StreamConfig{Name: "DV", Subjects: []string{"dv"}, Replicas: 3})
-	require.NoError(t, err)
-	acked := map[uint64]string{}
-	publishTo(t, js, acked, "dv", "early", 5)
-	lead := jc.waitReplicated(t, "DV", acked)
-	for i := range jc.Servers {
-		require.NoError(t, jc.raft(i).SyncLog(), "server %d", i)
-	}
-
-	// kept stops cleanly and keeps the tail; not server 0, whose
-	// routes the other two find each other through.
-	kept := 3 - lead
-	if lead == 0 {
-		kept = 1
-	}
+	jc, js, acked, lead := startUnsyncedR3(t, &nats.StreamConfig{Name: "DV", Subjects: []string{"dv"}}, 5)
+	kept := spareOf(lead) // stops cleanly and keeps the tail
 	lost := []int{lead, 3 - lead - kept}
 	late := map[uint64]string{}
 	for k, v := range acked {
@@ -142,25 +125,11 @@ func TestClusterMetaDivergedRebuilt(t *testing.T) {
 }
 
 func metaDivergedRebuilt(t *testing.T) bool {
-	p := newPower(3, jetstream.SyncInterval, time.Hour) // nothing syncs by itself
-	jc := startJSClusterPowered(t, make([]string, 3), server.Options{}, nil, p)
-	jc.waitMeta(t)
-	_, js := jc.connectJS(t, 0)
-	cfg := &nats.StreamConfig{Name: "MD", Subjects: []string{"md"}, Replicas: 3, Description: "early"}
-	_, err := js.AddStream(cfg)
-	require.NoError(t, err)
-	jc.waitReplicated(t, "MD", map[uint64]string{})
-	for i := range jc.Servers {
-		require.NoError(t, jc.raft(i).SyncLog(), "server %d", i)
-	}
+	cfg := &nats.StreamConfig{Name: "MD", Subjects: []string{"md"}, Description: "early"}
+	jc, js, _, _ := startUnsyncedR3(t, cfg, 0)
 	leaderName, _ := jc.raft(0).Leader()
-	lead := jc.index(leaderName)
-	// kept stops cleanly and keeps the tail; not server 0, whose routes
-	// the other two find each other through.
-	kept := 3 - lead
-	if lead == 0 {
-		kept = 1
-	}
+	lead := jc.index(leaderName) // the meta group's
+	kept := spareOf(lead)        // stops cleanly and keeps the tail
 	lost := []int{lead, 3 - lead - kept}
 
 	described := func(i int) string {
@@ -174,7 +143,7 @@ func metaDivergedRebuilt(t *testing.T) bool {
 		return c.Description
 	}
 	cfg.Description = "lost"
-	_, err = js.UpdateStream(cfg)
+	_, err := js.UpdateStream(cfg)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return described(kept) == "lost" }, clustertest.Wait, 10*time.Millisecond)
 	jc.Stop(t, kept)

@@ -65,11 +65,7 @@ func TestClusterReplicatedUnsyncedHeld(t *testing.T) {
 	jc := startJSClusterPowered(t, make([]string, 3), server.Options{HTTPPort: server.RandomPort}, nil, p)
 	jc.waitMeta(t)
 	_, js := jc.connectJS(t, 0)
-	_, err := js.AddStream(&nats.StreamConfig{Name: "UH", Subjects: []string{"uh"}, Replicas: 3})
-	require.NoError(t, err)
-	acked := map[uint64]string{}
-	publishTo(t, js, acked, "uh", "m", 5)
-	jc.waitReplicated(t, "UH", acked)
+	acked, _ := jc.addR3(t, js, &nats.StreamConfig{Name: "UH", Subjects: []string{"uh"}}, "m", 5)
 
 	jc.Stop(t, 1)
 	jc.Stop(t, 2)

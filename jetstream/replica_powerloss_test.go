@@ -12,7 +12,6 @@ import (
 
 	"github.com/skiffmq/skiff/internal/chaosfs"
 	"github.com/skiffmq/skiff/jetstream"
-	"github.com/skiffmq/skiff/server"
 	"github.com/skiffmq/skiff/store/vfs"
 )
 
@@ -106,26 +105,10 @@ func (jc *jsCluster) powerLoss(t *testing.T, idx ...int) (from, to time.Time) {
 // keeps the messages for good. Here every replica ends with the same
 // store, without the purged messages.
 func TestClusterReplicatedPurgeSurvivesPowerLoss(t *testing.T) {
-	p := newPower(3, jetstream.SyncInterval, time.Hour) // nothing syncs by itself
-	jc := startJSClusterPowered(t, make([]string, 3), server.Options{}, nil, p)
-	jc.waitMeta(t)
-	_, js := jc.connectJS(t, 0)
-	_, err := js.AddStream(&nats.StreamConfig{Name: "PG", Subjects: []string{"pg"}, Replicas: 3})
-	require.NoError(t, err)
-	acked := map[uint64]string{}
-	publishTo(t, js, acked, "pg", "early", 5)
-	lead := jc.waitReplicated(t, "PG", acked)
-	for i := range jc.Servers {
-		require.NoError(t, jc.raft(i).SyncLog(), "server %d", i)
-	}
-	// behind stops before the purge; not server 0, whose routes the
-	// other two find each other through.
-	behind := 3 - lead
-	if lead == 0 {
-		behind = 1
-	}
+	jc, _, _, lead := startUnsyncedR3(t, &nats.StreamConfig{Name: "PG", Subjects: []string{"pg"}}, 5)
+	behind := spareOf(lead) // stops before the purge
 	jc.Stop(t, behind)
-	_, js = jc.connectJS(t, lead)
+	_, js := jc.connectJS(t, lead)
 	require.NoError(t, js.PurgeStream("PG"))
 	jc.waitReplicated(t, "PG", map[uint64]string{})
 	up := []int{lead, 3 - lead - behind}

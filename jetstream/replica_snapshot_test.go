@@ -281,15 +281,8 @@ func TestClusterReplicatedCatchupFindsRemoved(t *testing.T) {
 			jetstream.SetReplicaLog(t, 4, 256)
 			jc := startReplicatedCluster(t, 3)
 			_, js := jc.connectJS(t, 0)
-			_, err := js.AddStream(&nats.StreamConfig{Name: "RM", Subjects: []string{"rm"}, Replicas: 3})
-			require.NoError(t, err)
-			want := map[uint64]string{}
-			publishTo(t, js, want, "rm", "early", 10)
-			lead := jc.waitReplicated(t, "RM", want)
-			victim := 2
-			if lead == 2 {
-				victim = 1
-			}
+			want, lead := jc.addR3(t, js, &nats.StreamConfig{Name: "RM", Subjects: []string{"rm"}}, "early", 10)
+			victim := spareOf(lead)
 			require.NoError(t, jetstream.AlterLocalStore(jc.js[victim], server.GlobalAccountName, "RM", tc.remove))
 			behind := jc.stopBehind(t, victim, []string{"RM"})
 			publishTo(t, js, want, "rm", "late", 10)
