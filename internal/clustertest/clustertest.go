@@ -256,23 +256,3 @@ func (c *Cluster) Connect(t testing.TB, i int, opts ...nats.Option) *nats.Conn {
 	t.Cleanup(nc.Close)
 	return nc
 }
-
-// FreePorts reserves n distinct ports of 127.0.0.1 (listen on each, note
-// the port, close): for a process or a proxy whose address must be known
-// before it starts. Another program may take one meanwhile; tests that
-// use them fail then, they do not hang.
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports := make([]int, 0, n)
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		require.NoError(t, ln.Close())
-	}
-	return ports
-}
