@@ -11,6 +11,7 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
@@ -291,4 +292,43 @@ func TestClusterReplicatedCatchupFindsRemoved(t *testing.T) {
 			jc.waitReplicated(t, "RM", want)
 		})
 	}
+}
+
+// TestClusterReplicatedWALBounded: one stream takes a few messages and
+// then nothing, while another takes megabytes, through WALs of 256 KiB
+// segments. The meta group and the idle stream's group keep entries that
+// are never compacted (too few for a snapshot, or within the entries kept
+// behind one); each WAL must carry them forward rather than keep their
+// segments and every one after them, and stay a few segments long.
+func TestClusterReplicatedWALBounded(t *testing.T) {
+	jetstream.SetReplicaLog(t, 8, 1<<20)
+	jc := startJSClusterTuned(t, make([]string, 3), server.Options{}, nil, func(_ int, o *jetstream.Options) {
+		o.Cluster.WALSegmentBytes = 256 << 10
+	}, nil)
+	jc.waitMeta(t)
+	_, js := jc.connectJS(t, 0)
+	idle, _ := jc.addR3(t, js, &nats.StreamConfig{Name: "IDLE", Subjects: []string{"idle"}}, "idle", 5)
+	busy, _ := jc.addR3(t, js, &nats.StreamConfig{Name: "BUSY", Subjects: []string{"busy"}}, "busy", 0)
+	payload := bytes.Repeat([]byte("x"), 1<<10)
+	for range 6000 {
+		_, err := js.PublishAsync("busy", payload)
+		require.NoError(t, err)
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(clustertest.Wait):
+		t.Fatal("publishes not acknowledged")
+	}
+	for i := range 6000 {
+		busy[uint64(i+1)] = string(payload)
+	}
+	jc.waitReplicated(t, "BUSY", busy)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for i := range jc.Servers {
+			st := jc.raft(i).LogStats()
+			assert.LessOrEqual(c, st.Segments, 6, "server %d's WAL", i)
+			assert.NotZero(c, st.Carried, "server %d carried nothing", i)
+		}
+	}, clustertest.Wait, 100*time.Millisecond)
+	jc.waitReplicated(t, "IDLE", idle)
 }

@@ -99,7 +99,7 @@ func Start(srv *server.Server, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	wal, err := raftlog.Open(raftlog.Options{Dir: filepath.Join(opts.Dir, "wal"), FS: opts.FS,
-		Durability: opts.Durability, Logger: opts.Logger})
+		Durability: opts.Durability, Logger: opts.Logger, SegmentBytes: opts.WALSegmentBytes})
 	if err != nil {
 		return nil, fmt.Errorf("jscluster: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/store"
+	"github.com/skiffmq/skiff/store/raftlog"
 )
 
 // Stream groups (design 3): the raft group of each replicated stream runs
@@ -211,6 +212,10 @@ func (c *Cluster) SnapshotGroup(id, index uint64, data []byte, keep uint64) erro
 // policy: a replica's state machine made durable after it holds nothing
 // its log may lose to a power loss.
 func (c *Cluster) SyncLog() error { return c.wal.Sync() }
+
+// LogStats is what the WAL counted since the server started: its
+// segments and bytes, fsyncs, recycled segments, carried entries.
+func (c *Cluster) LogStats() raftlog.Stats { return c.wal.Stats() }
 
 // LogDurability is the WAL's sync policy.
 func (c *Cluster) LogDurability() store.Durability { return c.opts.Durability }

@@ -32,6 +32,10 @@ type Options struct {
 	// Durability is the WAL's sync policy (default store.SyncAlways: a
 	// meta entry is acknowledged once fsynced on a quorum).
 	Durability store.Durability
+	// WALSegmentBytes is the size at which the WAL starts a new segment
+	// (default raftlog.DefaultSegmentBytes, 64 MiB); tests make it small
+	// to see segments come and go.
+	WALSegmentBytes int64
 	// Tick is the raft tick (default 100 ms): leaders send heartbeats
 	// every tick, followers campaign after 10 to 20 ticks without one.
 	Tick time.Duration
@@ -87,7 +91,7 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Dir == "":
 		return o, fmt.Errorf("%w: no Dir", ErrInvalidOptions)
-	case o.Tick < 0 || o.BootstrapWait < 0 || o.HoldTimeout < 0:
+	case o.Tick < 0 || o.BootstrapWait < 0 || o.HoldTimeout < 0 || o.WALSegmentBytes < 0:
 		return o, fmt.Errorf("%w: negative duration", ErrInvalidOptions)
 	case o.MaxVoters < 1 || o.SnapshotEntries < 1 || o.SnapshotKeep < 0:
 		return o, fmt.Errorf("%w: MaxVoters %d, SnapshotEntries %d, SnapshotKeep %d", ErrInvalidOptions,

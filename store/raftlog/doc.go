@@ -39,6 +39,17 @@
 // Snapshot data is stored inline in snapshot and checkpoint records, so it
 // is at most MaxSnapshotData: a descriptor of the state kept elsewhere.
 //
+// A group that is no longer written to would keep its segment, and every
+// later one, for good; before GC removes segments it copies the entries
+// of such a group, when they are few, to the end of the active segment
+// (carry.go). A removed segment's file is kept as NNN.free, up to
+// Options.RecycleSegments, and a new segment is written over it from its
+// start rather than created (segment.go): the records' checksums start
+// from a seed made of the segment's number (record.go), so what the file
+// held in its previous life fails them, and recovery takes it for a torn
+// tail. A recycled segment is cut at its end when it stops being the
+// active one, and at Close.
+//
 // # Durability
 //
 // The policy is the store's (store.Durability), applied to batches: under

@@ -23,7 +23,8 @@ type encoder struct {
 	g    *Group
 	st   *groupState
 	buf  []byte
-	base int64 // the offset of buf[0] in the active segment
+	base int64  // the offset of buf[0] in the active segment
+	seed uint32 // the active segment's checksum seed
 }
 
 // encode encodes w at the end of buf, whose first byte lands at offset
@@ -39,7 +40,7 @@ func (l *Log) encode(w *write, buf []byte, base int64) []byte {
 	if w.err = g.usableLocked(); w.err != nil {
 		return buf
 	}
-	e := &encoder{l: l, w: w, g: g, st: &g.mu.st, buf: buf, base: base}
+	e := &encoder{l: l, w: w, g: g, st: &g.mu.st, buf: buf, base: base, seed: l.active().seed}
 	switch w.op {
 	case opSave:
 		e.save()
@@ -60,7 +61,7 @@ func (e *encoder) always() bool { return e.l.opts.Durability.Sync == store.SyncA
 
 // rec appends one record of the group.
 func (e *encoder) rec(k recKind, index, term uint64, body []byte) {
-	e.buf = appendRecord(e.buf, k, e.g.id, index, term, body)
+	e.buf = appendRecord(e.buf, e.seed, k, e.g.id, index, term, body)
 	e.w.records++
 }
 
@@ -109,7 +110,7 @@ func (e *encoder) save() {
 		e.buf = appendEntryBody(appendHead(e.buf, kindEntry, e.g.id, i, ent.GetTerm(), 0), ent)
 		b := e.buf[off-e.base:]
 		binary.LittleEndian.PutUint32(b, uint32(len(b)))
-		seal(b)
+		seal(b, e.seed)
 		w.records++
 		st.appendEntry(i, entryLoc{seg: seg, off: off, size: uint32(len(b)), term: ent.GetTerm()}, ent, e.l)
 		w.sync = w.sync || e.always()

@@ -19,17 +19,17 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Add(b[:len(b)/2])
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if h, ok := decodeHeader(b); ok {
+		if h, ok := decodeHeader(b, testSeed); ok {
 			require.GreaterOrEqual(t, h.size, recHeaderSize)
 			require.LessOrEqual(t, h.size, MaxRecordSize)
 		}
-		r, err := decodeRecord(b)
+		r, err := decodeRecord(b, testSeed)
 		if err != nil {
 			require.ErrorIs(t, err, ErrCorrupt)
 			return
 		}
-		require.Equal(t, b, appendRecord(nil, r.kind, r.group, r.index, r.term, r.body))
-		h, ok := decodeHeader(b)
+		require.Equal(t, b, appendRecord(nil, testSeed, r.kind, r.group, r.index, r.term, r.body))
+		h, ok := decodeHeader(b, testSeed)
 		require.True(t, ok)
 		require.Equal(t, len(b), h.size)
 		switch r.kind {

@@ -288,7 +288,7 @@ func (g *Group) readEntry(i uint64, loc entryLoc) (*pb.Entry, error) {
 	if _, err := loc.seg.f.ReadAt(b, loc.off); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("raftlog: read entry %d of group %d in %s: %w", i, g.id, loc.seg.name, err)
 	}
-	r, err := decodeRecord(b)
+	r, err := decodeRecord(b, loc.seg.seed)
 	if err == nil && (r.kind != kindEntry || r.group != g.id || r.index != i) {
 		err = fmt.Errorf("%w: %s record of group %d index %d where entry %d of group %d was written",
 			ErrCorrupt, r.kind, r.group, r.index, i, g.id)

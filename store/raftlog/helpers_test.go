@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/skiffmq/skiff/store/storetest"
+
 	"github.com/skiffmq/skiff/store/vfs"
 )
 
@@ -169,4 +171,14 @@ func (g *gate) wait(string) {
 		}
 		<-opened
 	}
+}
+
+// testSeed seals the records of tests that decode records alone.
+var testSeed = segmentSeed(7)
+
+// seedOf returns the checksum seed of the records of a segment file's
+// contents b, from its first record, a checkpoint whose index is the
+// segment's number.
+func seedOf(b []byte) uint32 {
+	return detectSeed(storetest.FileOf(b), binary.LittleEndian.Uint64(b[17:]), int64(len(b)))
 }

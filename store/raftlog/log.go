@@ -40,6 +40,7 @@ type Log struct {
 
 	// The writer goroutine's (and, before it starts, Open's).
 	segs []*segment // oldest first; the last is active
+	free []string   // base names of free files to recycle, oldest first
 	buf  []byte
 	lru  struct{ head, tail *Group } // groups with cached entries (cache.go)
 	// lastSync is when SyncInterval's background fsync last ran.
@@ -62,6 +63,8 @@ type Stats struct {
 	Batches      int64 // writes to the active segment
 	Records      int64
 	Fsyncs       int64
+	Recycled     int64 // segments started by writing over a free file
+	Carried      int64 // entries of idle groups copied forward (carry.go)
 	FailedWrites int64 // batches whose write or fsync failed
 	CacheBytes   int64
 	Groups       int
@@ -268,7 +271,10 @@ func (l *Log) Close() error {
 	}
 	<-l.exited
 	var err error
-	if a := l.active(); a != nil && a.dirty {
+	if a := l.active(); a != nil {
+		err = l.cutRecycled(a)
+	}
+	if a := l.active(); a != nil && a.dirty && err == nil {
 		if err = a.f.Sync(); err != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrSync, a.name, err)
 		}
@@ -301,6 +307,14 @@ func (l *Log) active() *segment {
 // then may GC remove segments. It runs once a segment (SegmentBytes).
 func (l *Log) roll() error {
 	old := l.active()
+	if old != nil {
+		if err := l.cutRecycled(old); err != nil {
+			if !l.degraded {
+				return err
+			}
+			l.log.Warn("raftlog: leaving a recycled segment uncut", "file", old.name, "err", err)
+		}
+	}
 	if old != nil && old.dirty {
 		err := old.f.Sync()
 		l.count(func(s *Stats) { s.Fsyncs++ })
@@ -319,14 +333,14 @@ func (l *Log) roll() error {
 	if old != nil {
 		num = old.num + 1
 	}
-	s := &segment{num: num, name: segmentName(num)}
-	f, err := l.opts.FS.Create(l.segPath(s))
+	s := &segment{num: num, name: segmentName(num), seed: segmentSeed(num)}
+	f, err := l.newSegmentFile(s)
 	if err != nil {
 		return fmt.Errorf("%w: create %s: %w", ErrWrite, s.name, err)
 	}
 	s.f = f
 	body := appendCheckpoint(nil, l.images())
-	b := appendRecord(nil, kindCheckpoint, 0, num, 0, body)
+	b := appendRecord(nil, s.seed, kindCheckpoint, 0, num, 0, body)
 	if len(b) > MaxRecordSize {
 		err = fmt.Errorf("%w: checkpoint of %d bytes", ErrInvalid, len(b))
 	} else if _, err = f.Write(b); err == nil {
@@ -365,6 +379,7 @@ func (l *Log) gc() {
 	if len(l.segs) < 2 || l.degraded {
 		return
 	}
+	l.carry()
 	keep := l.active().num
 	var pinning []uint64
 	for _, g := range l.groups() {
@@ -396,12 +411,9 @@ func (l *Log) gc() {
 			l.count(func(s *Stats) { s.Fsyncs++ })
 		}
 		for _, s := range l.segs[:n] {
-			if err := l.opts.FS.Remove(l.segPath(s)); err != nil {
-				l.log.Warn("raftlog: remove segment", "file", s.name, "err", err)
-			}
+			l.discard(s)
 			size := s.size
 			l.count(func(st *Stats) { st.Bytes -= size })
-			s.retire()
 		}
 		l.segs = append(l.segs[:0:0], l.segs[n:]...)
 		l.count(func(st *Stats) { st.Segments = len(l.segs) })

@@ -19,7 +19,13 @@ import (
 // field and everything after the checksum field, as in the store's
 // segments (store/record.go); hcrc covers the header alone (length, kind,
 // group, index, term), so that recovery can tell whose record went bad
-// when only its body did, and mark only that group damaged. Before it
+// when only its body did, and mark only that group damaged. Both start
+// from the segment's seed (segmentSeed) rather than from zero: a segment
+// file is recycled, written over from its start (segment.go), and the
+// records of its previous life that lie past the new end must fail their
+// checksums, not pass for the new segment's. Segments written before
+// seeds (format 1) start from zero, and are read as such (replaySegment);
+// they are removed, never recycled. Before it
 // allocates, a reader checks the header's checksum, and that length is at
 // least the 37-byte framing, at most MaxRecordSize and within the file. What index, term and body
 // mean depends on the kind:
@@ -104,6 +110,17 @@ type record struct {
 	body  []byte
 }
 
+// segmentSeed is the initial CRC32C of segment num's records' checksums;
+// never zero, which marks format 1 (no seed).
+func segmentSeed(num uint64) uint32 {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], num)
+	if s := crc32.Update(0x534b4946, castagnoli, b[:]); s != 0 { // "SKIF"
+		return s
+	}
+	return 1
+}
+
 // appendHead appends the framing of a record whose body is n bytes; the
 // caller appends the body, then calls seal on the whole record.
 func appendHead(dst []byte, k recKind, group, index, term uint64, n int) []byte {
@@ -118,31 +135,32 @@ func appendHead(dst []byte, k recKind, group, index, term uint64, n int) []byte 
 	return dst
 }
 
-// seal writes the checksums of the record b, which it must fill exactly
-// and whose length field must be final.
-func seal(b []byte) {
-	binary.LittleEndian.PutUint32(b[hcrcOffset:], headerChecksum(b))
-	binary.LittleEndian.PutUint32(b[4:], checksum(b))
+// seal writes the checksums, from seed, of the record b, which it must
+// fill exactly and whose length field must be final.
+func seal(b []byte, seed uint32) {
+	binary.LittleEndian.PutUint32(b[hcrcOffset:], headerChecksum(b, seed))
+	binary.LittleEndian.PutUint32(b[4:], checksum(b, seed))
 }
 
-// appendRecord appends a whole record with the given body.
-func appendRecord(dst []byte, k recKind, group, index, term uint64, body []byte) []byte {
+// appendRecord appends a whole record with the given body, sealed with
+// seed.
+func appendRecord(dst []byte, seed uint32, k recKind, group, index, term uint64, body []byte) []byte {
 	off := len(dst)
 	dst = append(appendHead(dst, k, group, index, term, len(body)), body...)
-	seal(dst[off:])
+	seal(dst[off:], seed)
 	return dst
 }
 
-// checksum is the CRC32C of the length field and of everything after the
-// checksum field.
-func checksum(b []byte) uint32 {
-	return crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, b[8:])
+// checksum is the CRC32C, from seed, of the length field and of
+// everything after the checksum field.
+func checksum(b []byte, seed uint32) uint32 {
+	return crc32.Update(crc32.Update(seed, castagnoli, b[:4]), castagnoli, b[8:])
 }
 
-// headerChecksum is the CRC32C of the length field and of the header
-// fields after the checksum field.
-func headerChecksum(b []byte) uint32 {
-	return crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, b[8:hcrcOffset])
+// headerChecksum is the CRC32C, from seed, of the length field and of the
+// header fields after the checksum field.
+func headerChecksum(b []byte, seed uint32) uint32 {
+	return crc32.Update(crc32.Update(seed, castagnoli, b[:4]), castagnoli, b[8:hcrcOffset])
 }
 
 // header is what a record's framing says of it, trusted only if its
@@ -155,9 +173,9 @@ type header struct {
 }
 
 // decodeHeader decodes the framing at the start of b, if b holds it whole
-// and its header checksum matches.
-func decodeHeader(b []byte) (header, bool) {
-	if len(b) < recHeaderSize || binary.LittleEndian.Uint32(b[hcrcOffset:]) != headerChecksum(b) {
+// and its header checksum from seed matches.
+func decodeHeader(b []byte, seed uint32) (header, bool) {
+	if len(b) < recHeaderSize || binary.LittleEndian.Uint32(b[hcrcOffset:]) != headerChecksum(b, seed) {
 		return header{}, false
 	}
 	n := binary.LittleEndian.Uint32(b)
@@ -168,15 +186,15 @@ func decodeHeader(b []byte) (header, bool) {
 }
 
 // decodeRecord decodes one record, which must fill b exactly, and checks
-// its checksum, kind and the framing of its body.
-func decodeRecord(b []byte) (record, error) {
-	switch h, ok := decodeHeader(b); {
+// its checksums from seed, its kind and the framing of its body.
+func decodeRecord(b []byte, seed uint32) (record, error) {
+	switch h, ok := decodeHeader(b, seed); {
 	case !ok:
 		return record{}, fmt.Errorf("%w: bad record header in %d bytes", ErrCorrupt, len(b))
 	case h.size != len(b):
 		return record{}, fmt.Errorf("%w: record length field %d, record %d bytes", ErrCorrupt, h.size, len(b))
 	}
-	if got, want := checksum(b), binary.LittleEndian.Uint32(b[4:]); got != want {
+	if got, want := checksum(b, seed), binary.LittleEndian.Uint32(b[4:]); got != want {
 		return record{}, fmt.Errorf("%w: record checksum %08x, want %08x", ErrCorrupt, got, want)
 	}
 	r := record{

@@ -13,13 +13,13 @@ func validRecords() map[string][]byte {
 	vote := binary.LittleEndian.AppendUint64(nil, 3)
 	e := ent(5, 10, 2)
 	return map[string][]byte{
-		"entry":         appendRecord(nil, kindEntry, 5, 10, 2, appendEntryBody(nil, e)),
-		"entry-no-data": appendRecord(nil, kindEntry, 5, 11, 2, appendEntryBody(nil, &pb.Entry{Index: new(uint64(11)), Term: new(uint64(2))})),
-		"hardstate":     appendRecord(nil, kindHardState, 5, 9, 2, vote),
-		"snapshot":      appendRecord(nil, kindSnapshot, 5, 8, 2, appendSnapshotBody(nil, []byte{8, 1}, []byte("data"))),
-		"compact":       appendRecord(nil, kindCompact, 5, 8, 2, []byte{compactReset}),
-		"remove":        appendRecord(nil, kindRemove, 5, 0, 0, nil),
-		"checkpoint": appendRecord(nil, kindCheckpoint, 0, 3, 0, appendCheckpoint(nil, []image{
+		"entry":         appendRecord(nil, testSeed, kindEntry, 5, 10, 2, appendEntryBody(nil, e)),
+		"entry-no-data": appendRecord(nil, testSeed, kindEntry, 5, 11, 2, appendEntryBody(nil, &pb.Entry{Index: new(uint64(11)), Term: new(uint64(2))})),
+		"hardstate":     appendRecord(nil, testSeed, kindHardState, 5, 9, 2, vote),
+		"snapshot":      appendRecord(nil, testSeed, kindSnapshot, 5, 8, 2, appendSnapshotBody(nil, []byte{8, 1}, []byte("data"))),
+		"compact":       appendRecord(nil, testSeed, kindCompact, 5, 8, 2, []byte{compactReset}),
+		"remove":        appendRecord(nil, testSeed, kindRemove, 5, 0, 0, nil),
+		"checkpoint": appendRecord(nil, testSeed, kindCheckpoint, 0, 3, 0, appendCheckpoint(nil, []image{
 			{group: 5, term: 2, vote: 3, commit: 9, first: 4, prevTerm: 1, last: 11, snapIndex: 3, snapTerm: 1, conf: []byte{8, 1}, data: []byte("d")},
 			{group: 6, flags: imageDamaged, first: 1},
 		})),
@@ -29,10 +29,10 @@ func validRecords() map[string][]byte {
 func TestDecodeRecordValid(t *testing.T) {
 	for name, b := range validRecords() {
 		t.Run(name, func(t *testing.T) {
-			r, err := decodeRecord(b)
+			r, err := decodeRecord(b, testSeed)
 			require.NoError(t, err)
-			require.Equal(t, b, appendRecord(nil, r.kind, r.group, r.index, r.term, r.body), "re-encoded")
-			h, ok := decodeHeader(b)
+			require.Equal(t, b, appendRecord(nil, testSeed, r.kind, r.group, r.index, r.term, r.body), "re-encoded")
+			h, ok := decodeHeader(b, testSeed)
 			require.True(t, ok)
 			require.Equal(t, header{kind: r.kind, group: r.group, size: len(b)}, h)
 		})
@@ -46,7 +46,7 @@ func TestEntryRoundTrip(t *testing.T) {
 		{Index: new(uint64(4)), Term: new(uint64(5)), Data: []byte{}},                    // empty, not nil, data
 		{Index: new(uint64(4)), Term: new(uint64(5)), Type: pb.EntryConfChangeV2.Enum()}, // type, no data
 	} {
-		r, err := decodeRecord(appendRecord(nil, kindEntry, 1, e.GetIndex(), e.GetTerm(), appendEntryBody(nil, e)))
+		r, err := decodeRecord(appendRecord(nil, testSeed, kindEntry, 1, e.GetIndex(), e.GetTerm(), appendEntryBody(nil, e)), testSeed)
 		require.NoError(t, err)
 		got := entryOf(r)
 		require.Equal(t, e.Type == nil, got.Type == nil)
@@ -65,7 +65,7 @@ func TestDecodeRecordInvalid(t *testing.T) {
 	resealed := func(b []byte, change func([]byte)) []byte {
 		b = append([]byte(nil), b...)
 		change(b)
-		seal(b)
+		seal(b, testSeed)
 		return b
 	}
 	for _, tc := range []struct {
@@ -85,25 +85,25 @@ func TestDecodeRecordInvalid(t *testing.T) {
 		{"checkpoint of a group", resealed(recs["checkpoint"], func(b []byte) { binary.LittleEndian.PutUint64(b[9:], 1) })},
 		{"entry index 0", resealed(recs["entry"], func(b []byte) { binary.LittleEndian.PutUint64(b[17:], 0) })},
 		{"entry flags", resealed(recs["entry"], func(b []byte) { b[recHeaderSize] |= 4 })},
-		{"entry no body", appendRecord(nil, kindEntry, 1, 1, 1, nil)},
-		{"entry type missing", appendRecord(nil, kindEntry, 1, 1, 1, []byte{entryHasType})},
-		{"entry data without flag", appendRecord(nil, kindEntry, 1, 1, 1, []byte{0, 'x'})},
-		{"hardstate body", appendRecord(nil, kindHardState, 1, 1, 1, []byte{1, 2, 3})},
-		{"snapshot conf length", appendRecord(nil, kindSnapshot, 1, 1, 1, []byte{9, 1})},
-		{"snapshot no body", appendRecord(nil, kindSnapshot, 1, 1, 1, nil)},
-		{"compact flags", appendRecord(nil, kindCompact, 1, 1, 1, []byte{2})},
-		{"compact body", appendRecord(nil, kindCompact, 1, 1, 1, []byte{0, 0})},
-		{"remove body", appendRecord(nil, kindRemove, 1, 0, 0, []byte{0})},
-		{"checkpoint version", appendRecord(nil, kindCheckpoint, 0, 1, 0, []byte{2, 0})},
-		{"checkpoint count", appendRecord(nil, kindCheckpoint, 0, 1, 0, []byte{1, 5})},
-		{"checkpoint trailing bytes", appendRecord(nil, kindCheckpoint, 0, 1, 0, []byte{1, 0, 0})},
-		{"checkpoint group 0", appendRecord(nil, kindCheckpoint, 0, 1, 0, appendCheckpoint(nil, []image{{first: 1}}))},
-		{"checkpoint first 0", appendRecord(nil, kindCheckpoint, 0, 1, 0, appendCheckpoint(nil, []image{{group: 1}}))},
-		{"checkpoint last before first", appendRecord(nil, kindCheckpoint, 0, 1, 0, appendCheckpoint(nil, []image{{group: 1, first: 5, last: 2}}))},
-		{"checkpoint flags", appendRecord(nil, kindCheckpoint, 0, 1, 0, appendCheckpoint(nil, []image{{group: 1, first: 1, flags: 2}}))},
+		{"entry no body", appendRecord(nil, testSeed, kindEntry, 1, 1, 1, nil)},
+		{"entry type missing", appendRecord(nil, testSeed, kindEntry, 1, 1, 1, []byte{entryHasType})},
+		{"entry data without flag", appendRecord(nil, testSeed, kindEntry, 1, 1, 1, []byte{0, 'x'})},
+		{"hardstate body", appendRecord(nil, testSeed, kindHardState, 1, 1, 1, []byte{1, 2, 3})},
+		{"snapshot conf length", appendRecord(nil, testSeed, kindSnapshot, 1, 1, 1, []byte{9, 1})},
+		{"snapshot no body", appendRecord(nil, testSeed, kindSnapshot, 1, 1, 1, nil)},
+		{"compact flags", appendRecord(nil, testSeed, kindCompact, 1, 1, 1, []byte{2})},
+		{"compact body", appendRecord(nil, testSeed, kindCompact, 1, 1, 1, []byte{0, 0})},
+		{"remove body", appendRecord(nil, testSeed, kindRemove, 1, 0, 0, []byte{0})},
+		{"checkpoint version", appendRecord(nil, testSeed, kindCheckpoint, 0, 1, 0, []byte{2, 0})},
+		{"checkpoint count", appendRecord(nil, testSeed, kindCheckpoint, 0, 1, 0, []byte{1, 5})},
+		{"checkpoint trailing bytes", appendRecord(nil, testSeed, kindCheckpoint, 0, 1, 0, []byte{1, 0, 0})},
+		{"checkpoint group 0", appendRecord(nil, testSeed, kindCheckpoint, 0, 1, 0, appendCheckpoint(nil, []image{{first: 1}}))},
+		{"checkpoint first 0", appendRecord(nil, testSeed, kindCheckpoint, 0, 1, 0, appendCheckpoint(nil, []image{{group: 1}}))},
+		{"checkpoint last before first", appendRecord(nil, testSeed, kindCheckpoint, 0, 1, 0, appendCheckpoint(nil, []image{{group: 1, first: 5, last: 2}}))},
+		{"checkpoint flags", appendRecord(nil, testSeed, kindCheckpoint, 0, 1, 0, appendCheckpoint(nil, []image{{group: 1, first: 1, flags: 2}}))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := decodeRecord(tc.b)
+			_, err := decodeRecord(tc.b, testSeed)
 			require.ErrorIs(t, err, ErrCorrupt)
 		})
 	}
@@ -123,7 +123,7 @@ func TestDecodeHeader(t *testing.T) {
 	withLen := func(n uint32) []byte {
 		b := append([]byte(nil), good[:recHeaderSize]...)
 		binary.LittleEndian.PutUint32(b, n)
-		binary.LittleEndian.PutUint32(b[hcrcOffset:], headerChecksum(b))
+		binary.LittleEndian.PutUint32(b[hcrcOffset:], headerChecksum(b, testSeed))
 		return b
 	}
 	for _, tc := range []struct {
@@ -140,7 +140,7 @@ func TestDecodeHeader(t *testing.T) {
 		{"at the maximum", withLen(MaxRecordSize), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, ok := decodeHeader(tc.b)
+			h, ok := decodeHeader(tc.b, testSeed)
 			require.Equal(t, tc.ok, ok)
 			if ok {
 				require.Equal(t, uint64(5), h.group)

@@ -23,9 +23,17 @@ func (l *Log) recover() error {
 	for _, n := range names {
 		if num, ok := parseSegmentName(n); ok {
 			nums = append(nums, num)
+		} else if strings.HasSuffix(n, freeExt) {
+			l.free = append(l.free, n) // names sort as their numbers: oldest first
 		} else if strings.HasSuffix(n, segExt) {
 			l.log.Warn("raftlog: ignoring a file that is not a segment", "file", n)
 		}
+	}
+	for len(l.free) > max(l.opts.RecycleSegments, 0) {
+		if err := l.opts.FS.Remove(filepath.Join(l.opts.Dir, l.free[0])); err != nil {
+			return fmt.Errorf("raftlog: remove %s: %w", l.free[0], err)
+		}
+		l.free = l.free[1:]
 	}
 	slices.Sort(nums)
 	// GC removes segments oldest first: any before a gap in the numbering
@@ -82,6 +90,7 @@ func (l *Log) replaySegment(s *segment, last bool) error {
 	if err != nil {
 		return fmt.Errorf("raftlog: size of %s: %w", s.name, err)
 	}
+	s.seed = detectSeed(s.f, s.num, size)
 	off := int64(0)
 	for {
 		var bad error
@@ -92,7 +101,7 @@ func (l *Log) replaySegment(s *segment, last bool) error {
 		if !errors.Is(bad, ErrCorrupt) {
 			return fmt.Errorf("raftlog: read %s: %w", s.name, bad)
 		}
-		next, ok, err := findRecord(s.f, off, size)
+		next, ok, err := findRecord(s.f, s.seed, off, size)
 		if err != nil {
 			return fmt.Errorf("raftlog: read %s: %w", s.name, err)
 		}
@@ -134,7 +143,7 @@ func (l *Log) scan(s *segment, off, size int64) (int64, error) {
 		}
 		// The length is trusted, to allocate and read, only once the
 		// header's own checksum has vouched for it.
-		h, ok := decodeHeader(head[:])
+		h, ok := decodeHeader(head[:], s.seed)
 		if !ok {
 			return off, fmt.Errorf("%w: bad record header at offset %d", ErrCorrupt, off)
 		}
@@ -150,7 +159,7 @@ func (l *Log) scan(s *segment, off, size int64) (int64, error) {
 		if _, err := io.ReadFull(r, b[recHeaderSize:]); err != nil {
 			return off, err
 		}
-		rec, err := decodeRecord(b)
+		rec, err := decodeRecord(b, s.seed)
 		if err != nil {
 			return off, err
 		}
@@ -163,10 +172,10 @@ func (l *Log) scan(s *segment, off, size int64) (int64, error) {
 	return off, nil
 }
 
-// findRecord looks for the first good record after the bad one at off,
-// reading the file a window at a time so that memory stays bounded
-// whatever the size of the damage.
-func findRecord(f io.ReaderAt, off, size int64) (int64, bool, error) {
+// findRecord looks for the first good record (sealed with seed) after the
+// bad one at off, reading the file a window at a time so that memory
+// stays bounded whatever the size of the damage.
+func findRecord(f io.ReaderAt, seed uint32, off, size int64) (int64, bool, error) {
 	const window = 1 << 20
 	buf := make([]byte, min(window+recHeaderSize, size-off))
 	var rec []byte
@@ -176,7 +185,7 @@ func findRecord(f io.ReaderAt, off, size int64) (int64, bool, error) {
 			return 0, false, err
 		}
 		for p := 0; p < window && p+recHeaderSize <= len(b); p++ {
-			h, ok := decodeHeader(b[p:])
+			h, ok := decodeHeader(b[p:], seed)
 			at := base + int64(p)
 			if !ok || int64(h.size) > size-at {
 				continue
@@ -188,7 +197,7 @@ func findRecord(f io.ReaderAt, off, size int64) (int64, bool, error) {
 			if _, err := f.ReadAt(r, at); err != nil && !errors.Is(err, io.EOF) {
 				return 0, false, err
 			}
-			if _, err := decodeRecord(r); err == nil {
+			if _, err := decodeRecord(r, seed); err == nil {
 				return at, true, nil
 			}
 		}
@@ -201,7 +210,7 @@ func findRecord(f io.ReaderAt, off, size int64) (int64, bool, error) {
 // the groups whose records the span held. ok is false if some of the span
 // cannot be attributed: a header gone bad, or a checkpoint, which speaks
 // for every group.
-func attribute(f io.ReaderAt, off, end int64) (groups []uint64, ok bool) {
+func attribute(f io.ReaderAt, seed uint32, off, end int64) (groups []uint64, ok bool) {
 	var head [recHeaderSize]byte
 	for off < end {
 		if end-off < recHeaderSize {
@@ -210,7 +219,7 @@ func attribute(f io.ReaderAt, off, end int64) (groups []uint64, ok bool) {
 		if _, err := f.ReadAt(head[:], off); err != nil {
 			return groups, false
 		}
-		h, good := decodeHeader(head[:])
+		h, good := decodeHeader(head[:], seed)
 		if !good || int64(h.size) > end-off || h.kind == kindCheckpoint || h.group == 0 {
 			return groups, false
 		}
@@ -230,7 +239,7 @@ func attribute(f io.ReaderAt, off, end int64) (groups []uint64, ok bool) {
 // gets the state it had when that segment began, which is intact; its
 // entries, if lost, show as a hole.)
 func (l *Log) damage(s *segment, off, end int64, cause error) {
-	groups, ok := attribute(s.f, off, end)
+	groups, ok := attribute(s.f, s.seed, off, end)
 	d := Damage{Segment: s.name, Offset: off, Bytes: end - off, Err: cause}
 	mark := func(g *Group) {
 		if g.mu.st.damaged == nil {

@@ -26,7 +26,7 @@ func recordsIn(t *testing.T, b []byte) []fileRecord {
 	var out []fileRecord
 	for off := 0; off < len(b); {
 		n := int(binary.LittleEndian.Uint32(b[off:]))
-		r, err := decodeRecord(b[off : off+n])
+		r, err := decodeRecord(b[off:off+n], seedOf(b))
 		require.NoError(t, err, "record at %d", off)
 		out = append(out, fileRecord{off: off, r: r, b: b[off : off+n]})
 		off += n
@@ -258,7 +258,7 @@ func TestDamageUnattributed(t *testing.T) {
 	b := mem.Contents(seg)
 	b[bad.off+10] ^= 1 // the group field
 	// Group 4's first records, after the damage, in the same segment.
-	tail := appendRecord(nil, kindEntry, 4, 1, 1, appendEntryBody(nil, ent(4, 1, 1)))
+	tail := appendRecord(nil, seedOf(b), kindEntry, 4, 1, 1, appendEntryBody(nil, ent(4, 1, 1)))
 	mem.SetContents(seg, append(b, tail...))
 
 	l := mustOpen(t, mem, Options{SegmentBytes: 1 << 20})
