@@ -110,3 +110,31 @@ func failoverRank(self, dead uint64, voters []uint64) int {
 	}
 	return -1
 }
+
+// A new group's first election. A group bootstrapped on every replica at
+// once (a stream just made) would wait an election timeout, 10 to 20
+// ticks, before any replica campaigns, and its stream take no message
+// meanwhile: a client that publishes as soon as the stream is made gets
+// no responders and retries later (nats.go: after 250 ms). So the voter
+// first by raft ID campaigns at once, and again every half tick while no
+// leader has shown up (its pre-votes are lost until the other replicas
+// have added the group), freshTries times at most; the election timeout
+// stays the fallback.
+
+const freshTries = 20
+
+// campaignFresh campaigns for g, a group this server bootstrapped, if it
+// is still leaderless and not held, tries times at most.
+func (n *Node) campaignFresh(g *group, tries int) {
+	g.op(func(rn *raft.RawNode) {
+		bs := rn.BasicStatus()
+		leaderless := bs.RaftState == raft.StateFollower || bs.RaftState == raft.StatePreCandidate
+		if bs.Lead != raft.None || !leaderless || g.held.Load() != uint32(HoldNone) {
+			return
+		}
+		_ = rn.Campaign()
+		if tries > 1 {
+			n.after(n.opts.Tick/2, func() { n.campaignFresh(g, tries-1) })
+		}
+	})
+}

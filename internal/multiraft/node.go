@@ -319,6 +319,9 @@ func (n *Node) AddGroup(c GroupConfig) (err error) {
 		go g.applyLoop()
 	}
 	n.schedule(g)
+	if fresh && c.Held == HoldNone && slices.Min(c.Peers) == n.id {
+		n.campaignFresh(g, freshTries)
+	}
 	return nil
 }
 

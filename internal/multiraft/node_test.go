@@ -557,3 +557,27 @@ func TestLogReadFailureFailsGroup(t *testing.T) {
 	lead, _ := h.leaderOf(7)
 	require.Contains(t, []uint64{2, 3}, lead, "the others go on")
 }
+
+// A group bootstrapped on its three servers elects a leader within a tick
+// or two rather than an election timeout (10 to 20 ticks): its first
+// voter campaigns at once, and again each half tick while its pre-votes
+// find servers that have not added the group yet.
+func TestFreshGroupElectsAtOnce(t *testing.T) {
+	h := newHarness(t, 1, 3)
+	h.addGroup(7, []uint64{3, 1, 2})
+	h.stabilize()
+	ticks := 0
+	for ; ticks < 5; ticks++ {
+		if lead, _ := h.leaderOf(7); lead != 0 {
+			break
+		}
+		h.tick()
+		h.stabilize()
+	}
+	lead, _ := h.leaderOf(7)
+	require.Equal(t, uint64(1), lead, "the first voter by ID")
+	require.LessOrEqual(t, ticks, 2)
+	h.propose(1, 7, "m")
+	h.stabilize()
+	require.Equal(t, []string{"m"}, h.servers[3].sms[7].datas)
+}
