@@ -7,11 +7,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/skiffmq/skiff/internal/portlock"
 )
 
 // Cluster is three (or n) servers of one target joined by routes.
 type Cluster struct {
-	Procs []*Proc
+	Procs  []*Proc
+	routes *portlock.Reservation // the route ports, held until Stop
 }
 
 // URL returns server i's client URL.
@@ -21,6 +24,9 @@ func (c *Cluster) URL(i int) string { return c.Procs[i].URL }
 func (c *Cluster) Stop() {
 	for _, p := range c.Procs {
 		p.Stop()
+	}
+	if c.routes != nil {
+		c.routes.Release()
 	}
 }
 
@@ -46,17 +52,14 @@ func clusterConfig(base string, i int, routePorts []int) string {
 // published on any server reaches a subscriber on any other (the routes
 // are up and interest flows).
 func (t Target) StartCluster(ctx context.Context, n int, config string) (*Cluster, error) {
-	routePorts := make([]int, n)
-	for i := range routePorts {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		routePorts[i] = p
+	routes, err := portlock.Reserve(n)
+	if err != nil {
+		return nil, err
 	}
-	c := &Cluster{}
+	routePorts := routes.Ports
+	c := &Cluster{routes: routes}
 	for i := range n {
-		port, err := freePort()
+		port, err := portlock.Reserve(1)
 		if err != nil {
 			c.Stop()
 			return nil, err

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skiffmq/skiff/internal/portlock"
 )
 
 // Options configure a comparison. Binaries are paths; zero values of the
@@ -81,16 +83,17 @@ type Proc struct {
 
 	// What Restart starts again: the target, its port and configuration
 	// (with STORE_DIR replaced).
-	target Target
-	port   int
-	config string
+	target   Target
+	port     int
+	config   string
+	reserved *portlock.Reservation // port's, released at Stop
 }
 
 // Start runs the target on a free loopback port with the given
 // configuration text (nats-server syntax; "" for defaults) and waits until
 // it accepts.
 func (t Target) Start(ctx context.Context, config string) (*Proc, error) {
-	port, err := freePort()
+	port, err := portlock.Reserve(1)
 	if err != nil {
 		return nil, err
 	}
@@ -98,11 +101,13 @@ func (t Target) Start(ctx context.Context, config string) (*Proc, error) {
 }
 
 // startOn is Start on a given client port.
-func (t Target) startOn(ctx context.Context, port int, config string) (*Proc, error) {
+// The Proc holds the port's reservation until Stop.
+func (t Target) startOn(ctx context.Context, port *portlock.Reservation, config string) (*Proc, error) {
 	var err error
-	p := &Proc{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), target: t, port: port}
+	p := &Proc{URL: fmt.Sprintf("nats://127.0.0.1:%d", port.Ports[0]), target: t, port: port.Ports[0], reserved: port}
 	if strings.Contains(config, storeDirMark) {
 		if p.dir, err = os.MkdirTemp("", "corebench-store-*"); err != nil {
+			port.Release()
 			return nil, err
 		}
 		config = strings.ReplaceAll(config, storeDirMark, p.dir)
@@ -110,6 +115,7 @@ func (t Target) startOn(ctx context.Context, port int, config string) (*Proc, er
 	p.config = config
 	if err := p.launch(ctx); err != nil {
 		p.removeDir()
+		port.Release()
 		return nil, err
 	}
 	return p, nil
@@ -176,21 +182,13 @@ func (p *Proc) Stop() {
 		<-done
 	}
 	p.removeDir()
+	p.reserved.Release()
 }
 
 func (p *Proc) removeDir() {
 	if p.dir != "" {
 		_ = os.RemoveAll(p.dir)
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // rssBytes reads a process's resident set size from /proc.
