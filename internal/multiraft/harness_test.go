@@ -381,6 +381,21 @@ func (h *harness) tick() {
 	h.ft.Tick()
 }
 
+// tickUntilLeader ticks, stabilizing after each, until group has a
+// leader, at most max times; it returns the leader (0 for none) and the
+// ticks it took.
+func (h *harness) tickUntilLeader(group uint64, max int) (leader uint64, ticks int) {
+	for ; ticks < max; ticks++ {
+		if leader, _ = h.leaderOf(group); leader != 0 {
+			return leader, ticks
+		}
+		h.tick()
+		h.stabilize()
+	}
+	leader, _ = h.leaderOf(group)
+	return leader, ticks
+}
+
 // leaderOf returns the leader of group that a majority of live replicas
 // agree on (reported by the leader itself), or 0.
 func (h *harness) leaderOf(group uint64) (leader, term uint64) {
