@@ -81,6 +81,9 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 			break
 		}
 	}
+	if !answerIsErr(ans) && sa.HasGroup() {
+		ja.awaitLeader(sa, req)
+	}
 	if answerIsErr(ans) {
 		// The server refused what the meta leader placed there: undo the
 		// assignment, so that the stream is not left half made.
@@ -89,6 +92,56 @@ func (ja *jsAccount) clusterStreamCreate(req apiRequest, a apiArgs) any {
 		}
 	}
 	return ans
+}
+
+// awaitLeader waits, at most leaderWait, until a replica of the new
+// replicated stream sa knows its group's leader, as nats-server answers a
+// create once the stream's leader is elected: a client's next request
+// (its info, a publish) then finds the leader, and the info lists the
+// replicas other than it.
+func (ja *jsAccount) awaitLeader(sa *jscluster.StreamAssignment, req apiRequest) {
+	info := req
+	info.subject, info.data = "STREAM.INFO."+sa.Name, nil
+	for deadline := time.Now().Add(leaderWait); time.Now().Before(deadline); {
+		for _, p := range sa.Peers {
+			if leaderOfAnswer(ja.runOn(p, info)) != "" {
+				return
+			}
+		}
+		select {
+		case <-time.After(leaderRetry):
+		case <-ja.js.stop:
+			return
+		}
+	}
+}
+
+// leaderOfAnswer returns the cluster leader a stream info answer (this
+// server's or another's) names, "" for none.
+func leaderOfAnswer(v any) string {
+	var b []byte
+	if f, ok := v.(forwarded); ok {
+		if f.isErr || len(f.replies) == 0 {
+			return ""
+		}
+		b = f.replies[0].body
+	} else if hasError(v) {
+		return ""
+	} else {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return ""
+		}
+	}
+	var r struct {
+		Cluster *struct {
+			Leader string `json:"leader"`
+		} `json:"cluster"`
+	}
+	if json.Unmarshal(b, &r) != nil || r.Cluster == nil {
+		return ""
+	}
+	return r.Cluster.Leader
 }
 
 // assignNew has the meta group assign a new stream, after the checks

@@ -334,3 +334,22 @@ func TestClusterReplicatedWALBounded(t *testing.T) {
 	}, clustertest.Wait, 100*time.Millisecond)
 	jc.waitReplicated(t, "IDLE", idle)
 }
+
+// TestClusterReplicatedInfoAfterCreate: a stream create is answered once
+// the new group has a leader, as on nats-server, so the info asked right
+// after names it and lists the two other replicas (async-nats's
+// create_stream_with_replicas).
+func TestClusterReplicatedInfoAfterCreate(t *testing.T) {
+	jc := startJSCluster(t, 3)
+	jc.waitMeta(t)
+	_, js := jc.connectJS(t, 1)
+	for _, name := range []string{"A", "B", "C"} {
+		_, err := js.AddStream(&nats.StreamConfig{Name: name, Subjects: []string{name}, Replicas: 3, Storage: nats.MemoryStorage})
+		require.NoError(t, err)
+		info, err := js.StreamInfo(name)
+		require.NoError(t, err)
+		require.NotNil(t, info.Cluster)
+		require.NotEmpty(t, info.Cluster.Leader, "stream %s", name)
+		require.Len(t, info.Cluster.Replicas, 2, "stream %s: the replicas other than the leader", name)
+	}
+}
