@@ -82,6 +82,7 @@ func TestAccountIsolation(t *testing.T) {
 				others = append(others, sub)
 			}
 		}
+		require.NoError(t, a.Flush()) // aSub reached the server before a2 publishes
 		require.NoError(t, b.Flush())
 		require.NoError(t, g.Flush())
 		require.NoError(t, a2.Publish("orders.new", []byte("A")))
