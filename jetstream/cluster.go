@@ -94,6 +94,13 @@ func (st *stream) clusterInfo() *ClusterInfo {
 		return ci
 	}
 	ci.Leader = gs.Leader
+	if !gs.LeaderSince.IsZero() {
+		since := gs.LeaderSince.UTC()
+		ci.LeaderSince = &since
+	}
+	if sys := js.srv.SystemAccount(); sys != nil {
+		ci.SystemAcc, ci.TrafficAcc = true, sys.Name()
+	}
 	var top uint64
 	if gs.State == "LEADER" {
 		top = gs.Committed

@@ -553,6 +553,47 @@ func TestClusterReplicatedStepdown(t *testing.T) {
 	require.Contains(t, string(m.Data), `"success":true`)
 }
 
+// TestClusterReplicatedLeaderSince: a replicated stream's info and its
+// consumers', asked on any server, carry nats-server 2.12's leader_since
+// (from the create on; a stepdown moves it on) and name the system
+// account as the one the group's replication traffic is accounted to
+// (async-nats's create_stream_with_replicas checks all three).
+func TestClusterReplicatedLeaderSince(t *testing.T) {
+	before := time.Now()
+	jc, nc, js, lead := startReplicatedStream(t, "LS", "ls")
+	_, err := js.AddConsumer("LS", &nats.ConsumerConfig{Durable: "d", AckPolicy: nats.AckExplicitPolicy})
+	require.NoError(t, err)
+	check := func(ci *nats.ClusterInfo, what string) time.Time {
+		require.NotNil(t, ci, what)
+		require.NotNil(t, ci.LeaderSince, "%s: leader_since", what)
+		require.True(t, ci.SystemAcc, "%s: system_account", what)
+		require.Equal(t, "$SYS", ci.TrafficAcc, "%s: traffic_account", what)
+		return *ci.LeaderSince
+	}
+	for i := range 3 {
+		_, jsi := jc.connectJS(t, i)
+		si, err := jsi.StreamInfo("LS")
+		require.NoError(t, err)
+		since := check(si.Cluster, "stream info on "+jc.Servers[i].Name())
+		require.False(t, since.Before(before), "leader_since %v before the create at %v", since, before)
+		require.False(t, since.After(time.Now()), "leader_since %v in the future", since)
+		ci, err := jsi.ConsumerInfo("LS", "d")
+		require.NoError(t, err)
+		check(ci.Cluster, "consumer info on "+jc.Servers[i].Name())
+	}
+
+	si, err := js.StreamInfo("LS")
+	require.NoError(t, err)
+	first := check(si.Cluster, "stream info")
+	to := jc.Servers[(lead+1)%3].Name()
+	stepdownTo(t, nc, "LS", to)
+	require.Eventually(t, func() bool {
+		si, err := js.StreamInfo("LS")
+		return err == nil && si.Cluster != nil && si.Cluster.Leader == to &&
+			si.Cluster.LeaderSince != nil && si.Cluster.LeaderSince.After(first)
+	}, clustertest.Wait, 10*time.Millisecond, "%s leads, since after %v", to, first)
+}
+
 // TestClusterReplicatedLinearRead: STREAM.MSG.GET is answered by the
 // stream's leader once a quorum confirms it still leads (a read index), so
 // a leader cut off from its peers answers 10008 rather than what may be

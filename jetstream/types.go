@@ -87,10 +87,22 @@ type StreamInfo struct {
 // ClusterInfo says where a stream or consumer of a clustered server is:
 // the cluster's name, the server that serves it (its group's leader), and
 // a replicated stream's other replicas as the leader sees them.
+//
+// For a replicated stream it also carries nats-server 2.12's
+// leader_since (when the leader was elected, or, answered by a follower,
+// when the follower learned of it) and where the group's replication
+// traffic is accounted: Skiff's travels on the raft links between
+// servers, never on a tenant's subjects, which nats-server calls the
+// system account's traffic (its only mode here: cluster_traffic: owner is
+// refused), so system_account is true and traffic_account names the
+// system account.
 type ClusterInfo struct {
-	Name     string      `json:"name,omitempty"`
-	Leader   string      `json:"leader,omitempty"`
-	Replicas []*PeerInfo `json:"replicas,omitempty"`
+	Name        string      `json:"name,omitempty"`
+	Leader      string      `json:"leader,omitempty"`
+	LeaderSince *time.Time  `json:"leader_since,omitempty"`
+	SystemAcc   bool        `json:"system_account,omitempty"`
+	TrafficAcc  string      `json:"traffic_account,omitempty"`
+	Replicas    []*PeerInfo `json:"replicas,omitempty"`
 }
 
 // PeerInfo is a replica of a replicated stream, nats-server's PeerInfo:

@@ -19,7 +19,10 @@ type GroupState struct {
 	Applied      uint64
 	Term         uint64
 	Leader       string // "" while none is known
-	Vote         string // whom this replica voted for in Term, "" for none
+	// LeaderSince is when this replica learned of Leader's leadership
+	// (the leader: when it was elected); zero while none is known.
+	LeaderSince time.Time
+	Vote        string // whom this replica voted for in Term, "" for none
 	// Held is why the replica is held ("" when it is not); Err why the
 	// group stopped here, if it did.
 	Held string
@@ -78,6 +81,7 @@ func (c *Cluster) GroupState(id uint64) (GroupState, error) {
 	}
 	if st.Lead != raft.None {
 		gs.Leader = c.nameOf(st.Lead)
+		gs.LeaderSince = st.LeaderSince
 	}
 	if st.GetVote() != raft.None {
 		gs.Vote = c.nameOf(st.GetVote())

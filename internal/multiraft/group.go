@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -49,6 +50,9 @@ type group struct {
 	heldIdle atomic.Int64
 	lead     atomic.Uint64 // leader as of the last Ready, 0: none known
 	term     atomic.Uint64
+	// leadSince is when this replica learned of lead's leadership in
+	// term (Unix nanoseconds; 0 while no leader is known).
+	leadSince atomic.Int64
 	// appliedTerm is the term of the last entry the state machine applied
 	// (or of the snapshot it restored).
 	appliedTerm atomic.Uint64
@@ -178,6 +182,13 @@ func (n *Node) process(g *group, ob *outbox) {
 		lead, term = bs.Lead, bs.GetTerm()
 		changed = g.lead.Swap(lead) != lead
 		changed = g.term.Swap(term) != term || changed
+		if changed {
+			var since int64
+			if lead != raft.None {
+				since = time.Now().UnixNano()
+			}
+			g.leadSince.Store(since)
+		}
 	}
 	tell := g.mu.tell
 	g.mu.tell = nil

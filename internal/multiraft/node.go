@@ -97,6 +97,10 @@ type GroupConfig struct {
 // Status is a group's raft status as this server sees it.
 type Status struct {
 	raft.Status
+	// LeaderSince is when this replica learned that Lead leads in the
+	// current term (for the leader: when it was elected); zero while no
+	// leader is known.
+	LeaderSince time.Time
 	// Held says why the replica is held, if it is.
 	Held HoldReason
 	// Err is why the group stopped (wrapping ErrGroupFailed), if it did.
@@ -578,7 +582,11 @@ func (n *Node) Status(group uint64) (Status, error) {
 	g.mu.Lock()
 	st := g.mu.rn.Status()
 	g.mu.Unlock()
-	return Status{Status: st, Held: HoldReason(g.held.Load()), Err: g.failure()}, nil
+	out := Status{Status: st, Held: HoldReason(g.held.Load()), Err: g.failure()}
+	if since := g.leadSince.Load(); since != 0 && st.Lead != raft.None {
+		out.LeaderSince = time.Unix(0, since)
+	}
+	return out, nil
 }
 
 // Leader returns group's leader (0: none known) and term, as of its last
