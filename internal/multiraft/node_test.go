@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/raft/v3"
@@ -546,6 +547,39 @@ func TestLogReadFailureFailsGroup(t *testing.T) {
 // or two rather than an election timeout (10 to 20 ticks): its first
 // voter campaigns at once, and again each half tick while its pre-votes
 // find servers that have not added the group yet.
+// TestLeaderSince: Status's LeaderSince is zero while a replica knows no
+// leader, set once it knows one (the leader: when it won), and moved on
+// when another server wins a later term.
+func TestLeaderSince(t *testing.T) {
+	h := newHarness(t, 1, 3)
+	h.addGroup(7, []uint64{1, 2, 3})
+	for id := uint64(1); id <= 3; id++ {
+		st, err := h.servers[id].node.Status(7)
+		require.NoError(t, err)
+		require.True(t, st.LeaderSince.IsZero(), "server %d knows no leader yet", id)
+	}
+	before := time.Now()
+	h.elect(7, 1)
+	since := map[uint64]time.Time{}
+	for id := uint64(1); id <= 3; id++ {
+		st, err := h.servers[id].node.Status(7)
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), st.Lead)
+		require.False(t, st.LeaderSince.Before(before), "server %d: since %v, elected after %v", id, st.LeaderSince, before)
+		require.False(t, st.LeaderSince.After(time.Now()))
+		since[id] = st.LeaderSince
+	}
+	time.Sleep(time.Millisecond) // the clock moves on between the two elections
+	require.NoError(t, h.servers[1].node.TransferLeadership(7, 2))
+	h.stabilize()
+	for id := uint64(1); id <= 3; id++ {
+		st, err := h.servers[id].node.Status(7)
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), st.Lead)
+		require.True(t, st.LeaderSince.After(since[id]), "server %d: since %v, not after the first leader's %v", id, st.LeaderSince, since[id])
+	}
+}
+
 func TestFreshGroupElectsAtOnce(t *testing.T) {
 	h := newHarness(t, 1, 3)
 	h.addGroup(7, []uint64{3, 1, 2})
