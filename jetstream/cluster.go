@@ -89,6 +89,7 @@ func (st *stream) clusterInfo() *ClusterInfo {
 	if st.repl == nil {
 		return ci
 	}
+	ci.RaftGroup = st.raftGroupName()
 	gs, err := js.raft.GroupState(st.repl.group)
 	if err != nil {
 		return ci

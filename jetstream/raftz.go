@@ -70,15 +70,18 @@ func (js *JetStream) sysRaftz(_ *server.Account, body []byte) (any, error) {
 		}
 		out[account][group] = raftzOf(js.raft.Name(), gs, system)
 	}
-	sysAcc := server.GlobalAccountName
+	// Every group's traffic travels on the raft links, none on an
+	// account's subjects: nats-server's system-account traffic, as the
+	// stream and consumer infos say (clusterInfo).
+	sysAcc, system := server.GlobalAccountName, false
 	if a := js.srv.SystemAccount(); a != nil {
-		sysAcc = a.Name()
+		sysAcc, system = a.Name(), true
 	}
-	add(sysAcc, metaGroupName, jscluster.MetaGroup, true)
+	add(sysAcc, metaGroupName, jscluster.MetaGroup, system)
 	for _, ja := range js.sortedAccounts() {
 		for _, st := range ja.streams() {
 			if st.repl != nil {
-				add(ja.name, st.raftGroupName(), st.repl.group, false)
+				add(ja.name, st.raftGroupName(), st.repl.group, system)
 			}
 		}
 	}

@@ -568,6 +568,7 @@ func TestClusterReplicatedLeaderSince(t *testing.T) {
 		require.NotNil(t, ci.LeaderSince, "%s: leader_since", what)
 		require.True(t, ci.SystemAcc, "%s: system_account", what)
 		require.Equal(t, "$SYS", ci.TrafficAcc, "%s: traffic_account", what)
+		require.Regexp(t, `^S-R3-\d+$`, ci.RaftGroup, "%s: raft_group, as RAFTZ names it", what)
 		return *ci.LeaderSince
 	}
 	for i := range 3 {

@@ -195,9 +195,10 @@ func TestSysRaftz(t *testing.T) {
 	require.NoError(t, err)
 
 	type group struct {
-		State string `json:"state"`
-		Size  int    `json:"size"`
-		Peers map[string]struct {
+		State     string `json:"state"`
+		Size      int    `json:"size"`
+		SystemAcc bool   `json:"system_account"`
+		Peers     map[string]struct {
 			Known bool `json:"known"`
 		} `json:"peers"`
 	}
@@ -224,11 +225,13 @@ func TestSysRaftz(t *testing.T) {
 			if meta.State == "LEADER" {
 				metaLeaders++
 			}
+			require.True(t, meta.SystemAcc, "the meta group's traffic is the system account's")
 			for name, g := range resp.Data["A"] {
 				streamGroup = name
 				if g.Size != 3 {
 					return false
 				}
+				require.True(t, g.SystemAcc, "a stream group's traffic is the system account's, as its stream info says")
 				if g.State == "LEADER" {
 					streamLeaders++
 				}

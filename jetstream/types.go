@@ -98,6 +98,7 @@ type StreamInfo struct {
 // system account.
 type ClusterInfo struct {
 	Name        string      `json:"name,omitempty"`
+	RaftGroup   string      `json:"raft_group,omitempty"` // as RAFTZ and /jsz name it
 	Leader      string      `json:"leader,omitempty"`
 	LeaderSince *time.Time  `json:"leader_since,omitempty"`
 	SystemAcc   bool        `json:"system_account,omitempty"`
