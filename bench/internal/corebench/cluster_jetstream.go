@@ -148,7 +148,32 @@ func (o *Options) r3Publish(ctx context.Context, c *Cluster, size int) (float64,
 	if err != nil {
 		return 0, err
 	}
-	return o.jsPubAsync(ctx, c.URL(via), size, min(o.Msgs, r3Msgs))
+	n := min(o.Msgs, r3Msgs)
+	before, err := c.cpuTimes()
+	if err != nil {
+		return 0, err
+	}
+	rate, client, err := o.jsPubAsyncCPU(ctx, c.URL(via), size, n)
+	if err != nil {
+		return 0, err
+	}
+	after, err := c.cpuTimes()
+	if err != nil {
+		return 0, err
+	}
+	// The CPU each message cost, servers and publisher: on a machine the
+	// load generator shares, the rate follows their sum
+	// (docs/benchmarks/cluster-r3.md).
+	k := len(c.Procs)
+	lead, other := (via+k-1)%k, (via+1)%k
+	var total time.Duration
+	for i := range after {
+		total += after[i] - before[i]
+	}
+	fmt.Fprintf(o.Log, "%-18s %s, %d B: servers' CPU per message %s (leader n%d %s, n%d published to %s, n%d %s), the publisher's %s\n",
+		"cluster-js-r3", c.Procs[0].target.Name, size, perMsg(total, n), lead+1, perMsg(after[lead]-before[lead], n), via+1,
+		perMsg(after[via]-before[via], n), other+1, perMsg(after[other]-before[other], n), perMsg(client, n))
+	return rate, nil
 }
 
 // failoverPublisher publishes to the stream 200 times a second, each

@@ -81,12 +81,21 @@ func (o *Options) jsPublish(ctx context.Context, url string, size, n int) (float
 // jsPubAsync publishes n messages of size bytes to bench.js with `nats
 // bench js pub async` and returns its rate of acknowledged messages.
 func (o *Options) jsPubAsync(ctx context.Context, url string, size, n int) (float64, error) {
-	out, err := o.natsBench(ctx, url, "js", "pub", "async", "bench.js",
-		"--msgs", strconv.Itoa(n), "--size", strconv.Itoa(size), "--no-progress").CombinedOutput()
+	rate, _, err := o.jsPubAsyncCPU(ctx, url, size, n)
+	return rate, err
+}
+
+// jsPubAsyncCPU is jsPubAsync that also returns the CPU time the
+// publisher (nats bench) used.
+func (o *Options) jsPubAsyncCPU(ctx context.Context, url string, size, n int) (float64, time.Duration, error) {
+	cmd := o.natsBench(ctx, url, "js", "pub", "async", "bench.js",
+		"--msgs", strconv.Itoa(n), "--size", strconv.Itoa(size), "--no-progress")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("nats bench js pub async: %w\n%s", err, out)
+		return 0, 0, fmt.Errorf("nats bench js pub async: %w\n%s", err, out)
 	}
-	return parseRate(jsPubRate, out)
+	rate, err := parseRate(jsPubRate, out)
+	return rate, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), err
 }
 
 // jsOrdered reads n messages of the bench stream with an ordered
