@@ -130,12 +130,14 @@ compat: build tools
 	$(GO) run ./compat $(COMPAT_FLAGS)
 
 ## compat-py: the official Python client (nats-py, pinned, from PyPI into a virtualenv under
-## compat/build) discovers a three-server Skiff cluster from one URL and fails over on kill -9
+## compat/build) discovers a three-server Skiff cluster from one URL and fails over on kill -9;
+## then publishes to an R3 stream through a kill -9 of its leader and finds every acknowledged message
 NATS_PY ?= nats-py==2.16.0
 compat-py: build
 	@test -x compat/build/py/bin/python || python3 -m venv compat/build/py
 	compat/build/py/bin/pip install --quiet '$(NATS_PY)'
 	compat/build/py/bin/python compat/python/failover.py bin/skiff
+	compat/build/py/bin/python compat/python/jetstream_failover.py bin/skiff
 
 clean:
 	rm -rf bin tools/bin tools/kafka compat/build
