@@ -6,7 +6,7 @@ BENCHBIN := bin/skiff-bench
 FUZZTIME ?= 30s
 COUNT    ?= 5
 
-.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-cluster bench-peers bench-latency bench-streams compat chaos clean
+.PHONY: all build run test vet race redis tools lint fuzz bench bench-match bench-core bench-cluster bench-peers bench-latency bench-streams compat compat-py compat-js chaos clean
 
 all: build
 
@@ -138,6 +138,17 @@ compat-py: build
 	compat/build/py/bin/pip install --quiet '$(NATS_PY)'
 	compat/build/py/bin/python compat/python/failover.py bin/skiff
 	compat/build/py/bin/python compat/python/jetstream_failover.py bin/skiff
+
+## compat-js: the official JavaScript client (nats.js: @nats-io/transport-node and @nats-io/jetstream,
+## pinned, from npm into compat/build/js) publishes to an R3 stream through a kill -9 of its leader
+## and finds every acknowledged message
+NATS_JS ?= @nats-io/transport-node@3.4.0 @nats-io/jetstream@3.4.0
+compat-js: build
+	@mkdir -p compat/build/js
+	@test -f compat/build/js/package.json || (cd compat/build/js && npm init -y >/dev/null)
+	cd compat/build/js && npm install --silent --no-audit --no-fund $(NATS_JS)
+	cp compat/js/jetstream_failover.mjs compat/build/js/
+	node compat/build/js/jetstream_failover.mjs bin/skiff
 
 clean:
 	rm -rf bin tools/bin tools/kafka compat/build
