@@ -111,7 +111,7 @@ func (st *stream) clusterInfo() *ClusterInfo {
 			continue
 		}
 		p := gs.Peers[name]
-		pi := &PeerInfo{Name: name, Offline: !p.Known, Active: p.LastSeen}
+		pi := &PeerInfo{Name: name, Offline: !p.Known, Active: p.LastSeen, Peer: nodeHash(name)}
 		if top > p.Match {
 			pi.Lag = top - p.Match
 		}
@@ -121,7 +121,7 @@ func (st *stream) clusterInfo() *ClusterInfo {
 	if gs.Leader != js.raft.Name() {
 		// This server is a follower: it is among the replicas, current
 		// unless held (it may have lost state and has not caught up).
-		ci.Replicas = append(ci.Replicas, &PeerInfo{Name: js.raft.Name(), Current: gs.Held == ""})
+		ci.Replicas = append(ci.Replicas, &PeerInfo{Name: js.raft.Name(), Current: gs.Held == "", Peer: nodeHash(js.raft.Name())})
 		slices.SortFunc(ci.Replicas, func(a, b *PeerInfo) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return ci

@@ -569,6 +569,9 @@ func TestClusterReplicatedLeaderSince(t *testing.T) {
 		require.True(t, ci.SystemAcc, "%s: system_account", what)
 		require.Equal(t, "$SYS", ci.TrafficAcc, "%s: traffic_account", what)
 		require.Regexp(t, `^S-R3-\d+$`, ci.RaftGroup, "%s: raft_group, as RAFTZ names it", what)
+		for _, r := range ci.Replicas {
+			require.Regexp(t, `^[0-9A-Za-z]{8}$`, r.Peer, "%s: replica %s's peer ID", what, r.Name)
+		}
 		return *ci.LeaderSince
 	}
 	for i := range 3 {

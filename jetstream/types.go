@@ -109,13 +109,15 @@ type ClusterInfo struct {
 // PeerInfo is a replica of a replicated stream, nats-server's PeerInfo:
 // current when it holds every entry the leader does and its link is up,
 // active how long since its link last brought anything, lag how many
-// entries it is behind.
+// entries it is behind; peer is its server's ID as /jsz gives it
+// (nodeHash).
 type PeerInfo struct {
 	Name    string        `json:"name"`
 	Current bool          `json:"current"`
 	Offline bool          `json:"offline,omitempty"`
 	Active  time.Duration `json:"active"`
 	Lag     uint64        `json:"lag,omitempty"`
+	Peer    string        `json:"peer"`
 }
 
 // ConsumerConfig is a consumer's configuration.
