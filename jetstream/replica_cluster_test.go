@@ -584,6 +584,13 @@ func TestClusterReplicatedLeaderSince(t *testing.T) {
 		ci, err := jsi.ConsumerInfo("LS", "d")
 		require.NoError(t, err)
 		check(ci.Cluster, "consumer info on "+jc.Servers[i].Name())
+		// Every field is one the published schemas define.
+		nc := jc.Connect(t, i)
+		for _, subj := range []string{"$JS.API.STREAM.INFO.LS", "$JS.API.CONSUMER.INFO.LS.d"} {
+			m, err := nc.Request(subj, nil, clustertest.Wait)
+			require.NoError(t, err)
+			require.NoError(t, validateAnswer(t, m.Data, "", false), "%s on %s", subj, jc.Servers[i].Name())
+		}
 	}
 
 	si, err := js.StreamInfo("LS")
