@@ -53,10 +53,11 @@ const clusterNotes = `
   the leader. Defaults: nats-server fsyncs its streams every 2 minutes; Skiff
   fsyncs its streams and its raft log every 100 ms (its sync_interval
   default); ` + "`sync_interval: always`" + ` makes both fsync before each
-  acknowledgement (Skiff once per raft batch). The command's log gives,
-  for each publish run, the CPU each message cost every server and the
-  publisher (from /proc and the publisher's rusage): the load generator
-  shares the machine, so the rate follows their sum.
+  acknowledgement (Skiff once per raft batch). Each publish run also
+  measures the CPU each message cost the servers (together and each) and
+  the publisher, from /proc and the publisher's rusage: the load generator
+  shares the machine, so the rate follows their sum. Their medians are in
+  the table after the main one, each run's in the command's log.
 - **Failover.** One nats.go publisher sends a message every 5 ms, each with
   a Nats-Msg-Id, retried every 5 ms (each try waiting 250 ms for its ack)
   until acknowledged. Each run kills the stream's leader (SIGKILL) 5 times;

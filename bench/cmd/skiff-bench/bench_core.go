@@ -82,6 +82,15 @@ func natsBenchCmd(r natsBenchReport, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return 1
 	}
+	var notes bytes.Buffer
+	if err := corebench.WriteNotes(&notes, results); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return 1
+	}
+	if notes.Len() > 0 {
+		md.WriteString("\nMeasured beside the figures above (medians, then every run's):\n\n")
+		md.Write(notes.Bytes())
+	}
 	md.WriteString(r.notes)
 	_, _ = stdout.Write(md.Bytes())
 	if *out != "" {

@@ -173,6 +173,12 @@ func (o *Options) r3Publish(ctx context.Context, c *Cluster, size int) (float64,
 	fmt.Fprintf(o.Log, "%-18s %s, %d B: servers' CPU per message %s (leader n%d %s, n%d published to %s, n%d %s), the publisher's %s\n",
 		"cluster-js-r3", c.Procs[0].target.Name, size, perMsg(total, n), lead+1, perMsg(after[lead]-before[lead], n), via+1,
 		perMsg(after[via]-before[via], n), other+1, perMsg(after[other]-before[other], n), perMsg(client, n))
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
+	o.note("servers' CPU per message (µs)", us(total))
+	o.note("the leader's (µs)", us(after[lead]-before[lead]))
+	o.note("the server published to (µs)", us(after[via]-before[via]))
+	o.note("the other follower (µs)", us(after[other]-before[other]))
+	o.note("the publisher's CPU per message (µs)", us(client))
 	return rate, nil
 }
 

@@ -35,8 +35,20 @@ type Options struct {
 	Scenarios []string
 	Log       io.Writer // progress (default discard)
 
-	home string // the nats CLI's home directory, made on first use
+	home  string // the nats CLI's home directory, made on first use
+	notes []note // what the measurement running now noted (Options.note)
 }
+
+// A note is a secondary measurement of a run, beside its figure: the CPU
+// each message cost, for instance. The report gives each one's medians
+// (WriteNotes).
+type note struct {
+	key string
+	v   float64
+}
+
+// note records a secondary measurement of the run in progress.
+func (o *Options) note(key string, v float64) { o.notes = append(o.notes, note{key, v}) }
 
 func (o *Options) setDefaults() {
 	if o.Runs <= 0 {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,26 @@ func TestResultRatio(t *testing.T) {
 	require.Equal(t, 2.0, r.Ratio())
 	r.Scenario.LowerIsBetter = false
 	require.Equal(t, 0.5, r.Ratio())
+}
+
+// TestWriteNotes: a run's secondary measurements are filed by target and
+// key, in the order first noted, and written with their medians and every
+// sample; results without any write nothing.
+func TestWriteNotes(t *testing.T) {
+	r := &Result{Scenario: Scenario{Name: "cluster-js-r3-1k"}}
+	r.addNotes("skiff", []note{{"servers' CPU per message (µs)", 17}, {"the publisher's (µs)", 5}})
+	r.addNotes("nats-server", []note{{"servers' CPU per message (µs)", 23}, {"the publisher's (µs)", 5.25}})
+	r.addNotes("skiff", []note{{"servers' CPU per message (µs)", 15}, {"the publisher's (µs)", 5.5}})
+	r.addNotes("skiff", []note{{"servers' CPU per message (µs)", 16.5}, {"the publisher's (µs)", 4.5}})
+	var b strings.Builder
+	require.NoError(t, WriteNotes(&b, []*Result{{Scenario: Scenario{Name: "fanout"}}, r}))
+	require.Equal(t, "| scenario | measured beside it | Skiff | nats-server | samples |\n| --- | --- | ---: | ---: | --- |\n"+
+		"| cluster-js-r3-1k | servers' CPU per message (µs) | 16.50 | 23.00 | skiff 17.00, 15.00, 16.50; nats-server 23.00 |\n"+
+		"| cluster-js-r3-1k | the publisher's (µs) | 5.00 | 5.25 | skiff 5.00, 5.50, 4.50; nats-server 5.25 |\n", b.String())
+
+	b.Reset()
+	require.NoError(t, WriteNotes(&b, []*Result{{Scenario: Scenario{Name: "fanout"}}}))
+	require.Empty(t, b.String())
 }
 
 // TestChurn runs the churn workload briefly against an in-process server:

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/skiffmq/skiff/bench/internal/gobench"
@@ -129,6 +130,26 @@ type Result struct {
 	Scenario Scenario
 	Samples  map[string][]float64
 	Failures map[string][]string
+	// Notes are the runs' secondary measurements, by target and key;
+	// NoteKeys their keys in the order the runs noted them.
+	Notes    map[string]map[string][]float64
+	NoteKeys []string
+}
+
+// addNotes files a successful run's notes under target.
+func (r *Result) addNotes(target string, notes []note) {
+	for _, n := range notes {
+		if r.Notes == nil {
+			r.Notes = map[string]map[string][]float64{}
+		}
+		if r.Notes[target] == nil {
+			r.Notes[target] = map[string][]float64{}
+		}
+		if !slices.Contains(r.NoteKeys, n.key) {
+			r.NoteKeys = append(r.NoteKeys, n.key)
+		}
+		r.Notes[target][n.key] = append(r.Notes[target][n.key], n.v)
+	}
 }
 
 // Median returns the median sample of a target.
@@ -180,6 +201,7 @@ func run(ctx context.Context, o Options, scenarios []Scenario) ([]*Result, error
 				order = []Target{targets[1], targets[0]}
 			}
 			for _, t := range order {
+				o.notes = nil
 				v, err := measure(ctx, &o, t, sc)
 				if err != nil {
 					// A run that fails is a result too (a server may cut a
@@ -189,6 +211,7 @@ func run(ctx context.Context, o Options, scenarios []Scenario) ([]*Result, error
 					continue
 				}
 				res.Samples[t.Name] = append(res.Samples[t.Name], v)
+				res.addNotes(t.Name, o.notes)
 				fmt.Fprintf(o.Log, "%-18s run %d  %-11s %14.0f %s\n", sc.Name, run+1, t.Name, v, sc.Unit)
 			}
 		}
@@ -241,6 +264,40 @@ func WriteTable(w io.Writer, results []*Result) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// WriteNotes writes the results' secondary measurements (Options.note),
+// if any, as a markdown table: each one's median per target, and every
+// sample.
+func WriteNotes(w io.Writer, results []*Result) error {
+	var b strings.Builder
+	for _, r := range results {
+		for _, k := range r.NoteKeys {
+			if b.Len() == 0 {
+				b.WriteString("| scenario | measured beside it | Skiff | nats-server | samples |\n| --- | --- | ---: | ---: | --- |\n")
+			}
+			sk, ns := r.Notes["skiff"][k], r.Notes["nats-server"][k]
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | skiff %s; nats-server %s |\n",
+				r.Scenario.Name, k, noteMedian(sk), noteMedian(ns), noteList(sk), noteList(ns))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func noteMedian(xs []float64) string {
+	if len(xs) == 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(gobench.Median(xs), 'f', 2, 64)
+}
+
+func noteList(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return strings.Join(s, ", ")
 }
 
 // cell is a target's median, or why it has none.
