@@ -47,7 +47,8 @@ type LogOptions struct {
 
 // DefaultConfig is what `skiff serve` runs with and no file: the server's
 // defaults with monitoring on port 8222, and JetStream on with its
-// defaults.
+// defaults. LoadConfig starts from it with monitoring off: a file turns it
+// on, as nats-server's does.
 func DefaultConfig() Config {
 	return Config{Server: server.DefaultOptions(), JetStreamEnabled: true}
 }

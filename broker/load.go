@@ -51,6 +51,10 @@ type loader struct {
 
 func fromMap(m map[string]any, file string) (Config, error) {
 	l := &loader{cfg: DefaultConfig()}
+	// A file turns monitoring on (http, http_port), as nats-server's does:
+	// a nats-server configuration without it serves none, and three such
+	// servers on one machine would otherwise all want port 8222.
+	l.cfg.Server.HTTPPort = 0
 	root := value{v: m, file: file}
 	var errs []error
 	if err := topKeys.applyEntries(l, entries(m, "", root)); err != nil {

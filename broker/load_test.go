@@ -13,6 +13,26 @@ import (
 	"github.com/skiffmq/skiff/server"
 )
 
+// TestMonitoringFromFile: a configuration file serves monitoring only if
+// it asks (http, http_port, monitor_port), as nats-server's does; without
+// a file, skiff serve's default is port 8222 (DefaultConfig).
+func TestMonitoringFromFile(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		port int
+	}{
+		{"listen: 127.0.0.1:4222", 0},
+		{"http_port: 8222", 8222},
+		{"monitor_port: 9000", 9000},
+		{"http: 127.0.0.1:8223", 8223},
+	} {
+		cfg, err := ParseConfig(tt.text)
+		require.NoError(t, err, tt.text)
+		require.Equal(t, tt.port, cfg.Server.HTTPPort, tt.text)
+	}
+	require.Equal(t, 8222, DefaultConfig().Server.HTTPPort)
+}
+
 func TestExampleConfig(t *testing.T) {
 	cfg, err := LoadConfig("../docs/skiff.conf")
 	require.NoError(t, err)
