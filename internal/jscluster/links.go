@@ -271,6 +271,11 @@ type linkConn struct {
 	done chan struct{}
 }
 
+// WriteBuffers writes v to the connection: with one writev where it is
+// TCP, so that the link writes a MsgApp's entries from where raft keeps
+// them (multiraft.BuffersWriter).
+func (l *linkConn) WriteBuffers(v *net.Buffers) (int64, error) { return v.WriteTo(l.Conn) }
+
 func (l *linkConn) Close() error {
 	err := l.Conn.Close()
 	l.once.Do(func() { close(l.done) })

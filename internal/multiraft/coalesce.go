@@ -41,10 +41,15 @@ func (b Beat) message(from, to uint64) *raftpb.Message {
 	return m
 }
 
-// envelopeOf marshals m. It runs on the worker that owns the group (or on
-// the log's completion, for responses, which carry no entries): raft's
-// entries are shared with its log, and marshaling must not race with it.
+// envelopeOf marshals m: a MsgApp as parts that leave its large entries
+// in place (encodeApp), anything else with proto.Marshal. It runs on the
+// worker that owns the group (or on the log's completion, for responses,
+// which carry no entries): raft's entries are shared with its log, and
+// marshaling must not race with it.
 func envelopeOf(group uint64, m *raftpb.Message) (Envelope, error) {
+	if parts := encodeApp(m); parts != nil {
+		return Envelope{Group: group, Type: raftpb.MsgApp, Bulk: true, Parts: parts}, nil
+	}
 	data, err := proto.Marshal(m)
 	if err != nil {
 		return Envelope{}, fmt.Errorf("multiraft: marshal %s of group %d: %w", m.GetType(), group, err)

@@ -64,38 +64,6 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// beginFrame appends a frame header to be completed by finishFrame, and
-// returns where the frame starts.
-func beginFrame(dst []byte, kind frameKind) ([]byte, int) {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0, byte(kind))
-	return dst, start
-}
-
-// finishFrame fills in the len and CRC of the frame begun at start, whose
-// payload is the rest of dst.
-func finishFrame(dst []byte, start int) []byte {
-	f := dst[start:]
-	binary.LittleEndian.PutUint32(f[0:4], uint32(len(f)-8))
-	crc := crc32.Update(crc32.Checksum(f[0:4], castagnoli), castagnoli, f[8:])
-	binary.LittleEndian.PutUint32(f[4:8], crc)
-	return dst
-}
-
-// appendFrame appends a whole frame.
-func appendFrame(dst []byte, kind frameKind, payload []byte) []byte {
-	dst, start := beginFrame(dst, kind)
-	dst = append(dst, payload...)
-	return finishFrame(dst, start)
-}
-
-// appendMsg appends one envelope to a msgs payload.
-func appendMsg(dst []byte, e *Envelope) []byte {
-	dst = binary.AppendUvarint(dst, e.Group)
-	dst = binary.AppendUvarint(dst, uint64(len(e.Data)))
-	return append(dst, e.Data...)
-}
-
 // appendBeat appends one beat to a beats payload.
 func appendBeat(dst []byte, b *Beat) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, b.Group)

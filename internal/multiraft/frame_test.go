@@ -10,12 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// appendFrame appends a whole frame, as a link builds it (frameBuf).
+func appendFrame(dst []byte, kind frameKind, payload []byte) []byte {
+	f := frameBuf{buf: dst}
+	f.frame(kind, payload)
+	return f.buf
+}
+
+// msgsPayload is the payload of a msgs frame of es.
 func msgsPayload(es ...Envelope) []byte {
-	var b []byte
+	f := frameBuf{}
 	for i := range es {
-		b = appendMsg(b, &es[i])
+		f.msg(&es[i])
 	}
-	return b
+	return f.buf
 }
 
 func beatsPayload(bs ...Beat) []byte {

@@ -226,6 +226,9 @@ type link struct {
 	t    *TCP
 	peer uint64
 	c    net.Conn
+	// vw writes pieces with one writev, if c can (BuffersWriter); the
+	// frames' large parts are then written in place.
+	vw func(*net.Buffers) (int64, error)
 	wake chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -248,8 +251,24 @@ type link struct {
 
 func newLink(t *TCP, peer uint64, c net.Conn) *link {
 	l := &link{t: t, peer: peer, c: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	switch c := c.(type) {
+	case *net.TCPConn:
+		l.vw = func(v *net.Buffers) (int64, error) { return v.WriteTo(c) }
+	case BuffersWriter:
+		l.vw = c.WriteBuffers
+	}
 	l.lastRecv.Store(time.Now().UnixNano())
 	return l
+}
+
+// BuffersWriter is a connection that writes pieces with one system call,
+// as a *net.TCPConn does with net.Buffers (writev). A link whose
+// connection is a *net.TCPConn or a BuffersWriter writes a MsgApp's large
+// entries from where raft keeps them; over any other connection they are
+// copied into the frames first. A wrapper of a TCP connection implements
+// it to keep the first kind.
+type BuffersWriter interface {
+	WriteBuffers(v *net.Buffers) (int64, error)
 }
 
 func (l *link) close() {
@@ -282,11 +301,11 @@ func (l *link) queue(b Batch) []Envelope {
 		switch {
 		case !e.Bulk:
 			l.mu.ctl = append(l.mu.ctl, e)
-		case l.mu.bulkBytes+len(e.Data) > l.t.opts.BulkBytes:
+		case l.mu.bulkBytes+e.Len() > l.t.opts.BulkBytes:
 			dropped = append(dropped, e)
 		default:
 			l.mu.bulk = append(l.mu.bulk, e)
-			l.mu.bulkBytes += len(e.Data)
+			l.mu.bulkBytes += e.Len()
 		}
 	}
 	l.mu.Unlock()
@@ -300,7 +319,7 @@ func (l *link) writeLoop() {
 	defer l.t.wg.Done()
 	ping := time.NewTicker(l.t.opts.PingInterval)
 	defer ping.Stop()
-	var buf []byte
+	f := &frameBuf{vectored: l.vw != nil}
 	for {
 		pings := 0
 		select {
@@ -316,21 +335,26 @@ func (l *link) writeLoop() {
 			return
 		}
 		for {
-			var more bool
-			buf, more = l.encode(buf[:0], pings)
+			f.reset(4 * l.t.opts.FrameBytes) // one burst does not pin a large buffer
+			more := l.encode(f, pings)
 			pings = 0
-			if len(buf) == 0 {
+			n := f.size()
+			if n == 0 {
 				break
 			}
 			_ = l.c.SetWriteDeadline(time.Now().Add(l.t.opts.WriteTimeout))
-			if _, err := l.c.Write(buf); err != nil {
+			var err error
+			if l.vw != nil {
+				vec := f.buffers()
+				_, err = l.vw(&vec)
+			} else {
+				_, err = l.c.Write(f.buf)
+			}
+			if err != nil {
 				l.fail()
 				return
 			}
-			l.stats.bytesOut.Add(uint64(len(buf)))
-			if cap(buf) > 4*l.t.opts.FrameBytes {
-				buf = nil // one burst does not pin a large buffer
-			}
+			l.stats.bytesOut.Add(uint64(n))
 			if !more {
 				break
 			}
@@ -338,17 +362,17 @@ func (l *link) writeLoop() {
 	}
 }
 
-// encode appends to buf the frames for what is queued: pings and pongs,
-// one beats frame, the control messages, the messages of the layer above,
+// encode builds in f the frames for what is queued: pings and pongs, one
+// beats frame, the control messages, the messages of the layer above,
 // then at most about FrameBytes of bulk messages. It reports whether bulk
 // messages remain.
-func (l *link) encode(buf []byte, pings int) ([]byte, bool) {
+func (l *link) encode(f *frameBuf, pings int) bool {
 	l.mu.Lock()
 	ctl, beats, pongs, app := l.mu.ctl, l.mu.beats, l.mu.pongs, l.mu.app
 	l.mu.ctl, l.mu.beats, l.mu.pongs, l.mu.app, l.mu.appBytes = nil, nil, 0, nil, 0
 	n, size := 0, 0
-	for n < len(l.mu.bulk) && (n == 0 || size+len(l.mu.bulk[n].Data) <= l.t.opts.FrameBytes) {
-		size += len(l.mu.bulk[n].Data)
+	for n < len(l.mu.bulk) && (n == 0 || size+l.mu.bulk[n].Len() <= l.t.opts.FrameBytes) {
+		size += l.mu.bulk[n].Len()
 		n++
 	}
 	bulk := l.mu.bulk[:n:n]
@@ -359,53 +383,50 @@ func (l *link) encode(buf []byte, pings int) ([]byte, bool) {
 
 	frames := 0
 	for range pings {
-		buf = appendFrame(buf, framePing, nil)
+		f.frame(framePing, nil)
 		frames++
 	}
 	for range pongs {
-		buf = appendFrame(buf, framePong, nil)
+		f.frame(framePong, nil)
 		frames++
 	}
 	if len(beats) > 0 {
-		var start int
-		buf, start = beginFrame(buf, frameBeats)
+		f.begin(frameBeats)
 		for i := range beats {
-			buf = appendBeat(buf, &beats[i])
+			f.buf = appendBeat(f.buf, &beats[i])
 		}
-		buf = finishFrame(buf, start)
+		f.finish()
 		frames++
 		l.stats.beatsOut.Add(uint64(len(beats)))
 	}
-	buf, f := l.appendMsgs(buf, ctl)
-	frames += f
+	frames += l.appendMsgs(f, ctl)
 	for _, p := range app {
-		buf = appendFrame(buf, frameApp, p)
+		f.frame(frameApp, p)
 		frames++
 	}
 	l.stats.appOut.Add(uint64(len(app)))
-	buf, f = l.appendMsgs(buf, bulk)
-	frames += f
+	frames += l.appendMsgs(f, bulk)
 	l.stats.framesOut.Add(uint64(frames))
-	return buf, more
+	return more
 }
 
-// appendMsgs appends es as msgs frames of about FrameBytes each.
-func (l *link) appendMsgs(buf []byte, es []Envelope) ([]byte, int) {
+// appendMsgs appends es as msgs frames of about FrameBytes each, and
+// returns how many.
+func (l *link) appendMsgs(f *frameBuf, es []Envelope) int {
 	frames := 0
 	for len(es) > 0 {
-		var start int
-		buf, start = beginFrame(buf, frameMsgs)
+		f.begin(frameMsgs)
 		size := 0
-		for len(es) > 0 && (size == 0 || size+len(es[0].Data) <= l.t.opts.FrameBytes) {
-			buf = appendMsg(buf, &es[0])
-			size += len(es[0].Data)
+		for len(es) > 0 && (size == 0 || size+es[0].Len() <= l.t.opts.FrameBytes) {
+			f.msg(&es[0])
+			size += es[0].Len()
 			es = es[1:]
 			l.stats.msgsOut.Add(1)
 		}
-		buf = finishFrame(buf, start)
+		f.finish()
 		frames++
 	}
-	return buf, frames
+	return frames
 }
 
 // readLoop reads frames and hands them to h, until the connection fails

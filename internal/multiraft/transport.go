@@ -60,7 +60,37 @@ type Envelope struct {
 	// snapshots. Everything else (votes, responses, empty appends) is
 	// control traffic, written first.
 	Bulk bool
+	// Data is the marshaled message, unless Parts holds it.
 	Data []byte
+	// Parts, when not nil, is the marshaled message in pieces, in order,
+	// and Data is nil: a MsgApp's large entries stay in raft's log and
+	// are not copied (appenc.go). The pieces are never changed.
+	Parts [][]byte
+}
+
+// Len returns the length of the marshaled message.
+func (e *Envelope) Len() int {
+	if e.Parts == nil {
+		return len(e.Data)
+	}
+	n := 0
+	for _, p := range e.Parts {
+		n += len(p)
+	}
+	return n
+}
+
+// Bytes returns the marshaled message in one piece: Data, or Parts
+// joined into a new slice.
+func (e *Envelope) Bytes() []byte {
+	if e.Parts == nil {
+		return e.Data
+	}
+	b := make([]byte, 0, e.Len())
+	for _, p := range e.Parts {
+		b = append(b, p...)
+	}
+	return b
 }
 
 // Beat is a coalesced MsgHeartbeat (Resp false) or MsgHeartbeatResp (Resp

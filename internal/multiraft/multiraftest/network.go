@@ -171,7 +171,7 @@ func (ep *Endpoint) Send(to uint64, b multiraft.Batch) []multiraft.Envelope {
 	f := ft.mu.faults
 	for i := range b.Msgs {
 		e := &b.Msgs[i]
-		if e.Bulk && f.BulkBytes > 0 && ft.mu.bulk[[2]uint64{ep.id, to}]+len(e.Data) > f.BulkBytes {
+		if e.Bulk && f.BulkBytes > 0 && ft.mu.bulk[[2]uint64{ep.id, to}]+e.Len() > f.BulkBytes {
 			dropped = append(dropped, *e)
 			continue
 		}
@@ -215,7 +215,7 @@ func (ft *FakeTransport) queueLocked(p packet) {
 		ft.mu.seq++
 		p.seq = ft.mu.seq
 		if p.env != nil && p.env.Bulk {
-			ft.mu.bulk[[2]uint64{p.from, p.to}] += len(p.env.Data)
+			ft.mu.bulk[[2]uint64{p.from, p.to}] += p.env.Len()
 		}
 		ft.mu.flight = append(ft.mu.flight, p)
 	}
@@ -281,7 +281,7 @@ func (ft *FakeTransport) DeliverAll() int {
 
 func (ft *FakeTransport) unbulkLocked(p packet) {
 	if p.env != nil && p.env.Bulk {
-		ft.mu.bulk[[2]uint64{p.from, p.to}] -= len(p.env.Data)
+		ft.mu.bulk[[2]uint64{p.from, p.to}] -= p.env.Len()
 	}
 }
 
