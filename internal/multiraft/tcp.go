@@ -228,7 +228,7 @@ type link struct {
 	c    net.Conn
 	// vw writes pieces with one writev, if c can (BuffersWriter); the
 	// frames' large parts are then written in place.
-	vw func(*net.Buffers) (int64, error)
+	vw   func(*net.Buffers) (int64, error)
 	wake chan struct{}
 	done chan struct{}
 	once sync.Once
