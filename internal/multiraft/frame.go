@@ -126,38 +126,46 @@ func checkFrame(head, body []byte) (frameKind, []byte, error) {
 }
 
 // readFrame reads one frame from r into buf (grown as needed) and returns
-// its kind and payload, which alias the returned buffer.
-func readFrame(r io.Reader, buf []byte) (frameKind, []byte, []byte, error) {
+// its kind and payload, which alias the returned buffer, unless own: a
+// msgs frame of ownFrameBytes or more is read into a buffer of its own,
+// which the caller does not reuse, and buf is returned as it was.
+func readFrame(r io.Reader, buf []byte) (kind frameKind, payload, next []byte, own bool, err error) {
 	if cap(buf) < frameHeaderLen {
 		buf = make([]byte, 0, 64<<10)
 	}
 	buf = buf[:frameHeaderLen]
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return 0, nil, buf, err
+		return 0, nil, buf, false, err
 	}
 	size, err := frameLen(buf)
 	if err != nil {
-		return 0, nil, buf, err
+		return 0, nil, buf, false, err
 	}
-	if cap(buf) < 8+size {
-		grown := make([]byte, 8+size)
-		copy(grown, buf)
-		buf = grown
+	into := buf
+	switch {
+	case frameKind(buf[8]) == frameMsgs && size >= ownFrameBytes:
+		into, own = make([]byte, 8+size), true
+		copy(into, buf)
+	case cap(buf) < 8+size:
+		into = make([]byte, 8+size)
+		copy(into, buf)
+		buf = into
 	}
-	buf = buf[:8+size]
-	if _, err := io.ReadFull(r, buf[frameHeaderLen:]); err != nil {
+	into = into[:8+size]
+	if _, err := io.ReadFull(r, into[frameHeaderLen:]); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return 0, nil, buf, err
+		return 0, nil, buf, own, err
 	}
-	kind, payload, err := checkFrame(buf[:8], buf[8:])
-	return kind, payload, buf, err
+	kind, payload, err = checkFrame(into[:8], into[8:])
+	return kind, payload, buf, own, err
 }
 
 // decodeMsgs appends the envelopes of a msgs payload to dst. Their Data
-// alias payload.
-func decodeMsgs(payload []byte, dst []Envelope) ([]Envelope, error) {
+// alias payload, and so may their entries of aliasMin bytes or more once
+// unmarshaled, if aliasMin is not 0 (Envelope.aliasMin).
+func decodeMsgs(payload []byte, dst []Envelope, aliasMin int) ([]Envelope, error) {
 	for len(payload) > 0 {
 		group, n := binary.Uvarint(payload)
 		if n <= 0 {
@@ -169,7 +177,7 @@ func decodeMsgs(payload []byte, dst []Envelope) ([]Envelope, error) {
 			return dst, fmt.Errorf("%w: msgs: bad message length", ErrFrame)
 		}
 		payload = payload[n:]
-		dst = append(dst, Envelope{Group: group, Data: payload[:size:size]})
+		dst = append(dst, Envelope{Group: group, Data: payload[:size:size], aliasMin: aliasMin})
 		payload = payload[size:]
 	}
 	return dst, nil

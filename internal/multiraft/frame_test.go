@@ -56,13 +56,13 @@ func TestFrameRoundTrip(t *testing.T) {
 			require.Equal(t, c.kind, kind)
 			require.Equal(t, len(f), n)
 			require.Equal(t, string(c.payload), string(payload))
-			kind, payload, _, err = readFrame(bytes.NewReader(f), nil)
+			kind, payload, _, _, err = readFrame(bytes.NewReader(f), nil)
 			require.NoError(t, err)
 			require.Equal(t, c.kind, kind)
 			require.Equal(t, string(c.payload), string(payload))
 		})
 	}
-	es, err := decodeMsgs(msgsPayload(Envelope{Group: 7, Data: []byte("abc")}, Envelope{Group: 1 << 40}), nil)
+	es, err := decodeMsgs(msgsPayload(Envelope{Group: 7, Data: []byte("abc")}, Envelope{Group: 1 << 40}), nil, 0)
 	require.NoError(t, err)
 	require.Equal(t, []Envelope{{Group: 7, Data: []byte("abc")}, {Group: 1 << 40, Data: []byte{}}}, es)
 	bs, err := decodeBeats(beatsPayload(Beat{Group: 1, Term: 2, Commit: 3}, Beat{Group: 9, Term: 4, Resp: true}), nil)
@@ -100,7 +100,7 @@ func TestFrameRejects(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, _, err := decodeFrame(c.b)
 			require.ErrorIs(t, err, c.want)
-			_, _, _, err = readFrame(bytes.NewReader(c.b), nil)
+			_, _, _, _, err = readFrame(bytes.NewReader(c.b), nil)
 			if errors.Is(c.want, io.ErrUnexpectedEOF) {
 				require.Error(t, err) // io.EOF or io.ErrUnexpectedEOF
 				return
@@ -116,7 +116,7 @@ func TestFrameRejects(t *testing.T) {
 		{"length beyond payload", append(binary.AppendUvarint(nil, 7), 5, 'a')},
 	} {
 		t.Run("msgs "+c.name, func(t *testing.T) {
-			_, err := decodeMsgs(c.payload, nil)
+			_, err := decodeMsgs(c.payload, nil, 0)
 			require.ErrorIs(t, err, ErrFrame)
 		})
 	}

@@ -21,7 +21,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		kind, payload, n, err := decodeFrame(data)
-		_, _, _, rerr := readFrame(bytes.NewReader(data), nil)
+		_, _, _, _, rerr := readFrame(bytes.NewReader(data), nil)
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			if rerr == nil {
@@ -57,8 +57,8 @@ func checkPayload(t *testing.T, kind frameKind, payload []byte) {
 	switch kind {
 	case frameMsgs:
 		var es, again []Envelope
-		if es, err = decodeMsgs(payload, nil); err == nil {
-			again, err = decodeMsgs(msgsPayload(es...), nil)
+		if es, err = decodeMsgs(payload, nil, 0); err == nil {
+			again, err = decodeMsgs(msgsPayload(es...), nil, 0)
 			if err != nil || len(again) != len(es) {
 				t.Fatalf("msgs: re-encoded payload decodes to %d envelopes (%v), not %d", len(again), err, len(es))
 			}

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -613,7 +612,7 @@ func (n *Node) Receive(from uint64, b Batch) {
 		m := &raftpb.Message{}
 		// A proposal never crosses servers: proposals are evaluated by
 		// the leader that takes them (DisableProposalForwarding).
-		if err := proto.Unmarshal(e.Bytes(), m); err != nil || m.GetFrom() != from || m.GetTo() != n.id ||
+		if err := unmarshalMsg(e, m); err != nil || m.GetFrom() != from || m.GetTo() != n.id ||
 			raft.IsLocalMsg(m.GetType()) || m.GetType() == raftpb.MsgProp {
 			n.stats.badMessages.Add(1)
 			continue

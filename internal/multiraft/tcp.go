@@ -439,7 +439,7 @@ func (l *link) readLoop(h Handler) {
 	var envs []Envelope
 	var beats []Beat
 	for {
-		kind, payload, b, err := readFrame(r, buf)
+		kind, payload, b, own, err := readFrame(r, buf)
 		buf = b
 		if err != nil {
 			return
@@ -448,7 +448,11 @@ func (l *link) readLoop(h Handler) {
 		l.stats.framesIn.Add(1)
 		switch kind {
 		case frameMsgs:
-			if envs, err = decodeMsgs(payload, envs[:0]); err != nil {
+			aliasMin := 0
+			if own {
+				aliasMin = aliasMinOf(payload)
+			}
+			if envs, err = decodeMsgs(payload, envs[:0], aliasMin); err != nil {
 				return
 			}
 			h.Receive(l.peer, Batch{Msgs: envs})
