@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
