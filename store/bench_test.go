@@ -40,6 +40,39 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendAt applies messages as a replica does: AppendAt at the
+// sequence and time the leader chose, into a file stream whose appends are
+// buffered (Options.WriteBuffer) and flushed once per 256 messages, one
+// applied batch, or into a memory stream.
+func BenchmarkAppendAt(b *testing.B) {
+	for _, storage := range []string{"file", "memory"} {
+		for _, size := range []int{16, 1024} {
+			b.Run(fmt.Sprintf("storage=%s/size=%d", storage, size), func(b *testing.B) {
+				o := Options{Dir: b.TempDir(), WriteBuffer: 1 << 20, Durability: Durability{Sync: SyncNever}}
+				if storage == "memory" {
+					o = Options{Storage: MemoryStorage}
+				}
+				s := mustOpen(b, o)
+				data := payload(1, size)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				seq := uint64(0)
+				for b.Loop() {
+					seq++
+					if err := s.AppendAt(seq, int64(seq), "bench.append", nil, data, 0); err != nil {
+						b.Fatal(err)
+					}
+					if seq%256 == 0 {
+						if err := s.Flush(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
 // fillBench appends n messages of 256 bytes, round-robin over subjects
 // bench.<a>.<b>.<c>, where a, b and c are the digits of k < subjects.
 func fillBench(b *testing.B, s *Stream, n, subjects int) {

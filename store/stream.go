@@ -211,10 +211,13 @@ func (s *Stream) appendAtLocked(seq uint64, ts, now int64, subj string, hdr, dat
 		name = strings.Clone(subj) // the caller's string may pin a larger buffer
 	}
 	// A large payload is written from the caller's buffer, after the
-	// record's head, rather than copied behind it.
+	// record's head, rather than copied behind it. A small one is copied
+	// behind it, for one write system call, only where the record goes
+	// straight to its file: a write buffer (Options.WriteBuffer) or a
+	// memory stream copies head and payload once anyway.
 	s.mu.wbuf = appendRecordHead(s.mu.wbuf[:0], seq, ts, name, hdr, data)
 	body := data
-	if len(data) <= inlineDataMax {
+	if len(data) <= inlineDataMax && s.fb != nil && s.mu.opts.WriteBuffer == 0 {
 		s.mu.wbuf, body = append(s.mu.wbuf, data...), nil
 	}
 	off, err := s.be.write(seq, ts, name, s.mu.wbuf, body)
