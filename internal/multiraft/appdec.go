@@ -18,12 +18,11 @@ import (
 //
 // An aliased entry keeps the whole frame alive for as long as raft, the
 // raft log's cache or the apply holds it. So that this cannot multiply
-// the memory they hold without bound, only an entry of at least a quarter
-// of its frame aliases it (Envelope.aliasMin): it holds at most four times
-// its own size, where a copy would hold one. A leader's frame carries
-// about a MiB (TCPOptions.FrameBytes) of whole MsgApps, and a batch of
-// publishes is one entry, so a follower's batches of more than a quarter
-// MiB are the ones that alias.
+// the memory they hold, only an entry of at least half its frame aliases
+// it (Envelope.aliasMin): it holds at most twice its own size, where a
+// copy would hold one. A batch of publishes is one entry, and a leader
+// sends a follower one append per batch, so a batch usually has a frame
+// to itself.
 
 // ownFrameBytes is the size from which a msgs frame is read into a buffer
 // of its own, which its entries may alias; a smaller one is read into the
@@ -32,7 +31,7 @@ const ownFrameBytes = 64 << 10
 
 // aliasMinOf returns the least data an entry of a msgs frame read into a
 // buffer of its own must carry to alias it (Envelope.aliasMin).
-func aliasMinOf(payload []byte) int { return max(minPartBytes, len(payload)/4) }
+func aliasMinOf(payload []byte) int { return max(minPartBytes, len(payload)/2) }
 
 // unmarshalMsg unmarshals e into m: with the entries of at least
 // e.aliasMin bytes aliasing e.Data if e allows it (decodeApp), with

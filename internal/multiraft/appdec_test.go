@@ -155,3 +155,32 @@ func FuzzDecodeApp(f *testing.F) {
 		require.True(t, proto.Equal(want, got), "\n%v\n%v", want, got)
 	})
 }
+
+// TestAliasAtLeastHalfTheFrame checks the bound on what an aliased entry
+// holds: an entry aliases its frame only if it is at least half of it.
+func TestAliasAtLeastHalfTheFrame(t *testing.T) {
+	app := func(size int) Envelope {
+		b, err := proto.Marshal(&raftpb.Message{Type: raftpb.MsgApp.Enum(), To: new(uint64(2)), From: new(uint64(1)),
+			Entries: []*raftpb.Entry{{Term: new(uint64(1)), Index: new(uint64(1)), Data: make([]byte, size)}}})
+		require.NoError(t, err)
+		return Envelope{Group: 1, Data: b}
+	}
+	for _, c := range []struct {
+		name    string
+		es      []Envelope
+		aliased bool
+	}{
+		{"one append", []Envelope{app(200 << 10)}, true},
+		{"two appends of the same size", []Envelope{app(100 << 10), app(100 << 10)}, false},
+		{"a large one beside a small one", []Envelope{app(150 << 10), app(20 << 10)}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			payload := msgsPayload(c.es...)
+			got, err := decodeMsgs(payload, nil, aliasMinOf(payload))
+			require.NoError(t, err)
+			m := &raftpb.Message{}
+			require.NoError(t, unmarshalMsg(&got[0], m))
+			require.Equal(t, c.aliased, within(m.Entries[0].Data, payload))
+		})
+	}
+}
