@@ -51,43 +51,16 @@ func unmarshalMsg(e *Envelope, m *raftpb.Message) error {
 // field or enum value, a malformed encoding), which proto.Unmarshal then
 // decodes or refuses.
 func decodeApp(b []byte, aliasMin int, m *raftpb.Message) bool {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
-		if num == msgEntries {
-			if typ != protowire.BytesType {
-				return false
-			}
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return false
-			}
-			b = b[n:]
-			e := &raftpb.Entry{}
-			if !decodeEntry(v, aliasMin, e) {
-				return false
-			}
-			m.Entries = append(m.Entries, e)
-			continue
-		}
-		if typ != protowire.VarintType {
-			return false
-		}
-		v, n := protowire.ConsumeVarint(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
+	return fields(b, msgEntries, func(v []byte) bool {
+		e := &raftpb.Entry{}
+		m.Entries = append(m.Entries, e)
+		return decodeEntry(v, aliasMin, e)
+	}, func(num protowire.Number, v uint64) bool {
 		switch num {
 		case msgType:
 			t, ok := enumOf[raftpb.MessageType](v, raftpb.MessageType_name)
-			if !ok {
-				return false
-			}
 			m.Type = &t
+			return ok
 		case msgTo:
 			m.To = new(v)
 		case msgFrom:
@@ -109,53 +82,60 @@ func decodeApp(b []byte, aliasMin int, m *raftpb.Message) bool {
 		default:
 			return false
 		}
-	}
-	return true
+		return true
+	})
 }
 
 // decodeEntry decodes an entry's encoding into e (decodeApp).
 func decodeEntry(b []byte, aliasMin int, e *raftpb.Entry) bool {
+	return fields(b, entData, func(v []byte) bool {
+		if len(v) >= aliasMin {
+			e.Data = v[:len(v):len(v)]
+		} else {
+			e.Data = append([]byte{}, v...)
+		}
+		return true
+	}, func(num protowire.Number, v uint64) bool {
+		switch num {
+		case entType:
+			t, ok := enumOf[raftpb.EntryType](v, raftpb.EntryType_name)
+			e.Type = &t
+			return ok
+		case entTerm:
+			e.Term = new(v)
+		case entIndex:
+			e.Index = new(v)
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// fields walks the wire encoding b: the fields numbered bytesNum, of the
+// bytes type, through onBytes, and every other, of the varint type,
+// through onVarint. It returns false at a malformed encoding, any other
+// wire type, or a callback's false.
+func fields(b []byte, bytesNum protowire.Number, onBytes func(v []byte) bool, onVarint func(num protowire.Number, v uint64) bool) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
 		b = b[n:]
-		if num == entData {
-			if typ != protowire.BytesType {
-				return false
-			}
+		switch {
+		case num == bytesNum && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
+			if n < 0 || !onBytes(v) {
 				return false
 			}
 			b = b[n:]
-			if len(v) >= aliasMin {
-				e.Data = v[:len(v):len(v)]
-			} else {
-				e.Data = append([]byte{}, v...)
-			}
-			continue
-		}
-		if typ != protowire.VarintType {
-			return false
-		}
-		v, n := protowire.ConsumeVarint(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
-		switch num {
-		case entType:
-			t, ok := enumOf[raftpb.EntryType](v, raftpb.EntryType_name)
-			if !ok {
+		case num != bytesNum && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 || !onVarint(num, v) {
 				return false
 			}
-			e.Type = &t
-		case entTerm:
-			e.Term = new(v)
-		case entIndex:
-			e.Index = new(v)
+			b = b[n:]
 		default:
 			return false
 		}

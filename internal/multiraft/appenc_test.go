@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
@@ -81,7 +80,7 @@ func TestEncodeAppMatchesMarshal(t *testing.T) {
 			}
 			aliased := false
 			for _, p := range parts {
-				aliased = aliased || (len(p) == len(ent.Data) && unsafe.SliceData(p) == unsafe.SliceData(ent.Data))
+				aliased = aliased || (len(p) == len(ent.Data) && within(p, ent.Data))
 			}
 			require.True(t, aliased, "message %d: a %d-byte entry was copied", i, len(ent.Data))
 		}
