@@ -62,14 +62,11 @@ func TestClusterRestartRejoins(t *testing.T) {
 // arrives once.
 func TestClusterDuplicateRoutes(t *testing.T) {
 	const n = 3
-	// Reserve route ports first, so that every server can list all.
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-		require.NoError(t, ln.Close())
-	}
+	// Reserve route ports first, so that every server can list all. A
+	// port found free by listening on :0 and closing was taken by another
+	// connection before its server bound it ("address already in use",
+	// once in a clean-clone make test): portlock's are outside that range.
+	ports := clustertest.FreePorts(t, n)
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
