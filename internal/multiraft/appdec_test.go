@@ -26,11 +26,7 @@ func within(p, b []byte) bool {
 // TestDecodeAppMatchesUnmarshal decodes random MsgApps and checks the
 // result against proto.Unmarshal's, and which entries alias the input.
 func TestDecodeAppMatchesUnmarshal(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	for i := range 2000 {
-		m := randomApp(r)
-		b, err := proto.Marshal(m)
-		require.NoError(t, err)
+	eachRandomApp(t, 5, func(i int, _ *raftpb.Message, b []byte, r *rand.Rand) {
 		aliasMin := minPartBytes + r.IntN(2*minPartBytes)
 
 		got := &raftpb.Message{}
@@ -50,7 +46,7 @@ func TestDecodeAppMatchesUnmarshal(t *testing.T) {
 		viaEnv := &raftpb.Message{}
 		require.NoError(t, unmarshalMsg(&Envelope{Data: b, aliasMin: aliasMin}, viaEnv))
 		require.True(t, proto.Equal(want, viaEnv))
-	}
+	})
 }
 
 // TestDecodeAppFallsBack lists encodings decodeApp leaves to

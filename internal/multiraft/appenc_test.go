@@ -53,15 +53,24 @@ func randomApp(r *rand.Rand) *raftpb.Message {
 	return m
 }
 
+// eachRandomApp calls f with 2,000 random MsgApps from seed (randomApp),
+// each with its proto.Marshal encoding and a generator for more choices.
+func eachRandomApp(t *testing.T, seed uint64, f func(i int, m *raftpb.Message, b []byte, r *rand.Rand)) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	for i := range 2000 {
+		m := randomApp(r)
+		b, err := proto.Marshal(m)
+		require.NoError(t, err)
+		f(i, m, b, r)
+	}
+}
+
 // TestEncodeAppMatchesMarshal checks encodeApp's parts, joined, against
 // proto.Marshal for random MsgApps, and that a large entry's data is a
 // part that aliases the entry rather than a copy.
 func TestEncodeAppMatchesMarshal(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := range 2000 {
-		m := randomApp(r)
-		want, err := proto.Marshal(m)
-		require.NoError(t, err)
+	eachRandomApp(t, 1, func(i int, m *raftpb.Message, want []byte, _ *rand.Rand) {
 		parts := encodeApp(m)
 		require.NotNil(t, parts, "message %d", i)
 		require.Equal(t, want, joined(parts), "message %d: %v", i, m)
@@ -84,7 +93,7 @@ func TestEncodeAppMatchesMarshal(t *testing.T) {
 			}
 			require.True(t, aliased, "message %d: a %d-byte entry was copied", i, len(ent.Data))
 		}
-	}
+	})
 }
 
 // TestEncodeAppFallsBack lists the messages encodeApp leaves to
