@@ -19,25 +19,39 @@ import (
 // An aliased entry keeps the whole frame alive for as long as raft, the
 // raft log's cache or the apply holds it. So that this cannot multiply
 // the memory they hold, only an entry of at least half its frame aliases
-// it (Envelope.aliasMin): it holds at most twice its own size, where a
-// copy would hold one. A batch of publishes is one entry, and a leader
-// sends a follower one append per batch, so a batch usually has a frame
-// to itself.
+// it (frameAlias.min): it holds at most twice its own size, where a copy
+// would hold one. A batch of publishes is one entry, and a leader sends a
+// follower one append per batch, so a batch usually has a frame to
+// itself. A frame that no entry aliased (several entries, each less than
+// half of it, all copied) goes back to bufpool for the next frame, so
+// that it does not cost its memory on top of their copies.
 
 // ownFrameBytes is the size from which a msgs frame is read into a buffer
 // of its own, which its entries may alias; a smaller one is read into the
 // link's reused buffer and copied out of it.
 const ownFrameBytes = 64 << 10
 
-// aliasMinOf returns the least data an entry of a msgs frame read into a
-// buffer of its own must carry to alias it (Envelope.aliasMin).
-func aliasMinOf(payload []byte) int { return max(minPartBytes, len(payload)/2) }
+// frameAlias is what the messages of a frame read into a buffer of its
+// own share (Envelope.alias): the least data an entry must carry to alias
+// the frame, and whether one did.
+type frameAlias struct {
+	min     int
+	aliased bool
+}
+
+// aliasFor returns the frameAlias of a msgs frame's payload.
+func aliasFor(payload []byte) *frameAlias {
+	return &frameAlias{min: max(minPartBytes, len(payload)/2)}
+}
 
 // unmarshalMsg unmarshals e into m: with the entries of at least
-// e.aliasMin bytes aliasing e.Data if e allows it (decodeApp), with
+// e.alias.min bytes aliasing e.Data if e allows it (decodeApp), with
 // proto.Unmarshal otherwise, or for anything decodeApp does not decode.
 func unmarshalMsg(e *Envelope, m *raftpb.Message) error {
-	if e.aliasMin > 0 && decodeApp(e.Data, e.aliasMin, m) {
+	if a := e.alias; a != nil && decodeApp(e.Data, a.min, m) {
+		for _, ent := range m.Entries {
+			a.aliased = a.aliased || len(ent.Data) >= a.min
+		}
 		return nil
 	}
 	m.Reset()

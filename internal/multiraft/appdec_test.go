@@ -44,7 +44,7 @@ func TestDecodeAppMatchesUnmarshal(t *testing.T) {
 
 		// The same through the receive path.
 		viaEnv := &raftpb.Message{}
-		require.NoError(t, unmarshalMsg(&Envelope{Data: b, aliasMin: aliasMin}, viaEnv))
+		require.NoError(t, unmarshalMsg(&Envelope{Data: b, alias: &frameAlias{min: aliasMin}}, viaEnv))
 		require.True(t, proto.Equal(want, viaEnv))
 	})
 }
@@ -90,7 +90,7 @@ func TestDecodeAppFallsBack(t *testing.T) {
 			require.False(t, decodeApp(c.b, minPartBytes, &raftpb.Message{}))
 			want, got := &raftpb.Message{}, &raftpb.Message{}
 			werr := proto.Unmarshal(c.b, want)
-			gerr := unmarshalMsg(&Envelope{Data: c.b, aliasMin: minPartBytes}, got)
+			gerr := unmarshalMsg(&Envelope{Data: c.b, alias: &frameAlias{min: minPartBytes}}, got)
 			require.Equal(t, werr == nil, gerr == nil, "proto: %v, unmarshalMsg: %v", werr, gerr)
 			if werr == nil {
 				require.True(t, proto.Equal(want, got))
@@ -119,7 +119,8 @@ func TestReadFrameOwnsLargeMsgs(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, c.kind, kind)
 			require.Equal(t, c.payload, payload)
-			require.Equal(t, c.own, own)
+			require.Equal(t, c.own, own != nil)
+			require.Equal(t, c.own, within(payload, own), "aliases its own buffer")
 			require.Equal(t, !c.own, within(payload, buf[:cap(buf)]), "aliases the reused buffer")
 			require.Same(t, unsafe.SliceData(buf), unsafe.SliceData(next), "the reused buffer is handed back")
 		})
@@ -172,11 +173,19 @@ func TestAliasAtLeastHalfTheFrame(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			payload := msgsPayload(c.es...)
-			got, err := decodeMsgs(payload, nil, aliasMinOf(payload))
+			got, err := decodeMsgs(payload, nil, aliasFor(payload))
 			require.NoError(t, err)
-			m := &raftpb.Message{}
-			require.NoError(t, unmarshalMsg(&got[0], m))
-			require.Equal(t, c.aliased, within(m.Entries[0].Data, payload))
+			var ms []*raftpb.Message
+			for i := range got {
+				m := &raftpb.Message{}
+				require.NoError(t, unmarshalMsg(&got[i], m))
+				ms = append(ms, m)
+			}
+			require.Equal(t, c.aliased, within(ms[0].Entries[0].Data, payload))
+			for _, m := range ms[1:] {
+				require.False(t, within(m.Entries[0].Data, payload), "a later, smaller entry is copied")
+			}
+			require.Equal(t, c.aliased, got[0].alias.aliased, "the frame records whether it is aliased")
 		})
 	}
 }

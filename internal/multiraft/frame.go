@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"github.com/skiffmq/skiff/internal/bufpool"
 )
 
 // A raft link carries frames, in both directions:
@@ -126,25 +128,27 @@ func checkFrame(head, body []byte) (frameKind, []byte, error) {
 }
 
 // readFrame reads one frame from r into buf (grown as needed) and returns
-// its kind and payload, which alias the returned buffer, unless own: a
-// msgs frame of ownFrameBytes or more is read into a buffer of its own,
-// which the caller does not reuse, and buf is returned as it was.
-func readFrame(r io.Reader, buf []byte) (kind frameKind, payload, next []byte, own bool, err error) {
+// its kind and payload, which alias the returned buffer, unless own is
+// not nil: a msgs frame of ownFrameBytes or more is read into a buffer of
+// its own from bufpool, own, and buf is returned as it was. The caller
+// gives own back to bufpool once nothing aliases it (appdec.go).
+func readFrame(r io.Reader, buf []byte) (kind frameKind, payload, next, own []byte, err error) {
 	if cap(buf) < frameHeaderLen {
 		buf = make([]byte, 0, 64<<10)
 	}
 	buf = buf[:frameHeaderLen]
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return 0, nil, buf, false, err
+		return 0, nil, buf, nil, err
 	}
 	size, err := frameLen(buf)
 	if err != nil {
-		return 0, nil, buf, false, err
+		return 0, nil, buf, nil, err
 	}
 	into := buf
 	switch {
 	case frameKind(buf[8]) == frameMsgs && size >= ownFrameBytes:
-		into, own = make([]byte, 8+size), true
+		into = bufpool.Get(8 + size)[:8+size]
+		own = into
 		copy(into, buf)
 	case cap(buf) < 8+size:
 		into = make([]byte, 8+size)
@@ -163,9 +167,9 @@ func readFrame(r io.Reader, buf []byte) (kind frameKind, payload, next []byte, o
 }
 
 // decodeMsgs appends the envelopes of a msgs payload to dst. Their Data
-// alias payload, and so may their entries of aliasMin bytes or more once
-// unmarshaled, if aliasMin is not 0 (Envelope.aliasMin).
-func decodeMsgs(payload []byte, dst []Envelope, aliasMin int) ([]Envelope, error) {
+// alias payload, and so may their large entries once unmarshaled, if
+// alias is not nil (Envelope.alias).
+func decodeMsgs(payload []byte, dst []Envelope, alias *frameAlias) ([]Envelope, error) {
 	for len(payload) > 0 {
 		group, n := binary.Uvarint(payload)
 		if n <= 0 {
@@ -177,7 +181,7 @@ func decodeMsgs(payload []byte, dst []Envelope, aliasMin int) ([]Envelope, error
 			return dst, fmt.Errorf("%w: msgs: bad message length", ErrFrame)
 		}
 		payload = payload[n:]
-		dst = append(dst, Envelope{Group: group, Data: payload[:size:size], aliasMin: aliasMin})
+		dst = append(dst, Envelope{Group: group, Data: payload[:size:size], alias: alias})
 		payload = payload[size:]
 	}
 	return dst, nil

@@ -62,7 +62,7 @@ func TestFrameRoundTrip(t *testing.T) {
 			require.Equal(t, string(c.payload), string(payload))
 		})
 	}
-	es, err := decodeMsgs(msgsPayload(Envelope{Group: 7, Data: []byte("abc")}, Envelope{Group: 1 << 40}), nil, 0)
+	es, err := decodeMsgs(msgsPayload(Envelope{Group: 7, Data: []byte("abc")}, Envelope{Group: 1 << 40}), nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, []Envelope{{Group: 7, Data: []byte("abc")}, {Group: 1 << 40, Data: []byte{}}}, es)
 	bs, err := decodeBeats(beatsPayload(Beat{Group: 1, Term: 2, Commit: 3}, Beat{Group: 9, Term: 4, Resp: true}), nil)
@@ -116,7 +116,7 @@ func TestFrameRejects(t *testing.T) {
 		{"length beyond payload", append(binary.AppendUvarint(nil, 7), 5, 'a')},
 	} {
 		t.Run("msgs "+c.name, func(t *testing.T) {
-			_, err := decodeMsgs(c.payload, nil, 0)
+			_, err := decodeMsgs(c.payload, nil, nil)
 			require.ErrorIs(t, err, ErrFrame)
 		})
 	}

@@ -68,7 +68,7 @@ func TestFrameBufVectored(t *testing.T) {
 			kind, payload, n, err := decodeFrame(b)
 			require.NoError(t, err, "round %d", round)
 			if kind == frameMsgs {
-				got, err = decodeMsgs(payload, got, 0)
+				got, err = decodeMsgs(payload, got, nil)
 				require.NoError(t, err)
 			}
 			b = b[n:]

@@ -57,8 +57,8 @@ func checkPayload(t *testing.T, kind frameKind, payload []byte) {
 	switch kind {
 	case frameMsgs:
 		var es, again []Envelope
-		if es, err = decodeMsgs(payload, nil, 0); err == nil {
-			again, err = decodeMsgs(msgsPayload(es...), nil, 0)
+		if es, err = decodeMsgs(payload, nil, nil); err == nil {
+			again, err = decodeMsgs(msgsPayload(es...), nil, nil)
 			if err != nil || len(again) != len(es) {
 				t.Fatalf("msgs: re-encoded payload decodes to %d envelopes (%v), not %d", len(again), err, len(es))
 			}

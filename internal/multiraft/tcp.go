@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/skiffmq/skiff/internal/bufpool"
 )
 
 // TCPOptions configure a TCP transport. The zero value of each field
@@ -448,15 +450,18 @@ func (l *link) readLoop(h Handler) {
 		l.stats.framesIn.Add(1)
 		switch kind {
 		case frameMsgs:
-			aliasMin := 0
-			if own {
-				aliasMin = aliasMinOf(payload)
+			var alias *frameAlias
+			if own != nil {
+				alias = aliasFor(payload)
 			}
-			if envs, err = decodeMsgs(payload, envs[:0], aliasMin); err != nil {
+			if envs, err = decodeMsgs(payload, envs[:0], alias); err != nil {
 				return
 			}
 			h.Receive(l.peer, Batch{Msgs: envs})
 			clear(envs)
+			if alias != nil && !alias.aliased {
+				bufpool.Put(own) // Receive kept nothing of it
+			}
 		case frameBeats:
 			if beats, err = decodeBeats(payload, beats[:0]); err != nil {
 				return

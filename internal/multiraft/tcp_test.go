@@ -1,7 +1,9 @@
 package multiraft
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -343,4 +345,85 @@ func TestTCPApp(t *testing.T) {
 	}
 	require.ErrorIs(t, err3, ErrLaneFull)
 	require.ErrorIs(t, t3.SendApp(2, make([]byte, MaxFrameBytes)), ErrTooLarge)
+}
+
+// unmarshalingHandler unmarshals what it is given as a Node does, and
+// keeps the messages, whose entries may alias the frames they came in.
+type unmarshalingHandler struct {
+	recordingHandler
+	apps            []*raftpb.Message
+	aliased, copied int // frames read into buffers of their own
+}
+
+func (u *unmarshalingHandler) Receive(from uint64, b Batch) {
+	u.mu.Lock()
+	var alias *frameAlias
+	for i := range b.Msgs {
+		m := &raftpb.Message{}
+		if err := unmarshalMsg(&b.Msgs[i], m); err != nil {
+			panic(err)
+		}
+		u.apps, alias = append(u.apps, m), b.Msgs[i].alias
+	}
+	switch {
+	case alias != nil && alias.aliased:
+		u.aliased++
+	case alias != nil:
+		u.copied++
+	}
+	u.mu.Unlock()
+	u.got <- struct{}{}
+}
+
+// TestTCPReusesOnlyUnaliasedFrames sends large appends, some whose
+// entries alias the frame they arrive in and some whose entries are all
+// copied out of it, and checks that the link reuses only the latter's
+// frames: every entry kept is still what was sent once later frames have
+// been read.
+func TestTCPReusesOnlyUnaliasedFrames(t *testing.T) {
+	c1, c2 := loopbackConns(t)
+	t1, _ := tcpEnd(t, TCPOptions{}, 2, c1)
+	t2, err := NewTCP(TCPOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = t2.Close() })
+	h := &unmarshalingHandler{recordingHandler: *newRecordingHandler()}
+	t2.SetHandler(h)
+	require.NoError(t, t2.Add(1, c2))
+
+	r := rand.New(rand.NewPCG(1, 2))
+	var sent [][]byte
+	const rounds = 40
+	for i := range rounds {
+		// One entry of the whole frame (aliased), or two of half of it
+		// each (copied): a frame of ownFrameBytes or more either way.
+		sizes := []int{2 * ownFrameBytes}
+		if i%2 == 1 {
+			sizes = []int{ownFrameBytes, ownFrameBytes}
+		}
+		m := &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(1)), To: new(uint64(2)), Index: new(uint64(i))}
+		for _, n := range sizes {
+			data := make([]byte, n)
+			for j := range data {
+				data[j] = byte(r.Uint32())
+			}
+			m.Entries = append(m.Entries, &raftpb.Entry{Data: data})
+			sent = append(sent, data)
+		}
+		require.Empty(t, t1.Send(2, Batch{Msgs: []Envelope{envelope(t, 1, m)}}))
+		waitFor(t, "the append", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.apps) == i+1 })
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Equal(t, rounds/2, h.aliased, "frames aliased by their entry")
+	require.Equal(t, rounds/2, h.copied, "frames whose entries were copied")
+	var got [][]byte
+	for _, m := range h.apps {
+		for _, e := range m.Entries {
+			got = append(got, e.Data)
+		}
+	}
+	require.Len(t, got, len(sent))
+	for i := range sent {
+		require.True(t, bytes.Equal(sent[i], got[i]), "entry %d changed after it was received", i)
+	}
 }

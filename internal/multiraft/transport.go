@@ -66,10 +66,10 @@ type Envelope struct {
 	// and Data is nil: a MsgApp's large entries stay in raft's log and
 	// are not copied (appenc.go). The pieces are never changed.
 	Parts [][]byte
-	// aliasMin, if not 0, lets the entries of at least as many bytes
-	// alias Data when it is unmarshaled: Data is in a frame read into a
-	// buffer of its own (appdec.go).
-	aliasMin int
+	// alias, if not nil, lets the large entries alias Data when it is
+	// unmarshaled, and records whether one did: Data is in a frame read
+	// into a buffer of its own (appdec.go).
+	alias *frameAlias
 }
 
 // Len returns the length of the marshaled message.
