@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiffmq/skiff/internal/bufpool"
 	"github.com/skiffmq/skiff/internal/jscluster"
 	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/server"
@@ -123,7 +124,9 @@ type replica struct {
 		inMsgs, inBytes int64
 		inSubj          map[string]int64
 		open            *replicaBatch
-		inFlight        bool // a proposal raft has not taken or dropped yet
+		// sizes sizes a new batch's buffers by the batches before it.
+		sizes    batchSizes
+		inFlight bool // a proposal raft has not taken or dropped yet
 		// barrier: an expiry round with markers is due; the open batch
 		// waits until every batch proposed is applied, and goes after
 		// the round (replica_clock.go).
@@ -148,8 +151,15 @@ type replica struct {
 // replicaBatch is messages proposed together, and their publishers'
 // replies.
 type replicaBatch struct {
-	propID  uint64
+	propID uint64
+	// msgs are the messages, without their headers and data, which only
+	// enc holds: an opMsgs encoding, made as they join (appendMsg), after
+	// msgsHeadRoom bytes left for the op's header (sealMsgs). enc is from
+	// bufpool and goes back once raft has taken the proposal, whose data
+	// raft keeps a copy of (multiraft.Node.ProposeAsync). An expiry
+	// round's batch has no enc: its op is encoded when proposed.
 	msgs    []replicaMsg
+	enc     []byte
 	replies []string
 	// refusals answer the publishes refused by their Nats-Expected-*
 	// headers while the batch was open. The projection they were checked
@@ -157,7 +167,8 @@ type replicaBatch struct {
 	// refusal never names a sequence the group may still lose, and a
 	// leader deposed without knowing it gives none.
 	refusals []refusal
-	bytes    int
+	bytes    int   // the messages' subjects, headers and data
+	inBytes  int64 // the messages' store records, in the in-flight counts
 	at       time.Time
 }
 
@@ -392,7 +403,7 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 	}
 	seq, ts := r.mu.next, max(now.UnixNano(), r.mu.lastTS)
 	r.mu.next, r.mu.lastTS = seq+1, ts
-	msg := replicaMsg{seq: seq, ts: ts, ttl: int64(ttl), subj: strings.Clone(m.Subject), hdr: cloneBytes(m.Header), data: cloneBytes(m.Data)}
+	msg := replicaMsg{seq: seq, ts: ts, ttl: int64(ttl), subj: strings.Clone(m.Subject)}
 	switch roll {
 	case rollupSubject:
 		msg.flags = msgRollupSubject
@@ -410,10 +421,11 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 		st.ingestMu.dedup.add(msg.msgID, seq, now)
 		st.ingestMu.Unlock()
 	}
-	r.inflightLocked(&msg)
 	b := r.openLocked()
+	r.inflightLocked(b, &msg, store.RecordSize(msg.subj, m.Header, m.Data))
+	r.encodeLocked(b, msg, m.Header, m.Data)
 	b.msgs, b.replies = append(b.msgs, msg), append(b.replies, reply)
-	b.bytes += len(msg.subj) + len(msg.hdr) + len(msg.data)
+	b.bytes += len(msg.subj) + len(m.Header) + len(m.Data)
 	if !r.mu.inFlight {
 		failed = r.proposeLocked()
 	}
@@ -458,7 +470,8 @@ func (r *replica) tookLocked() {
 // r.mu held.
 func (r *replica) openLocked() *replicaBatch {
 	if r.mu.open == nil {
-		r.mu.open = &replicaBatch{}
+		n := r.mu.sizes.msgs
+		r.mu.open = &replicaBatch{msgs: make([]replicaMsg, 0, n), replies: make([]string, 0, n)}
 	}
 	return r.mu.open
 }
@@ -502,22 +515,34 @@ func (r *replica) admitLocked(cfg *StreamConfig, m *server.Msg) *APIError {
 	return nil
 }
 
-// inflightLocked counts a message proposed (or to be) in the projection:
-// its subject's last sequence, and the in-flight counts. r.mu held.
-func (r *replica) inflightLocked(m *replicaMsg) {
+// inflightLocked counts a message of batch b, proposed (or to be), in
+// the projection: its subject's last sequence, and the in-flight counts,
+// with size its store record's. r.mu held.
+func (r *replica) inflightLocked(b *replicaBatch, m *replicaMsg, size int) {
 	r.mu.subjLast[m.subj] = m.seq
 	r.mu.inMsgs++
-	r.mu.inBytes += int64(store.RecordSize(m.subj, m.hdr, m.data))
+	r.mu.inBytes += int64(size)
+	b.inBytes += int64(size)
 	r.mu.inSubj[m.subj]++
+}
+
+// encodeLocked appends message m, with its header and data, to the open
+// batch b's encoding (replicaBatch.enc). r.mu held.
+func (r *replica) encodeLocked(b *replicaBatch, m replicaMsg, hdr, data []byte) {
+	m.hdr, m.data = hdr, data
+	if b.enc == nil {
+		b.enc = bufpool.Get(max(msgsHeadRoom+sizeMsg(&m), r.mu.sizes.enc))[:msgsHeadRoom]
+	}
+	b.enc = appendMsg(bufpool.Grow(b.enc, sizeMsg(&m), 0), &m)
 }
 
 // unflightLocked takes a batch's messages out of the in-flight counts (it
 // was applied, or given up). r.mu held.
 func (r *replica) unflightLocked(b *replicaBatch) {
+	r.mu.inMsgs -= int64(len(b.msgs))
+	r.mu.inBytes -= b.inBytes
 	for i := range b.msgs {
 		m := &b.msgs[i]
-		r.mu.inMsgs--
-		r.mu.inBytes -= int64(store.RecordSize(m.subj, m.hdr, m.data))
 		if r.mu.inSubj[m.subj]--; r.mu.inSubj[m.subj] <= 0 {
 			delete(r.mu.inSubj, m.subj)
 		}
@@ -548,7 +573,7 @@ func (r *replica) proposeLocked() []string {
 		return nil
 	}
 	r.mu.open = nil
-	return r.submitLocked(b, &replicaOp{kind: opMsgs, msgs: b.msgs})
+	return r.submitLocked(b, &replicaOp{kind: opMsgs})
 }
 
 // submitLocked proposes op as batch b's (the open batch's messages, or an
@@ -558,7 +583,16 @@ func (r *replica) submitLocked(b *replicaBatch, op *replicaOp) []string {
 	r.mu.propID++
 	b.propID, b.at = r.mu.propID, time.Now()
 	op.proposer, op.propID, op.term = r.me, b.propID, r.mu.term
-	data := appendOp(make([]byte, 0, sizeOp(op)), op)
+	var data []byte
+	switch {
+	case op.kind == opMsgs && b.enc != nil:
+		data = sealMsgs(b.enc, op, len(b.msgs))
+		r.mu.sizes.add(len(b.msgs), len(b.enc))
+	case op.kind == opMsgs: // refusals only
+		data = appendOp(nil, op)
+	default:
+		data = appendOp(make([]byte, 0, sizeOp(op)), op)
+	}
 	r.mu.pending[b.propID] = b
 	r.mu.inFlight = true
 	if err := r.c.ProposeGroup(r.group, data, func(err error) { r.taken(b, err) }); err != nil {
@@ -572,6 +606,7 @@ func (r *replica) submitLocked(b *replicaBatch, op *replicaOp) []string {
 // taken hears raft take or drop a proposed batch; the next batch goes.
 func (r *replica) taken(b *replicaBatch, err error) {
 	r.mu.Lock()
+	releaseEnc(b)
 	r.mu.inFlight = false
 	r.tookLocked()
 	var failed []string
@@ -590,6 +625,7 @@ func (r *replica) taken(b *replicaBatch, err error) {
 // every batch taken before it is applied. It returns the replies of the
 // publishes refused. r.mu held.
 func (r *replica) droppedLocked(b *replicaBatch, err error) []string {
+	releaseEnc(b)
 	r.st.js.log.Debug("replicated stream batch dropped", "stream", r.st.name, "msgs", len(b.msgs), "err", err)
 	delete(r.mu.pending, b.propID)
 	failed := append(r.failLocked(b), r.failOpenLocked()...)
@@ -605,8 +641,28 @@ func (r *replica) failOpenLocked() []string {
 		return nil
 	}
 	r.mu.open = nil
+	releaseEnc(b)
 	r.tookLocked() // publishes waiting for room go on (and are refused)
 	return r.failLocked(b)
+}
+
+// batchSizes is a decaying maximum of the batches' message counts and
+// encodings' lengths: a new batch starts with room for as much, so that
+// its buffers are seldom grown (by copies, and out of bufpool's sizes),
+// while a stream whose traffic fell holds less and less.
+type batchSizes struct{ msgs, enc int }
+
+// add counts a batch of msgs messages encoded in enc bytes.
+func (s *batchSizes) add(msgs, enc int) {
+	s.msgs = max(msgs, s.msgs-s.msgs/8)
+	s.enc = max(enc, s.enc-s.enc/8)
+}
+
+// releaseEnc gives a batch's encoding back to bufpool: raft has taken or
+// dropped its proposal, or it will not be proposed. r.mu held.
+func releaseEnc(b *replicaBatch) {
+	bufpool.Put(b.enc)
+	b.enc = nil
 }
 
 // failLocked takes a batch that will not be stored out of the duplicate
@@ -815,13 +871,6 @@ func (st *stream) setSubscribed(on bool) {
 			st.unsubscribeLocked()
 		}
 	}
-}
-
-func cloneBytes(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return append([]byte(nil), b...)
 }
 
 // opResult is an op proposed here once applied (with a purge's count), or

@@ -85,7 +85,7 @@ func (r *replica) expireDueLocked() []string {
 	b := &replicaBatch{msgs: op.msgs}
 	for i := range b.msgs {
 		m := &b.msgs[i]
-		r.inflightLocked(m)
+		r.inflightLocked(b, m, store.RecordSize(m.subj, m.hdr, m.data))
 		r.mu.next, r.mu.lastTS, r.mu.lastID = m.seq+1, max(r.mu.lastTS, m.ts), ""
 	}
 	return r.submitLocked(b, op)

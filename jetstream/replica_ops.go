@@ -184,20 +184,12 @@ type replicaMsg struct {
 // A batch of messages is encoded once per proposal: sizeOp gives the
 // buffer its size up front, rather than growing it by copies.
 func appendOp(b []byte, op *replicaOp) []byte {
-	b = append(b, opsVersion, byte(op.kind))
-	b = binary.AppendUvarint(b, op.proposer)
-	b = binary.AppendUvarint(b, op.propID)
-	b = binary.AppendUvarint(b, op.term)
+	b = appendOpHead(b, op)
 	switch op.kind {
 	case opMsgs:
 		b = binary.AppendUvarint(b, uint64(len(op.msgs)))
 		for i := range op.msgs {
-			m := &op.msgs[i]
-			b = appendMsgHead(b, m)
-			b = appendBytes(b, []byte(m.msgID))
-			b = appendBytes(b, []byte(m.subj))
-			b = appendBytes(b, m.hdr)
-			b = appendBytes(b, m.data)
+			b = appendMsg(b, &op.msgs[i])
 		}
 	case opRemove:
 		b = appendSeqs(b, op.seqs)
@@ -216,6 +208,45 @@ func appendOp(b []byte, op *replicaOp) []byte {
 		b = appendConsumerOp(b, op)
 	}
 	return b
+}
+
+// appendOpHead appends an op's header: the version, kind, proposer,
+// propID and term.
+func appendOpHead(b []byte, op *replicaOp) []byte {
+	b = append(b, opsVersion, byte(op.kind))
+	b = binary.AppendUvarint(b, op.proposer)
+	b = binary.AppendUvarint(b, op.propID)
+	return binary.AppendUvarint(b, op.term)
+}
+
+// appendMsg appends a message of opMsgs.
+func appendMsg(b []byte, m *replicaMsg) []byte {
+	b = appendMsgHead(b, m)
+	b = appendBytes(b, []byte(m.msgID))
+	b = appendBytes(b, []byte(m.subj))
+	b = appendBytes(b, m.hdr)
+	return appendBytes(b, m.data)
+}
+
+// sizeMsg returns at least the bytes appendMsg writes for m.
+func sizeMsg(m *replicaMsg) int {
+	return 3*binary.MaxVarintLen64 + 1 + 4*binary.MaxVarintLen64 + len(m.msgID) + len(m.subj) + len(m.hdr) + len(m.data)
+}
+
+// msgsHeadRoom is the most an opMsgs op's header and message count take.
+const msgsHeadRoom = 2 + 4*binary.MaxVarintLen64
+
+// A leader encodes each message of a batch as it joins (replica.ingest),
+// after msgsHeadRoom bytes left free: the header and the count are known
+// only when the batch is proposed. sealMsgs writes them into that room and
+// returns the op's encoding, what appendOp writes for op with the
+// messages; op.msgs is not read.
+func sealMsgs(enc []byte, op *replicaOp, count int) []byte {
+	var room [msgsHeadRoom]byte
+	head := binary.AppendUvarint(appendOpHead(room[:0], op), uint64(count))
+	start := msgsHeadRoom - len(head)
+	copy(enc[start:], head)
+	return enc[start:]
 }
 
 // appendExpireOp appends an opExpire's fields.
@@ -261,8 +292,7 @@ func sizeOp(op *replicaOp) int {
 	if op.kind == opMsgs {
 		n += binary.MaxVarintLen64
 		for i := range op.msgs {
-			m := &op.msgs[i]
-			n += 3*binary.MaxVarintLen64 + 1 + 4*binary.MaxVarintLen64 + len(m.msgID) + len(m.subj) + len(m.hdr) + len(m.data)
+			n += sizeMsg(&op.msgs[i])
 		}
 	}
 	return n

@@ -59,6 +59,30 @@ func TestReplicaOpsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSealMsgs checks that an opMsgs op encoded as a leader builds it,
+// message by message into room left for the header, is what appendOp
+// encodes, whatever the header's varints take.
+func TestSealMsgs(t *testing.T) {
+	for _, op := range opSamples() {
+		if op.kind != opMsgs {
+			continue
+		}
+		for _, head := range []struct{ proposer, propID, term uint64 }{
+			{op.proposer, op.propID, op.term}, {0, 0, 0}, {1<<64 - 1, 1<<64 - 1, 1<<64 - 1},
+		} {
+			op.proposer, op.propID, op.term = head.proposer, head.propID, head.term
+			enc := make([]byte, msgsHeadRoom)
+			for i := range op.msgs {
+				enc = appendMsg(enc, &op.msgs[i])
+			}
+			want := appendOp(nil, &op)
+			sealed := op
+			sealed.msgs = nil // sealMsgs reads only the header's fields
+			require.Equal(t, want, sealMsgs(enc, &sealed, len(op.msgs)), "%+v", head)
+		}
+	}
+}
+
 func TestReplicaOpsMalformed(t *testing.T) {
 	good := appendOp(nil, &opSamples()[0])
 	for _, tc := range []struct {
@@ -105,4 +129,24 @@ func FuzzDecodeOp(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, op, again)
 	})
+}
+
+// TestBatchSizes checks the decaying maximum a new batch is sized by: it
+// takes a larger batch at once, and a smaller one's by an eighth a batch.
+func TestBatchSizes(t *testing.T) {
+	var s batchSizes
+	for _, c := range []struct{ msgs, enc, wantMsgs, wantEnc int }{
+		{10, 1000, 10, 1000},
+		{80, 64000, 80, 64000},
+		{1, 100, 70, 56000},
+		{1, 100, 62, 49000},
+		{500, 300000, 500, 300000},
+	} {
+		s.add(c.msgs, c.enc)
+		require.Equal(t, batchSizes{c.wantMsgs, c.wantEnc}, s, "after a batch of %d, %d bytes", c.msgs, c.enc)
+	}
+	for range 200 {
+		s.add(1, 100)
+	}
+	require.Equal(t, batchSizes{7, 100}, s, "a stream whose traffic fell")
 }

@@ -130,13 +130,7 @@ func (a *appendFile) flush() error {
 // to the size the last hold reached, in a buffer from bufpool, where the
 // flush gives it back.
 func (a *appendFile) grow(n int) {
-	need := len(a.buf) + n
-	if need <= cap(a.buf) {
-		return
-	}
-	nb := append(bufpool.Get(max(need, 2*cap(a.buf), a.lastHeld)), a.buf...)
-	bufpool.Put(a.buf)
-	a.buf = nb
+	a.buf = bufpool.Grow(a.buf, n, a.lastHeld)
 }
 
 // readAt fills p with the bytes appended at off: from the file, or from

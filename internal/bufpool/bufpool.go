@@ -58,3 +58,17 @@ func Put(b []byte) {
 	b = b[:0]
 	bigPools[idx].Put(&b)
 }
+
+// Grow returns b with room for n more bytes: b itself if it has the room,
+// else a buffer from Get of at least twice b's capacity (and at least
+// hint bytes) holding b's bytes, b given back with Put. Growing this way
+// keeps a buffer in the pooled sizes, which append's growth does not.
+func Grow(b []byte, n, hint int) []byte {
+	need := len(b) + n
+	if need <= cap(b) {
+		return b
+	}
+	nb := append(Get(max(need, 2*cap(b), hint)), b...)
+	Put(b)
+	return nb
+}

@@ -39,3 +39,41 @@ func TestGetPut(t *testing.T) {
 		t.Fatalf("pooled buffer not emptied: len %d", len(b))
 	}
 }
+
+func TestGrow(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		len, cap, n   int
+		hint, atLeast int
+		same          bool
+	}{
+		{"room enough", 10, 100, 90, 0, 100, true},
+		{"doubles", 70 << 10, 80 << 10, 20 << 10, 0, 160 << 10, false},
+		{"takes what it needs", 10, 100, 1 << 20, 0, 1<<20 + 10, false},
+		{"takes the hint", 10, 100, 100, 300 << 10, 300 << 10, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := make([]byte, c.len, c.cap)
+			for i := range b {
+				b[i] = byte(i)
+			}
+			g := Grow(b, c.n, c.hint)
+			if len(g) != c.len || cap(g)-len(g) < c.n || cap(g) < c.atLeast {
+				t.Fatalf("Grow: len %d cap %d, want len %d, room %d, cap >= %d", len(g), cap(g), c.len, c.n, c.atLeast)
+			}
+			if (&g[:1][0] == &b[:1][0]) != c.same {
+				t.Fatalf("Grow returned b: %v, want %v", !c.same, c.same)
+			}
+			for i := range g {
+				if g[i] != byte(i) {
+					t.Fatalf("byte %d not kept", i)
+				}
+			}
+			if !c.same && cap(g) > MinSize {
+				if idx, capacity := bigClass(cap(g)); idx < 0 || capacity != cap(g) {
+					t.Fatalf("Grow's buffer (cap %d) is not of a pooled size", cap(g))
+				}
+			}
+		})
+	}
+}

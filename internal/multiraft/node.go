@@ -459,7 +459,9 @@ func (n *Node) Propose(ctx context.Context, group uint64, data []byte) error {
 
 // ProposeAsync is Propose without waiting: done runs on a worker with
 // Propose's result. It returns an error, and does not call done, if the
-// proposal cannot be queued. done must not block.
+// proposal cannot be queued. done must not block. Once done has run, the
+// node keeps nothing of data: raft appended a copy, if it took it, and
+// the caller may reuse the buffer.
 func (n *Node) ProposeAsync(group uint64, data []byte, done func(error)) error {
 	if len(data) > n.opts.MaxEntryBytes {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(data), n.opts.MaxEntryBytes)

@@ -63,6 +63,27 @@ func TestProposeOnFollowerRefused(t *testing.T) {
 	require.ErrorIs(t, h.servers[1].node.ProposeAsync(8, nil, func(error) {}), multiraft.ErrUnknownGroup)
 }
 
+// ProposeAsync's data is the caller's again once done has run, which the
+// replicated streams rely on to reuse each batch's buffer: raft appends a
+// copy of a proposal (its appendEntry clones it). Were that to change,
+// the entries applied here would be what done wrote over the buffer.
+func TestProposalDataReusableAfterDone(t *testing.T) {
+	h := threeLedBy1(t)
+	buf := []byte("first")
+	var got error
+	require.NoError(t, h.servers[1].node.ProposeAsync(7, buf, func(err error) {
+		got = err
+		copy(buf, "XXXXX")
+	}))
+	h.stabilize()
+	require.NoError(t, got)
+	require.Equal(t, "XXXXX", string(buf), "done ran")
+	for _, id := range h.ids {
+		require.Equal(t, []string{"first"}, h.servers[id].sms[7].datas, "server %d", id)
+	}
+	h.requireConverged()
+}
+
 // Every group ticks on one ticker, so a leader's heartbeats for all its
 // groups leave in one round: one batch per follower, one beat per group.
 func TestHeartbeatsCoalesced(t *testing.T) {
