@@ -11,6 +11,17 @@
 // one (a memory stream of gigabytes) by MinPercent of itself, Go's
 // default pace, so that memory never grows past twice what is live.
 //
+// The headroom is a trade: the more of it, the fewer collections, but the
+// more memory the heap touches. Memory a process touches for the first
+// time costs a page fault and the kernel's zeroing of the page (on a
+// virtual machine, sometimes the host's fault too), which in a freshly
+// started server costs more than the collections it saves: with 256 MiB,
+// three R3 servers spent about 1.5 µs per 1 KiB message faulting in
+// 264 MB each over a 200,000-message run, where a collection of their
+// live heaps (11 to 47 MiB) takes about 5 ms of CPU. The default, 64 MiB,
+// measured 7% less server CPU per message there than 256 MiB, and 32 MiB
+// no better than 256 (docs/benchmarks/cluster-r3.md).
+//
 // It polls the live heap (runtime/metrics) every Interval and sets the
 // percentage with debug.SetGCPercent. A process whose GOGC environment
 // variable is set keeps it: the operator chose.
@@ -27,7 +38,7 @@ import (
 // default.
 type Options struct {
 	// Headroom is the bytes a small live heap may grow by before the next
-	// collection (default 256 MiB).
+	// collection (default 64 MiB).
 	Headroom int64
 	// MinPercent and MaxPercent bound the GOGC percentage set (defaults
 	// 100, Go's own, and 800).
@@ -38,7 +49,7 @@ type Options struct {
 
 // Defaults of the Options.
 const (
-	DefaultHeadroom   = 256 << 20
+	DefaultHeadroom   = 64 << 20
 	DefaultMinPercent = 100
 	DefaultMaxPercent = 800
 	DefaultInterval   = time.Second

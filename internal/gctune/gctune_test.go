@@ -19,9 +19,9 @@ func TestPercent(t *testing.T) {
 		want int
 	}{
 		{0, gctune.Options{}, 800},          // nothing live yet: the most
-		{16 * mib, gctune.Options{}, 800},   // 256 MiB is 1,600%: capped
-		{64 * mib, gctune.Options{}, 400},   // 256 MiB of headroom
-		{256 * mib, gctune.Options{}, 100},  // Go's pace
+		{4 * mib, gctune.Options{}, 800},    // 64 MiB is 1,600%: capped
+		{16 * mib, gctune.Options{}, 400},   // 64 MiB of headroom
+		{64 * mib, gctune.Options{}, 100},   // Go's pace
 		{4096 * mib, gctune.Options{}, 100}, // a big heap: never below Go's pace
 		{100 * mib, gctune.Options{Headroom: 50 * mib, MinPercent: 20, MaxPercent: 300}, 50},
 		{10 * mib, gctune.Options{Headroom: 50 * mib, MinPercent: 20, MaxPercent: 300}, 300},
@@ -55,12 +55,12 @@ func TestStartSetsPercent(t *testing.T) {
 }
 
 func ExamplePercent() {
-	// A broker whose live heap is 32 MiB collects once it has grown by
-	// 256 MiB, not by 32.
-	fmt.Println(gctune.Percent(32<<20, gctune.Options{}))
+	// A broker whose live heap is 16 MiB collects once it has grown by
+	// 64 MiB, not by 16.
+	fmt.Println(gctune.Percent(16<<20, gctune.Options{}))
 	fmt.Println(gctune.Percent(2<<30, gctune.Options{}))
 	// Output:
-	// 800
+	// 400
 	// 100
 }
 
