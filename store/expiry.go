@@ -142,7 +142,7 @@ func (s *Stream) scheduleLocked(seq uint64, ts int64, ttl time.Duration) {
 
 // storedLocked reports whether seq is a live message.
 func (s *Stream) storedLocked(seq uint64) bool {
-	return seq >= s.mu.first && seq <= s.mu.last && s.mu.ents[seq-s.mu.first].subj != nil
+	return seq >= s.mu.first && seq <= s.mu.last && s.entLocked(seq).subj != nil
 }
 
 // retimeLocked recomputes the TTL expiries after ttlFloor changed,
@@ -152,7 +152,7 @@ func (s *Stream) retimeLocked() {
 	t.heap = slices.DeleteFunc(t.heap, func(e ttlEntry) bool { return !s.storedLocked(e.seq) })
 	for i := range t.heap {
 		e := &t.heap[i]
-		e.at = expiryAt(s.mu.ents[e.seq-s.mu.first].ts, s.mu.opts.effectiveTTL(e.ttl))
+		e.at = expiryAt(s.entLocked(e.seq).ts, s.mu.opts.effectiveTTL(e.ttl))
 	}
 	heap.Init(&t.heap)
 	t.compactAt = 2 * len(t.heap)
@@ -163,7 +163,7 @@ func (s *Stream) retimeLocked() {
 // are added to bad, for the caller to remove once it lets go of the lock.
 func (s *Stream) rebuildTTLsLocked(bad *[]uint64) {
 	for seq := s.mu.first; seq <= s.mu.last; seq++ {
-		if s.mu.ents[seq-s.mu.first].subj == nil {
+		if s.entLocked(seq).subj == nil {
 			continue
 		}
 		m, _, err := s.readSkipping(seq, bad)
@@ -199,7 +199,7 @@ func (s *Stream) walkAgeLocked(cutoff int64, due func(seq uint64)) {
 func (s *Stream) scanAgeLocked(cutoff int64, due func(seq uint64) bool) uint64 {
 	seq := s.ageStartLocked()
 	for ; seq <= s.mu.last; seq = max(seq+1, s.mu.first) {
-		e := &s.mu.ents[seq-s.mu.first]
+		e := s.entLocked(seq)
 		if e.ts > cutoff {
 			break
 		}
@@ -237,7 +237,7 @@ func (s *Stream) nextDueLocked() int64 {
 	o := &s.mu.opts
 	if o.SubjectDeleteMarkerTTL > 0 && o.MaxAge > 0 {
 		if seq := s.ageStartLocked(); seq <= s.mu.last {
-			next = min(next, expiryAt(s.mu.ents[seq-s.mu.first].ts, o.MaxAge))
+			next = min(next, expiryAt(s.entLocked(seq).ts, o.MaxAge))
 		}
 	}
 	return next
@@ -280,7 +280,7 @@ func (s *Stream) peekDueLocked(now int64) []uint64 {
 	if age := o.MaxAge; o.SubjectDeleteMarkerTTL > 0 && age > 0 {
 		n := len(due)
 		s.scanAgeLocked(now-int64(age), func(seq uint64) bool {
-			due = append(due, ttlEntry{at: s.mu.ents[seq-s.mu.first].ts + int64(age), seq: seq})
+			due = append(due, ttlEntry{at: s.entLocked(seq).ts + int64(age), seq: seq})
 			return true
 		})
 		if n > 0 && n < len(due) {
@@ -323,7 +323,7 @@ func (s *Stream) expireRound() {
 		if !s.storedLocked(seq) || pending[seq] {
 			continue // removed otherwise, or due twice
 		}
-		ss := s.mu.ents[seq-s.mu.first].subj
+		ss := s.entLocked(seq).subj
 		if sdm > 0 && ss.n == 1 && !s.markerLocked(seq) {
 			mseq, mts, err := s.appendLocked(ss.name, MarkerHeader(sdm), nil, sdm)
 			if err == nil {

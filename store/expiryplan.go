@@ -74,7 +74,7 @@ func (s *Stream) PlanExpiry(now int64) (ExpiryPlan, error) {
 			continue // removed since it was scheduled, or due twice
 		}
 		taken[seq] = true
-		e := &s.mu.ents[seq-s.mu.first]
+		e := s.entLocked(seq)
 		ss := e.subj
 		n, ok := live[ss]
 		if !ok {

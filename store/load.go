@@ -18,7 +18,7 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 			if seq < floor || deleted {
 				if started {
 					s.padLocked(seq, ie.ts)
-					s.mu.ents = append(s.mu.ents, entry{ts: ie.ts})
+					s.mu.ents.append(entry{ts: ie.ts})
 				}
 				continue
 			}
@@ -31,7 +31,7 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 				ss = &subjectState{name: ie.subj}
 				s.mu.subjects[ie.subj] = ss
 			}
-			s.mu.ents = append(s.mu.ents, entry{subj: ss, ts: ie.ts, size: ie.size, off: ie.off})
+			s.mu.ents.append(entry{subj: ss, ts: ie.ts, size: ie.size, off: ie.off})
 			ss.seqs = append(ss.seqs, seq)
 			ss.n++
 			s.mu.msgs++
@@ -64,7 +64,7 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 
 // padLocked appends dead entries for the sequences missing before seq.
 func (s *Stream) padLocked(seq uint64, ts int64) {
-	for s.mu.first+uint64(len(s.mu.ents)) < seq {
-		s.mu.ents = append(s.mu.ents, entry{ts: ts})
+	for s.mu.first+uint64(s.mu.ents.len()) < seq {
+		s.mu.ents.append(entry{ts: ts})
 	}
 }

@@ -48,8 +48,8 @@ func (s *Stream) NumPending(from uint64, filter string) uint64 {
 // liveBetweenLocked counts live entries with indexes in [lo, hi).
 func (s *Stream) liveBetweenLocked(lo, hi uint64) uint64 {
 	var n uint64
-	for _, e := range s.mu.ents[lo:hi] {
-		if e.subj != nil {
+	for i := lo; i < hi; i++ {
+		if s.mu.ents.at(int(i)).subj != nil {
 			n++
 		}
 	}

@@ -32,11 +32,11 @@ func (s *Stream) cutoffLocked(now int64) int64 {
 // firstUnexpiredLocked returns the first sequence whose timestamp is after
 // cutoff.
 func (s *Stream) firstUnexpiredLocked(cutoff int64) uint64 {
-	ents := s.mu.ents
-	if len(ents) == 0 || ents[0].ts > cutoff {
+	ents := &s.mu.ents
+	if ents.len() == 0 || ents.at(0).ts > cutoff {
 		return s.mu.first
 	}
-	return s.mu.first + uint64(sort.Search(len(ents), func(i int) bool { return ents[i].ts > cutoff }))
+	return s.mu.first + uint64(sort.Search(ents.len(), func(i int) bool { return ents.at(i).ts > cutoff }))
 }
 
 // Get returns the message at seq, or ErrNotFound if it was never stored or
@@ -51,7 +51,7 @@ func (s *Stream) Get(seq uint64) (*Msg, error) {
 	if s.mu.closed {
 		return nil, ErrClosed
 	}
-	if seq < s.firstUnexpiredLocked(s.cutoffLocked(now)) || seq > s.mu.last || s.mu.ents[seq-s.mu.first].subj == nil {
+	if seq < s.firstUnexpiredLocked(s.cutoffLocked(now)) || seq > s.mu.last || s.entLocked(seq).subj == nil {
 		return nil, fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
 	}
 	m, _, err := s.readSkipping(seq, &bad)
@@ -67,12 +67,12 @@ func (s *Stream) Has(seq uint64) bool {
 	if s.mu.closed || seq < s.firstUnexpiredLocked(s.cutoffLocked(now)) || seq > s.mu.last {
 		return false
 	}
-	return s.mu.ents[seq-s.mu.first].subj != nil
+	return s.entLocked(seq).subj != nil
 }
 
 // readLocked reads and decodes the live message seq.
 func (s *Stream) readLocked(seq uint64) (*Msg, error) {
-	e := &s.mu.ents[seq-s.mu.first]
+	e := s.entLocked(seq)
 	buf, err := s.be.read(seq, e)
 	if err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ func (s *Stream) nextLocked(from uint64, filter string, kind filterKind) (uint64
 	switch kind {
 	case filterAllSubjects:
 		for seq := from; seq <= s.mu.last; seq++ {
-			if s.mu.ents[seq-s.mu.first].subj != nil {
+			if s.entLocked(seq).subj != nil {
 				return seq, true
 			}
 		}
@@ -158,7 +158,7 @@ func (s *Stream) nextLocked(from uint64, filter string, kind filterKind) (uint64
 		// scan is cheaper than a binary search per subject.
 		end := min(s.mu.last, from+uint64(4*len(subs)))
 		for seq := from; seq <= end; seq++ {
-			if ss := s.mu.ents[seq-s.mu.first].subj; ss != nil && subject.Match(filter, ss.name) {
+			if ss := s.entLocked(seq).subj; ss != nil && subject.Match(filter, ss.name) {
 				return seq, true
 			}
 		}
@@ -227,7 +227,7 @@ func (s *Stream) lastBySubject(subj string, bad *[]uint64) (*Msg, error) {
 	case filterAllSubjects:
 		if s.mu.msgs > 0 {
 			seq = s.mu.last
-			for s.mu.ents[seq-s.mu.first].subj == nil {
+			for s.entLocked(seq).subj == nil {
 				seq--
 			}
 		}
@@ -258,10 +258,10 @@ func (s *Stream) SeqAtOrAfterTime(t time.Time) uint64 {
 	}
 	ns := t.UnixNano()
 	start := s.firstUnexpiredLocked(s.cutoffLocked(now)) - s.mu.first
-	ents := s.mu.ents
-	i := int(start) + sort.Search(len(ents)-int(start), func(i int) bool { return ents[int(start)+i].ts >= ns })
-	for ; i < len(ents); i++ {
-		if ents[i].subj != nil {
+	ents := &s.mu.ents
+	i := int(start) + sort.Search(ents.len()-int(start), func(i int) bool { return ents.at(int(start)+i).ts >= ns })
+	for ; i < ents.len(); i++ {
+		if ents.at(i).subj != nil {
 			return s.mu.first + uint64(i)
 		}
 	}
@@ -309,8 +309,8 @@ func (s *Stream) Deleted(max int) []uint64 {
 		return nil
 	}
 	out := make([]uint64, 0, n)
-	for i := range s.mu.ents {
-		if s.mu.ents[i].subj == nil {
+	for i := range s.mu.ents.len() {
+		if s.mu.ents.at(i).subj == nil {
 			if out = append(out, s.mu.first+uint64(i)); len(out) == n {
 				break
 			}
@@ -332,7 +332,7 @@ func (s *Stream) State() State {
 		NumSubjects: len(s.mu.subjects),
 	}
 	if s.mu.msgs > 0 {
-		st.FirstTime = time.Unix(0, s.mu.ents[0].ts).UTC()
+		st.FirstTime = time.Unix(0, s.mu.ents.at(0).ts).UTC()
 		st.NumDeleted = int(s.mu.last - s.mu.first + 1 - s.mu.msgs)
 	}
 	if s.mu.lastTS != 0 {

@@ -8,16 +8,19 @@ import (
 	"github.com/skiffmq/skiff/subject"
 )
 
+// entLocked returns the index entry of seq, s.mu.first <= seq <= s.mu.last.
+func (s *Stream) entLocked(seq uint64) *entry { return s.mu.ents.at(int(seq - s.mu.first)) }
+
 // liveLocked reports whether seq is a stored message of subject ss.
 func (s *Stream) liveLocked(ss *subjectState, seq uint64) bool {
-	return seq >= s.mu.first && seq <= s.mu.last && s.mu.ents[seq-s.mu.first].subj == ss
+	return seq >= s.mu.first && seq <= s.mu.last && s.entLocked(seq).subj == ss
 }
 
 // removeLocked removes the live message seq. lazy asks the backend to
 // record an interior removal at its next sync point (removals by limits,
 // which recovery would redo anyway); Delete and Purge persist theirs first.
 func (s *Stream) removeLocked(seq uint64, lazy bool) {
-	e := &s.mu.ents[seq-s.mu.first]
+	e := s.entLocked(seq)
 	ss := e.subj
 	e.subj = nil
 	if len(s.mu.ttl.never) > 0 {
@@ -41,14 +44,11 @@ func (s *Stream) removeLocked(seq uint64, lazy bool) {
 // advanceFirstLocked moves first past removed entries, dropping them.
 func (s *Stream) advanceFirstLocked() {
 	k := 0
-	for k < len(s.mu.ents) && s.mu.ents[k].subj == nil {
+	for k < s.mu.ents.len() && s.mu.ents.at(k).subj == nil {
 		k++
 	}
-	s.mu.ents = s.mu.ents[k:]
+	s.mu.ents.trimFront(k) // an empty list holds no block
 	s.mu.first += uint64(k)
-	if len(s.mu.ents) == 0 {
-		s.mu.ents = nil // release the backing array
-	}
 	s.be.setFloor(s.mu.first)
 	s.updateExpiryLocked()
 }
@@ -111,7 +111,7 @@ func (s *Stream) expireLocked(now int64) {
 	if age <= 0 {
 		return
 	}
-	if seq := s.ageStartLocked(); seq > s.mu.last || s.mu.ents[seq-s.mu.first].ts > now-age {
+	if seq := s.ageStartLocked(); seq > s.mu.last || s.entLocked(seq).ts > now-age {
 		return
 	}
 	s.walkAgeLocked(now-age, func(seq uint64) { s.removeLocked(seq, true) })
@@ -142,7 +142,7 @@ func (s *Stream) removeOne(seq uint64, persist bool) error {
 		return ErrClosed
 	}
 	s.expireLocked(s.clock().UnixNano())
-	if seq < s.mu.first || seq > s.mu.last || s.mu.ents[seq-s.mu.first].subj == nil {
+	if seq < s.mu.first || seq > s.mu.last || s.entLocked(seq).subj == nil {
 		return fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
 	}
 	if !persist {
@@ -243,7 +243,7 @@ func (s *Stream) KeepBound(subject string, keep uint64) (uint64, error) {
 func (s *Stream) keepFromLocked(keep uint64) uint64 {
 	seq := s.mu.last
 	for n := uint64(0); ; seq-- {
-		if s.mu.ents[seq-s.mu.first].subj != nil {
+		if s.entLocked(seq).subj != nil {
 			if n++; n == keep {
 				return seq
 			}
@@ -293,7 +293,8 @@ func (s *Stream) purgePrefixLocked(newFirst uint64) (uint64, error) {
 	var purged uint64
 	if newFirst > s.mu.last {
 		purged = s.mu.msgs
-		s.mu.ents, s.mu.msgs, s.mu.bytes = nil, 0, 0
+		s.mu.ents.reset()
+		s.mu.msgs, s.mu.bytes = 0, 0
 		s.mu.subjects = make(map[string]*subjectState)
 		s.mu.ttl.never = nil
 		s.fc.reset()

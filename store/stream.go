@@ -55,9 +55,10 @@ type Stream struct {
 		sync.RWMutex
 		opts   Options
 		closed bool
-		// ents[i] is sequence first+i, for first <= seq <= last; the entry
-		// of first is live whenever the stream is not empty.
-		ents     []entry
+		// ents.at(i) is sequence first+i, for first <= seq <= last
+		// (entLocked); the entry of first is live whenever the stream is
+		// not empty.
+		ents     blockList[entry]
 		first    uint64 // last+1 when empty
 		last     uint64
 		lastTS   int64
@@ -232,7 +233,7 @@ func (s *Stream) appendAtLocked(seq uint64, ts, now int64, subj string, hdr, dat
 		s.mu.subjects[name] = ss
 		s.fc.subjectAdded(ss)
 	}
-	s.mu.ents = append(s.mu.ents, entry{subj: ss, ts: ts, size: uint32(size), off: off})
+	s.mu.ents.append(entry{subj: ss, ts: ts, size: uint32(size), off: off})
 	ss.seqs = append(ss.seqs, seq)
 	ss.n++
 	s.mu.msgs++
@@ -458,7 +459,7 @@ func (s *Stream) updateExpiryLocked() {
 	next := int64(math.MaxInt64)
 	if age := s.mu.opts.inlineAge(); age > 0 {
 		if seq := s.ageStartLocked(); seq <= s.mu.last {
-			next = s.mu.ents[seq-s.mu.first].ts + age
+			next = s.entLocked(seq).ts + age
 		}
 	}
 	if old := s.nextExpiry.Swap(next); next < old {
