@@ -73,6 +73,9 @@ type replicaFSM struct {
 	// listener, so a catch-up from peers inside Apply before then could
 	// not reach them, and would hold up start (and the server) forever.
 	opened chan struct{}
+	// msgs is the room an opMsgs op's messages are decoded into, kept
+	// from one op to the next (decodeOpInto); used by Apply only.
+	msgs []replicaMsg
 
 	// restore holds a snapshot installed and not yet caught up with: the
 	// store is behind it, so nothing after it is applied before catchUp
@@ -126,7 +129,7 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 			f.onMember(e)
 		}
 		if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
-			op, err := decodeOp(e.GetData())
+			op, err := decodeOpInto(e.GetData(), f.msgs)
 			stale := err == nil && op.term != e.GetTerm()
 			switch {
 			case stale:
@@ -137,6 +140,7 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 			if f.onApplied != nil {
 				f.onApplied(&op, e.GetIndex(), err)
 			}
+			f.keepMsgs(&op, err)
 			if err != nil && !stale {
 				return fmt.Errorf("stream replica at index %d: %w", e.GetIndex(), err)
 			}
@@ -149,6 +153,26 @@ func (f *replicaFSM) Apply(ents []*raftpb.Entry) error {
 		return fmt.Errorf("stream replica: %w", err)
 	}
 	return nil
+}
+
+// maxKeptMsgs bounds the room for messages Apply keeps between ops.
+const maxKeptMsgs = 8192
+
+// keepMsgs keeps op's messages' room for the next op's, once op was
+// applied: an opMsgs op's messages are read by onApplied and kept by
+// nothing after it (a message's strings are its own), unlike other ops,
+// which their proposers' waiters may hold. The room is cleared, so that it
+// does not keep the entry its messages' bytes alias. An op that failed
+// keeps its room: something may hold it still.
+func (f *replicaFSM) keepMsgs(op *replicaOp, err error) {
+	switch {
+	case op.kind != opMsgs:
+	case err != nil:
+		f.msgs = nil
+	case cap(op.msgs) <= maxKeptMsgs:
+		clear(op.msgs)
+		f.msgs = op.msgs[:0]
+	}
 }
 
 // apply applies one op, at index, to the store or the consumers.

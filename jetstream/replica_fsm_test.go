@@ -221,4 +221,42 @@ func TestReplicaFSMApplyTwice(t *testing.T) {
 	require.Equal(t, once, s.State(), "nothing applied by the refused ops")
 }
 
+// TestReplicaFSMKeepsMsgsRoom checks that Apply decodes each opMsgs op
+// into the room of the one before, cleared once applied so that it keeps
+// no entry's bytes, and gives up the room of an op that failed.
+func TestReplicaFSMKeepsMsgsRoom(t *testing.T) {
+	s, err := store.Open(store.Options{Storage: store.MemoryStorage, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	var arrays []*replicaMsg
+	f := &replicaFSM{store: s, onApplied: func(op *replicaOp, _ uint64, _ error) {
+		if op.kind == opMsgs {
+			arrays = append(arrays, &op.msgs[:1][0])
+		}
+	}}
+	entry := func(index uint64, op replicaOp) *raftpb.Entry {
+		return &raftpb.Entry{Index: &index, Type: raftpb.EntryNormal.Enum(), Data: appendOp(nil, &op)}
+	}
+	msgs := func(first uint64, n int) replicaOp {
+		op := replicaOp{kind: opMsgs}
+		for i := range n {
+			op.msgs = append(op.msgs, replicaMsg{seq: first + uint64(i), ts: 10, subj: "a", data: []byte("payload")})
+		}
+		return op
+	}
+	require.NoError(t, f.Apply([]*raftpb.Entry{entry(1, msgs(1, 3)), entry(2, msgs(4, 2))}))
+	require.NoError(t, f.Apply([]*raftpb.Entry{entry(3, replicaOp{kind: opRemove, seqs: []uint64{1}}), entry(4, msgs(6, 3))}))
+	require.Len(t, arrays, 3)
+	require.Same(t, arrays[0], arrays[1], "the second op in the first op's room")
+	require.Same(t, arrays[0], arrays[2], "kept across a remove op and an Apply")
+	require.Equal(t, make([]replicaMsg, cap(f.msgs)), f.msgs[:cap(f.msgs)], "the room holds nothing once applied")
+
+	require.Error(t, f.Apply([]*raftpb.Entry{entry(5, msgs(20, 1))}), "a gap")
+	require.Nil(t, f.msgs, "a failed op keeps its room")
+	require.NoError(t, f.Apply([]*raftpb.Entry{entry(5, msgs(9, 2))}))
+	require.Len(t, arrays, 5)
+	require.NotSame(t, arrays[0], arrays[4])
+	require.Equal(t, uint64(10), s.State().LastSeq)
+}
+
 func ptr[T any](v T) *T { return &v }

@@ -341,7 +341,12 @@ func boolByte(v bool) byte {
 // decodeOp reads an op. Its byte slices alias b. Anything malformed (an
 // unknown version or kind, a truncated field, bytes left over, a count
 // larger than the entry could hold) is an error wrapping errBadOp.
-func decodeOp(b []byte) (replicaOp, error) {
+func decodeOp(b []byte) (replicaOp, error) { return decodeOpInto(b, nil) }
+
+// decodeOpInto is decodeOp, with an opMsgs op's messages decoded into
+// room's array if it has room for them. Consecutive messages on the same
+// subject share its string.
+func decodeOpInto(b []byte, room []replicaMsg) (replicaOp, error) {
 	d := opDecoder{b: b}
 	var op replicaOp
 	if v := d.byte(); v != opsVersion && d.err == nil {
@@ -354,12 +359,20 @@ func decodeOp(b []byte) (replicaOp, error) {
 		// Each message takes at least 8 bytes: seq, ts, ttl, flags and
 		// four lengths.
 		n := d.count(8)
-		if n > 0 {
+		switch {
+		case n > 0 && n <= cap(room):
+			op.msgs = room[:0]
+		case n > 0:
 			op.msgs = make([]replicaMsg, 0, n)
 		}
+		var subj string
 		for range n {
 			m := d.msgHead()
-			m.msgID, m.subj = string(d.bytes()), string(d.bytes())
+			m.msgID = string(d.bytes())
+			if s := d.bytes(); string(s) != subj {
+				subj = string(s)
+			}
+			m.subj = subj
 			m.hdr, m.data = d.bytes(), d.bytes()
 			op.msgs = append(op.msgs, m)
 		}

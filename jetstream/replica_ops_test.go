@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -57,6 +58,41 @@ func TestReplicaOpsRoundTrip(t *testing.T) {
 			require.LessOrEqual(t, len(b), sizeOp(&op), "sizeOp bounds an opMsgs op")
 		}
 	}
+}
+
+// TestDecodeOpInto checks that an opMsgs op's messages are decoded into
+// the room given when it is large enough, and only then, that the result
+// is decodeOp's, and that consecutive messages on one subject share its
+// string.
+func TestDecodeOpInto(t *testing.T) {
+	op := replicaOp{kind: opMsgs, msgs: []replicaMsg{
+		{seq: 1, subj: "a.b", data: []byte("1")}, {seq: 2, subj: "a.b", data: []byte("2")},
+		{seq: 3, subj: "c", msgID: "x"}, {seq: 4, subj: "a.b"},
+	}}
+	b := appendOp(nil, &op)
+	want, err := decodeOp(b)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		room  int
+		share bool
+	}{{"no room", 0, false}, {"too little", 3, false}, {"just enough", 4, true}, {"more", 100, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			room := make([]replicaMsg, 0, tc.room)
+			got, err := decodeOpInto(b, room)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			require.Equal(t, tc.share, tc.room > 0 && &room[:1][0] == &got.msgs[0], "decoded into the room")
+			require.Same(t, unsafe.StringData(got.msgs[0].subj), unsafe.StringData(got.msgs[1].subj))
+			require.NotSame(t, unsafe.StringData(got.msgs[1].subj), unsafe.StringData(got.msgs[3].subj),
+				"only consecutive messages share")
+		})
+	}
+	// Other ops leave the room alone.
+	rm := replicaOp{kind: opRemove, seqs: []uint64{1}}
+	got, err := decodeOpInto(appendOp(nil, &rm), make([]replicaMsg, 0, 8))
+	require.NoError(t, err)
+	require.Equal(t, rm, got)
 }
 
 // TestSealMsgs checks that an opMsgs op encoded as a leader builds it,
