@@ -125,7 +125,10 @@ type replica struct {
 		inSubj          map[string]int64
 		open            *replicaBatch
 		// sizes sizes a new batch's buffers by the batches before it.
-		sizes    batchSizes
+		sizes batchSizes
+		// spare are batches applied and answered, whose slices a new
+		// batch reuses (recycleLocked).
+		spare    []*replicaBatch
 		inFlight bool // a proposal raft has not taken or dropped yet
 		// barrier: an expiry round with markers is due; the open batch
 		// waits until every batch proposed is applied, and goes after
@@ -167,9 +170,12 @@ type replicaBatch struct {
 	// refusal never names a sequence the group may still lose, and a
 	// leader deposed without knowing it gives none.
 	refusals []refusal
-	bytes    int   // the messages' subjects, headers and data
-	inBytes  int64 // the messages' store records, in the in-flight counts
-	at       time.Time
+	// taken: raft took the proposal (taken ran), so nothing but the
+	// apply goroutine holds the batch once it is applied.
+	taken   bool
+	bytes   int   // the messages' subjects, headers and data
+	inBytes int64 // the messages' store records, in the in-flight counts
+	at      time.Time
 }
 
 // refusal is a publish's refusal held until its batch applies.
@@ -470,10 +476,35 @@ func (r *replica) tookLocked() {
 // r.mu held.
 func (r *replica) openLocked() *replicaBatch {
 	if r.mu.open == nil {
-		n := r.mu.sizes.msgs
-		r.mu.open = &replicaBatch{msgs: make([]replicaMsg, 0, n), replies: make([]string, 0, n)}
+		if k := len(r.mu.spare) - 1; k >= 0 {
+			r.mu.open, r.mu.spare[k], r.mu.spare = r.mu.spare[k], nil, r.mu.spare[:k]
+		} else {
+			n := r.mu.sizes.msgs
+			r.mu.open = &replicaBatch{msgs: make([]replicaMsg, 0, n), replies: make([]string, 0, n)}
+		}
 	}
 	return r.mu.open
+}
+
+// maxSpareBatches bounds the batches kept for reuse, and maxSpareMsgs the
+// messages one kept has room for: a few batches are in flight at a time.
+const (
+	maxSpareBatches = 4
+	maxSpareMsgs    = 1 << 16
+)
+
+// recycleLocked keeps batch b, applied and answered, for a later batch to
+// reuse its slices, emptied so that they hold no subject, reply or
+// refusal. r.mu held.
+func (r *replica) recycleLocked(b *replicaBatch) {
+	if !b.taken || len(r.mu.spare) >= maxSpareBatches || cap(b.msgs) > maxSpareMsgs || cap(b.replies) > maxSpareMsgs {
+		return
+	}
+	clear(b.msgs)
+	clear(b.replies)
+	clear(b.refusals)
+	*b = replicaBatch{msgs: b.msgs[:0], replies: b.replies[:0], refusals: b.refusals[:0]}
+	r.mu.spare = append(r.mu.spare, b)
 }
 
 // refuseLaterLocked holds a publish's refusal by its Nats-Expected-*
@@ -607,6 +638,7 @@ func (r *replica) submitLocked(b *replicaBatch, op *replicaOp) []string {
 func (r *replica) taken(b *replicaBatch, err error) {
 	r.mu.Lock()
 	releaseEnc(b)
+	b.taken = err == nil
 	r.mu.inFlight = false
 	r.tookLocked()
 	var failed []string
@@ -789,18 +821,23 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	r.mu.Unlock()
 	giveUp(expired)
 	r.refuse(nil, failed)
-	if b == nil || cfg.NoAck {
+	if b == nil {
 		return
 	}
-	for i, reply := range b.replies {
-		if reply != "" {
-			r.pub.Publish(reply, "", nil, st.pubAckJSON(b.msgs[i].seq, false))
+	if !cfg.NoAck {
+		for i, reply := range b.replies {
+			if reply != "" {
+				r.pub.Publish(reply, "", nil, st.pubAckJSON(b.msgs[i].seq, false))
+			}
 		}
+		for _, f := range b.refusals {
+			r.pub.Publish(f.reply, "", nil, f.body)
+		}
+		r.pub.Flush()
 	}
-	for _, f := range b.refusals {
-		r.pub.Publish(f.reply, "", nil, f.body)
-	}
-	r.pub.Flush()
+	r.mu.Lock()
+	r.recycleLocked(b)
+	r.mu.Unlock()
 }
 
 // sweepLocked forgets batches and ops proposed long ago and never applied

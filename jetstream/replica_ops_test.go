@@ -186,3 +186,53 @@ func TestBatchSizes(t *testing.T) {
 	}
 	require.Equal(t, batchSizes{7, 100}, s, "a stream whose traffic fell")
 }
+
+// TestRecycleBatches checks that a batch applied and answered is reused
+// by the next one opened, emptied, and that a batch raft did not take, or
+// one too large, or one past the bound of spares, is not kept.
+func TestRecycleBatches(t *testing.T) {
+	var r replica
+	open := func() *replicaBatch {
+		b := r.openLocked()
+		r.mu.open = nil
+		return b
+	}
+	fill := func(b *replicaBatch, n int) {
+		for i := range n {
+			b.msgs = append(b.msgs, replicaMsg{seq: uint64(i + 1), subj: "a", data: []byte("x")})
+			b.replies = append(b.replies, "_INBOX.r")
+		}
+		b.refusals = append(b.refusals, refusal{reply: "_INBOX.f", body: []byte("no")})
+		b.propID, b.bytes = 7, n
+	}
+	b := open()
+	fill(b, 3)
+	r.recycleLocked(b)
+	require.Empty(t, r.mu.spare, "not taken by raft: something may hold it")
+
+	b.taken = true
+	r.recycleLocked(b)
+	require.Len(t, r.mu.spare, 1)
+	require.Equal(t, &replicaBatch{msgs: b.msgs[:0], replies: b.replies[:0], refusals: b.refusals[:0]}, b)
+	require.Equal(t, make([]replicaMsg, 3), b.msgs[:3], "no message is kept")
+	require.Equal(t, make([]string, 3), b.replies[:3], "no reply is kept")
+	require.Equal(t, []refusal{{}}, b.refusals[:1], "no refusal is kept")
+	require.Same(t, b, open(), "the next batch reuses it")
+	require.Empty(t, r.mu.spare)
+
+	var many []*replicaBatch
+	for range maxSpareBatches + 2 {
+		nb := open()
+		nb.taken = true
+		many = append(many, nb)
+	}
+	for _, nb := range many {
+		r.recycleLocked(nb)
+	}
+	require.Len(t, r.mu.spare, maxSpareBatches, "at most maxSpareBatches kept")
+
+	r.mu.spare = nil
+	big := &replicaBatch{taken: true, msgs: make([]replicaMsg, 0, maxSpareMsgs+1)}
+	r.recycleLocked(big)
+	require.Empty(t, r.mu.spare, "too large to keep")
+}
