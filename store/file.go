@@ -43,6 +43,12 @@ type fileBackend struct {
 
 	ra readAhead // blocks for sequential readers; its own lock, as readers share the stream's (readahead.go)
 
+	// entsHint is the records of the last segment sealed: a new
+	// segment's index starts with room for as many, rather than growing
+	// by copies (a slice past 256 elements grows by a quarter at a time:
+	// its copies would add up to four times what it holds).
+	entsHint int
+
 	gone      map[uint64]uint64 // removed segments' markers on disk: first to last (gone.go)
 	dirDirty  bool              // files created or removed since the directory's last fsync
 	graveyard []File            // files of dropped segments, closed at the end of a sync round
@@ -54,6 +60,9 @@ type fileBackend struct {
 }
 
 var _ backend = (*fileBackend)(nil)
+
+// maxEntsHint bounds entsHint: 32 MiB of index.
+const maxEntsHint = 1 << 20
 
 // flush writes the active segment's buffered appends (the others have
 // none: a segment is flushed before it is sealed).
@@ -133,10 +142,14 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 	// Leftovers of an earlier segment with this name would describe other records.
 	fb.removeFile(fb.path(seq, idxExt))
 	fb.removeFile(fb.path(seq, delExt))
-	if fb.active != nil {
-		fb.active.sealed, fb.active.tail = true, nil
+	if a := fb.active; a != nil {
+		a.sealed, a.tail = true, nil
+		if !a.dropped {
+			fb.entsHint = min(len(a.ents), maxEntsHint)
+		}
 	}
-	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer, held: fb.held}}
+	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer, held: fb.held},
+		ents: make([]idxEntry, 0, fb.entsHint)}
 	fb.segs = append(fb.segs, ns)
 	fb.active, fb.needRoll, fb.dirDirty = ns, false, true
 	return nil
