@@ -43,8 +43,13 @@ type group struct {
 		ops   []func(*raft.RawNode)
 	}
 
-	sched atomic.Uint32 // schedIdle...: see scheduler.go
-	held  atomic.Uint32 // a HoldReason
+	// proposed is when the last proposal was queued (Node.nanotime+1; 0:
+	// none yet), and busy whether it
+	// came within Options.CommitNoticeDelay of the one before (notice.go).
+	proposed atomic.Int64
+	busy     atomic.Bool
+	sched    atomic.Uint32 // schedIdle...: see scheduler.go
+	held     atomic.Uint32 // a HoldReason
 	// heldIdle counts the ticks an unsynced replica has gone without
 	// knowing a leader (held.go tickHeld).
 	heldIdle atomic.Int64

@@ -136,6 +136,11 @@ func (r *recorder) LeaderChanged(leader, term uint64) {
 }
 
 func newHarness(t testing.TB, seed int64, n int) *harness {
+	return newHarnessWith(t, seed, n, multiraft.Options{Manual: true})
+}
+
+// newHarnessWith is newHarness with the servers' options (Manual set).
+func newHarnessWith(t testing.TB, seed int64, n int, opts multiraft.Options) *harness {
 	h := &harness{
 		t:         t,
 		ft:        multiraftest.NewFakeTransport(seed),
@@ -150,7 +155,8 @@ func newHarness(t testing.TB, seed int64, n int) *harness {
 
 		checkpoints: map[[2]uint64]uint64{},
 	}
-	h.opts = multiraft.Options{Manual: true}
+	h.opts = opts
+	h.opts.Manual = true
 	h.ft.SetObserver(h.observe)
 	for i := 1; i <= n; i++ {
 		id := uint64(i)

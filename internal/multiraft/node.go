@@ -45,7 +45,8 @@ type Node struct {
 		sync.Mutex
 		groups []*group
 	}
-	stats nodeStats
+	notices commitNotices
+	stats   nodeStats
 }
 
 var _ Handler = (*Node)(nil)
@@ -57,6 +58,9 @@ type nodeStats struct {
 	heldVotesDropped atomic.Uint64
 	bulkDropped      atomic.Uint64
 	lostLogBeats     atomic.Uint64
+	noticesHeld      atomic.Uint64
+	noticesReplaced  atomic.Uint64
+	noticesSent      atomic.Uint64
 }
 
 // Stats are a Node's counters since New.
@@ -71,6 +75,11 @@ type Stats struct {
 	// log, answered with a rejection (clampHeartbeat): a follower that
 	// lost entries it had acknowledged. 0 unless logs were lost.
 	LostLogBeats uint64
+	// CommitNoticesHeld counts the appends without entries a leader held
+	// (notice.go); CommitNoticesReplaced those of them an append to the
+	// same follower and group replaced, CommitNoticesSent those sent once
+	// Options.CommitNoticeDelay had passed.
+	CommitNoticesHeld, CommitNoticesReplaced, CommitNoticesSent uint64
 }
 
 // GroupConfig is what AddGroup starts a group from.
@@ -241,6 +250,10 @@ func (n *Node) Stats() Stats {
 		HeldVotesDropped: n.stats.heldVotesDropped.Load(),
 		BulkDropped:      n.stats.bulkDropped.Load(),
 		LostLogBeats:     n.stats.lostLogBeats.Load(),
+
+		CommitNoticesHeld:     n.stats.noticesHeld.Load(),
+		CommitNoticesReplaced: n.stats.noticesReplaced.Load(),
+		CommitNoticesSent:     n.stats.noticesSent.Load(),
 	}
 }
 
@@ -496,6 +509,7 @@ func (n *Node) queueProposal(group uint64, p proposal) error {
 	g.in.Lock()
 	g.in.props = append(g.in.props, p)
 	g.in.Unlock()
+	n.proposing(g)
 	n.schedule(g)
 	return nil
 }

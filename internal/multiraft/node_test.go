@@ -84,6 +84,67 @@ func TestProposalDataReusableAfterDone(t *testing.T) {
 	h.requireConverged()
 }
 
+// A leader holds an append that carries only its commit index (notice.go):
+// an append with entries to the same follower replaces it, and it goes
+// once the delay has passed. Without the delay (a manual node's default),
+// followers apply as soon as the leader does.
+func TestCommitNoticesHeld(t *testing.T) {
+	h := newHarnessWith(t, 1, 3, multiraft.Options{CommitNoticeDelay: time.Millisecond})
+	h.addGroup(7, []uint64{1, 2, 3})
+	h.elect(7, 1)
+	h.tick() // whatever the election left held goes out
+	h.stabilize()
+	applied := func(id uint64) []string { return h.servers[id].sms[7].datas }
+	leader := h.servers[1].node
+
+	h.propose(1, 7, "first")
+	h.stabilize()
+	require.Equal(t, []string{"first"}, applied(2), "a group not busy sends its notices at once")
+	require.Zero(t, leader.Stats().CommitNoticesHeld)
+
+	// Proposals within the delay of each other: the group is busy.
+	before := leader.Stats()
+	h.propose(1, 7, "a")
+	h.stabilize()
+	require.Equal(t, []string{"first", "a"}, applied(1), "the leader applies once a follower has it")
+	require.Equal(t, []string{"first"}, applied(2), "the commit index is held")
+	require.Equal(t, []string{"first"}, applied(3))
+	st := leader.Stats()
+	require.Equal(t, uint64(2), st.CommitNoticesHeld-before.CommitNoticesHeld, "one per follower")
+	require.Zero(t, st.CommitNoticesSent-before.CommitNoticesSent)
+
+	h.propose(1, 7, "b")
+	h.stabilize()
+	require.Equal(t, []string{"first", "a", "b"}, applied(1))
+	require.Equal(t, []string{"first", "a"}, applied(2), "the append of b carried a's commit")
+	require.Equal(t, []string{"first", "a"}, applied(3))
+	st = leader.Stats()
+	require.Equal(t, uint64(2), st.CommitNoticesReplaced-before.CommitNoticesReplaced, "replaced by b's appends")
+	require.Equal(t, uint64(4), st.CommitNoticesHeld-before.CommitNoticesHeld, "b's commit held in turn")
+	require.Zero(t, st.CommitNoticesSent-before.CommitNoticesSent)
+
+	for _, id := range h.ids {
+		h.servers[id].node.Tick() // the delay passes: only the leader's notices go
+	}
+	require.Equal(t, uint64(2), leader.Stats().CommitNoticesSent-before.CommitNoticesSent)
+	h.stabilize()
+	require.Equal(t, []string{"first", "a", "b"}, applied(2))
+	require.Equal(t, []string{"first", "a", "b"}, applied(3))
+
+	// A proposal a tick later finds the group quiet again.
+	h.propose(1, 7, "c")
+	h.stabilize()
+	require.Equal(t, []string{"first", "a", "b", "c"}, applied(2), "no longer busy")
+	require.Equal(t, uint64(4), leader.Stats().CommitNoticesHeld-before.CommitNoticesHeld)
+	h.requireConverged()
+
+	plain := threeLedBy1(t)
+	plain.propose(1, 7, "a")
+	plain.stabilize()
+	require.Equal(t, []string{"a"}, plain.servers[2].sms[7].datas, "no delay, no notice held")
+	require.Zero(t, plain.servers[1].node.Stats().CommitNoticesHeld)
+}
+
 // Every group ticks on one ticker, so a leader's heartbeats for all its
 // groups leave in one round: one batch per follower, one beat per group.
 func TestHeartbeatsCoalesced(t *testing.T) {

@@ -71,6 +71,13 @@ type Options struct {
 	// (default 150 ms).
 	CampaignStagger time.Duration
 
+	// CommitNoticeDelay is how long a leader holds an append that carries
+	// no entries, only its commit index, before sending it; an append with
+	// entries to the same follower and group sent meanwhile replaces it
+	// (notice.go). Default 2 ms; negative: sent at once. A manual node
+	// holds them only if it is set, until the Tick after it has passed.
+	CommitNoticeDelay time.Duration
+
 	// HoldTimeout is how long a replica held unsynced (HoldUnsynced) may
 	// go without knowing a leader before it is released all the same
 	// (default 10 s, rounded up to whole ticks): when every replica of a
@@ -111,6 +118,7 @@ func DefaultOptions() Options {
 		FailoverGrace:             50 * time.Millisecond,
 		CampaignStagger:           150 * time.Millisecond,
 		HoldTimeout:               10 * time.Second,
+		CommitNoticeDelay:         2 * time.Millisecond,
 	}
 }
 
@@ -130,6 +138,9 @@ func (o Options) withDefaults() (Options, error) {
 	o.FailoverGrace = cmp.Or(o.FailoverGrace, d.FailoverGrace)
 	o.CampaignStagger = cmp.Or(o.CampaignStagger, d.CampaignStagger)
 	o.HoldTimeout = cmp.Or(o.HoldTimeout, d.HoldTimeout)
+	if !o.Manual {
+		o.CommitNoticeDelay = cmp.Or(o.CommitNoticeDelay, d.CommitNoticeDelay)
+	}
 	if o.Logger == nil {
 		o.Logger = quietLogger{&raft.DefaultLogger{Logger: stdLogger()}}
 	}

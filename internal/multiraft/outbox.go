@@ -39,6 +39,9 @@ func (o *outbox) add(g *group, m *raftpb.Message) {
 		o.n.opts.Logger.Errorf("%v", err)
 		return
 	}
+	if o.n.holdNotice(g, m, e) {
+		return
+	}
 	d.b.Msgs = append(d.b.Msgs, e)
 }
 

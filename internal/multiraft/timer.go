@@ -37,6 +37,21 @@ type manualTimer struct {
 	f   func()
 }
 
+// nanotime is the node's time in nanoseconds: the wall clock's, or a
+// manual node's clock's.
+func (n *Node) nanotime() int64 {
+	if n.opts.Manual {
+		return int64(n.clock.now())
+	}
+	return time.Now().UnixNano()
+}
+
+func (c *manualClock) now() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.now
+}
+
 func (c *manualClock) add(d time.Duration, f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
