@@ -23,6 +23,10 @@ import (
 //     a message larger than MaxBytes or MaxMsgSize): an error wrapping
 //     ErrDiverged, and nothing changes.
 //
+// With Options.Staging, a staged record at seq (stage.go) that holds the
+// same message is committed rather than written again; one that holds
+// another cuts the staged tail from seq first.
+//
 // Errors of the disk (ErrWrite) are returned as Append returns them.
 func (s *Stream) AppendAt(seq uint64, ts int64, subj string, hdr, data []byte, ttl time.Duration) error {
 	if err := divergedSubject(subj); err != nil {
@@ -37,25 +41,60 @@ func (s *Stream) AppendAt(seq uint64, ts int64, subj string, hdr, data []byte, t
 		return nil
 	case seq != s.mu.last+1:
 		return fmt.Errorf("%w: sequence %d after %d", ErrDiverged, seq, s.mu.last)
-	case ttl != 0 && (!s.mu.opts.ttls() || (ttl < 0 && ttl != TTLNever)):
-		return fmt.Errorf("%w: %w: TTL %v (AllowMsgTTL %v)", ErrDiverged, ErrInvalidConfig, ttl, s.mu.opts.AllowMsgTTL)
+	}
+	if err := s.checkTTLLocked(ttl); err != nil {
+		return fmt.Errorf("%w: %w", ErrDiverged, err)
 	}
 	ts = max(ts, s.mu.lastTS)
+	if s.fb != nil && s.fb.stg.len() > 0 {
+		// A staged record holds seq (stage.go): the same message is
+		// committed; another (a log that replaced it) is cut with the
+		// rest of the tail by the append.
+		if s.stagedSameLocked(seq, ts, subj, hdr, data) {
+			return s.commitLocked(ttl)
+		}
+	}
+	s.beforeAppendAtLocked(ts)
+	if err := s.appendAtLocked(seq, ts, ts, subj, hdr, data, ttl); err != nil {
+		return divergedLimit(err)
+	}
+	s.afterAppendAtLocked(ts)
+	return nil
+}
+
+// checkTTLLocked refuses a TTL the stream does not allow.
+func (s *Stream) checkTTLLocked(ttl time.Duration) error {
+	if ttl != 0 && (!s.mu.opts.ttls() || (ttl < 0 && ttl != TTLNever)) {
+		return fmt.Errorf("%w: TTL %v (AllowMsgTTL %v)", ErrInvalidConfig, ttl, s.mu.opts.AllowMsgTTL)
+	}
+	return nil
+}
+
+// beforeAppendAtLocked moves the log's time to ts (Options.LogClock)
+// before a message stamped ts is appended: the TTLs due by then expire
+// (MaxAge: in appendAtLocked). With markers, planned rounds expire
+// (ApplyExpiry).
+func (s *Stream) beforeAppendAtLocked(ts int64) {
 	if s.mu.opts.LogClock && s.mu.opts.SubjectDeleteMarkerTTL == 0 {
-		// The log's time moves to ts (MaxAge: in appendAtLocked). With
-		// markers, planned rounds expire (ApplyExpiry).
 		s.expireTTLsLocked(ts)
 	}
-	if err := s.appendAtLocked(seq, ts, ts, subj, hdr, data, ttl); err != nil {
-		if isLimit(err) {
-			return fmt.Errorf("%w: %w", ErrDiverged, err)
-		}
-		return err
-	}
+}
+
+// afterAppendAtLocked records the log's time once a message stamped ts
+// is appended.
+func (s *Stream) afterAppendAtLocked(ts int64) {
 	if s.mu.opts.LogClock && ts > s.logNow.Load() {
 		s.logNow.Store(ts)
 	}
-	return nil
+}
+
+// divergedLimit wraps a refusal by the stream's limits in ErrDiverged: a
+// replica's limits refused what its leader's admitted.
+func divergedLimit(err error) error {
+	if isLimit(err) {
+		return fmt.Errorf("%w: %w", ErrDiverged, err)
+	}
+	return err
 }
 
 // divergedSubject refuses a subject no leader could have admitted, as

@@ -162,6 +162,21 @@ func (a *appendFile) readAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// truncate cuts what was appended back to off, at most size: buffered
+// bytes past it are dropped, written ones truncated from the file. If the
+// file cannot be cut, it is marked broken, to be cut again before the
+// next write.
+func (a *appendFile) truncate(off int64) error {
+	if w := a.written(); off >= w {
+		a.buf = a.buf[:off-w]
+		a.size = off
+		return nil
+	}
+	a.buf = a.buf[:0]
+	a.size = off
+	return a.rewind()
+}
+
 // rewind cuts the file back to its good size: what was written, the
 // buffer aside.
 func (a *appendFile) rewind() error {

@@ -39,7 +39,8 @@ type backend interface {
 	// no record holds it (Stream.Skip), as durably as the sync policy
 	// promises.
 	persistSkip(to uint64) error
-	// dropAll removes every record; the floor is already persisted.
+	// dropAll removes every record but those staged (stage.go), whose
+	// segments stay; the floor is already persisted.
 	dropAll()
 	// flush writes buffered appends (Options.WriteBuffer) to their file.
 	flush() error

@@ -63,6 +63,12 @@ var (
 	// diverged from it.
 	ErrDiverged = errors.New("store: replica diverged")
 
+	// ErrNotStaged is returned by Commit for a sequence with no staged
+	// record, and by Stage for a sequence that cannot follow the staged
+	// tail (see Stream.Stage): the caller keeps the message where it is
+	// and appends it with AppendAt once it commits.
+	ErrNotStaged = errors.New("store: sequence not staged")
+
 	// ErrNotPending is returned by ConsumerState.Ack for a stream sequence
 	// that is not awaiting an acknowledgement.
 	ErrNotPending = errors.New("store: sequence not pending")

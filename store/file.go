@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/skiffmq/skiff/internal/bufpool"
@@ -40,6 +41,9 @@ type fileBackend struct {
 	// The high water mark (hwm.go): the last sequence written, and what
 	// the meta file says of it and of the active segment.
 	high, savedHigh, savedActive, hwGen uint64
+
+	stg     stagedTail // records staged and not committed (stage.go)
+	through uint64     // with staging, the last sequence a checkpoint covers (droppable)
 
 	ra readAhead // blocks for sequential readers; its own lock, as readers share the stream's (readahead.go)
 
@@ -85,29 +89,41 @@ func (fb *fileBackend) segFor(seq uint64) *segment {
 }
 
 func (fb *fileBackend) write(seq uint64, ts int64, subj string, head, data []byte) (uint32, error) {
+	off, s, err := fb.writeRecord(seq, ts, subj, head, data)
+	if err != nil {
+		return 0, err
+	}
+	if fb.holdsAppends() && fb.heldFirst == 0 {
+		fb.heldFirst = seq
+	}
+	s.last = seq
+	fb.high = max(fb.high, seq)
+	s.live++
+	return off, nil
+}
+
+// writeRecord appends the record of seq to the active segment, rolling to
+// a new one as needed, and adds it to the segment's index: what a write
+// and a stage (stage.go) share. It returns the record's offset and
+// segment.
+func (fb *fileBackend) writeRecord(seq uint64, ts int64, subj string, head, data []byte) (uint32, *segment, error) {
 	n := len(head) + len(data)
 	if err := fb.prepareActive(seq, ts, n); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	s := fb.active
 	off := s.log.size
 	if err := s.log.append(head, data); err != nil {
-		return 0, fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(s.first)+logExt, err)
+		return 0, nil, fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(s.first)+logExt, err)
 	}
 	s.cacheTail(off, head, data)
-	if fb.held && fb.heldFirst == 0 {
-		fb.heldFirst = seq
-	}
 	if off == 0 {
 		s.firstTS = ts
 	}
 	s.ents = append(s.ents, idxEntry{off: uint32(off), size: uint32(n), ts: ts, subj: subj})
 	s.fileSize = s.log.size
-	s.last = seq
-	fb.high = max(fb.high, seq)
-	s.live++
 	s.dirty = true
-	return uint32(off), nil
+	return uint32(off), s, nil
 }
 
 // prepareActive makes sure the active segment can take a record of n bytes
@@ -122,7 +138,7 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 		// Records of a segment are consecutive: a sequence that does not
 		// follow (recovery moved the last sequence past lost records)
 		// starts a new segment.
-		if a.log.size > 0 && a.last+1 == seq && !fb.shouldRoll(a, ts, n) {
+		if a.log.size > 0 && a.next() == seq && !fb.shouldRoll(a, ts, n) {
 			return nil
 		}
 	}
@@ -148,7 +164,7 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 			fb.entsHint = min(len(a.ents), maxEntsHint)
 		}
 	}
-	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer, held: fb.held},
+	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer, held: fb.holdsAppends()},
 		ents: make([]idxEntry, 0, fb.entsHint)}
 	fb.segs = append(fb.segs, ns)
 	fb.active, fb.needRoll, fb.dirDirty = ns, false, true
@@ -185,8 +201,9 @@ func (fb *fileBackend) removed(seq uint64, lazy bool) {
 		s.pending = append(s.pending, seq)
 	}
 	// The last segment carries the last sequence; a sync round retires it
-	// once the floor that replaces it is on disk.
-	if s.live == 0 && s != fb.segs[len(fb.segs)-1] {
+	// once the floor that replaces it is on disk. One with staged records,
+	// or that a replay may need, stays (droppable).
+	if fb.droppable(s) && s != fb.segs[len(fb.segs)-1] {
 		fb.dropSegment(s)
 	}
 }
@@ -305,8 +322,11 @@ func (fb *fileBackend) writeMeta(floor uint64) error {
 }
 
 func (fb *fileBackend) dropAll() {
-	for len(fb.segs) > 0 {
-		fb.dropSegment(fb.segs[0])
+	for _, s := range slices.Clone(fb.segs) {
+		s.live = 0
+		if fb.droppable(s) {
+			fb.dropSegment(s)
+		}
 	}
 }
 

@@ -88,7 +88,7 @@ func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 			p.files = append(p.files, &syncItem{f: s.del.f, name: segmentBase(s.first) + delExt, del: s})
 			s.delDirty = false
 		}
-		if s.sealed && !s.indexed && !s.poisoned && s.ents != nil && len(s.log.buf) == 0 {
+		if s.sealed && !s.indexed && !s.poisoned && s.staged == 0 && s.ents != nil && len(s.log.buf) == 0 {
 			p.index = append(p.index, &indexJob{seg: s, ents: s.ents, size: s.log.size, first: s.first})
 		}
 	}
@@ -192,7 +192,7 @@ func (fb *fileBackend) retireLast(fsynced bool) {
 		return
 	}
 	s := fb.segs[len(fb.segs)-1]
-	if s.live > 0 || fb.savedFloor <= s.last {
+	if !fb.droppable(s) || fb.savedFloor <= s.last {
 		return
 	}
 	if fb.opts.Durability.Sync != SyncNever && (!fsynced || fb.metaDirty) {

@@ -10,9 +10,17 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 	started := false
 	var lastSeq uint64
 	var lastTS int64
+	// With staging, the records after CommitThrough are staged (stage.go),
+	// and the deletes after it are left to the log's replay.
+	staging, through := s.mu.opts.Staging, s.mu.opts.CommitThrough
 	for _, seg := range fb.segs {
 		for i, ie := range seg.ents {
 			seq := seg.first + uint64(i)
+			if staging && seq > through && seq >= floor {
+				fb.stg.push(stagedRec{seq: seq, ts: ie.ts, subj: ie.subj, seg: seg, off: ie.off, size: ie.size})
+				seg.staged++
+				continue
+			}
 			lastSeq, lastTS = seq, ie.ts
 			_, deleted := rec.dels[seq]
 			if seq < floor || deleted {
@@ -38,6 +46,7 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 			s.mu.bytes += uint64(ie.size)
 			seg.live++
 		}
+		seg.last -= uint64(seg.staged) // the last committed
 		if seg.indexed {
 			seg.ents = nil // sealed and on disk; the stream's entries hold what reads need
 		}
@@ -45,18 +54,28 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 	// A delete or a floor can outlive the records it covers (an operating
 	// system crash can keep the small fsynced sidecar and lose the log's
 	// tail): the last sequence never goes below them, so none is reused.
+	high := rec.high
 	for q := range rec.dels {
-		lastSeq = max(lastSeq, q)
+		if !staging || q <= through {
+			lastSeq = max(lastSeq, q)
+		}
 	}
-	s.mu.last, s.mu.lastTS = max(lastSeq, floor-1, rec.high), lastTS
+	if staging {
+		// The sequences up to the checkpoint are committed, whatever the
+		// files hold: segments whose messages were all removed go
+		// (droppable), the one with the last of them too.
+		high = through
+	}
+	s.mu.last, s.mu.lastTS = max(lastSeq, floor-1, high), lastTS
 	if !started {
 		s.mu.first = s.mu.last + 1
 	} else {
 		s.padLocked(s.mu.last+1, lastTS) // ents covers first..last
 	}
 	fb.setFloor(s.mu.first)
+	fb.settleStaged(s.mu.last, &s.report)
 	for _, seg := range append([]*segment(nil), fb.segs...) {
-		if seg.live == 0 && seg != fb.segs[len(fb.segs)-1] {
+		if fb.droppable(seg) && seg != fb.segs[len(fb.segs)-1] {
 			fb.dropSegment(seg)
 		}
 	}

@@ -242,6 +242,18 @@ type Options struct {
 	// ApplyExpiry; expiryplan.go) expire messages, since a marker takes a
 	// sequence that the log's leader gives out. Fixed at Open.
 	LogClock bool
+	// Staging lets the stream's writer write a message's record before it
+	// is committed (Stage) and index it once it is (Commit); see stage.go.
+	// A replica of a replicated stream stages a message when its raft log
+	// takes the entry, so that the message is written once, not once to
+	// the log and once more to the store. At Open, the records after
+	// CommitThrough come back staged, not indexed, for the log's replay to
+	// commit or to cut (Unstage). File storage only. Fixed at Open.
+	Staging bool
+	// CommitThrough is, with Staging, the last sequence known committed
+	// (a replica's checkpoint): Open indexes the records up to it and
+	// stages the others. 0 stages every record found.
+	CommitThrough uint64
 	// Logger receives recovery reports and background errors (default
 	// slog.Default()).
 	Logger *slog.Logger
@@ -302,6 +314,8 @@ func (o *Options) validate() error {
 		return bad("SubjectDeleteMarkerTTL %v is neither 0 nor at least a second", o.SubjectDeleteMarkerTTL)
 	case o.WriteBuffer < 0:
 		return bad("negative WriteBuffer %d", o.WriteBuffer)
+	case o.Staging && o.Storage != FileStorage:
+		return bad("staging needs file storage")
 	}
 	return o.Durability.validate()
 }

@@ -28,7 +28,7 @@ type recovered struct {
 // openFileBackend opens or creates a stream directory and recovers its
 // segments; see "Recovery" in doc.go.
 func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered, error) {
-	fb := &fileBackend{fs: o.FS, dir: o.Dir, opts: o, log: o.Logger}
+	fb := &fileBackend{fs: o.FS, dir: o.Dir, opts: o, log: o.Logger, through: o.CommitThrough}
 	_, statErr := fb.fs.Stat(o.Dir)
 	if err := fb.fs.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("store: create %s: %w", o.Dir, err)

@@ -286,6 +286,13 @@ func (s *Stream) purgePrefixLocked(newFirst uint64) (uint64, error) {
 	if newFirst <= s.mu.first {
 		return 0, nil
 	}
+	if newFirst > s.mu.last+1 {
+		// Past the last sequence: the staged tail, which starts at the last
+		// + 1, is inside what the purge takes (stage.go).
+		if err := s.unstageLocked(s.mu.last + 1); err != nil {
+			return 0, err
+		}
+	}
 	err := s.be.persistFloor(newFirst)
 	if err != nil && !errors.Is(err, ErrSync) {
 		return 0, err

@@ -32,6 +32,9 @@ type RecoveryReport struct {
 	// stream (its last segment) was lost. Those sequences are not used
 	// again; see LostTail.
 	LostTail *MissingRange
+	// Staged counts the records after Options.CommitThrough that came
+	// back staged (Options.Staging; stage.go).
+	Staged int
 }
 
 // LostRecords returns how many sequences the report counts as lost:

@@ -17,6 +17,7 @@ type segment struct {
 	fileSize int64 // size on disk; above log.size only for a corrupt older segment
 	firstTS  int64
 	live     int        // messages not yet removed
+	staged   int        // records after last, staged and not committed (stage.go)
 	ents     []idxEntry // the index until it is written; nil afterwards
 	sealed   bool       // takes no more writes
 	indexed  bool       // its index file is on disk and current
@@ -35,6 +36,10 @@ type segment struct {
 	tail    []byte
 	tailOff int64
 }
+
+// next is the sequence of the record that would follow s's last one,
+// staged records included.
+func (s *segment) next() uint64 { return s.last + 1 + uint64(s.staged) }
 
 // tailCap bounds each stream's tail cache (see segment.tail).
 const tailCap = 256 << 10

@@ -39,6 +39,11 @@ func (s *Stream) skipLocked(to uint64, ts int64) error {
 	case to == ^uint64(0):
 		return fmt.Errorf("%w: skip to sequence %d", ErrInvalidConfig, to)
 	}
+	// The staged tail starts at the last sequence + 1, inside what the
+	// skip takes (stage.go).
+	if err := s.unstageLocked(s.mu.last + 1); err != nil {
+		return err
+	}
 	var err error
 	if s.mu.msgs == 0 {
 		_, err = s.purgePrefixLocked(to + 1)

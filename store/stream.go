@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -194,15 +195,15 @@ func (s *Stream) appendLocked(subj string, hdr, data []byte, ttl time.Duration) 
 
 // appendAtLocked appends a message at seq (the last sequence + 1) and ts
 // (not below the last timestamp), with now as the time limits expire
-// from.
+// from. A staged tail (stage.go) is cut first: the message takes the
+// sequence its first record was staged at.
 func (s *Stream) appendAtLocked(seq uint64, ts, now int64, subj string, hdr, data []byte, ttl time.Duration) error {
-	if n := len(subj) + len(hdr) + len(data); n > s.mu.opts.msgSizeLimit() {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrMaxMsgSize, n, s.mu.opts.msgSizeLimit())
+	if err := s.unstageLocked(seq); err != nil {
+		return err
 	}
-	s.expireLocked(now)
 	size := recordSize(subj, hdr, data)
-	ss := s.mu.subjects[subj]
-	if err := s.admitLocked(ss, size); err != nil {
+	ss, err := s.admitAtLocked(now, subj, size)
+	if err != nil {
 		return err
 	}
 	var name string
@@ -211,23 +212,60 @@ func (s *Stream) appendAtLocked(seq uint64, ts, now int64, subj string, hdr, dat
 	} else {
 		name = strings.Clone(subj) // the caller's string may pin a larger buffer
 	}
-	// A large payload is written from the caller's buffer, after the
-	// record's head, rather than copied behind it. A small one is copied
-	// behind it, for one write system call, only where the record goes
-	// straight to its file: a write buffer (Options.WriteBuffer) or a
-	// memory stream copies head and payload once anyway.
+	off, _, err := s.writeRecordLocked(seq, ts, name, hdr, data, false)
+	if err != nil {
+		return err
+	}
+	s.indexLocked(seq, ts, ss, name, size, off, ttl)
+	return nil
+}
+
+// admitAtLocked checks a message whose record is size bytes on subj
+// against the size limit, then removes what expired by now, then checks
+// it against the limits. It returns the subject's state, nil if new.
+func (s *Stream) admitAtLocked(now int64, subj string, size int) (*subjectState, error) {
+	if n := size - recHeaderSize; n > s.mu.opts.msgSizeLimit() {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrMaxMsgSize, n, s.mu.opts.msgSizeLimit())
+	}
+	s.expireLocked(now)
+	ss := s.mu.subjects[subj]
+	if err := s.admitLocked(ss, size); err != nil {
+		return nil, err
+	}
+	return ss, nil
+}
+
+// writeRecordLocked encodes the record of a message and has the backend
+// write it, or stage it (stage.go), returning its offset and checksum.
+//
+// A large payload is written from the caller's buffer, after the
+// record's head, rather than copied behind it. A small one is copied
+// behind it, for one write system call, only where the record goes
+// straight to its file: a write buffer (Options.WriteBuffer) or a memory
+// stream copies head and payload once anyway.
+func (s *Stream) writeRecordLocked(seq uint64, ts int64, name string, hdr, data []byte, stage bool) (off, crc uint32, err error) {
 	s.mu.wbuf = appendRecordHead(s.mu.wbuf[:0], seq, ts, name, hdr, data)
 	body := data
 	if len(data) <= inlineDataMax && s.fb != nil && s.mu.opts.WriteBuffer == 0 {
 		s.mu.wbuf, body = append(s.mu.wbuf, data...), nil
 	}
-	off, err := s.be.write(seq, ts, name, s.mu.wbuf, body)
+	crc = binary.LittleEndian.Uint32(s.mu.wbuf[4:])
+	if stage {
+		off, err = s.fb.stage(seq, ts, name, s.mu.wbuf, body)
+	} else {
+		off, err = s.be.write(seq, ts, name, s.mu.wbuf, body)
+	}
 	if cap(s.mu.wbuf) > 1<<20 {
 		s.mu.wbuf = nil
 	}
-	if err != nil {
-		return err
-	}
+	return off, crc, err
+}
+
+// indexLocked indexes the message at seq, whose record of size bytes is
+// written at off, and applies the limits it may break: the last step of
+// an append, and the whole of a commit (stage.go). ss is the subject's
+// state, nil if new; name is the subject, interned.
+func (s *Stream) indexLocked(seq uint64, ts int64, ss *subjectState, name string, size int, off uint32, ttl time.Duration) {
 	if ss == nil {
 		ss = &subjectState{name: name}
 		s.mu.subjects[name] = ss
@@ -247,7 +285,6 @@ func (s *Stream) appendAtLocked(seq uint64, ts, now int64, subj string, hdr, dat
 	}
 	s.enforceSubjectLocked(ss)
 	s.enforceTotalsLocked()
-	return nil
 }
 
 // admitLocked refuses a message of size bytes on subject ss (nil if new)
@@ -375,7 +412,8 @@ func (s *Stream) syncRound(final bool) (uint64, error) {
 // new limits at once, removing the oldest messages as needed whatever the
 // discard policy (which governs only new messages). Storage and Dir cannot
 // change (ErrInvalidConfig); FS, Now, Logger, OnExpire, OnCorrupt,
-// AppendLock, HoldExpiry and LogClock are fixed at Open and ignored here.
+// AppendLock, HoldExpiry, LogClock, Staging and CommitThrough are fixed at
+// Open and ignored here.
 func (s *Stream) UpdateConfig(opts Options) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -389,6 +427,7 @@ func (s *Stream) UpdateConfig(opts Options) error {
 	opts.FS, opts.Now, opts.Logger = cur.FS, cur.Now, cur.Logger
 	opts.OnExpire, opts.AppendLock, opts.HoldExpiry, opts.OnCorrupt = cur.OnExpire, cur.AppendLock, cur.HoldExpiry, cur.OnCorrupt
 	opts.LogClock = cur.LogClock // the stream's clock (s.clock) is chosen at Open
+	opts.Staging, opts.CommitThrough = cur.Staging, cur.CommitThrough
 	opts.fill()
 	if err := opts.validate(); err != nil {
 		return err

@@ -10,7 +10,10 @@ import "fmt"
 // meanwhile keeps its buffer), removals made lazily stay pending, and a
 // sync round writes nothing new, so it fsyncs what the files held when
 // the hold began. Reads see everything. Delete, Purge and Skip still write
-// at once: a caller that must keep them out waits for ReleaseWrites.
+// at once: a caller that must keep them out waits for ReleaseWrites. A
+// stream that stages (Options.Staging) holds its removals, not its
+// appends: Open stages the records after Options.CommitThrough, so that
+// they need no freezing.
 
 // HoldWrites writes what is buffered or pending (appends, delete records,
 // the floor) to the files, then holds later writes until ReleaseWrites. It
@@ -67,11 +70,19 @@ func (fb *fileBackend) hold() error {
 		}
 	}
 	fb.held, fb.heldFirst = true, 0
-	for _, s := range fb.segs {
-		s.log.held = true
+	if fb.holdsAppends() {
+		for _, s := range fb.segs {
+			s.log.held = true
+		}
 	}
 	return nil
 }
+
+// holdsAppends reports whether appends are held: while writes are, unless
+// the stream stages (Options.Staging), where every record after the
+// committed ones comes back staged at Open, so that the files need not
+// be frozen for them.
+func (fb *fileBackend) holdsAppends() bool { return fb.held && !fb.opts.Staging }
 
 // release writes the appends held, oldest segment first.
 func (fb *fileBackend) release() error {

@@ -1,0 +1,582 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// stagingOpts is a staging file stream in dir, committed through ct.
+func stagingOpts(dir string, ct uint64) Options {
+	return Options{Dir: dir, Staging: true, CommitThrough: ct, Durability: Durability{Sync: SyncNever}, LogClock: true}
+}
+
+// mustStage stages message i (payload(i, size)) on subj.
+func mustStage(t testing.TB, s *Stream, seq uint64, subj string, size int) Place {
+	t.Helper()
+	p, err := s.Stage(seq, int64(seq), subj, nil, payload(seq, size))
+	require.NoError(t, err)
+	require.Equal(t, seq, p.Seq)
+	return p
+}
+
+// logBytes is the size of every segment file of dir together.
+func logBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*"+logExt))
+	require.NoError(t, err)
+	var n int64
+	for _, name := range names {
+		st, err := os.Stat(name)
+		require.NoError(t, err)
+		n += st.Size()
+	}
+	return n
+}
+
+// requireMsgs checks that the stream holds exactly seqs, each with its
+// payload(seq, size).
+func requireMsgs(t testing.TB, s *Stream, seqs []uint64, size int) {
+	t.Helper()
+	require.Equal(t, seqs, liveSeqs(t, s))
+	for _, q := range seqs {
+		m := mustGet(t, s, q)
+		require.Equal(t, payload(q, size), m.Data, "sequence %d", q)
+	}
+}
+
+func TestStageThenCommit(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, stagingOpts(dir, 0))
+	for q := uint64(1); q <= 3; q++ {
+		mustStage(t, s, q, "a", 100)
+	}
+	// Staged: written, invisible.
+	require.Equal(t, uint64(0), s.State().Msgs)
+	require.Equal(t, uint64(0), s.State().LastSeq)
+	_, err := s.Get(1)
+	require.ErrorIs(t, err, ErrNotFound)
+	first, last := s.Staged()
+	require.Equal(t, []uint64{1, 3}, []uint64{first, last})
+	require.NoError(t, s.Flush())
+	written := logBytes(t, dir)
+	require.Equal(t, int64(3*RecordSize("a", nil, payload(1, 100))), written)
+
+	require.ErrorIs(t, s.Commit(2, 0), ErrNotStaged, "not the first staged")
+	require.NoError(t, s.Commit(1, 0))
+	require.NoError(t, s.Commit(2, 0))
+	requireMsgs(t, s, []uint64{1, 2}, 100)
+	require.NoError(t, s.Commit(1, 0), "committed already")
+	require.NoError(t, s.Commit(3, 0))
+	require.ErrorIs(t, s.Commit(4, 0), ErrNotStaged)
+	requireMsgs(t, s, []uint64{1, 2, 3}, 100)
+	require.NoError(t, s.Flush())
+	require.Equal(t, written, logBytes(t, dir), "a commit writes nothing")
+	first, last = s.Staged()
+	require.Greater(t, first, last)
+}
+
+func TestStageOrder(t *testing.T) {
+	s := mustOpen(t, stagingOpts(t.TempDir(), 0))
+	mustStage(t, s, 1, "a", 10)
+	require.NoError(t, s.Commit(1, 0))
+	mustStage(t, s, 2, "a", 10)
+	mustStage(t, s, 3, "a", 10)
+	for _, tc := range []struct {
+		name string
+		seq  uint64
+		subj string
+		want error
+	}{
+		{"committed", 1, "a", ErrNotStaged},
+		{"a gap after the tail", 5, "a", ErrNotStaged},
+		{"an invalid subject", 4, "a..b", ErrDiverged},
+		{"after the tail", 4, "a", nil},
+		{"inside the tail: cut from there", 3, "b", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.Stage(tc.seq, 0, tc.subj, nil, []byte("x"))
+			if tc.want != nil {
+				require.ErrorIs(t, err, tc.want)
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+	first, last := s.Staged()
+	require.Equal(t, []uint64{2, 3}, []uint64{first, last})
+	require.NoError(t, s.Commit(2, 0))
+	require.NoError(t, s.Commit(3, 0))
+	m := mustGet(t, s, 3)
+	require.Equal(t, "b", m.Subject, "the record staged again replaced the first")
+
+	_, err := mustOpen(t, Options{Dir: t.TempDir()}).Stage(1, 0, "a", nil, nil)
+	require.ErrorIs(t, err, ErrInvalidConfig, "a stream that does not stage")
+	_, err = Open(Options{Storage: MemoryStorage, Staging: true})
+	require.ErrorIs(t, err, ErrInvalidConfig, "memory storage")
+}
+
+// A record staged takes the previous record's time where that is later,
+// so that timestamps never go back along the files.
+func TestStageTimestamps(t *testing.T) {
+	s := mustOpen(t, stagingOpts(t.TempDir(), 0))
+	p, err := s.Stage(1, 100, "a", nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(100), p.TS)
+	p, err = s.Stage(2, 50, "a", nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(100), p.TS)
+	require.NoError(t, s.Commit(1, 0))
+	require.NoError(t, s.Commit(2, 0))
+	require.Equal(t, int64(100), mustGet(t, s, 2).Timestamp)
+}
+
+func TestUnstageCutsTheFiles(t *testing.T) {
+	for _, buffered := range []int{0, 1 << 20} {
+		t.Run(fmt.Sprintf("WriteBuffer=%d", buffered), func(t *testing.T) {
+			dir := t.TempDir()
+			o := stagingOpts(dir, 0)
+			o.WriteBuffer = buffered
+			o.SegmentBytes = 1000 // about six records of 150 bytes a segment
+			s := mustOpen(t, o)
+			var places []Place
+			for q := uint64(1); q <= 20; q++ {
+				places = append(places, mustStage(t, s, q, "a", 120))
+				if q == 3 {
+					require.NoError(t, s.Flush())
+				}
+			}
+			for q := uint64(1); q <= 5; q++ {
+				require.NoError(t, s.Commit(q, 0))
+			}
+			require.NoError(t, s.Unstage(9))
+			first, last := s.Staged()
+			require.Equal(t, []uint64{6, 8}, []uint64{first, last})
+			require.NoError(t, s.Flush())
+			require.Equal(t, int64(8*RecordSize("a", nil, payload(1, 120))), logBytes(t, dir), "the cut records are gone from the files")
+			_, err := s.ReadPlace(places[12])
+			require.ErrorIs(t, err, ErrNotFound, "the place of a cut record")
+			m, err := s.ReadPlace(places[7])
+			require.NoError(t, err)
+			require.Equal(t, payload(8, 120), m.Data)
+
+			// Staged again, with other payloads: the old places fail.
+			for q := uint64(9); q <= 12; q++ {
+				mustStage(t, s, q, "a", 60)
+			}
+			_, err = s.ReadPlace(places[8])
+			require.Error(t, err)
+			for q := uint64(6); q <= 12; q++ {
+				require.NoError(t, s.Commit(q, 0))
+			}
+			require.NoError(t, s.Close())
+
+			s = mustOpen(t, stagingOpts(dir, 12))
+			require.Equal(t, seqRange(1, 12), liveSeqs(t, s))
+			for q := uint64(1); q <= 12; q++ {
+				size := 120
+				if q >= 9 {
+					size = 60
+				}
+				require.Equal(t, payload(q, size), mustGet(t, s, q).Data)
+			}
+			require.Zero(t, s.Recovery().LostRecords())
+		})
+	}
+}
+
+func TestStagedRecovery(t *testing.T) {
+	dir := t.TempDir()
+	o := stagingOpts(dir, 0)
+	o.SegmentBytes = 700
+	s := mustOpen(t, o)
+	for q := uint64(1); q <= 10; q++ {
+		mustStage(t, s, q, fmt.Sprintf("s.%d", q%3), 100)
+	}
+	for q := uint64(1); q <= 6; q++ {
+		require.NoError(t, s.Commit(q, 0))
+	}
+	require.NoError(t, s.Remove(2))
+	require.NoError(t, s.Close())
+
+	// Committed through 4: 5 and 6, committed since, come back staged.
+	s = mustOpen(t, stagingOpts(dir, 4))
+	require.Equal(t, 6, s.Recovery().Staged)
+	require.Equal(t, uint64(4), s.State().LastSeq)
+	require.Equal(t, []uint64{1, 3, 4}, liveSeqs(t, s))
+	first, last := s.Staged()
+	require.Equal(t, []uint64{5, 10}, []uint64{first, last})
+	for q := uint64(5); q <= 8; q++ {
+		require.NoError(t, s.Commit(q, 0))
+	}
+	require.NoError(t, s.Close())
+
+	// Without staging every record is committed.
+	s = mustOpen(t, Options{Dir: dir, Durability: Durability{Sync: SyncNever}})
+	require.Equal(t, []uint64{1, 3, 4, 5, 6, 7, 8, 9, 10}, liveSeqs(t, s))
+	require.NoError(t, s.Close())
+
+	// Nothing known committed: everything comes back staged.
+	s = mustOpen(t, stagingOpts(dir, 0))
+	require.Equal(t, 10, s.Recovery().Staged)
+	require.Empty(t, liveSeqs(t, s))
+	require.NoError(t, s.Unstage(4))
+	for q := uint64(1); q <= 3; q++ {
+		require.NoError(t, s.Commit(q, 0))
+	}
+	require.Equal(t, []uint64{1, 2, 3}, liveSeqs(t, s))
+}
+
+// A record torn by a crash in the middle of its write is cut at Open;
+// the staged records before it stay staged.
+func TestStagedTornTail(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, stagingOpts(dir, 0))
+	for q := uint64(1); q <= 5; q++ {
+		mustStage(t, s, q, "a", 100)
+	}
+	require.NoError(t, s.Commit(1, 0))
+	require.NoError(t, s.Close())
+	name := filepath.Join(dir, segmentBase(1)+logExt)
+	st, err := os.Stat(name)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(name, st.Size()-40))
+
+	s = mustOpen(t, stagingOpts(dir, 1))
+	first, last := s.Staged()
+	require.Equal(t, []uint64{2, 4}, []uint64{first, last})
+	require.Positive(t, s.Recovery().TruncatedBytes)
+	for q := uint64(2); q <= 4; q++ {
+		require.NoError(t, s.Commit(q, 0))
+	}
+	requireMsgs(t, s, seqRange(1, 4), 100)
+}
+
+// Staged records that do not follow the last committed sequence (a
+// segment file in between is lost) are cut at Open.
+func TestStagedAfterAGapCut(t *testing.T) {
+	dir := t.TempDir()
+	o := stagingOpts(dir, 0)
+	o.SegmentBytes = 200 // two records of 60 bytes
+	s := mustOpen(t, o)
+	for q := uint64(1); q <= 8; q++ {
+		mustStage(t, s, q, "a", 30)
+	}
+	require.NoError(t, s.Commit(1, 0))
+	require.NoError(t, s.Close())
+	require.NoError(t, os.Remove(filepath.Join(dir, segmentBase(4)+logExt)))
+
+	s = mustOpen(t, stagingOpts(dir, 2))
+	first, last := s.Staged()
+	require.Equal(t, []uint64{3, 3}, []uint64{first, last}, "7 and 8 after the lost 4-6: cut")
+	require.Equal(t, uint64(2), s.State().LastSeq)
+	require.Equal(t, int64(3*RecordSize("a", nil, payload(1, 30))), logBytes(t, dir))
+	require.NoError(t, s.Unstage(3))
+	mustStage(t, s, 3, "a", 30)
+	require.NoError(t, s.Commit(3, 0))
+	requireMsgs(t, s, []uint64{1, 2, 3}, 30)
+	require.NoError(t, s.Close())
+
+	// A floor past the staged records' start: they are gone with it.
+	s = mustOpen(t, stagingOpts(dir, 0))
+	_, err := s.Purge(PurgeRequest{Seq: 8})
+	require.NoError(t, err)
+	first, last = s.Staged()
+	require.Greater(t, first, last, "a purge past the last sequence cuts the staged tail")
+	require.Equal(t, uint64(7), s.State().LastSeq)
+}
+
+// AppendAt of the message a staged record holds commits it; of another,
+// it cuts the tail and writes the message.
+func TestAppendAtOverStaged(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, stagingOpts(dir, 0))
+	mustStage(t, s, 1, "a", 50)
+	mustStage(t, s, 2, "a", 50)
+	mustStage(t, s, 3, "a", 50)
+	require.NoError(t, s.Flush())
+	before := logBytes(t, dir)
+	require.NoError(t, s.AppendAt(1, 1, "a", nil, payload(1, 50), 0))
+	require.NoError(t, s.Flush())
+	require.Equal(t, before, logBytes(t, dir), "the same message: committed, not written")
+	first, last := s.Staged()
+	require.Equal(t, []uint64{2, 3}, []uint64{first, last})
+
+	require.NoError(t, s.AppendAt(2, 2, "b", nil, []byte("other"), 0))
+	first, last = s.Staged()
+	require.Greater(t, first, last, "another message cuts the tail")
+	m := mustGet(t, s, 2)
+	require.Equal(t, "b", m.Subject)
+	require.Equal(t, []byte("other"), m.Data)
+	require.NoError(t, s.Close())
+	s = mustOpen(t, stagingOpts(dir, 2))
+	require.Equal(t, []uint64{1, 2}, liveSeqs(t, s))
+	require.Equal(t, []byte("other"), mustGet(t, s, 2).Data)
+}
+
+// A purge of every committed message keeps the staged records and their
+// segment; Skip cuts them.
+func TestStagedPurgeAndSkip(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, stagingOpts(dir, 0))
+	for q := uint64(1); q <= 6; q++ {
+		mustStage(t, s, q, "a", 20)
+	}
+	for q := uint64(1); q <= 3; q++ {
+		require.NoError(t, s.Commit(q, 0))
+	}
+	n, err := s.Purge(PurgeRequest{Seq: 4})
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), n)
+	require.NoError(t, s.SyncNow())
+	first, last := s.Staged()
+	require.Equal(t, []uint64{4, 6}, []uint64{first, last})
+	require.NoError(t, s.Commit(4, 0))
+	require.NoError(t, s.Commit(5, 0))
+	requireMsgs(t, s, []uint64{4, 5}, 20)
+	require.NoError(t, s.Skip(9, 0))
+	first, last = s.Staged()
+	require.Greater(t, first, last)
+	mustStage(t, s, 10, "a", 20)
+	require.NoError(t, s.Commit(10, 0))
+	require.NoError(t, s.Close())
+
+	s = mustOpen(t, stagingOpts(dir, 10))
+	requireMsgs(t, s, []uint64{4, 5, 10}, 20)
+}
+
+// Removing every committed message of a segment that holds staged records
+// keeps the segment; removing a whole older segment drops it.
+func TestStagedSegmentKept(t *testing.T) {
+	dir := t.TempDir()
+	o := stagingOpts(dir, 0)
+	o.SegmentBytes = 500 // four records of about 110 bytes
+	s := mustOpen(t, o)
+	for q := uint64(1); q <= 10; q++ {
+		mustStage(t, s, q, "a", 80)
+	}
+	for q := uint64(1); q <= 6; q++ {
+		require.NoError(t, s.Commit(q, 0))
+	}
+	for q := uint64(1); q <= 6; q++ {
+		require.NoError(t, s.Remove(q))
+	}
+	require.NoError(t, s.SyncNow())
+	require.NoError(t, s.SyncNow())
+	for q := uint64(7); q <= 10; q++ {
+		require.NoError(t, s.Commit(q, 0))
+	}
+	requireMsgs(t, s, seqRange(7, 10), 80)
+	require.NoError(t, s.Close())
+	s = mustOpen(t, stagingOpts(dir, 10))
+	requireMsgs(t, s, seqRange(7, 10), 80)
+}
+
+// A segment whose records were all committed and removed since the last
+// checkpoint stays until a checkpoint covers it: a replay after a crash
+// commits them again.
+func TestStagedSegmentsKeptForReplay(t *testing.T) {
+	dir := t.TempDir()
+	o := stagingOpts(dir, 0)
+	o.SegmentBytes = 200 // three records of 61 bytes
+	s := mustOpen(t, o)
+	for q := uint64(1); q <= 9; q++ {
+		mustStage(t, s, q, "a", 30)
+		require.NoError(t, s.Commit(q, 0))
+	}
+	for q := uint64(2); q <= 6; q++ {
+		require.NoError(t, s.Remove(q))
+	}
+	require.NoError(t, s.SyncNow())
+	segs := func() int {
+		names, err := filepath.Glob(filepath.Join(dir, "*"+logExt))
+		require.NoError(t, err)
+		return len(names)
+	}
+	require.Equal(t, 3, segs(), "4-6 removed, kept for a replay")
+	require.NoError(t, s.Close())
+
+	// The crash: the replay commits 4-6 again, then removes them.
+	s = mustOpen(t, o)
+	for q := uint64(1); q <= 9; q++ {
+		require.NoError(t, s.Commit(q, 0))
+	}
+	for q := uint64(2); q <= 6; q++ {
+		require.NoError(t, s.Remove(q))
+	}
+	requireMsgs(t, s, []uint64{1, 7, 8, 9}, 30)
+	s.SetCommitThrough(9)
+	require.Equal(t, 2, segs(), "covered by a checkpoint: dropped")
+	requireMsgs(t, s, []uint64{1, 7, 8, 9}, 30)
+}
+
+// Holding writes holds a staging stream's removals, not its appends: its
+// records after the checkpoint come back staged, so that the files need
+// not be frozen for them.
+func TestStagingHoldsNoAppends(t *testing.T) {
+	dir := t.TempDir()
+	o := stagingOpts(dir, 0)
+	o.WriteBuffer = 1 << 20
+	s := mustOpen(t, o)
+	mustStage(t, s, 1, "a", 10)
+	require.NoError(t, s.Commit(1, 0))
+	require.NoError(t, s.HoldWrites())
+	p := mustStage(t, s, 2, "a", 10)
+	require.NoError(t, s.Flush())
+	require.Equal(t, int64(p.Offset+p.Size), logBytes(t, dir), "written while held")
+	require.NoError(t, s.Commit(2, 0))
+	require.NoError(t, s.Remove(1))
+	require.NoError(t, s.ReleaseWrites())
+	m, err := s.ReadPlace(p)
+	require.NoError(t, err, "a committed record's place")
+	require.Equal(t, payload(2, 10), m.Data)
+}
+
+// The limits apply at the commit: a message they refuse stays staged and
+// the commit says the replica diverged.
+func TestCommitRefusedByLimits(t *testing.T) {
+	o := stagingOpts(t.TempDir(), 0)
+	o.MaxMsgs, o.Discard = 1, DiscardNew
+	s := mustOpen(t, o)
+	mustStage(t, s, 1, "a", 10)
+	mustStage(t, s, 2, "a", 10)
+	require.NoError(t, s.Commit(1, 0))
+	require.ErrorIs(t, s.Commit(2, 0), ErrDiverged)
+	first, last := s.Staged()
+	require.Equal(t, []uint64{2, 2}, []uint64{first, last})
+	require.ErrorIs(t, s.Commit(2, time.Second), ErrDiverged, "a TTL the stream does not allow")
+}
+
+// TestStageRandom runs random stages, commits, cuts, removals and
+// reopens (committed through a random point at or below the last commit,
+// as a checkpoint is) against a model, with segments of a few records.
+func TestStageRandom(t *testing.T) {
+	seeds := uint64(12)
+	if testing.Short() {
+		seeds = 4
+	}
+	if n, err := strconv.ParseUint(os.Getenv("STAGE_SEEDS"), 10, 64); err == nil {
+		seeds = n
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			dir := t.TempDir()
+			o := stagingOpts(dir, 0)
+			o.SegmentBytes = 400
+			if seed%2 == 0 {
+				o.WriteBuffer = 256
+			}
+			s, err := Open(withQuiet(o))
+			require.NoError(t, err)
+			defer func() { _ = s.Close() }()
+			committed := map[uint64][]byte{} // live committed messages
+			var last uint64                  // last committed
+			var staged [][]byte              // staged[i] is last+1+i
+			var checkpoint uint64
+			trace := os.Getenv("STAGE_TRACE") != ""
+			for step := 0; step < 400; step++ {
+				if trace {
+					t.Logf("step %d: last %d, staged %d, checkpoint %d, live %v", step, last, len(staged), checkpoint, slices.Sorted(maps.Keys(committed)))
+				}
+				switch op := rng.IntN(20); {
+				case op < 8: // stage, sometimes inside the tail
+					seq := last + 1 + uint64(len(staged))
+					if len(staged) > 0 && rng.IntN(5) == 0 {
+						seq -= uint64(rng.IntN(len(staged)))
+						staged = staged[:seq-last-1]
+					}
+					data := []byte(fmt.Sprintf("%d-%d-%s", seq, step, make([]byte, rng.IntN(90))))
+					_, err := s.Stage(seq, int64(seq), "a", nil, data)
+					require.NoError(t, err)
+					staged = append(staged, data)
+				case op < 14: // commit
+					if len(staged) == 0 {
+						continue
+					}
+					last++
+					require.NoError(t, s.Commit(last, 0))
+					committed[last] = staged[0]
+					staged = staged[1:]
+				case op < 15: // cut
+					if len(staged) == 0 {
+						continue
+					}
+					k := rng.IntN(len(staged))
+					require.NoError(t, s.Unstage(last+1+uint64(k)))
+					staged = staged[:k]
+				case op < 17: // remove a committed message
+					if len(committed) == 0 {
+						continue
+					}
+					keys := slices.Sorted(maps.Keys(committed))
+					q := keys[rng.IntN(len(keys))]
+					require.NoError(t, s.Remove(q))
+					delete(committed, q)
+				case op < 18: // a checkpoint
+					require.NoError(t, s.Flush())
+					require.NoError(t, s.SyncNow())
+					checkpoint = last
+					s.SetCommitThrough(checkpoint)
+				default: // a restart at the checkpoint; the log replays the rest
+					require.NoError(t, s.Close())
+					o.CommitThrough = checkpoint
+					s, err = Open(withQuiet(o))
+					require.NoError(t, err)
+					// Staged from the checkpoint on, or from a floor past it
+					// (removals at the front, recorded since).
+					first, end := s.Staged()
+					require.LessOrEqual(t, checkpoint+1, first, "step %d", step)
+					require.Equal(t, last+uint64(len(staged)), end, "step %d", step)
+					for q := checkpoint + 1; q <= last; q++ {
+						require.NoError(t, s.Commit(q, 0))
+						if _, ok := committed[q]; !ok { // the replayed removal
+							if err := s.Remove(q); !errors.Is(err, ErrNotFound) {
+								require.NoError(t, err)
+							}
+						}
+					}
+				}
+				if step%50 == 49 {
+					checkStaged(t, s, committed, last, staged)
+				}
+			}
+			checkStaged(t, s, committed, last, staged)
+		})
+	}
+}
+
+// checkStaged compares the stream with the model of TestStageRandom.
+func checkStaged(t *testing.T, s *Stream, committed map[uint64][]byte, last uint64, staged [][]byte) {
+	t.Helper()
+	require.Equal(t, last, s.State().LastSeq)
+	require.Equal(t, uint64(len(committed)), s.State().Msgs)
+	for q, data := range committed {
+		m, err := s.Get(q)
+		require.NoError(t, err, "sequence %d", q)
+		require.Equal(t, data, m.Data, "sequence %d", q)
+	}
+	first, end := s.Staged()
+	if len(staged) == 0 {
+		require.Greater(t, first, end)
+		return
+	}
+	require.Equal(t, []uint64{last + 1, last + uint64(len(staged))}, []uint64{first, end})
+}
+
+// withQuiet silences a stream's logger.
+func withQuiet(o Options) Options {
+	if os.Getenv("STAGE_LOG") == "" {
+		o.Logger = quiet
+	}
+	return o
+}
