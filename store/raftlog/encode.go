@@ -106,8 +106,9 @@ func (e *encoder) save() {
 		if i < st.first {
 			continue // compacted already, as MemoryStorage.Append does
 		}
+		data, stripped := e.strip(ent)
 		off := e.base + int64(len(e.buf))
-		e.buf = appendEntryBody(appendHead(e.buf, kindEntry, e.g.id, i, ent.GetTerm(), 0), ent)
+		e.buf = appendEntryBody(appendHead(e.buf, kindEntry, e.g.id, i, ent.GetTerm(), 0), ent, data, stripped)
 		b := e.buf[off-e.base:]
 		binary.LittleEndian.PutUint32(b, uint32(len(b)))
 		seal(b, e.seed)

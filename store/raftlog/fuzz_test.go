@@ -35,7 +35,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		switch r.kind {
 		case kindEntry:
 			e := entryOf(r)
-			require.Equal(t, r.body, appendEntryBody(nil, e))
+			require.Equal(t, r.body, appendEntryBody(nil, e, e.Data, r.body[0]&entryStripped != 0))
 		case kindCheckpoint:
 			imgs, err := decodeCheckpoint(r.body)
 			require.NoError(t, err)

@@ -24,6 +24,9 @@ type Group struct {
 		sync.Mutex
 		st groupState
 	}
+	// payloads, if set, keeps the entries' payloads out of their records
+	// (payloads.go). Guarded by mu.
+	payloads Payloads
 	// lru links the groups with cached entries, least recently appended
 	// first (cache.go). The writer goroutine's only.
 	lru struct {
@@ -296,10 +299,17 @@ func (g *Group) readEntry(i uint64, loc entryLoc) (*pb.Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s offset %d: %w", loc.seg.name, loc.off, err)
 	}
-	return entryOf(r), nil
+	e := entryOf(r)
+	if r.body[0]&entryStripped != 0 {
+		if e.Data, err = g.join(i, r.term, e.Data); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
-// entryOf rebuilds an entry from its record; its data aliases the record.
+// entryOf rebuilds an entry from its record; its data aliases the record
+// (a stripped entry's: its head).
 func entryOf(r record) *pb.Entry {
 	e := &pb.Entry{Index: new(r.index), Term: new(r.term)}
 	flags, p := r.body[0], 1
@@ -313,20 +323,24 @@ func entryOf(r record) *pb.Entry {
 	return e
 }
 
-// appendEntryBody appends the body of e's record.
-func appendEntryBody(dst []byte, e *pb.Entry) []byte {
+// appendEntryBody appends the body of e's record, with data in place of
+// e's data: a head if stripped (payloads.go).
+func appendEntryBody(dst []byte, e *pb.Entry, data []byte, stripped bool) []byte {
 	var flags byte
 	if e.Type != nil {
 		flags |= entryHasType
 	}
-	if e.Data != nil {
+	if data != nil {
 		flags |= entryHasData
+	}
+	if stripped {
+		flags |= entryStripped
 	}
 	dst = append(dst, flags)
 	if e.Type != nil {
 		dst = append(dst, byte(*e.Type))
 	}
-	return append(dst, e.Data...)
+	return append(dst, data...)
 }
 
 // The transitions below apply one record to the state, in memory, in file

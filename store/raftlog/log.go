@@ -43,6 +43,9 @@ type Log struct {
 	free []string   // base names of free files to recycle, oldest first
 	buf  []byte
 	lru  struct{ head, tail *Group } // groups with cached entries (cache.go)
+	// hooks are the Payloads that stripped entries of the batch being
+	// encoded, flushed before it is written (payloads.go).
+	hooks []Payloads
 	// lastSync is when SyncInterval's background fsync last ran.
 	lastSync time.Time
 	// degraded: a write or fsync failed. Segments are no longer removed

@@ -93,6 +93,9 @@ func (k recKind) String() string {
 const (
 	entryHasType = 1 << 0
 	entryHasData = 1 << 1
+	// entryStripped: the data is a head a Payloads hook returned in place
+	// of the entry's (payloads.go); with entryHasData.
+	entryStripped = 1 << 2
 )
 
 // compactReset in a compact record drops every entry, not only those up
@@ -227,9 +230,10 @@ func (r *record) check() error {
 		if r.index == 0 {
 			return bad("index 0")
 		}
-		if len(r.body) < 1 || r.body[0]&^(entryHasType|entryHasData) != 0 ||
+		if len(r.body) < 1 || r.body[0]&^(entryHasType|entryHasData|entryStripped) != 0 ||
 			(r.body[0]&entryHasType != 0 && len(r.body) < 2) ||
-			(r.body[0]&entryHasData == 0 && len(r.body) != 1+int(r.body[0]&entryHasType)) {
+			(r.body[0]&entryHasData == 0 && len(r.body) != 1+int(r.body[0]&entryHasType)) ||
+			(r.body[0]&entryStripped != 0 && r.body[0]&entryHasData == 0) {
 			return bad("malformed body of %d bytes", len(r.body))
 		}
 	case kindHardState:

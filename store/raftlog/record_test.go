@@ -13,8 +13,8 @@ func validRecords() map[string][]byte {
 	vote := binary.LittleEndian.AppendUint64(nil, 3)
 	e := ent(5, 10, 2)
 	return map[string][]byte{
-		"entry":         appendRecord(nil, testSeed, kindEntry, 5, 10, 2, appendEntryBody(nil, e)),
-		"entry-no-data": appendRecord(nil, testSeed, kindEntry, 5, 11, 2, appendEntryBody(nil, &pb.Entry{Index: new(uint64(11)), Term: new(uint64(2))})),
+		"entry":         appendRecord(nil, testSeed, kindEntry, 5, 10, 2, appendEntryBody(nil, e, e.Data, false)),
+		"entry-no-data": appendRecord(nil, testSeed, kindEntry, 5, 11, 2, appendEntryBody(nil, &pb.Entry{Index: new(uint64(11)), Term: new(uint64(2))}, nil, false)),
 		"hardstate":     appendRecord(nil, testSeed, kindHardState, 5, 9, 2, vote),
 		"snapshot":      appendRecord(nil, testSeed, kindSnapshot, 5, 8, 2, appendSnapshotBody(nil, []byte{8, 1}, []byte("data"))),
 		"compact":       appendRecord(nil, testSeed, kindCompact, 5, 8, 2, []byte{compactReset}),
@@ -46,7 +46,7 @@ func TestEntryRoundTrip(t *testing.T) {
 		{Index: new(uint64(4)), Term: new(uint64(5)), Data: []byte{}},                    // empty, not nil, data
 		{Index: new(uint64(4)), Term: new(uint64(5)), Type: pb.EntryConfChangeV2.Enum()}, // type, no data
 	} {
-		r, err := decodeRecord(appendRecord(nil, testSeed, kindEntry, 1, e.GetIndex(), e.GetTerm(), appendEntryBody(nil, e)), testSeed)
+		r, err := decodeRecord(appendRecord(nil, testSeed, kindEntry, 1, e.GetIndex(), e.GetTerm(), appendEntryBody(nil, e, e.Data, false)), testSeed)
 		require.NoError(t, err)
 		got := entryOf(r)
 		require.Equal(t, e.Type == nil, got.Type == nil)
@@ -84,7 +84,8 @@ func TestDecodeRecordInvalid(t *testing.T) {
 		{"group 0", resealed(recs["remove"], func(b []byte) { binary.LittleEndian.PutUint64(b[9:], 0) })},
 		{"checkpoint of a group", resealed(recs["checkpoint"], func(b []byte) { binary.LittleEndian.PutUint64(b[9:], 1) })},
 		{"entry index 0", resealed(recs["entry"], func(b []byte) { binary.LittleEndian.PutUint64(b[17:], 0) })},
-		{"entry flags", resealed(recs["entry"], func(b []byte) { b[recHeaderSize] |= 4 })},
+		{"entry flags", resealed(recs["entry"], func(b []byte) { b[recHeaderSize] |= 8 })},
+		{"entry stripped without data", appendRecord(nil, testSeed, kindEntry, 1, 1, 1, []byte{entryStripped})},
 		{"entry no body", appendRecord(nil, testSeed, kindEntry, 1, 1, 1, nil)},
 		{"entry type missing", appendRecord(nil, testSeed, kindEntry, 1, 1, 1, []byte{entryHasType})},
 		{"entry data without flag", appendRecord(nil, testSeed, kindEntry, 1, 1, 1, []byte{0, 'x'})},

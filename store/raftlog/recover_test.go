@@ -258,7 +258,7 @@ func TestDamageUnattributed(t *testing.T) {
 	b := mem.Contents(seg)
 	b[bad.off+10] ^= 1 // the group field
 	// Group 4's first records, after the damage, in the same segment.
-	tail := appendRecord(nil, seedOf(b), kindEntry, 4, 1, 1, appendEntryBody(nil, ent(4, 1, 1)))
+	tail := appendRecord(nil, seedOf(b), kindEntry, 4, 1, 1, appendEntryBody(nil, ent(4, 1, 1), ent(4, 1, 1).Data, false))
 	mem.SetContents(seg, append(b, tail...))
 
 	l := mustOpen(t, mem, Options{SegmentBytes: 1 << 20})

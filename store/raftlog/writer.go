@@ -46,11 +46,12 @@ type write struct {
 	done     func(error)
 	bytes    int64 // counted against QueueBytes
 
-	err     error
-	sync    bool // the batch must be fsynced before done
-	records int  // how many records it wrote
-	removed bool // opRemove: drop the group from the map once written
-	compact bool // it dropped entries: GC may free segments
+	err      error
+	sync     bool // the batch must be fsynced before done
+	records  int  // how many records it wrote
+	stripped bool // its group's Payloads stripped an entry (payloads.go)
+	removed  bool // opRemove: drop the group from the map once written
+	compact  bool // it dropped entries: GC may free segments
 }
 
 // run is the writer goroutine.
@@ -139,6 +140,7 @@ func (l *Log) writeBatch(q []*write) {
 		needSync = needSync || (w.sync && w.err == nil)
 		compacted = compacted || w.compact
 	}
+	l.flushPayloads(q) // before the records that point at them
 	err := l.flush(a, buf, start, needSync)
 	if err == nil && !needSync && len(syncs) > 0 {
 		// No fsync of this batch's covers them: the background syncer's
