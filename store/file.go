@@ -42,8 +42,12 @@ type fileBackend struct {
 	// the meta file says of it and of the active segment.
 	high, savedHigh, savedActive, hwGen uint64
 
-	stg     stagedTail // records staged and not committed (stage.go)
-	through uint64     // with staging, the last sequence a checkpoint covers (droppable)
+	stg stagedTail // records staged and not committed (stage.go)
+	// staging: the directory's records may be staged (its marker was
+	// there at Open); through is then the last sequence a checkpoint
+	// covers (droppable).
+	staging bool
+	through uint64
 
 	ra readAhead // blocks for sequential readers; its own lock, as readers share the stream's (readahead.go)
 

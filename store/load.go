@@ -12,7 +12,7 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 	var lastTS int64
 	// With staging, the records after CommitThrough are staged (stage.go),
 	// and the deletes after it are left to the log's replay.
-	staging, through := s.mu.opts.Staging, s.mu.opts.CommitThrough
+	staging, through := rec.staging, fb.through
 	for _, seg := range fb.segs {
 		for i, ie := range seg.ents {
 			seq := seg.first + uint64(i)
@@ -73,6 +73,11 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 		s.padLocked(s.mu.last+1, lastTS) // ents covers first..last
 	}
 	fb.setFloor(s.mu.first)
+	if fb.staging && !staging {
+		// Marked just now: every record is committed, and a replay skips
+		// them (AppendAt of a stored sequence).
+		fb.through = s.mu.last
+	}
 	fb.settleStaged(s.mu.last, &s.report)
 	for _, seg := range append([]*segment(nil), fb.segs...) {
 		if fb.droppable(seg) && seg != fb.segs[len(fb.segs)-1] {

@@ -23,12 +23,15 @@ type recovered struct {
 	// high is the last sequence of a lost end of the stream (hwm.go),
 	// or 0: the stream's last sequence is at least high.
 	high uint64
+	// staging: the records after Options.CommitThrough come back staged
+	// (stage.go): the directory is marked as a staging stream's.
+	staging bool
 }
 
 // openFileBackend opens or creates a stream directory and recovers its
 // segments; see "Recovery" in doc.go.
 func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered, error) {
-	fb := &fileBackend{fs: o.FS, dir: o.Dir, opts: o, log: o.Logger, through: o.CommitThrough}
+	fb := &fileBackend{fs: o.FS, dir: o.Dir, opts: o, log: o.Logger}
 	_, statErr := fb.fs.Stat(o.Dir)
 	if err := fb.fs.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("store: create %s: %w", o.Dir, err)
@@ -51,6 +54,9 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 	var firsts []uint64
 	for _, n := range names {
 		have[n] = true
+		if n == stagingMarker {
+			rec.staging = o.Staging
+		}
 		if first, ok := parseSegmentName(n, logExt); ok {
 			firsts = append(firsts, first)
 		} else if strings.HasSuffix(n, ".tmp") {
@@ -85,6 +91,16 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 	if err := fb.recordDamage(rec); err != nil {
 		_ = fb.close()
 		return nil, nil, err
+	}
+	if o.Staging && !rec.staging {
+		if err := fb.markStaging(); err != nil {
+			_ = fb.close()
+			return nil, nil, err
+		}
+	}
+	fb.staging = o.Staging
+	if rec.staging {
+		fb.through = o.CommitThrough
 	}
 	return fb, rec, nil
 }

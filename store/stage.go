@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -37,6 +38,35 @@ import (
 // fsynced together. Records between the checkpoint and a crash that were
 // committed come back staged too, and the replay commits them again. The
 // deletes recorded after CommitThrough are left to the replay as well.
+
+// The directory of a stream that stages holds a marker file, written
+// (and fsynced) the first time it is opened with Options.Staging: a
+// directory without it was written by a stream that did not stage, whose
+// records are all committed, and Open takes them so, whatever
+// CommitThrough says; so does a directory that lost it with everything
+// else (a wiped store), whose CommitThrough describes what it no longer
+// holds.
+const stagingMarker = "staging"
+
+// markStaging writes the staging marker.
+func (fb *fileBackend) markStaging() error {
+	name := filepath.Join(fb.dir, stagingMarker)
+	f, err := fb.fs.Create(name)
+	if err != nil {
+		return fmt.Errorf("store: create %s: %w", name, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(fb.fs, fb.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("store: write %s: %w", name, err)
+	}
+	return nil
+}
 
 // A replay after a crash commits again the records committed since the
 // checkpoint, so it needs them still: with staging, a segment whose
@@ -375,7 +405,7 @@ func (fb *fileBackend) droppable(s *segment) bool {
 	if s.live > 0 || s.staged > 0 {
 		return false
 	}
-	return !fb.opts.Staging || s.last <= fb.through || s.last < fb.savedFloor
+	return !fb.staging || s.last <= fb.through || s.last < fb.savedFloor
 }
 
 // stage writes a record as write does, without committing it: the

@@ -236,6 +236,32 @@ func TestStagedRecovery(t *testing.T) {
 	require.Equal(t, []uint64{1, 2, 3}, liveSeqs(t, s))
 }
 
+// A directory written by a stream that did not stage has every record
+// committed, whatever CommitThrough says: its first Open with staging
+// marks it, and stages only what is staged after.
+func TestStagingMarker(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir, Durability: Durability{Sync: SyncNever}})
+	for i := 0; i < 5; i++ {
+		mustAppend(t, s, "a", "x")
+	}
+	require.NoError(t, s.Close())
+	s = mustOpen(t, stagingOpts(dir, 2))
+	require.Equal(t, seqRange(1, 5), liveSeqs(t, s))
+	require.Zero(t, s.Recovery().Staged)
+	mustStage(t, s, 6, "a", 10)
+	require.NoError(t, s.Close())
+	s = mustOpen(t, stagingOpts(dir, 5))
+	require.Equal(t, 1, s.Recovery().Staged)
+	require.NoError(t, s.Close())
+
+	// A wiped store lost its marker: what its CommitThrough says it held,
+	// it no longer does.
+	require.NoError(t, os.RemoveAll(dir))
+	s = mustOpen(t, stagingOpts(dir, 5))
+	require.Equal(t, uint64(0), s.State().LastSeq)
+}
+
 // A record torn by a crash in the middle of its write is cut at Open;
 // the staged records before it stay staged.
 func TestStagedTornTail(t *testing.T) {

@@ -82,7 +82,7 @@ func (fb *fileBackend) hold() error {
 // the stream stages (Options.Staging), where every record after the
 // committed ones comes back staged at Open, so that the files need not
 // be frozen for them.
-func (fb *fileBackend) holdsAppends() bool { return fb.held && !fb.opts.Staging }
+func (fb *fileBackend) holdsAppends() bool { return fb.held && !fb.staging }
 
 // release writes the appends held, oldest segment first.
 func (fb *fileBackend) release() error {
