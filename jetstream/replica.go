@@ -93,7 +93,11 @@ type replica struct {
 	// server (Unix nanoseconds, 0: not seen).
 	// snapMu serializes checkpoints and snapshots (the checkpoint
 	// round's, a membership change's).
-	snapMu   sync.Mutex
+	snapMu sync.Mutex
+	// marks are the last checkpoints' indexes and store sequences, oldest
+	// first, under snapMu: once the log is compacted past one, the store
+	// may drop the segments its replay kept (replica_snapshot.go).
+	marks    []checkpointMark
 	members  replicaMembers
 	unplaced atomic.Int64
 	// asking: a goroutine asks the members whether the group still
@@ -218,10 +222,14 @@ func (st *stream) openReplica(group uint64, peers []string, held multiraft.HoldR
 		}
 		r.saved.Store(r.fsm.checkpoint)
 	}
+	if err := r.keepPayloads(); err != nil {
+		return err
+	}
 	r.logHigh, _ = js.raft.GroupLastIndex(group)
 	st.repl = r
 	if err := js.raft.AddHeldGroup(group, peers, &r.fsm, held); err != nil {
 		st.repl = nil
+		_, _ = js.raft.SetGroupPayloads(group, nil, 0)
 		return err
 	}
 	if r.fsm.start() {
@@ -247,7 +255,33 @@ func (r *replica) close(destroy bool) error {
 	if destroy {
 		return r.c.RemoveGroup(r.group)
 	}
-	return r.c.StopGroup(r.group)
+	err := r.c.StopGroup(r.group)
+	if _, perr := r.c.SetGroupPayloads(r.group, nil, 0); err == nil {
+		err = perr
+	}
+	return err
+}
+
+// keepPayloads gives the group's log a replicaPayloads hook, if the
+// replica's store stages and the log does not fsync every batch
+// (replica_payloads.go). Entries after the checkpoint whose payloads a
+// crash took are cut from the log, which raft then fills again from the
+// leader.
+func (r *replica) keepPayloads() error {
+	st := r.st
+	if !st.store.Options().Staging || r.c.LogDurability().Sync == store.SyncAlways {
+		return nil
+	}
+	p := &replicaPayloads{store: st.store, onCorrupt: st.corruptFound}
+	cut, err := r.c.SetGroupPayloads(r.group, p, r.fsm.checkpoint)
+	if err != nil {
+		return fmt.Errorf("replica payloads: %w", err)
+	}
+	if cut > 0 {
+		st.js.log.Warn("replica's raft log cut where its messages' payloads were lost; the leader sends them again",
+			"stream", st.name, "index", cut)
+	}
+	return nil
 }
 
 // leaderChanged hears the group's leader, on the apply goroutine: a

@@ -29,10 +29,61 @@ import (
 // checkpointFile is a replica's checkpoint, in its stream's directory.
 const checkpointFile = "raft.ckpt"
 
-// replicaCheckpoint is the file's content.
+// replicaCheckpoint is the file's content: Seq is the store's last
+// sequence at Index, through which it is committed for good
+// (store.Options.CommitThrough: what its files hold after it was staged
+// or committed since, and comes back staged at the next start).
 type replicaCheckpoint struct {
 	Group uint64 `json:"group"`
 	Index uint64 `json:"index"`
+	Seq   uint64 `json:"seq"`
+}
+
+// checkpointMark is a checkpoint's raft index and store sequence.
+type checkpointMark struct{ index, seq uint64 }
+
+// maxMarks bounds the checkpoints a replica remembers; the oldest go
+// first (the log is compacted a checkpoint or two behind the last).
+const maxMarks = 16
+
+// markCheckpoint remembers a checkpoint written. snapMu held.
+func (r *replica) markCheckpoint(idx, seq uint64) {
+	if len(r.marks) == maxMarks {
+		r.marks = append(r.marks[:0], r.marks[1:]...)
+	}
+	r.marks = append(r.marks, checkpointMark{idx, seq})
+}
+
+// releaseThrough tells the store that the log was compacted through
+// index: no replay needs the records of the last checkpoint at or below
+// it again (store.ReleaseThrough), and the segments kept for one may go.
+// snapMu held.
+func (r *replica) releaseThrough(index uint64) {
+	k := -1
+	for i, m := range r.marks {
+		if m.index <= index {
+			k = i
+		}
+	}
+	if k < 0 {
+		return
+	}
+	r.st.store.ReleaseThrough(r.marks[k].seq)
+	r.marks = append(r.marks[:0], r.marks[k:]...)
+}
+
+// checkpointSeq returns the store sequence of the replica's checkpoint of
+// group in dir, 0 if it has none.
+func checkpointSeq(dir string, group uint64) uint64 {
+	b, err := os.ReadFile(filepath.Join(dir, checkpointFile))
+	if err != nil {
+		return 0
+	}
+	var c replicaCheckpoint
+	if err := json.Unmarshal(b, &c); err != nil || c.Group != group {
+		return 0
+	}
+	return c.Seq
 }
 
 // checkpoints reports whether a stream's replica keeps checkpoints: one
@@ -72,7 +123,7 @@ func (r *replica) checkpoint() {
 	if !st.checkpoints() || r.fsm.restoring() {
 		return
 	}
-	idx, cons, err := r.syncState()
+	idx, seq, cons, err := r.syncState()
 	if err != nil {
 		if !errors.Is(err, store.ErrClosed) {
 			st.js.log.Warn("replica checkpoint: sync failed", "stream", st.name, "err", err)
@@ -87,7 +138,7 @@ func (r *replica) checkpoint() {
 		st.js.log.Warn("replica checkpoint: consumers not written", "stream", st.name, "err", err)
 		return
 	}
-	b, err := json.Marshal(replicaCheckpoint{Group: r.group, Index: idx})
+	b, err := json.Marshal(replicaCheckpoint{Group: r.group, Index: idx, Seq: seq})
 	if err == nil {
 		err = writeFileAtomic(filepath.Join(st.dir, checkpointFile), b)
 	}
@@ -96,6 +147,7 @@ func (r *replica) checkpoint() {
 		return
 	}
 	r.saved.Store(idx)
+	r.markCheckpoint(idx, seq)
 	r.founded()
 }
 
@@ -119,14 +171,15 @@ func (r *replica) checkpoint() {
 // release (writeGate). Applies do not stop for the fsyncs (they did: two
 // fsyncs a second during which no PubAck went out). Under always, every
 // entry applied was fsynced in the log before it applied.
-func (r *replica) syncState() (idx uint64, cons *consumersSnapshot, err error) {
+func (r *replica) syncState() (idx, seq uint64, cons *consumersSnapshot, err error) {
 	hold := r.c.LogDurability().Sync != store.SyncAlways
 	r.fsm.restore.Lock() // no batch of entries half applied
 	idx = r.fsm.applied.Load()
 	if idx <= r.saved.Load() {
 		r.fsm.restore.Unlock()
-		return idx, nil, nil
+		return idx, 0, nil, nil
 	}
+	seq = r.st.store.State().LastSeq
 	cons, err = r.fsm.cons.snapshot()
 	if err == nil && hold {
 		if err = r.st.store.HoldWrites(); err == nil {
@@ -141,17 +194,17 @@ func (r *replica) syncState() (idx uint64, cons *consumersSnapshot, err error) {
 	}
 	r.fsm.restore.Unlock()
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	if err := r.c.SyncLog(); err != nil {
-		return 0, nil, fmt.Errorf("raft log: %w", err)
+		return 0, 0, nil, fmt.Errorf("raft log: %w", err)
 	}
 	// A round whatever the store counts durable already: removals since
 	// the last checkpoint need one too.
 	if err := r.st.store.SyncNow(); err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
-	return idx, cons, nil
+	return idx, seq, cons, nil
 }
 
 // checkpointReplicas checkpoints every replicated stream's replica here,

@@ -190,7 +190,13 @@ func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 	case opMsgs:
 		for i := range op.msgs {
 			m := &op.msgs[i]
-			if err := s.AppendAt(m.seq, m.ts, m.subj, m.hdr, m.data, time.Duration(m.ttl)); err != nil {
+			// Staged when the log took it (replica_payloads.go), or else
+			// written now.
+			err := s.Commit(m.seq, time.Duration(m.ttl))
+			if errors.Is(err, store.ErrNotStaged) {
+				err = s.AppendAt(m.seq, m.ts, m.subj, m.hdr, m.data, time.Duration(m.ttl))
+			}
+			if err != nil {
 				return fmt.Errorf("message %d: %w", m.seq, err)
 			}
 			if err := f.rollup(m); err != nil {

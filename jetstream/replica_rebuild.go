@@ -63,8 +63,13 @@ func damaged(s *store.Stream, dir string) bool {
 }
 
 // rebuildsLog reports whether a replica is marked to be rebuilt with its
-// group's log dropped.
-func rebuildsLog(dir string) bool {
+// group's log dropped: marked so, or its store stages (so), whose log's
+// entries point at the messages of the store set aside
+// (replica_payloads.go).
+func rebuildsLog(dir string, so store.Options) bool {
+	if so.Staging {
+		return true
+	}
 	b, err := os.ReadFile(filepath.Join(dir, rebuildFile))
 	return err == nil && string(b) == rebuildLog
 }
@@ -119,7 +124,7 @@ func (ja *jsAccount) rebuildReplica(st *stream) {
 	if err == nil {
 		err = st.close(false)
 	}
-	if err == nil && rebuildsLog(st.dir) {
+	if err == nil && rebuildsLog(st.dir, st.store.Options()) {
 		err = ja.js.raft.DropGroupLog(st.group.Load())
 	}
 	var nst *stream

@@ -93,4 +93,7 @@ func (r *replica) compactKeep(keep uint64) {
 		return
 	}
 	r.snapped.Store(idx)
+	if idx > keep {
+		r.releaseThrough(idx - keep) // compacted through there (SnapshotGroup)
+	}
 }

@@ -103,6 +103,7 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 	so := cfg.storeOptions(filepath.Join(dir, "msgs"))
 	if replicated {
 		so = cfg.replicaStoreOptions(filepath.Join(dir, "msgs"))
+		so.CommitThrough = checkpointSeq(dir, group)
 	}
 	so.Logger = js.log.With("account", ja.name, "stream", cfg.Name) // recovery and corruption reports
 	so.FS = js.opts.FS
@@ -125,9 +126,10 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 	// just turned replicated: what it holds is in no log yet).
 	rebuilt := replicated && !create && !meta.Founding && damaged(s, dir)
 	if rebuilt {
-		if rebuildsLog(dir) {
-			// The replica diverged from its group: its log goes too (a
-			// restart after the mark, before the rebuild dropped it).
+		if rebuildsLog(dir, so) {
+			// The replica diverged from its group, or its log points at
+			// the store set aside: its log goes too (a restart after the
+			// mark, before the rebuild dropped it).
 			if err := js.raft.DropGroupLog(group); err != nil {
 				_ = s.Close()
 				return nil, fmt.Errorf("dropping the diverged replica's log: %w", err)

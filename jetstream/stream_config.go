@@ -186,10 +186,14 @@ const replicaStoreSync = time.Hour
 // Its appends are buffered (replicaWriteBuffer) and written once per
 // batch of entries applied (replicaFSM.Apply), not one write system call
 // per message: what a crash takes from the store, the raft log replays.
+// A file store stages (replica_payloads.go): the messages the raft log
+// takes are written once, staged, and committed as they apply; the
+// caller sets CommitThrough from the replica's checkpoint.
 func (cfg *StreamConfig) replicaStoreOptions(dir string) store.Options {
 	o := cfg.storeOptions(dir)
 	o.Durability = store.Durability{Sync: store.SyncInterval, Interval: replicaStoreSync}
 	o.WriteBuffer = replicaWriteBuffer
+	o.Staging = o.Storage == store.FileStorage
 	return o
 }
 

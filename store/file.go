@@ -43,11 +43,11 @@ type fileBackend struct {
 	high, savedHigh, savedActive, hwGen uint64
 
 	stg stagedTail // records staged and not committed (stage.go)
-	// staging: the directory's records may be staged (its marker was
-	// there at Open); through is then the last sequence a checkpoint
-	// covers (droppable).
-	staging bool
-	through uint64
+	// staging: the stream stages (Options.Staging). released is then the
+	// last sequence no replay will need again (ReleaseThrough): a segment
+	// whose records are all removed goes only at or below it (droppable).
+	staging  bool
+	released uint64
 
 	ra readAhead // blocks for sequential readers; its own lock, as readers share the stream's (readahead.go)
 

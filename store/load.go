@@ -12,7 +12,7 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 	var lastTS int64
 	// With staging, the records after CommitThrough are staged (stage.go),
 	// and the deletes after it are left to the log's replay.
-	staging, through := rec.staging, fb.through
+	staging, through := rec.staging, max(s.mu.opts.CommitThrough, rec.marked)
 	for _, seg := range fb.segs {
 		for i, ie := range seg.ents {
 			seq := seg.first + uint64(i)
@@ -76,7 +76,7 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 	if fb.staging && !staging {
 		// Marked just now: every record is committed, and a replay skips
 		// them (AppendAt of a stored sequence).
-		fb.through = s.mu.last
+		fb.released = s.mu.last
 	}
 	fb.settleStaged(s.mu.last, &s.report)
 	for _, seg := range append([]*segment(nil), fb.segs...) {

@@ -23,9 +23,11 @@ type recovered struct {
 	// high is the last sequence of a lost end of the stream (hwm.go),
 	// or 0: the stream's last sequence is at least high.
 	high uint64
-	// staging: the records after Options.CommitThrough come back staged
-	// (stage.go): the directory is marked as a staging stream's.
+	// staging: the records after Options.CommitThrough, or after marked
+	// if later, come back staged (stage.go): the directory is marked as a
+	// staging stream's.
 	staging bool
+	marked  uint64
 }
 
 // openFileBackend opens or creates a stream directory and recovers its
@@ -54,9 +56,7 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 	var firsts []uint64
 	for _, n := range names {
 		have[n] = true
-		if n == stagingMarker {
-			rec.staging = o.Staging
-		}
+
 		if first, ok := parseSegmentName(n, logExt); ok {
 			firsts = append(firsts, first)
 		} else if strings.HasSuffix(n, ".tmp") {
@@ -92,16 +92,19 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 		_ = fb.close()
 		return nil, nil, err
 	}
-	if o.Staging && !rec.staging {
-		if err := fb.markStaging(); err != nil {
+	if have[stagingMarker] {
+		if !o.Staging {
+			_ = fb.close()
+			return nil, nil, fmt.Errorf("%w: %s holds a stream that stages (Options.Staging): its records after its checkpoint are not committed",
+				ErrInvalidConfig, o.Dir)
+		}
+		if rec.marked, err = fb.readStagingMarker(); err != nil {
 			_ = fb.close()
 			return nil, nil, err
 		}
+		rec.staging = true
 	}
 	fb.staging = o.Staging
-	if rec.staging {
-		fb.through = o.CommitThrough
-	}
 	return fb, rec, nil
 }
 

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,39 +43,71 @@ import (
 // deletes recorded after CommitThrough are left to the replay as well.
 
 // The directory of a stream that stages holds a marker file, written
-// (and fsynced) the first time it is opened with Options.Staging: a
-// directory without it was written by a stream that did not stage, whose
-// records are all committed, and Open takes them so, whatever
-// CommitThrough says; so does a directory that lost it with everything
-// else (a wiped store), whose CommitThrough describes what it no longer
-// holds.
+// (and fsynced) the first time it is opened with Options.Staging, that
+// holds the last sequence recovered then. A directory without it was
+// written by a stream that did not stage, whose records are all
+// committed: Open takes them so, whatever CommitThrough says, and the
+// marker keeps them committed at the next Opens, whatever the caller's
+// checkpoint says. So does a directory that lost it with everything else
+// (a wiped store), whose CommitThrough describes what it no longer holds.
+// Opened without Staging, a marked directory is refused: what it stages
+// would be taken for committed.
 const stagingMarker = "staging"
 
-// markStaging writes the staging marker.
-func (fb *fileBackend) markStaging() error {
+// markStaging writes the staging marker, with every record up to last
+// committed.
+func (fb *fileBackend) markStaging(last uint64) error {
 	name := filepath.Join(fb.dir, stagingMarker)
-	f, err := fb.fs.Create(name)
-	if err != nil {
-		return fmt.Errorf("store: create %s: %w", name, err)
+	tmp := name + ".tmp"
+	f, err := fb.fs.Create(tmp)
+	if err == nil {
+		_, err = f.Write(strconv.AppendUint(nil, last, 10))
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = fb.fs.Rename(tmp, name)
 	}
 	if err == nil {
 		err = syncDir(fb.fs, fb.dir)
 	}
 	if err != nil {
+		_ = fb.fs.Remove(tmp)
 		return fmt.Errorf("store: write %s: %w", name, err)
 	}
 	return nil
 }
 
-// A replay after a crash commits again the records committed since the
-// checkpoint, so it needs them still: with staging, a segment whose
-// records are all removed is dropped only once its last record is at or
-// below the checkpoint (SetCommitThrough) or below the floor on disk, which
-// the replay skips.
+// readStagingMarker returns the sequence the staging marker of dir holds.
+func (fb *fileBackend) readStagingMarker() (uint64, error) {
+	name := filepath.Join(fb.dir, stagingMarker)
+	f, err := fb.fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return 0, fmt.Errorf("store: open %s: %w", name, err)
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, 32))
+	if err != nil {
+		return 0, fmt.Errorf("store: read %s: %w", name, err)
+	}
+	seq, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %w", ErrCorrupt, name, err)
+	}
+	return seq, nil
+}
+
+// A replay commits again records committed before: after a crash, the
+// records since the checkpoint; and raft may start a replay below the
+// checkpoint, and serve lagging followers the entries it keeps behind it,
+// which point at records (even those the replay then skips, below the
+// floor). So with staging, a segment whose records are all removed is
+// dropped only once the caller says no replay will need them
+// (ReleaseThrough: its log compacted past them).
 
 // Place is where a staged record is: what a log entry keeps of a message
 // it no longer carries.
@@ -97,6 +132,20 @@ type stagedRec struct {
 	seg  *segment
 	off  uint32
 	size uint32
+}
+
+// check reads the record and checks it: its checksum and sequence.
+func (r *stagedRec) check() error {
+	buf := bufpool.Get(int(r.size))[:r.size]
+	defer bufpool.Put(buf)
+	if _, err := r.seg.log.readAt(buf, int64(r.off)); err != nil {
+		return fmt.Errorf("%w: read: %w", ErrCorrupt, err)
+	}
+	rec, err := decodeRecord(buf)
+	if err == nil && rec.seq != r.seq {
+		err = fmt.Errorf("%w: record holds sequence %d", ErrCorrupt, rec.seq)
+	}
+	return err
 }
 
 // stagedTail is a stream's staged records, ascending and consecutive:
@@ -294,6 +343,59 @@ func (s *Stream) unstageLocked(from uint64) error {
 	return s.fb.unstage(from)
 }
 
+// SyncWritten fsyncs the records written to the stream's files since
+// their last fsync, staged ones included, and nothing else: no delete
+// records, floor or index, which a sync round writes as well. A caller
+// whose own log points at staged records (a replica's raft log,
+// replica_payloads.go in package jetstream) runs it before each fsync of
+// that log. It waits for a sync round running, and a round waits for it.
+// A failed fsync seals the segment, as a round's does, and returns an
+// error wrapping ErrSync.
+func (s *Stream) SyncWritten() error {
+	if s.fb == nil {
+		return nil
+	}
+	s.gc.mu.Lock() // a round closes the files of dropped segments
+	defer s.gc.mu.Unlock()
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	var err error
+	var segs []*segment
+	for _, seg := range s.fb.segs {
+		if ferr := seg.log.flush(); ferr != nil && err == nil {
+			err = fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(seg.first)+logExt, ferr)
+		}
+		if seg.dirty && !seg.poisoned {
+			segs = append(segs, seg)
+			seg.dirty = false
+		}
+	}
+	s.mu.Unlock()
+	var failed []*segment
+	for _, seg := range segs {
+		if serr := seg.log.f.Sync(); serr != nil {
+			failed = append(failed, seg)
+			if err == nil {
+				err = fmt.Errorf("%w: %s: %w", ErrSync, segmentBase(seg.first)+logExt, serr)
+			}
+		}
+	}
+	if len(failed) > 0 {
+		s.mu.Lock()
+		for _, seg := range failed {
+			seg.poisoned = true
+			if seg == s.fb.active {
+				s.fb.needRoll = true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
 // Staged returns the first and last sequences staged; first > last when
 // none is.
 func (s *Stream) Staged() (first, last uint64) {
@@ -307,8 +409,9 @@ func (s *Stream) Staged() (first, last uint64) {
 
 // ReadPlace returns the message in the record at p, staged or committed,
 // checked against p: its checksum, sequence and size. It returns an error
-// wrapping ErrNotFound if the segment is gone or the file is shorter, and
-// one wrapping ErrCorrupt if the bytes there are not p's record.
+// wrapping ErrNotFound if the segment is gone, the file is shorter, or
+// another good record is there, and one wrapping ErrCorrupt if the bytes
+// there fail their checksum.
 func (s *Stream) ReadPlace(p Place) (*Msg, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -337,10 +440,11 @@ func (s *Stream) ReadPlace(p Place) (*Msg, error) {
 	rec, err := decodeRecord(buf)
 	switch {
 	case err != nil:
-	case binary.LittleEndian.Uint32(buf[4:]) != p.CRC:
-		err = fmt.Errorf("%w: record checksum %08x, the place says %08x", ErrCorrupt, binary.LittleEndian.Uint32(buf[4:]), p.CRC)
-	case rec.seq != p.Seq:
-		err = fmt.Errorf("%w: record holds sequence %d", ErrCorrupt, rec.seq)
+	case binary.LittleEndian.Uint32(buf[4:]) != p.CRC || rec.seq != p.Seq:
+		// A good record, but another: the place's was cut and the bytes
+		// written again.
+		err = fmt.Errorf("%w: the record there holds sequence %d, checksum %08x; the place says %d, %08x",
+			ErrNotFound, rec.seq, binary.LittleEndian.Uint32(buf[4:]), p.Seq, p.CRC)
 	}
 	if err != nil {
 		bufpool.Put(buf)
@@ -378,17 +482,17 @@ func (s *Stream) stagedSameLocked(seq uint64, ts int64, subj string, hdr, data [
 	return err == nil && rec.seq == seq && bytes.Equal(rec.hdr, hdr) && bytes.Equal(rec.data, data)
 }
 
-// SetCommitThrough records the last sequence a new checkpoint of the
-// caller covers (Options.CommitThrough for the next Open), and drops the
-// segments that were kept for a replay until it did.
-func (s *Stream) SetCommitThrough(seq uint64) {
+// ReleaseThrough says that no replay will need the records up to seq
+// again (a replica's raft log was compacted past them), and drops the
+// segments that were kept for one.
+func (s *Stream) ReleaseThrough(seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.closed || s.fb == nil || seq <= s.fb.through {
+	if s.mu.closed || s.fb == nil || seq <= s.fb.released {
 		return
 	}
 	fb := s.fb
-	fb.through = seq
+	fb.released = seq
 	for _, seg := range slices.Clone(fb.segs) {
 		if seg != fb.segs[len(fb.segs)-1] && fb.droppable(seg) {
 			fb.dropSegment(seg)
@@ -405,7 +509,7 @@ func (fb *fileBackend) droppable(s *segment) bool {
 	if s.live > 0 || s.staged > 0 {
 		return false
 	}
-	return !fb.staging || s.last <= fb.through || s.last < fb.savedFloor
+	return !fb.staging || s.last <= fb.released
 }
 
 // stage writes a record as write does, without committing it: the
@@ -501,10 +605,24 @@ func (fb *fileBackend) cutSegment(s *segment, off uint32, n int) error {
 // committed sequence, last, one after the other: from the first that does
 // not (a segment file lost in between, or a lost end of the stream that
 // took their sequences), they are cut.
+//
+// The records recovered from a sealed segment's index were not read at
+// Open (the last segment's were, and checksummed): they are read now, and
+// one that fails its checksum is reported damaged (RecoveryReport.Damaged,
+// which a replica rebuilds from its group for) and cut with those after.
 func (fb *fileBackend) settleStaged(last uint64, rep *RecoveryReport) {
 	recs := fb.stg.recs[fb.stg.head:]
 	i := 0
 	for i < len(recs) && recs[i].seq == last+1+uint64(i) {
+		if r := &recs[i]; r.seg.indexed {
+			if err := r.check(); err != nil {
+				rep.Damaged = append(rep.Damaged, DamagedRange{File: segmentBase(r.seg.first) + logExt,
+					Offset: int64(r.off), Bytes: int64(r.size), FirstLost: r.seq, Lost: 1, Err: err})
+				fb.log.Error("store: a staged record fails its checksum; cut with the staged records after it",
+					"file", segmentBase(r.seg.first)+logExt, "offset", r.off, "seq", r.seq, "err", err)
+				break
+			}
+		}
 		i++
 	}
 	if i < len(recs) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/skiffmq/skiff/store/storetest"
 )
 
 // stagingOpts is a staging file stream in dir, committed through ct.
@@ -174,7 +176,7 @@ func TestUnstageCutsTheFiles(t *testing.T) {
 				mustStage(t, s, q, "a", 60)
 			}
 			_, err = s.ReadPlace(places[8])
-			require.Error(t, err)
+			require.ErrorIs(t, err, ErrNotFound, "another record at the place")
 			for q := uint64(6); q <= 12; q++ {
 				require.NoError(t, s.Commit(q, 0))
 			}
@@ -220,10 +222,9 @@ func TestStagedRecovery(t *testing.T) {
 	}
 	require.NoError(t, s.Close())
 
-	// Without staging every record is committed.
-	s = mustOpen(t, Options{Dir: dir, Durability: Durability{Sync: SyncNever}})
-	require.Equal(t, []uint64{1, 3, 4, 5, 6, 7, 8, 9, 10}, liveSeqs(t, s))
-	require.NoError(t, s.Close())
+	// Not without staging: it would take what is staged for committed.
+	_, err := Open(Options{Dir: dir, Logger: quiet})
+	require.ErrorIs(t, err, ErrInvalidConfig)
 
 	// Nothing known committed: everything comes back staged.
 	s = mustOpen(t, stagingOpts(dir, 0))
@@ -319,6 +320,40 @@ func TestStagedAfterAGapCut(t *testing.T) {
 	first, last = s.Staged()
 	require.Greater(t, first, last, "a purge past the last sequence cuts the staged tail")
 	require.Equal(t, uint64(7), s.State().LastSeq)
+}
+
+// A staged record of a sealed segment, recovered from its index, is read
+// and checked at Open: one that fails its checksum is reported damaged and
+// cut with those after it.
+func TestStagedDamageFound(t *testing.T) {
+	dir := t.TempDir()
+	o := stagingOpts(dir, 0)
+	o.SegmentBytes = 200 // three records of 61 bytes
+	s := mustOpen(t, o)
+	var places []Place
+	for q := uint64(1); q <= 8; q++ {
+		places = append(places, mustStage(t, s, q, "a", 30))
+	}
+	for q := uint64(1); q <= 8; q++ {
+		require.NoError(t, s.Commit(q, 0))
+	}
+	require.NoError(t, s.SyncNow()) // the sealed segments' indexes
+	require.NoError(t, s.Close())
+	p := places[4] // sequence 5, in segment 4
+	name := filepath.Join(dir, segmentBase(p.Segment)+logExt)
+	raw, err := os.ReadFile(name)
+	require.NoError(t, err)
+	raw[p.Offset+p.Size-1] ^= 0xff
+	require.NoError(t, os.WriteFile(name, raw, 0o644))
+
+	s = mustOpen(t, stagingOpts(dir, 2))
+	rep := s.Recovery()
+	require.Len(t, rep.Damaged, 1)
+	require.Equal(t, uint64(5), rep.Damaged[0].FirstLost)
+	require.ErrorIs(t, rep.Damaged[0].Err, ErrCorrupt)
+	require.Positive(t, rep.LostRecords())
+	first, last := s.Staged()
+	require.Equal(t, []uint64{3, 4}, []uint64{first, last})
 }
 
 // AppendAt of the message a staged record holds commits it; of another,
@@ -440,9 +475,34 @@ func TestStagedSegmentsKeptForReplay(t *testing.T) {
 		require.NoError(t, s.Remove(q))
 	}
 	requireMsgs(t, s, []uint64{1, 7, 8, 9}, 30)
-	s.SetCommitThrough(9)
+	s.ReleaseThrough(9)
 	require.Equal(t, 2, segs(), "covered by a checkpoint: dropped")
 	requireMsgs(t, s, []uint64{1, 7, 8, 9}, 30)
+}
+
+// SyncWritten fsyncs the segment files written since their last fsync,
+// staged records included; a failed fsync seals the segment.
+func TestSyncWritten(t *testing.T) {
+	fsys := storetest.NewFaultFS(OSFS)
+	fsys.Match = storetest.IsSegment
+	o := stagingOpts(t.TempDir(), 0)
+	o.FS, o.WriteBuffer = fsys, 1<<20
+	s := mustOpen(t, o)
+	mustStage(t, s, 1, "a", 10)
+	before := fsys.Syncs()
+	require.NoError(t, s.SyncWritten())
+	require.Equal(t, before+1, fsys.Syncs(), "the segment, once")
+	require.NoError(t, s.SyncWritten())
+	require.Equal(t, before+1, fsys.Syncs(), "nothing written since")
+
+	mustStage(t, s, 2, "a", 10)
+	fsys.FailSync(errors.New("injected"))
+	require.ErrorIs(t, s.SyncWritten(), ErrSync)
+	fsys.FailSync(nil)
+	p := mustStage(t, s, 3, "a", 10)
+	require.Equal(t, uint64(3), p.Segment, "a new segment after the failed fsync")
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.SyncWritten(), ErrClosed)
 }
 
 // Holding writes holds a staging stream's removals, not its appends: its
@@ -552,7 +612,7 @@ func TestStageRandom(t *testing.T) {
 					require.NoError(t, s.Flush())
 					require.NoError(t, s.SyncNow())
 					checkpoint = last
-					s.SetCommitThrough(checkpoint)
+					s.ReleaseThrough(checkpoint)
 				default: // a restart at the checkpoint; the log replays the rest
 					require.NoError(t, s.Close())
 					o.CommitThrough = checkpoint

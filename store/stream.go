@@ -119,6 +119,12 @@ func Open(opts Options) (*Stream, error) {
 		}
 		s.fb, s.be = fb, fb
 		s.load(fb, rec)
+		if opts.Staging && !rec.staging {
+			if err := fb.markStaging(s.mu.last); err != nil {
+				_ = fb.close()
+				return nil, err
+			}
+		}
 	}
 	var bad []uint64
 	s.mu.Lock()

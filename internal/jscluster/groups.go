@@ -49,6 +49,18 @@ func (c *Cluster) AddHeldGroup(id uint64, peers []string, sm multiraft.StateMach
 	return c.node.AddGroup(multiraft.GroupConfig{ID: id, Log: walLog{c.wal.Group(id), c.wal}, StateMachine: sm, Peers: ids, Held: held})
 }
 
+// SetGroupPayloads gives a stream's group's log a Payloads hook
+// (raftlog.Group.SetPayloads), before the group is added: its entries'
+// payloads are kept by the hook, checked from index from on. It returns
+// the index the group's log was cut at, its payloads lost (0 if none). A
+// nil p takes the hook away, once the group is stopped.
+func (c *Cluster) SetGroupPayloads(id uint64, p raftlog.Payloads, from uint64) (uint64, error) {
+	if id == MetaGroup || id == 0 {
+		return 0, fmt.Errorf("%w: group %d is not a stream's", ErrInvalidOptions, id)
+	}
+	return c.wal.Group(id).SetPayloads(p, from)
+}
+
 // GroupHeld returns why this server's replica of a stream's group is held
 // (multiraft.HoldNone if it is not).
 func (c *Cluster) GroupHeld(id uint64) (multiraft.HoldReason, error) {

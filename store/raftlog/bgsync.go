@@ -29,11 +29,12 @@ type bgSyncer struct {
 	done   chan struct{}
 }
 
-// syncReq asks for an fsync of seg (pinned by acquire until served) and
-// then calls done.
+// syncReq asks for an fsync of seg (pinned by acquire until served),
+// after hooks' (payloads.go), and then calls done.
 type syncReq struct {
-	seg  *segment
-	done []func(error)
+	seg   *segment
+	done  []func(error)
+	hooks []Payloads
 }
 
 func newBGSyncer(l *Log) *bgSyncer {
@@ -45,9 +46,9 @@ func newBGSyncer(l *Log) *bgSyncer {
 
 // request queues an fsync of seg, which the caller (the writer) has
 // pinned with seg.acquire, then done's calls.
-func (b *bgSyncer) request(seg *segment, done []func(error)) {
+func (b *bgSyncer) request(seg *segment, done []func(error), hooks []Payloads) {
 	b.mu.Lock()
-	b.reqs = append(b.reqs, syncReq{seg: seg, done: done})
+	b.reqs = append(b.reqs, syncReq{seg: seg, done: done, hooks: hooks})
 	b.busy = true
 	b.mu.Unlock()
 	b.cond.Signal()
@@ -93,8 +94,21 @@ func (b *bgSyncer) run() {
 			return // closed, nothing left
 		}
 		errs := map[*segment]error{}
+		var hooks []Payloads
+		for _, r := range reqs {
+			for _, p := range r.hooks {
+				if !containsHook(hooks, p) {
+					hooks = append(hooks, p)
+				}
+			}
+		}
+		hookErr := syncHooks(hooks) // before the records that point at them
 		for _, r := range reqs {
 			if _, done := errs[r.seg]; done {
+				continue
+			}
+			if hookErr != nil {
+				errs[r.seg] = hookErr
 				continue
 			}
 			err := r.seg.f.Sync()

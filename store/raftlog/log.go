@@ -46,6 +46,8 @@ type Log struct {
 	// hooks are the Payloads that stripped entries of the batch being
 	// encoded, flushed before it is written (payloads.go).
 	hooks []Payloads
+	// hks are the hooks an fsync must sync first (payloads.go).
+	hks hookSet
 	// lastSync is when SyncInterval's background fsync last ran.
 	lastSync time.Time
 	// degraded: a write or fsync failed. Segments are no longer removed
@@ -278,6 +280,9 @@ func (l *Log) Close() error {
 		err = l.cutRecycled(a)
 	}
 	if a := l.active(); a != nil && a.dirty && err == nil {
+		if err = l.syncAllHooks(); err != nil {
+			l.log.Error("raftlog: payloads not synced at close", "err", err)
+		}
 		if err = a.f.Sync(); err != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrSync, a.name, err)
 		}
@@ -319,6 +324,11 @@ func (l *Log) roll() error {
 		}
 	}
 	if old != nil && old.dirty {
+		if err := l.syncAllHooks(); err != nil {
+			// The records pointing at them end the groups' logs at the
+			// next Open if they are lost (SetPayloads).
+			l.log.Error("raftlog: payloads not synced before a roll", "err", err)
+		}
 		err := old.f.Sync()
 		l.count(func(s *Stats) { s.Fsyncs++ })
 		switch {
@@ -406,6 +416,10 @@ func (l *Log) gc() {
 		// The records that let these go (compactions, the checkpoints
 		// after them) must be durable before they are.
 		if a := l.active(); a.dirty {
+			if err := l.syncAllHooks(); err != nil {
+				l.log.Error("raftlog: payloads not synced before removing segments; keeping them", "dir", l.opts.Dir, "err", err)
+				return
+			}
 			if err := a.f.Sync(); err != nil {
 				l.log.Error("raftlog: sync before removing segments; keeping them", "dir", l.opts.Dir, "err", err)
 				return

@@ -3,6 +3,7 @@ package raftlog
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -39,6 +40,11 @@ type Payloads interface {
 	// that stripped an entry, before the batch is written. On error the
 	// group's writes of the batch fail, and the group with them.
 	Flush() error
+	// Sync makes what was flushed durable: it is called before every
+	// fsync of the log that may cover records pointing at it, on the
+	// log's writer or its background syncer. It may run concurrently
+	// with Strip and Flush.
+	Sync() error
 	// Join returns the data of the entry at index, of term, that Strip
 	// replaced with head. An error wrapping raft.ErrCompacted says the
 	// payloads are gone for good (the entry's messages were removed since
@@ -53,9 +59,18 @@ type Payloads interface {
 // are read only for lagging followers) can be joined: at the first that
 // cannot, the group's log ends, as at a torn tail, and cut is that entry's
 // index (0 if none). A commit index past the new end marks the group
-// damaged (Group.Damaged), as recovery does.
+// damaged (Group.Damaged), as recovery does. A nil p takes the hook away
+// (its owner closed): stripped entries cannot be read until the next.
 func (g *Group) SetPayloads(p Payloads, from uint64) (cut uint64, err error) {
 	g.mu.Lock()
+	if old := g.payloads; old != nil && old != p {
+		g.log.forgetHook(old)
+	}
+	if p == nil {
+		g.payloads = nil
+		g.mu.Unlock()
+		return 0, nil
+	}
 	if err := g.usableLocked(); err != nil {
 		g.mu.Unlock()
 		return 0, err
@@ -150,6 +165,11 @@ func (l *Log) flushPayloads(q []*write) {
 			failed[p] = fmt.Errorf("%w: payloads: %w", ErrWrite, err)
 		}
 	}
+	for _, p := range l.hooks {
+		if _, bad := failed[p]; !bad {
+			l.noteUnsynced(p)
+		}
+	}
 	clear(l.hooks)
 	l.hooks = l.hooks[:0]
 	for _, w := range q {
@@ -183,4 +203,66 @@ func (g *Group) join(i, term uint64, head []byte) ([]byte, error) {
 		return nil, fmt.Errorf("raftlog: payloads of entry %d of group %d: %w", i, g.id, err)
 	}
 	return data, nil
+}
+
+// hookSet is the Payloads hooks whose flushed payloads a fsync of the log
+// may have to cover: every hook that flushed since it was set (seen), for
+// the writer's own fsyncs, and those flushed since the background syncer
+// last took them (unsynced, the writer's), for its.
+type hookSet struct {
+	mu       sync.Mutex
+	seen     map[Payloads]struct{}
+	unsynced []Payloads
+}
+
+// noteUnsynced records that p flushed payloads. Writer goroutine.
+func (l *Log) noteUnsynced(p Payloads) {
+	if !containsHook(l.hks.unsynced, p) {
+		l.hks.unsynced = append(l.hks.unsynced, p)
+	}
+	l.hks.mu.Lock()
+	if l.hks.seen == nil {
+		l.hks.seen = make(map[Payloads]struct{})
+	}
+	l.hks.seen[p] = struct{}{}
+	l.hks.mu.Unlock()
+}
+
+// takeUnsynced returns the hooks flushed since the last call, for a
+// background fsync. Writer goroutine.
+func (l *Log) takeUnsynced() []Payloads {
+	h := l.hks.unsynced
+	l.hks.unsynced = nil
+	return h
+}
+
+// forgetHook drops a hook its group no longer has.
+func (l *Log) forgetHook(p Payloads) {
+	l.hks.mu.Lock()
+	delete(l.hks.seen, p)
+	l.hks.mu.Unlock()
+}
+
+// syncAllHooks syncs every hook that flushed payloads, before an fsync of
+// the writer's own (a batch's, a roll's, GC's, Close's): a background
+// fsync may still be syncing the hooks it took.
+func (l *Log) syncAllHooks() error {
+	l.hks.mu.Lock()
+	hooks := make([]Payloads, 0, len(l.hks.seen))
+	for p := range l.hks.seen {
+		hooks = append(hooks, p)
+	}
+	l.hks.mu.Unlock()
+	return syncHooks(hooks)
+}
+
+// syncHooks syncs hooks, and returns the first error.
+func syncHooks(hooks []Payloads) error {
+	var first error
+	for _, p := range hooks {
+		if err := p.Sync(); err != nil && first == nil {
+			first = fmt.Errorf("%w: payloads: %w", ErrSync, err)
+		}
+	}
+	return first
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/skiffmq/skiff/store"
 	"github.com/skiffmq/skiff/store/storetest"
 )
 
@@ -24,9 +26,11 @@ type memPayloads struct {
 	kept     map[uint64][]byte
 	pending  map[uint64][]byte
 	flushes  int
+	syncs    int
 	flushErr error
 	lost     map[uint64]error
 	skip     func(e *pb.Entry) bool // entries kept whole
+	onSync   func()
 }
 
 func newMemPayloads() *memPayloads {
@@ -74,6 +78,16 @@ func (p *memPayloads) Join(index, term uint64, head []byte) ([]byte, error) {
 		return nil, fmt.Errorf("no payload %d (entry %d)", k, index)
 	}
 	return b, nil
+}
+
+func (p *memPayloads) Sync() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.syncs++
+	if p.onSync != nil {
+		p.onSync()
+	}
+	return nil
 }
 
 // crash drops what was not flushed.
@@ -227,4 +241,46 @@ func TestPayloadsGone(t *testing.T) {
 	_, err = g.Entries(3, 4, 1<<40)
 	require.ErrorContains(t, err, "unreadable")
 	require.NotErrorIs(t, err, raft.ErrCompacted)
+}
+
+// TestPayloadsSyncedFirst: every fsync of the log that covers records
+// pointing at payloads syncs the hook first, the background syncer's
+// (interval) as the writer's (a batch that must be fsynced).
+func TestPayloadsSyncedFirst(t *testing.T) {
+	for _, policy := range []store.SyncPolicy{store.SyncInterval, store.SyncAlways} {
+		t.Run(policy.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			var order []string
+			note := func(s string) {
+				mu.Lock()
+				order = append(order, s)
+				mu.Unlock()
+			}
+			fs := &hookFS{FS: storetest.NewMemFS(), onSync: func(name string) {
+				if strings.HasSuffix(name, segExt) {
+					note("wal")
+				}
+			}}
+			l := mustOpen(t, fs, Options{SegmentBytes: 1 << 20, Durability: store.Durability{Sync: policy}})
+			p := newMemPayloads()
+			p.onSync = func() { note("payloads") }
+			g := l.Group(1)
+			_, err := g.SetPayloads(p, 0)
+			require.NoError(t, err)
+			mu.Lock()
+			order = nil
+			mu.Unlock()
+			save(t, g, Update{Entries: ents(1, 1, 5, 1), HardState: hardState(1, 1, 0)}) // a vote: fsynced
+			require.NoError(t, l.Sync())
+			mu.Lock()
+			defer mu.Unlock()
+			require.NotEmpty(t, order)
+			require.Equal(t, "payloads", order[0], "%v", order)
+			for k, s := range order {
+				if s == "wal" {
+					require.Equal(t, "payloads", order[k-1], "%v", order)
+				}
+			}
+		})
+	}
 }

@@ -104,7 +104,7 @@ func (l *Log) backgroundSync() {
 	}
 	a.dirty = false
 	a.acquire()
-	l.bg.request(a, nil)
+	l.bg.request(a, nil, l.takeUnsynced())
 }
 
 // rollOrLog rolls, logging a failure: the batch goes on in the old segment.
@@ -154,7 +154,7 @@ func (l *Log) writeBatch(q []*write) {
 		}
 		a.dirty = false
 		a.acquire()
-		l.bg.request(a, done)
+		l.bg.request(a, done, l.takeUnsynced())
 	}
 	l.count(func(s *Stats) {
 		s.Batches++
@@ -203,6 +203,9 @@ func (l *Log) flush(a *segment, buf []byte, start int64, sync bool) error {
 	}
 	if !sync {
 		return nil
+	}
+	if err := l.syncAllHooks(); err != nil {
+		return err
 	}
 	l.count(func(s *Stats) { s.Fsyncs++ })
 	if err := a.f.Sync(); err != nil {
