@@ -22,6 +22,7 @@ import (
 	"github.com/skiffmq/skiff/internal/natscli"
 	"github.com/skiffmq/skiff/jetstream"
 	"github.com/skiffmq/skiff/server"
+	"github.com/skiffmq/skiff/store"
 )
 
 // jsCluster is an in-process cluster whose servers run JetStream with the
@@ -92,6 +93,14 @@ func startJSClusterTuned(t testing.TB, dirs []string, base server.Options, each 
 		}
 		if tune != nil {
 			tune(i, &o)
+		}
+		if os.Getenv("SKIFF_TEST_STAGE_ALL") != "" && jc.power == nil && o.Cluster != nil && o.Cluster.Durability.Sync == store.SyncAlways {
+			// A run of the suite with every replica staging every message
+			// (replica_payloads.go): the WAL under interval, no size floor.
+			// (TestClusterReplicatedWALBounded then fails: its WAL takes
+			// no megabytes to roll segments over.)
+			o.Cluster.Durability = store.Durability{Sync: store.SyncInterval}
+			jetstream.SetStripMinAvg(t, 0)
 		}
 		js, err := jetstream.New(s, o)
 		require.NoError(t, err)

@@ -95,6 +95,14 @@ func SetReplicaLog(t testing.TB, keep uint64, chunkBytes int) {
 	t.Cleanup(func() { replicaLogKeep, catchupChunkBytes = oldKeep, oldChunk })
 }
 
+// SetStripMinAvg makes replicas stage the messages of entries of at
+// least n bytes a message on average (replica_payloads.go), until t ends.
+func SetStripMinAvg(t testing.TB, n int) {
+	old := stripMinAvg
+	stripMinAvg = n
+	t.Cleanup(func() { stripMinAvg = old })
+}
+
 // SetSegmentBytes makes the file streams opened from now on roll their
 // segments at n bytes, until t ends.
 func SetSegmentBytes(t testing.TB, n int64) {

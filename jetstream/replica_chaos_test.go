@@ -171,6 +171,7 @@ var replicaFaults = []replicaFault{
 // MSG.GET reads must be linearizable (porcupine).
 func TestChaosReplicated(t *testing.T) {
 	jetstream.SetReplicaLog(t, 16, 4096)
+	jetstream.SetStripMinAvg(t, 0) // every message staged, written once (replica_payloads.go)
 	for _, name := range strings.Split(*chaosSync, ",") {
 		p, ok := chaosPolicies[name]
 		require.True(t, ok, "-chaos.sync: unknown policy %q", name)

@@ -73,6 +73,10 @@ type replicaFSM struct {
 	// listener, so a catch-up from peers inside Apply before then could
 	// not reach them, and would hold up start (and the server) forever.
 	opened chan struct{}
+	// payloads, if set, stages the messages its raft log takes
+	// (replica_payloads.go): a message at or below its last staged is
+	// committed, if it is still staged, rather than written.
+	payloads *replicaPayloads
 	// msgs is the room an opMsgs op's messages are decoded into, kept
 	// from one op to the next (decodeOpInto); used by Apply only.
 	msgs []replicaMsg
@@ -192,7 +196,10 @@ func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 			m := &op.msgs[i]
 			// Staged when the log took it (replica_payloads.go), or else
 			// written now.
-			err := s.Commit(m.seq, time.Duration(m.ttl))
+			err := store.ErrNotStaged
+			if p := f.payloads; p != nil && m.seq <= p.lastStaged.Load() {
+				err = s.Commit(m.seq, time.Duration(m.ttl))
+			}
 			if errors.Is(err, store.ErrNotStaged) {
 				err = s.AppendAt(m.seq, m.ts, m.subj, m.hdr, m.data, time.Duration(m.ttl))
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -39,6 +40,11 @@ type replicaPayloads struct {
 	// store's OnCorrupt): the replica is rebuilt from its group.
 	onCorrupt func(seqs []uint64)
 
+	// lastStaged is the last sequence staged (or recovered staged): the
+	// apply tries Commit for a message at or below it, AppendAt for
+	// others.
+	lastStaged atomic.Uint64
+
 	// The raft log's writer goroutine's, from one Strip to the next.
 	msgs   []replicaMsg
 	places []store.Place
@@ -50,6 +56,15 @@ var _ raftlog.Payloads = (*replicaPayloads)(nil)
 // headVersion is the version of a head's format.
 const headVersion = 1
 
+// stripMinAvg is the average bytes per message below which an entry is
+// kept whole: staging costs a fixed amount per message (the op decoded on
+// the log's writer, a record staged, a head encoded) and saves a copy of
+// its bytes, which for small messages is less. Measured on 3-server R3
+// clusters: servers' CPU 5% to 10% higher per 16 B message staged, 17%
+// lower per 1 KiB one; the crossover is near 150 bytes. A variable for
+// tests.
+var stripMinAvg = 256
+
 // Strip stages the messages of an opMsgs entry and returns its head.
 func (p *replicaPayloads) Strip(e *raftpb.Entry) ([]byte, bool) {
 	data := e.GetData()
@@ -58,6 +73,9 @@ func (p *replicaPayloads) Strip(e *raftpb.Entry) ([]byte, bool) {
 	}
 	switch opKind(data[1]) {
 	case opMsgs:
+		if n := msgsCount(data); n == 0 || len(data)/n < stripMinAvg {
+			return nil, false
+		}
 	case opExpire:
 		p.markersAppended(e)
 		return nil, false
@@ -81,6 +99,7 @@ func (p *replicaPayloads) Strip(e *raftpb.Entry) ([]byte, bool) {
 			return nil, false
 		}
 		p.places = append(p.places, pl)
+		p.lastStaged.Store(m.seq)
 	}
 	h := append(p.head[:0], headVersion)
 	h = binary.AppendUvarint(h, uint64(len(p.places)))
@@ -96,6 +115,22 @@ func (p *replicaPayloads) Strip(e *raftpb.Entry) ([]byte, bool) {
 	h = appendOp(h, &op)
 	p.head = h
 	return h, true
+}
+
+// msgsCount reads the message count of an opMsgs op's encoding, 0 if it
+// cannot.
+func msgsCount(b []byte) int {
+	d := opDecoder{b: b}
+	d.byte()
+	d.byte()
+	d.uvarint()
+	d.uvarint()
+	d.uvarint()
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(b)) {
+		return 0
+	}
+	return int(n)
 }
 
 // keep keeps op's room for the next Strip, cleared of what the entry's

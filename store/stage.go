@@ -293,7 +293,7 @@ func (s *Stream) Commit(seq uint64, ttl time.Duration) error {
 		r = s.fb.stg.first()
 	}
 	if r == nil || r.seq != seq {
-		return fmt.Errorf("%w: sequence %d after %d", ErrNotStaged, seq, s.mu.last)
+		return ErrNotStaged // as is: a caller that falls back to AppendAt allocates nothing
 	}
 	if err := s.checkTTLLocked(ttl); err != nil {
 		return fmt.Errorf("%w: %w", ErrDiverged, err)

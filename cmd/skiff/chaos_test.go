@@ -461,7 +461,17 @@ func startChaosPublisher(t *testing.T, name string, urls []string) *chaosPublish
 	return p
 }
 
-func chaosPayload(id string) []byte { return []byte(id + ":" + strings.Repeat("x", len(id))) }
+// chaosPayload is message id's payload. One in two is large enough
+// for the replicas to stage it (written once, jetstream's
+// replica_payloads.go), the others small enough to go whole through the
+// raft log, so that the two ways alternate.
+func chaosPayload(id string) []byte {
+	n := len(id)
+	if id[len(id)-1]%2 == 0 { // ids end in a counter
+		n = 600
+	}
+	return []byte(id + ":" + strings.Repeat("x", n))
+}
 
 func (p *chaosPublisher) run() {
 	defer close(p.done)
