@@ -273,14 +273,10 @@ func (r *replica) keepPayloads() error {
 		return nil
 	}
 	p := &replicaPayloads{store: st.store, onCorrupt: st.corruptFound}
-	if first, last := st.store.Staged(); first <= last {
-		p.lastStaged.Store(last) // recovered staged, for the replay to commit
-	}
 	cut, err := r.c.SetGroupPayloads(r.group, p, r.fsm.checkpoint)
 	if err != nil {
 		return fmt.Errorf("replica payloads: %w", err)
 	}
-	r.fsm.payloads = p
 	if cut > 0 {
 		st.js.log.Warn("replica's raft log cut where its messages' payloads were lost; the leader sends them again",
 			"stream", st.name, "index", cut)

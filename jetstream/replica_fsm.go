@@ -73,10 +73,6 @@ type replicaFSM struct {
 	// listener, so a catch-up from peers inside Apply before then could
 	// not reach them, and would hold up start (and the server) forever.
 	opened chan struct{}
-	// payloads, if set, stages the messages its raft log takes
-	// (replica_payloads.go): a message at or below its last staged is
-	// committed, if it is still staged, rather than written.
-	payloads *replicaPayloads
 	// msgs is the room an opMsgs op's messages are decoded into, kept
 	// from one op to the next (decodeOpInto); used by Apply only.
 	msgs []replicaMsg
@@ -194,16 +190,9 @@ func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 	case opMsgs:
 		for i := range op.msgs {
 			m := &op.msgs[i]
-			// Staged when the log took it (replica_payloads.go), or else
-			// written now.
-			err := store.ErrNotStaged
-			if p := f.payloads; p != nil && m.seq <= p.lastStaged.Load() {
-				err = s.Commit(m.seq, time.Duration(m.ttl))
-			}
-			if errors.Is(err, store.ErrNotStaged) {
-				err = s.AppendAt(m.seq, m.ts, m.subj, m.hdr, m.data, time.Duration(m.ttl))
-			}
-			if err != nil {
+			// Staged when the log took it (replica_payloads.go): AppendAt
+			// finds the record and commits it; else it writes it now.
+			if err := s.AppendAt(m.seq, m.ts, m.subj, m.hdr, m.data, time.Duration(m.ttl)); err != nil {
 				return fmt.Errorf("message %d: %w", m.seq, err)
 			}
 			if err := f.rollup(m); err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -40,11 +39,6 @@ type replicaPayloads struct {
 	// store's OnCorrupt): the replica is rebuilt from its group.
 	onCorrupt func(seqs []uint64)
 
-	// lastStaged is the last sequence staged (or recovered staged): the
-	// apply tries Commit for a message at or below it, AppendAt for
-	// others.
-	lastStaged atomic.Uint64
-
 	// The raft log's writer goroutine's, from one Strip to the next.
 	msgs   []replicaMsg
 	places []store.Place
@@ -73,13 +67,14 @@ func (p *replicaPayloads) Strip(e *raftpb.Entry) ([]byte, bool) {
 	}
 	switch opKind(data[1]) {
 	case opMsgs:
-		if n := msgsCount(data); n == 0 || len(data)/n < stripMinAvg {
-			return nil, false
-		}
 	case opExpire:
-		p.markersAppended(e)
+		p.takesSeqs(e)
 		return nil, false
 	default:
+		return nil, false
+	}
+	if n := msgsCount(data); n == 0 || len(data)/n < stripMinAvg {
+		p.takesSeqs(e)
 		return nil, false
 	}
 	op, err := decodeOpInto(data, p.msgs)
@@ -95,11 +90,10 @@ func (p *replicaPayloads) Strip(e *raftpb.Entry) ([]byte, bool) {
 		pl, err := p.store.Stage(m.seq, m.ts, m.subj, m.hdr, m.data)
 		if err != nil {
 			// The entry stays whole; what was staged of it is committed by
-			// its apply, or cut by what follows.
+			// its apply (AppendAt finds it), or cut by what follows.
 			return nil, false
 		}
 		p.places = append(p.places, pl)
-		p.lastStaged.Store(m.seq)
 	}
 	h := append(p.head[:0], headVersion)
 	h = binary.AppendUvarint(h, uint64(len(p.places)))
@@ -136,21 +130,28 @@ func msgsCount(b []byte) int {
 // keep keeps op's room for the next Strip, cleared of what the entry's
 // bytes were decoded into.
 func (p *replicaPayloads) keep(op *replicaOp) {
-	if cap(op.msgs) <= maxKeptMsgs {
+	if op.kind == opMsgs && cap(op.msgs) <= maxKeptMsgs {
 		clear(op.msgs)
 		p.msgs = op.msgs[:0]
 	}
 }
 
-// markersAppended cuts the staged tail from an expiry's first marker:
-// markers take sequences the apply appends without staging, and any
-// staged record at or after them belongs to an op of an earlier term,
-// which no replica applies.
-func (p *replicaPayloads) markersAppended(e *raftpb.Entry) {
-	op, err := decodeOp(e.GetData())
+// takesSeqs cuts the staged tail from the first sequence of an op that
+// takes sequences without staging (an expiry's markers, the messages of
+// an entry kept whole): any staged record there belongs to an entry raft
+// replaced or to an op of an earlier term, which no replica applies, and
+// the apply must not find it. (AppendAt checks a staged record against
+// its message all the same.)
+func (p *replicaPayloads) takesSeqs(e *raftpb.Entry) {
+	first, last := p.store.Staged()
+	if first > last {
+		return
+	}
+	op, err := decodeOpInto(e.GetData(), p.msgs)
 	if err != nil || op.term != e.GetTerm() || len(op.msgs) == 0 {
 		return
 	}
+	defer p.keep(&op)
 	_ = p.store.Unstage(op.msgs[0].seq) // a failure marks the file to be cut before its next write
 }
 

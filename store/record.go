@@ -79,6 +79,22 @@ func appendRecordHead(dst []byte, seq uint64, ts int64, subj string, hdr, data [
 	return dst
 }
 
+// recordChecksum is the checksum appendRecordHead gives the record of a
+// message, computed without encoding it.
+func recordChecksum(seq uint64, ts int64, subj string, hdr, data []byte) uint32 {
+	var b [recHeaderSize]byte
+	binary.LittleEndian.PutUint32(b[0:], uint32(recordSize(subj, hdr, data)))
+	binary.LittleEndian.PutUint64(b[8:], seq)
+	binary.LittleEndian.PutUint64(b[16:], uint64(ts))
+	binary.LittleEndian.PutUint16(b[24:], uint16(len(subj)))
+	binary.LittleEndian.PutUint32(b[26:], uint32(len(hdr)))
+	c := crc32.Update(0, castagnoli, b[0:4])
+	c = crc32.Update(c, castagnoli, b[8:])
+	c = crc32.Update(c, castagnoli, []byte(subj))
+	c = crc32.Update(c, castagnoli, hdr)
+	return crc32.Update(c, castagnoli, data)
+}
+
 // recordCRC is the CRC32C of the length field and of everything after the
 // checksum field.
 func recordCRC(b []byte) uint32 {

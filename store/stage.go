@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -132,14 +131,25 @@ type stagedRec struct {
 	seg  *segment
 	off  uint32
 	size uint32
+	crc  uint32 // the record's checksum, which AppendAt checks the message against
 }
 
-// check reads the record and checks it: its checksum and sequence.
-func (r *stagedRec) check() error {
-	buf := bufpool.Get(int(r.size))[:r.size]
+// load reads the checksum of a record recovered staged. One of a sealed
+// segment, recovered from its index, was not read at Open: it is read
+// whole and checked (the last segment's records were, and checksummed).
+func (r *stagedRec) load() error {
+	n := 8
+	if r.seg.indexed {
+		n = int(r.size)
+	}
+	buf := bufpool.Get(n)[:n]
 	defer bufpool.Put(buf)
 	if _, err := r.seg.log.readAt(buf, int64(r.off)); err != nil {
 		return fmt.Errorf("%w: read: %w", ErrCorrupt, err)
+	}
+	r.crc = binary.LittleEndian.Uint32(buf[4:])
+	if !r.seg.indexed {
+		return nil
 	}
 	rec, err := decodeRecord(buf)
 	if err == nil && rec.seq != r.seq {
@@ -269,36 +279,8 @@ func (s *Stream) Stage(seq uint64, ts int64, subj string, hdr, data []byte) (Pla
 		return Place{}, err
 	}
 	r := fb.stg.last()
+	r.crc = crc
 	return Place{Seq: seq, TS: ts, Segment: r.seg.first, Offset: off, Size: r.size, CRC: crc}, nil
-}
-
-// Commit indexes the staged record of seq, which must be the first one
-// staged, as AppendAt appends a message: with ttl, the limits applied,
-// under the log's time (Options.LogClock). A seq at or below the last
-// sequence is committed already, and Commit does nothing. A seq with no
-// staged record returns ErrNotStaged: the caller appends the message
-// with AppendAt. A message the limits refuse (see AppendAt) returns an
-// error wrapping ErrDiverged and stays staged.
-func (s *Stream) Commit(seq uint64, ttl time.Duration) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.mu.closed:
-		return ErrClosed
-	case seq <= s.mu.last:
-		return nil
-	}
-	var r *stagedRec
-	if s.fb != nil {
-		r = s.fb.stg.first()
-	}
-	if r == nil || r.seq != seq {
-		return ErrNotStaged // as is: a caller that falls back to AppendAt allocates nothing
-	}
-	if err := s.checkTTLLocked(ttl); err != nil {
-		return fmt.Errorf("%w: %w", ErrDiverged, err)
-	}
-	return s.commitLocked(ttl)
 }
 
 // commitLocked commits the first staged record, whose sequence is the
@@ -465,21 +447,13 @@ func (s *Stream) ReadPlace(p Place) (*Msg, error) {
 
 // stagedSameLocked reports whether the first staged record, at seq, holds
 // the message AppendAt was given (ts already raised to the last
-// timestamp): then AppendAt commits it rather than writing it again.
+// timestamp), by its checksum: then AppendAt commits it rather than
+// writing it again. A record staged for another message (an entry raft
+// replaced, one of an earlier term) is not.
 func (s *Stream) stagedSameLocked(seq uint64, ts int64, subj string, hdr, data []byte) bool {
 	r := s.fb.stg.first()
-	if r == nil || r.seq != seq || r.ts != ts || r.subj != subj || int(r.size) != recordSize(subj, hdr, data) {
-		return false
-	}
-	buf := bufpool.Get(int(r.size))[:r.size]
-	defer bufpool.Put(buf)
-	if c, ok := r.seg.cached(int64(r.off), int(r.size)); ok {
-		copy(buf, c)
-	} else if _, err := r.seg.log.readAt(buf, int64(r.off)); err != nil {
-		return false
-	}
-	rec, err := decodeRecord(buf)
-	return err == nil && rec.seq == seq && bytes.Equal(rec.hdr, hdr) && bytes.Equal(rec.data, data)
+	return r != nil && r.seq == seq && r.ts == ts && r.subj == subj && int(r.size) == recordSize(subj, hdr, data) &&
+		r.crc == recordChecksum(seq, ts, subj, hdr, data)
 }
 
 // ReleaseThrough says that no replay will need the records up to seq
@@ -614,14 +588,13 @@ func (fb *fileBackend) settleStaged(last uint64, rep *RecoveryReport) {
 	recs := fb.stg.recs[fb.stg.head:]
 	i := 0
 	for i < len(recs) && recs[i].seq == last+1+uint64(i) {
-		if r := &recs[i]; r.seg.indexed {
-			if err := r.check(); err != nil {
-				rep.Damaged = append(rep.Damaged, DamagedRange{File: segmentBase(r.seg.first) + logExt,
-					Offset: int64(r.off), Bytes: int64(r.size), FirstLost: r.seq, Lost: 1, Err: err})
-				fb.log.Error("store: a staged record fails its checksum; cut with the staged records after it",
-					"file", segmentBase(r.seg.first)+logExt, "offset", r.off, "seq", r.seq, "err", err)
-				break
-			}
+		r := &recs[i]
+		if err := r.load(); err != nil {
+			rep.Damaged = append(rep.Damaged, DamagedRange{File: segmentBase(r.seg.first) + logExt,
+				Offset: int64(r.off), Bytes: int64(r.size), FirstLost: r.seq, Lost: 1, Err: err})
+			fb.log.Error("store: a staged record fails its checksum; cut with the staged records after it",
+				"file", segmentBase(r.seg.first)+logExt, "offset", r.off, "seq", r.seq, "err", err)
+			break
 		}
 		i++
 	}

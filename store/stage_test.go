@@ -73,13 +73,13 @@ func TestStageThenCommit(t *testing.T) {
 	written := logBytes(t, dir)
 	require.Equal(t, int64(3*RecordSize("a", nil, payload(1, 100))), written)
 
-	require.ErrorIs(t, s.Commit(2, 0), ErrNotStaged, "not the first staged")
-	require.NoError(t, s.Commit(1, 0))
-	require.NoError(t, s.Commit(2, 0))
+	require.ErrorIs(t, commitStaged(s, 2, 0), ErrNotStaged, "not the first staged")
+	require.NoError(t, commitStaged(s, 1, 0))
+	require.NoError(t, commitStaged(s, 2, 0))
 	requireMsgs(t, s, []uint64{1, 2}, 100)
-	require.NoError(t, s.Commit(1, 0), "committed already")
-	require.NoError(t, s.Commit(3, 0))
-	require.ErrorIs(t, s.Commit(4, 0), ErrNotStaged)
+	require.NoError(t, commitStaged(s, 1, 0), "committed already")
+	require.NoError(t, commitStaged(s, 3, 0))
+	require.ErrorIs(t, commitStaged(s, 4, 0), ErrNotStaged)
 	requireMsgs(t, s, []uint64{1, 2, 3}, 100)
 	require.NoError(t, s.Flush())
 	require.Equal(t, written, logBytes(t, dir), "a commit writes nothing")
@@ -90,7 +90,7 @@ func TestStageThenCommit(t *testing.T) {
 func TestStageOrder(t *testing.T) {
 	s := mustOpen(t, stagingOpts(t.TempDir(), 0))
 	mustStage(t, s, 1, "a", 10)
-	require.NoError(t, s.Commit(1, 0))
+	require.NoError(t, commitStaged(s, 1, 0))
 	mustStage(t, s, 2, "a", 10)
 	mustStage(t, s, 3, "a", 10)
 	for _, tc := range []struct {
@@ -116,8 +116,8 @@ func TestStageOrder(t *testing.T) {
 	}
 	first, last := s.Staged()
 	require.Equal(t, []uint64{2, 3}, []uint64{first, last})
-	require.NoError(t, s.Commit(2, 0))
-	require.NoError(t, s.Commit(3, 0))
+	require.NoError(t, commitStaged(s, 2, 0))
+	require.NoError(t, commitStaged(s, 3, 0))
 	m := mustGet(t, s, 3)
 	require.Equal(t, "b", m.Subject, "the record staged again replaced the first")
 
@@ -137,8 +137,8 @@ func TestStageTimestamps(t *testing.T) {
 	p, err = s.Stage(2, 50, "a", nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(100), p.TS)
-	require.NoError(t, s.Commit(1, 0))
-	require.NoError(t, s.Commit(2, 0))
+	require.NoError(t, commitStaged(s, 1, 0))
+	require.NoError(t, commitStaged(s, 2, 0))
 	require.Equal(t, int64(100), mustGet(t, s, 2).Timestamp)
 }
 
@@ -158,7 +158,7 @@ func TestUnstageCutsTheFiles(t *testing.T) {
 				}
 			}
 			for q := uint64(1); q <= 5; q++ {
-				require.NoError(t, s.Commit(q, 0))
+				require.NoError(t, commitStaged(s, q, 0))
 			}
 			require.NoError(t, s.Unstage(9))
 			first, last := s.Staged()
@@ -178,7 +178,7 @@ func TestUnstageCutsTheFiles(t *testing.T) {
 			_, err = s.ReadPlace(places[8])
 			require.ErrorIs(t, err, ErrNotFound, "another record at the place")
 			for q := uint64(6); q <= 12; q++ {
-				require.NoError(t, s.Commit(q, 0))
+				require.NoError(t, commitStaged(s, q, 0))
 			}
 			require.NoError(t, s.Close())
 
@@ -205,7 +205,7 @@ func TestStagedRecovery(t *testing.T) {
 		mustStage(t, s, q, fmt.Sprintf("s.%d", q%3), 100)
 	}
 	for q := uint64(1); q <= 6; q++ {
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	require.NoError(t, s.Remove(2))
 	require.NoError(t, s.Close())
@@ -218,7 +218,7 @@ func TestStagedRecovery(t *testing.T) {
 	first, last := s.Staged()
 	require.Equal(t, []uint64{5, 10}, []uint64{first, last})
 	for q := uint64(5); q <= 8; q++ {
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	require.NoError(t, s.Close())
 
@@ -232,7 +232,7 @@ func TestStagedRecovery(t *testing.T) {
 	require.Empty(t, liveSeqs(t, s))
 	require.NoError(t, s.Unstage(4))
 	for q := uint64(1); q <= 3; q++ {
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	require.Equal(t, []uint64{1, 2, 3}, liveSeqs(t, s))
 }
@@ -271,7 +271,7 @@ func TestStagedTornTail(t *testing.T) {
 	for q := uint64(1); q <= 5; q++ {
 		mustStage(t, s, q, "a", 100)
 	}
-	require.NoError(t, s.Commit(1, 0))
+	require.NoError(t, commitStaged(s, 1, 0))
 	require.NoError(t, s.Close())
 	name := filepath.Join(dir, segmentBase(1)+logExt)
 	st, err := os.Stat(name)
@@ -283,7 +283,7 @@ func TestStagedTornTail(t *testing.T) {
 	require.Equal(t, []uint64{2, 4}, []uint64{first, last})
 	require.Positive(t, s.Recovery().TruncatedBytes)
 	for q := uint64(2); q <= 4; q++ {
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	requireMsgs(t, s, seqRange(1, 4), 100)
 }
@@ -298,7 +298,7 @@ func TestStagedAfterAGapCut(t *testing.T) {
 	for q := uint64(1); q <= 8; q++ {
 		mustStage(t, s, q, "a", 30)
 	}
-	require.NoError(t, s.Commit(1, 0))
+	require.NoError(t, commitStaged(s, 1, 0))
 	require.NoError(t, s.Close())
 	require.NoError(t, os.Remove(filepath.Join(dir, segmentBase(4)+logExt)))
 
@@ -309,7 +309,7 @@ func TestStagedAfterAGapCut(t *testing.T) {
 	require.Equal(t, int64(3*RecordSize("a", nil, payload(1, 30))), logBytes(t, dir))
 	require.NoError(t, s.Unstage(3))
 	mustStage(t, s, 3, "a", 30)
-	require.NoError(t, s.Commit(3, 0))
+	require.NoError(t, commitStaged(s, 3, 0))
 	requireMsgs(t, s, []uint64{1, 2, 3}, 30)
 	require.NoError(t, s.Close())
 
@@ -335,7 +335,7 @@ func TestStagedDamageFound(t *testing.T) {
 		places = append(places, mustStage(t, s, q, "a", 30))
 	}
 	for q := uint64(1); q <= 8; q++ {
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	require.NoError(t, s.SyncNow()) // the sealed segments' indexes
 	require.NoError(t, s.Close())
@@ -372,6 +372,16 @@ func TestAppendAtOverStaged(t *testing.T) {
 	first, last := s.Staged()
 	require.Equal(t, []uint64{2, 3}, []uint64{first, last})
 
+	// The same subject and size, other bytes: not the staged message.
+	other := payload(2, 50)
+	other[10] ^= 1
+	require.NoError(t, s.AppendAt(2, 2, "a", nil, other, 0))
+	require.Equal(t, other, mustGet(t, s, 2).Data)
+	first, last = s.Staged()
+	require.Greater(t, first, last, "another message cuts the tail")
+	mustStage(t, s, 3, "a", 50)
+	require.NoError(t, s.Close())
+	s = mustOpen(t, stagingOpts(dir, 1))
 	require.NoError(t, s.AppendAt(2, 2, "b", nil, []byte("other"), 0))
 	first, last = s.Staged()
 	require.Greater(t, first, last, "another message cuts the tail")
@@ -382,6 +392,8 @@ func TestAppendAtOverStaged(t *testing.T) {
 	s = mustOpen(t, stagingOpts(dir, 2))
 	require.Equal(t, []uint64{1, 2}, liveSeqs(t, s))
 	require.Equal(t, []byte("other"), mustGet(t, s, 2).Data)
+	first, last = s.Staged()
+	require.Greater(t, first, last)
 }
 
 // A purge of every committed message keeps the staged records and their
@@ -393,7 +405,7 @@ func TestStagedPurgeAndSkip(t *testing.T) {
 		mustStage(t, s, q, "a", 20)
 	}
 	for q := uint64(1); q <= 3; q++ {
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	n, err := s.Purge(PurgeRequest{Seq: 4})
 	require.NoError(t, err)
@@ -401,14 +413,14 @@ func TestStagedPurgeAndSkip(t *testing.T) {
 	require.NoError(t, s.SyncNow())
 	first, last := s.Staged()
 	require.Equal(t, []uint64{4, 6}, []uint64{first, last})
-	require.NoError(t, s.Commit(4, 0))
-	require.NoError(t, s.Commit(5, 0))
+	require.NoError(t, commitStaged(s, 4, 0))
+	require.NoError(t, commitStaged(s, 5, 0))
 	requireMsgs(t, s, []uint64{4, 5}, 20)
 	require.NoError(t, s.Skip(9, 0))
 	first, last = s.Staged()
 	require.Greater(t, first, last)
 	mustStage(t, s, 10, "a", 20)
-	require.NoError(t, s.Commit(10, 0))
+	require.NoError(t, commitStaged(s, 10, 0))
 	require.NoError(t, s.Close())
 
 	s = mustOpen(t, stagingOpts(dir, 10))
@@ -426,7 +438,7 @@ func TestStagedSegmentKept(t *testing.T) {
 		mustStage(t, s, q, "a", 80)
 	}
 	for q := uint64(1); q <= 6; q++ {
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	for q := uint64(1); q <= 6; q++ {
 		require.NoError(t, s.Remove(q))
@@ -434,7 +446,7 @@ func TestStagedSegmentKept(t *testing.T) {
 	require.NoError(t, s.SyncNow())
 	require.NoError(t, s.SyncNow())
 	for q := uint64(7); q <= 10; q++ {
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	requireMsgs(t, s, seqRange(7, 10), 80)
 	require.NoError(t, s.Close())
@@ -452,7 +464,7 @@ func TestStagedSegmentsKeptForReplay(t *testing.T) {
 	s := mustOpen(t, o)
 	for q := uint64(1); q <= 9; q++ {
 		mustStage(t, s, q, "a", 30)
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	for q := uint64(2); q <= 6; q++ {
 		require.NoError(t, s.Remove(q))
@@ -469,7 +481,7 @@ func TestStagedSegmentsKeptForReplay(t *testing.T) {
 	// The crash: the replay commits 4-6 again, then removes them.
 	s = mustOpen(t, o)
 	for q := uint64(1); q <= 9; q++ {
-		require.NoError(t, s.Commit(q, 0))
+		require.NoError(t, commitStaged(s, q, 0))
 	}
 	for q := uint64(2); q <= 6; q++ {
 		require.NoError(t, s.Remove(q))
@@ -514,12 +526,12 @@ func TestStagingHoldsNoAppends(t *testing.T) {
 	o.WriteBuffer = 1 << 20
 	s := mustOpen(t, o)
 	mustStage(t, s, 1, "a", 10)
-	require.NoError(t, s.Commit(1, 0))
+	require.NoError(t, commitStaged(s, 1, 0))
 	require.NoError(t, s.HoldWrites())
 	p := mustStage(t, s, 2, "a", 10)
 	require.NoError(t, s.Flush())
 	require.Equal(t, int64(p.Offset+p.Size), logBytes(t, dir), "written while held")
-	require.NoError(t, s.Commit(2, 0))
+	require.NoError(t, commitStaged(s, 2, 0))
 	require.NoError(t, s.Remove(1))
 	require.NoError(t, s.ReleaseWrites())
 	m, err := s.ReadPlace(p)
@@ -535,11 +547,11 @@ func TestCommitRefusedByLimits(t *testing.T) {
 	s := mustOpen(t, o)
 	mustStage(t, s, 1, "a", 10)
 	mustStage(t, s, 2, "a", 10)
-	require.NoError(t, s.Commit(1, 0))
-	require.ErrorIs(t, s.Commit(2, 0), ErrDiverged)
+	require.NoError(t, commitStaged(s, 1, 0))
+	require.ErrorIs(t, commitStaged(s, 2, 0), ErrDiverged)
 	first, last := s.Staged()
 	require.Equal(t, []uint64{2, 2}, []uint64{first, last})
-	require.ErrorIs(t, s.Commit(2, time.Second), ErrDiverged, "a TTL the stream does not allow")
+	require.ErrorIs(t, commitStaged(s, 2, time.Second), ErrDiverged, "a TTL the stream does not allow")
 }
 
 // TestStageRandom runs random stages, commits, cuts, removals and
@@ -590,7 +602,7 @@ func TestStageRandom(t *testing.T) {
 						continue
 					}
 					last++
-					require.NoError(t, s.Commit(last, 0))
+					require.NoError(t, commitStaged(s, last, 0))
 					committed[last] = staged[0]
 					staged = staged[1:]
 				case op < 15: // cut
@@ -624,7 +636,7 @@ func TestStageRandom(t *testing.T) {
 					require.LessOrEqual(t, checkpoint+1, first, "step %d", step)
 					require.Equal(t, last+uint64(len(staged)), end, "step %d", step)
 					for q := checkpoint + 1; q <= last; q++ {
-						require.NoError(t, s.Commit(q, 0))
+						require.NoError(t, commitStaged(s, q, 0))
 						if _, ok := committed[q]; !ok { // the replayed removal
 							if err := s.Remove(q); !errors.Is(err, ErrNotFound) {
 								require.NoError(t, err)
@@ -657,6 +669,30 @@ func checkStaged(t *testing.T, s *Stream, committed map[uint64][]byte, last uint
 		return
 	}
 	require.Equal(t, []uint64{last + 1, last + uint64(len(staged))}, []uint64{first, end})
+}
+
+// commitStaged commits the staged record of seq as a replica's apply
+// does: AppendAt of its message, which finds it staged and commits it.
+// ErrNotStaged if seq is not the first staged.
+func commitStaged(s *Stream, seq uint64, ttl time.Duration) error {
+	s.mu.RLock()
+	last, found := s.mu.last, false
+	var p Place
+	if r := s.fb.stg.first(); r != nil && r.seq == seq {
+		p, found = Place{Seq: seq, Segment: r.seg.first, Offset: r.off, Size: r.size, CRC: r.crc}, true
+	}
+	s.mu.RUnlock()
+	switch {
+	case seq <= last:
+		return nil
+	case !found:
+		return ErrNotStaged
+	}
+	m, err := s.ReadPlace(p)
+	if err != nil {
+		return err
+	}
+	return s.AppendAt(seq, m.Timestamp, m.Subject, m.Header, m.Data, ttl)
 }
 
 // withQuiet silences a stream's logger.
