@@ -143,8 +143,7 @@ func (p *replicaPayloads) keep(op *replicaOp) {
 // the apply must not find it. (AppendAt checks a staged record against
 // its message all the same.)
 func (p *replicaPayloads) takesSeqs(e *raftpb.Entry) {
-	first, last := p.store.Staged()
-	if first > last {
+	if !p.store.HasStaged() {
 		return
 	}
 	op, err := decodeOpInto(e.GetData(), p.msgs)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiffmq/skiff/internal/bufpool"
@@ -163,6 +164,8 @@ func (r *stagedRec) load() error {
 type stagedTail struct {
 	recs []stagedRec
 	head int
+	// n is len(), for Stream.HasStaged to read without the lock.
+	n atomic.Int64
 }
 
 func (t *stagedTail) len() int { return len(t.recs) - t.head }
@@ -183,7 +186,10 @@ func (t *stagedTail) last() *stagedRec {
 	return &t.recs[len(t.recs)-1]
 }
 
-func (t *stagedTail) push(r stagedRec) { t.recs = append(t.recs, r) }
+func (t *stagedTail) push(r stagedRec) {
+	t.recs = append(t.recs, r)
+	t.n.Add(1)
+}
 
 // pop removes and returns the first staged record. The room before head is
 // taken back once it is half the slice, so that a tail that never empties
@@ -192,6 +198,7 @@ func (t *stagedTail) pop() stagedRec {
 	r := t.recs[t.head]
 	t.recs[t.head] = stagedRec{}
 	t.head++
+	t.n.Add(-1)
 	switch {
 	case t.head == len(t.recs):
 		t.recs, t.head = t.recs[:0], 0
@@ -378,6 +385,11 @@ func (s *Stream) SyncWritten() error {
 	return err
 }
 
+// HasStaged reports whether records are staged, without taking the
+// stream's lock: for the writer of a log that must not wait on the
+// stream's appends to learn that there is nothing to cut.
+func (s *Stream) HasStaged() bool { return s.fb != nil && s.fb.stg.n.Load() > 0 }
+
 // Staged returns the first and last sequences staged; first > last when
 // none is.
 func (s *Stream) Staged() (first, last uint64) {
@@ -540,6 +552,7 @@ func (fb *fileBackend) cut(i int) error {
 	if i == fb.stg.head {
 		fb.stg.recs, fb.stg.head = fb.stg.recs[:0], 0
 	}
+	fb.stg.n.Store(int64(fb.stg.len()))
 	return first
 }
 
