@@ -31,6 +31,14 @@ func mustStage(t testing.TB, s *Stream, seq uint64, subj string, size int) Place
 	return p
 }
 
+// smallSegments opens a staging stream in dir whose segments hold three
+// records of 61 bytes (30 bytes of data on a one-letter subject).
+func smallSegments(t testing.TB, dir string) *Stream {
+	o := stagingOpts(dir, 0)
+	o.SegmentBytes = 200
+	return mustOpen(t, o)
+}
+
 // logBytes is the size of every segment file of dir together.
 func logBytes(t testing.TB, dir string) int64 {
 	t.Helper()
@@ -292,9 +300,7 @@ func TestStagedTornTail(t *testing.T) {
 // segment file in between is lost) are cut at Open.
 func TestStagedAfterAGapCut(t *testing.T) {
 	dir := t.TempDir()
-	o := stagingOpts(dir, 0)
-	o.SegmentBytes = 200 // two records of 60 bytes
-	s := mustOpen(t, o)
+	s := smallSegments(t, dir)
 	for q := uint64(1); q <= 8; q++ {
 		mustStage(t, s, q, "a", 30)
 	}
@@ -327,9 +333,7 @@ func TestStagedAfterAGapCut(t *testing.T) {
 // cut with those after it.
 func TestStagedDamageFound(t *testing.T) {
 	dir := t.TempDir()
-	o := stagingOpts(dir, 0)
-	o.SegmentBytes = 200 // three records of 61 bytes
-	s := mustOpen(t, o)
+	s := smallSegments(t, dir)
 	var places []Place
 	for q := uint64(1); q <= 8; q++ {
 		places = append(places, mustStage(t, s, q, "a", 30))
@@ -454,14 +458,13 @@ func TestStagedSegmentKept(t *testing.T) {
 	requireMsgs(t, s, seqRange(7, 10), 80)
 }
 
-// A segment whose records were all committed and removed since the last
-// checkpoint stays until a checkpoint covers it: a replay after a crash
-// commits them again.
+// A segment whose records were all committed and removed stays until the
+// caller's log no longer needs them (ReleaseThrough): a replay after a
+// crash commits them again.
 func TestStagedSegmentsKeptForReplay(t *testing.T) {
 	dir := t.TempDir()
+	s := smallSegments(t, dir)
 	o := stagingOpts(dir, 0)
-	o.SegmentBytes = 200 // three records of 61 bytes
-	s := mustOpen(t, o)
 	for q := uint64(1); q <= 9; q++ {
 		mustStage(t, s, q, "a", 30)
 		require.NoError(t, commitStaged(s, q, 0))
