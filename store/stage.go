@@ -333,7 +333,8 @@ func (s *Stream) unstageLocked(from uint64) error {
 }
 
 // SyncWritten fsyncs the records written to the stream's files since
-// their last fsync, staged ones included, and nothing else: no delete
+// their last fsync, staged ones included, and the directory if a segment
+// was created or removed since its last, and nothing else: no delete
 // records, floor or index, which a sync round writes as well. A caller
 // whose own log points at staged records (a replica's raft log,
 // replica_payloads.go in package jetstream) runs it before each fsync of
@@ -362,7 +363,21 @@ func (s *Stream) SyncWritten() error {
 			seg.dirty = false
 		}
 	}
+	// A segment created since the directory's last fsync could vanish in a
+	// power loss, its records with it, however well fsynced.
+	dir := s.fb.dirDirty
+	s.fb.dirDirty = false
 	s.mu.Unlock()
+	if dir {
+		if derr := syncDir(s.fb.fs, s.fb.dir); derr != nil {
+			s.mu.Lock()
+			s.fb.dirDirty = true
+			s.mu.Unlock()
+			if err == nil {
+				err = fmt.Errorf("%w: %s: %w", ErrSync, s.fb.dir, derr)
+			}
+		}
+	}
 	var failed []*segment
 	for _, seg := range segs {
 		if serr := seg.log.f.Sync(); serr != nil {

@@ -510,6 +510,23 @@ func TestSyncWritten(t *testing.T) {
 	require.NoError(t, s.SyncWritten())
 	require.Equal(t, before+1, fsys.Syncs(), "nothing written since")
 
+	// A new segment: the directory is fsynced too, so that the file's
+	// name survives a power loss with its records.
+	all := storetest.NewFaultFS(OSFS) // every file, directories included
+	o2 := stagingOpts(t.TempDir(), 0)
+	o2.FS, o2.SegmentBytes = all, 200 // two records of 71 bytes
+	s2 := mustOpen(t, o2)
+	mustStage(t, s2, 1, "a", 40)
+	require.NoError(t, s2.SyncWritten())
+	n := all.Syncs()
+	mustStage(t, s2, 2, "a", 40)
+	require.NoError(t, s2.SyncWritten())
+	require.Equal(t, n+1, all.Syncs(), "the same segment: its file alone")
+	n = all.Syncs()
+	mustStage(t, s2, 3, "a", 40) // rolls to a second segment
+	require.NoError(t, s2.SyncWritten())
+	require.Equal(t, n+2, all.Syncs(), "a new segment: its file and the directory")
+
 	mustStage(t, s, 2, "a", 10)
 	fsys.FailSync(errors.New("injected"))
 	require.ErrorIs(t, s.SyncWritten(), ErrSync)
