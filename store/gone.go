@@ -34,7 +34,10 @@ type MissingRange struct {
 	First, Last uint64
 }
 
-// markGone records that segment s is being removed.
+// markGone records that segment s is being removed. The marker is made
+// durable (the file, then the directory) before the segment's files go:
+// a power loss may keep a removal and lose a newer file that was never
+// fsynced, and the gap would then read as a lost segment.
 func (fb *fileBackend) markGone(s *segment) {
 	if fb.gone == nil {
 		fb.gone = map[uint64]uint64{}
@@ -44,9 +47,15 @@ func (fb *fileBackend) markGone(s *segment) {
 	f, err := fb.fs.Create(name)
 	if err == nil {
 		_, err = f.Write(binary.LittleEndian.AppendUint64(nil, s.last))
+		if err == nil {
+			err = f.Sync()
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+	}
+	if err == nil {
+		err = syncDir(fb.fs, fb.dir)
 	}
 	if err != nil {
 		// The gap will be reported as a lost segment at the next start.

@@ -7,6 +7,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/skiffmq/skiff/store"
 )
 
 // Payloads kept out of the log (issue 13's design, 2.1). A replicated
@@ -59,7 +61,12 @@ type Payloads interface {
 // are read only for lagging followers) can be joined: at the first that
 // cannot, the group's log ends, as at a torn tail, and cut is that entry's
 // index (0 if none). A commit index past the new end marks the group
-// damaged (Group.Damaged), as recovery does. A nil p takes the hook away
+// damaged (Group.Damaged), as recovery does, unless the last run may have
+// lost acknowledged writes to a power loss (Report.Unclean and Rebooted,
+// under SyncInterval or SyncNever): then the records were as unsynced as
+// their payloads, and the commit index is brought back to the new end, as
+// for a torn tail (the layer above holds such groups until they catch up
+// with a leader). A nil p takes the hook away
 // (its owner closed): stripped entries cannot be read until the next.
 func (g *Group) SetPayloads(p Payloads, from uint64) (cut uint64, err error) {
 	g.mu.Lock()
@@ -112,12 +119,24 @@ func (g *Group) SetPayloads(p Payloads, from uint64) (cut uint64, err error) {
 	st.truncate(bad-1, g.log)
 	g.log.log.Warn("raftlog: an entry's payloads cannot be read; the group's log ends before it",
 		"group", g.id, "index", bad, "err", cause)
-	if st.commit > st.last && st.damaged == nil {
-		st.damaged = fmt.Errorf("%w: group %d commit index %d past entry %d, whose payloads are lost: %w",
-			ErrCorrupt, g.id, st.commit, bad, cause)
+	if st.commit > st.last {
+		if !g.log.mayHaveLostTail() && st.damaged == nil {
+			st.damaged = fmt.Errorf("%w: group %d commit index %d past entry %d, whose payloads are lost: %w",
+				ErrCorrupt, g.id, st.commit, bad, cause)
+		}
 		st.commit = st.last
 	}
 	return bad, nil
+}
+
+// mayHaveLostTail reports whether the last run may have lost writes the
+// log acknowledged: it did not close, the machine restarted since, and
+// the policy acknowledges before fsyncing (Report). Then the payloads and
+// the records that point at them are two files' unsynced tails, which a
+// power loss may cut at different points: a record kept whose payloads
+// were lost is a torn tail, not damage.
+func (l *Log) mayHaveLostTail() bool {
+	return l.report.Unclean && l.report.Rebooted && l.opts.Durability.Sync != store.SyncAlways
 }
 
 // strip has the group's hook, if any, strip e: it returns the record's

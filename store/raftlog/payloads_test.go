@@ -148,29 +148,58 @@ func TestPayloadsStripped(t *testing.T) {
 // TestPayloadsLostEndTheLog: payloads lost to a crash (stored, not
 // flushed, while the log's records were written) end the group's log at
 // the first entry that cannot be joined, as a torn tail would; with a
-// commit index past it, the group is marked damaged.
+// commit index past it, the group is marked damaged, unless the last run
+// may have lost acknowledged writes to a power loss: then its records were
+// as unsynced as their payloads, and the commit index comes back to the
+// end.
 func TestPayloadsLostEndTheLog(t *testing.T) {
+	const (
+		closed    = iota // Close ran
+		crashed          // the process stopped, the machine did not
+		powerLoss        // the machine restarted too
+	)
 	for _, tc := range []struct {
 		name    string
 		commit  uint64
+		stop    int
+		policy  store.SyncPolicy
 		damaged bool
 	}{
-		{"uncommitted", 8, false},
-		{"committed", 15, true},
+		{"uncommitted", 8, closed, store.SyncAlways, false},
+		{"committed", 15, closed, store.SyncAlways, true},
+		{"committed, process crash", 15, crashed, store.SyncInterval, true},
+		// The records and their payloads were both unsynced: a torn tail.
+		{"committed, power loss, interval", 15, powerLoss, store.SyncInterval, false},
+		{"committed, power loss, never", 15, powerLoss, store.SyncNever, false},
+		// Nothing acknowledged was unsynced: the payloads' loss is damage.
+		{"committed, power loss, always", 15, powerLoss, store.SyncAlways, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := storetest.NewMemFS()
-			o := Options{SegmentBytes: 1 << 20, CacheBytes: 1}
-			l := mustOpen(t, mem, o)
+			boot := "boot-1"
+			o := Options{SegmentBytes: 1 << 20, CacheBytes: 1, BootID: func() string { return boot },
+				Durability: store.Durability{Sync: tc.policy}}
+			l, err := Open(withDefaults(mem, o))
+			require.NoError(t, err)
 			p := newMemPayloads()
 			g := l.Group(1)
-			_, err := g.SetPayloads(p, 0)
+			_, err = g.SetPayloads(p, 0)
 			require.NoError(t, err)
 			save(t, g, Update{Entries: ents(1, 1, 20, 1), HardState: hardState(1, 0, tc.commit)})
-			require.NoError(t, l.Close())
+			disk := mem
+			if tc.stop == closed {
+				require.NoError(t, l.Close())
+			} else {
+				require.NoError(t, l.Sync())
+				disk = mem.Clone() // as the process left it
+				_ = l.Close()
+			}
+			if tc.stop == powerLoss {
+				boot = "boot-2"
+			}
 			p.lost[10] = errors.New("torn") // entry 10's payload
 
-			l = mustOpen(t, mem, o)
+			l = mustOpen(t, disk, o)
 			g = l.Group(1)
 			cut, err := g.SetPayloads(p, 3)
 			require.NoError(t, err)
@@ -181,12 +210,12 @@ func TestPayloadsLostEndTheLog(t *testing.T) {
 			requireEntries(t, g, 1, 1, 9, 1)
 			if tc.damaged {
 				require.ErrorIs(t, g.Damaged(), ErrCorrupt)
-				hs, _, err := g.InitialState()
-				require.NoError(t, err)
-				require.Equal(t, uint64(9), hs.GetCommit())
 			} else {
 				require.NoError(t, g.Damaged())
 			}
+			hs, _, err := g.InitialState()
+			require.NoError(t, err)
+			require.Equal(t, min(tc.commit, 9), hs.GetCommit())
 			// Raft appends the lost entries again (from its leader).
 			save(t, g, Update{Entries: ents(1, 10, 12, 1)})
 			requireEntries(t, g, 1, 1, 12, 1)
