@@ -263,13 +263,13 @@ func (r *replica) close(destroy bool) error {
 }
 
 // keepPayloads gives the group's log a replicaPayloads hook, if the
-// replica's store stages and the log fsyncs every interval
+// replica's store stages and the log acknowledges before it fsyncs
 // (replica_payloads.go). Entries after the checkpoint whose payloads a
 // crash took are cut from the log, which raft then fills again from the
 // leader.
 func (r *replica) keepPayloads() error {
 	st := r.st
-	if !st.store.Options().Staging || r.c.LogDurability().Sync != store.SyncInterval {
+	if !st.store.Options().Staging || r.c.LogDurability().Sync == store.SyncAlways {
 		return nil
 	}
 	p := &replicaPayloads{store: st.store, onCorrupt: st.corruptFound}

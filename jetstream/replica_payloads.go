@@ -12,17 +12,16 @@ import (
 )
 
 // Payloads written once (design 2.1). A replica of a file stream whose log
-// fsyncs every interval (the default policy) writes each message once: when the raft log takes an opMsgs entry, replicaPayloads
-// stages its messages in the stream's store (store.Stage: written at the
-// end of its files, not yet indexed), and the log's record of the entry
-// keeps a head in place of the op: where each message's record is, and
-// the op with its messages' headers and data left out. The apply commits
-// the staged records (AppendAt finds them) rather than writing the
-// messages again. Under always, where the log is fsynced before every
-// acknowledgement, the entries stay whole: staging would add the store's
-// fsync to the log's. Under never too, for now: the in-process chaos
-// suite with power losses, with -race, left replicas stuck or apart in
-// half its runs there (docs/design/replicated-streams.md, 2.1, "Built").
+// acknowledges before it fsyncs (interval, the default, and never) writes
+// each message once: when the raft log takes an opMsgs entry,
+// replicaPayloads stages its messages in the stream's store (store.Stage:
+// written at the end of its files, not yet indexed), and the log's record
+// of the entry keeps a head in place of the op: where each message's
+// record is, and the op with its messages' headers and data left out. The
+// apply commits the staged records (AppendAt finds them) rather than
+// writing the messages again. Under always, where the log is fsynced
+// before every acknowledgement, the entries stay whole: staging would add
+// the store's fsync to the log's.
 //
 // Leader and followers alike stage what their logs take: the leader its
 // own proposals, a follower what its leader sends. A sequence that cannot

@@ -17,16 +17,30 @@ import (
 )
 
 // TestClusterReplicatedPayloadsWrittenOnce: the messages of an R3 file
-// stream under the interval policy go to each replica's files once, to
-// its store, staged when its raft log takes them; the log keeps a head
-// of each entry (replica_payloads.go). Every replica's log grows by far
-// less than the messages, every store holds them, and a replica stopped
-// and started again (its log replayed from its checkpoint, its staged
-// records committed or cut) holds them too, as does one that joins
-// after small and large messages were mixed (these kept whole).
+// stream under the interval and never policies go to each replica's files
+// once, to its store, staged when its raft log takes them; the log keeps a
+// head of each entry (replica_payloads.go). Every replica's log grows by
+// far less than the messages, every store holds them, and a replica
+// stopped and started again (its log replayed from its checkpoint, its
+// staged records committed or cut) holds them too, as does one that joins
+// after small and large messages were mixed (these kept whole). Under
+// always the entries stay whole: the log grows by the messages.
 func TestClusterReplicatedPayloadsWrittenOnce(t *testing.T) {
+	for _, tc := range []struct {
+		sync   store.SyncPolicy
+		staged bool
+	}{
+		{store.SyncInterval, true},
+		{store.SyncNever, true},
+		{store.SyncAlways, false},
+	} {
+		t.Run(tc.sync.String(), func(t *testing.T) { testPayloadsWrittenOnce(t, tc.sync, tc.staged) })
+	}
+}
+
+func testPayloadsWrittenOnce(t *testing.T, sync store.SyncPolicy, staged bool) {
 	jc := startJSClusterTuned(t, make([]string, 3), server.Options{}, nil, func(_ int, o *jetstream.Options) {
-		o.Cluster.Durability = store.Durability{Sync: store.SyncInterval}
+		o.Cluster.Durability = store.Durability{Sync: sync}
 	}, nil)
 	jc.waitMeta(t)
 	_, js := jc.connectJS(t, 0)
@@ -48,7 +62,11 @@ func TestClusterReplicatedPayloadsWrittenOnce(t *testing.T) {
 	lead := jc.waitReplicated(t, "ONCE", acked)
 	for i := range jc.Servers {
 		grew := jc.raft(i).LogStats().Bytes - before[i]
-		assert.Less(t, grew, int64(n*len(big)/4), "server %d's raft log grew by %d bytes for %d KiB of messages", i, grew, n)
+		if staged {
+			assert.Less(t, grew, int64(n*len(big)/4), "server %d's raft log grew by %d bytes for %d KiB of messages", i, grew, n)
+		} else {
+			assert.Greater(t, grew, int64(n*len(big)), "server %d's raft log grew by %d bytes for %d KiB of messages", i, grew, n)
+		}
 	}
 
 	// A follower stopped and started again, then small messages (kept
