@@ -124,11 +124,12 @@
 //
 // A segment rolls once it would pass Options.SegmentBytes or its first
 // message is older than Options.SegmentAge. Retention removes a segment's
-// files once none of its messages are left, leaving a .gone marker so that
-// the gap is not taken for a lost file (gone.go); until then, removals inside a
-// segment are recorded in its .del file (explicit deletes and purges at
-// once, removals by limits at the next sync point), and removals from the
-// front of the stream by raising the floor. Recovery re-applies the limits,
+// files once none of its messages are left, leaving a .gone marker,
+// fsynced with the directory before the files go, so that the gap is not
+// taken for a lost file after a crash of the machine (gone.go); until
+// then, removals inside a segment are recorded in its .del file (explicit
+// deletes and purges at once, removals by limits at the next sync point),
+// and removals from the front of the stream by raising the floor. Recovery re-applies the limits,
 // so a removal by limits lost in a crash is redone.
 //
 // # Formats
