@@ -188,11 +188,14 @@ func (f *replicaFSM) apply(op *replicaOp, index uint64) error {
 	s := f.store
 	switch op.kind {
 	case opMsgs:
+		// An op applies only in the term of its entry (Apply): what its
+		// entry staged has this key.
+		key := store.StageKey{Index: index, Term: op.term}
 		for i := range op.msgs {
 			m := &op.msgs[i]
-			// Staged when the log took it (replica_payloads.go): AppendAt
-			// finds the record and commits it; else it writes it now.
-			if err := s.AppendAt(m.seq, m.ts, m.subj, m.hdr, m.data, time.Duration(m.ttl)); err != nil {
+			// Staged when the log took it (replica_payloads.go): the
+			// store finds the record and commits it; else it writes it.
+			if err := s.AppendStaged(key, m.seq, m.ts, m.subj, m.hdr, m.data, time.Duration(m.ttl)); err != nil {
 				return fmt.Errorf("message %d: %w", m.seq, err)
 			}
 			if err := f.rollup(m); err != nil {

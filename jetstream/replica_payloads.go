@@ -85,9 +85,10 @@ func (p *replicaPayloads) Strip(e *raftpb.Entry) ([]byte, bool) {
 	}
 	defer p.keep(&op)
 	p.places = p.places[:0]
+	key := store.StageKey{Index: e.GetIndex(), Term: e.GetTerm()}
 	for i := range op.msgs {
 		m := &op.msgs[i]
-		pl, err := p.store.Stage(m.seq, m.ts, m.subj, m.hdr, m.data)
+		pl, err := p.store.Stage(key, m.seq, m.ts, m.subj, m.hdr, m.data)
 		if err != nil {
 			// The entry stays whole; what was staged of it is committed by
 			// its apply (AppendAt finds it), or cut by what follows.

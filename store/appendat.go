@@ -29,6 +29,13 @@ import (
 //
 // Errors of the disk (ErrWrite) are returned as Append returns them.
 func (s *Stream) AppendAt(seq uint64, ts int64, subj string, hdr, data []byte, ttl time.Duration) error {
+	return s.AppendStaged(StageKey{}, seq, ts, subj, hdr, data, ttl)
+}
+
+// AppendStaged is AppendAt for a message that Stage may have staged with
+// key: a staged record at seq with the same key (not zero) is committed
+// without the message's checksum being computed again.
+func (s *Stream) AppendStaged(key StageKey, seq uint64, ts int64, subj string, hdr, data []byte, ttl time.Duration) error {
 	if err := divergedSubject(subj); err != nil {
 		return err
 	}
@@ -50,7 +57,7 @@ func (s *Stream) AppendAt(seq uint64, ts int64, subj string, hdr, data []byte, t
 		// A staged record holds seq (stage.go): the same message is
 		// committed; another (a log that replaced it) is cut with the
 		// rest of the tail by the append.
-		if s.stagedSameLocked(seq, ts, subj, hdr, data) {
+		if s.stagedSameLocked(key, seq, ts, subj, hdr, data) {
 			return s.commitLocked(ttl)
 		}
 	}

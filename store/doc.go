@@ -179,9 +179,9 @@
 //
 // A replica of a replicated stream (Options.Staging) writes a message's
 // record when its raft log takes the entry (Stage), outside the index,
-// and indexes it when the entry commits: AppendAt finds the staged record,
-// checks its checksum against the message, and commits it without writing
-// it again. Staged records are the last of the files; a cut (Unstage, or
+// and indexes it when the entry commits: AppendStaged finds the staged
+// record, checks that the same write staged it (StageKey) or else its
+// checksum against the message, and commits it without writing it again. Staged records are the last of the files; a cut (Unstage, or
 // a Stage inside the staged tail, as raft replaces an uncommitted suffix)
 // truncates them. Open recovers the records after Options.CommitThrough
 // (the replica's checkpoint) staged, for the log's replay to commit or

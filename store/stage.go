@@ -133,6 +133,18 @@ type stagedRec struct {
 	off  uint32
 	size uint32
 	crc  uint32 // the record's checksum, which AppendAt checks the message against
+	key  StageKey
+}
+
+// A StageKey names the write that staged a record: for a replica of a
+// replicated stream, the index and term of the raft entry whose message
+// it is. Whatever one key staged at a sequence is the same message
+// wherever it is read again (raft's entries of one index and term are
+// the same), so AppendStaged, given the key a staged record has, commits
+// it without checksumming the message a second time. Records recovered
+// staged at Open have the zero key, which names nothing.
+type StageKey struct {
+	Index, Term uint64
 }
 
 // load reads the checksum of a record recovered staged. One of a sealed
@@ -234,10 +246,12 @@ func (t *stagedTail) from(seq uint64) []stagedRec {
 // Options.WriteBuffer, buffered until Flush, which a caller that records
 // the Place elsewhere calls first.
 //
+// key, if not zero, names the write (StageKey).
+//
 // Errors: ErrInvalidConfig without Options.Staging; ErrDiverged wrapping
 // ErrInvalidSubject or ErrMaxMsgSize for a message no leader could have
 // admitted; ErrWrite (nothing of the record remains).
-func (s *Stream) Stage(seq uint64, ts int64, subj string, hdr, data []byte) (Place, error) {
+func (s *Stream) Stage(key StageKey, seq uint64, ts int64, subj string, hdr, data []byte) (Place, error) {
 	if err := divergedSubject(subj); err != nil {
 		return Place{}, err
 	}
@@ -286,7 +300,7 @@ func (s *Stream) Stage(seq uint64, ts int64, subj string, hdr, data []byte) (Pla
 		return Place{}, err
 	}
 	r := fb.stg.last()
-	r.crc = crc
+	r.crc, r.key = crc, key
 	return Place{Seq: seq, TS: ts, Segment: r.seg.first, Offset: off, Size: r.size, CRC: crc}, nil
 }
 
@@ -474,13 +488,19 @@ func (s *Stream) ReadPlace(p Place) (*Msg, error) {
 
 // stagedSameLocked reports whether the first staged record, at seq, holds
 // the message AppendAt was given (ts already raised to the last
-// timestamp), by its checksum: then AppendAt commits it rather than
-// writing it again. A record staged for another message (an entry raft
-// replaced, one of an earlier term) is not.
-func (s *Stream) stagedSameLocked(seq uint64, ts int64, subj string, hdr, data []byte) bool {
+// timestamp), by the key that staged it or else by its checksum: then
+// AppendAt commits it rather than writing it again. A record staged for
+// another message (an entry raft replaced, one of an earlier term) is
+// not.
+func (s *Stream) stagedSameLocked(key StageKey, seq uint64, ts int64, subj string, hdr, data []byte) bool {
 	r := s.fb.stg.first()
-	return r != nil && r.seq == seq && r.ts == ts && r.subj == subj && int(r.size) == recordSize(subj, hdr, data) &&
-		r.crc == recordChecksum(seq, ts, subj, hdr, data)
+	if r == nil || r.seq != seq || r.ts != ts || r.subj != subj || int(r.size) != recordSize(subj, hdr, data) {
+		return false
+	}
+	if key != (StageKey{}) && r.key == key {
+		return true
+	}
+	return r.crc == recordChecksum(seq, ts, subj, hdr, data)
 }
 
 // ReleaseThrough says that no replay will need the records up to seq

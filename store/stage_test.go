@@ -25,7 +25,7 @@ func stagingOpts(dir string, ct uint64) Options {
 // mustStage stages message i (payload(i, size)) on subj.
 func mustStage(t testing.TB, s *Stream, seq uint64, subj string, size int) Place {
 	t.Helper()
-	p, err := s.Stage(seq, int64(seq), subj, nil, payload(seq, size))
+	p, err := s.Stage(StageKey{}, seq, int64(seq), subj, nil, payload(seq, size))
 	require.NoError(t, err)
 	require.Equal(t, seq, p.Seq)
 	return p
@@ -114,7 +114,7 @@ func TestStageOrder(t *testing.T) {
 		{"inside the tail: cut from there", 3, "b", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.Stage(tc.seq, 0, tc.subj, nil, []byte("x"))
+			_, err := s.Stage(StageKey{}, tc.seq, 0, tc.subj, nil, []byte("x"))
 			if tc.want != nil {
 				require.ErrorIs(t, err, tc.want)
 			} else {
@@ -129,7 +129,7 @@ func TestStageOrder(t *testing.T) {
 	m := mustGet(t, s, 3)
 	require.Equal(t, "b", m.Subject, "the record staged again replaced the first")
 
-	_, err := mustOpen(t, Options{Dir: t.TempDir()}).Stage(1, 0, "a", nil, nil)
+	_, err := mustOpen(t, Options{Dir: t.TempDir()}).Stage(StageKey{}, 1, 0, "a", nil, nil)
 	require.ErrorIs(t, err, ErrInvalidConfig, "a stream that does not stage")
 	_, err = Open(Options{Storage: MemoryStorage, Staging: true})
 	require.ErrorIs(t, err, ErrInvalidConfig, "memory storage")
@@ -139,10 +139,10 @@ func TestStageOrder(t *testing.T) {
 // so that timestamps never go back along the files.
 func TestStageTimestamps(t *testing.T) {
 	s := mustOpen(t, stagingOpts(t.TempDir(), 0))
-	p, err := s.Stage(1, 100, "a", nil, nil)
+	p, err := s.Stage(StageKey{}, 1, 100, "a", nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(100), p.TS)
-	p, err = s.Stage(2, 50, "a", nil, nil)
+	p, err = s.Stage(StageKey{}, 2, 50, "a", nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(100), p.TS)
 	require.NoError(t, commitStaged(s, 1, 0))
@@ -400,6 +400,68 @@ func TestAppendAtOverStaged(t *testing.T) {
 	require.Greater(t, first, last)
 }
 
+// AppendStaged commits a staged record by the key that staged it, without
+// checksumming the message; a zero or another key falls back to the
+// checksum; the sequence, timestamp, subject and size are checked always.
+func TestAppendStagedByKey(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, stagingOpts(dir, 0))
+	k := func(i uint64) StageKey { return StageKey{Index: 10 + i, Term: 2} }
+	stage := func(seq uint64) {
+		t.Helper()
+		_, err := s.Stage(k(seq), seq, int64(seq), "a", nil, payload(seq, 50))
+		require.NoError(t, err)
+		require.NoError(t, s.Flush())
+	}
+	for _, tc := range []struct {
+		name    string
+		key     StageKey
+		ts      int64 // 0: the staged record's
+		data    func(seq uint64) []byte
+		written bool // the message written, not the staged record committed
+	}{
+		{"its key", StageKey{}, 0, nil, false},
+		{"no key, the same message", StageKey{}, 0, nil, false},
+		{"another key, the same message", StageKey{Index: 99, Term: 2}, 0, nil, false},
+		{"another key, other bytes", StageKey{Index: 99, Term: 2}, 0, func(seq uint64) []byte {
+			b := payload(seq, 50)
+			b[3] ^= 1
+			return b
+		}, true},
+		{"its key, another time", StageKey{}, 1 << 40, nil, true},
+		// The key stands for the bytes: the staged record is committed.
+		{"its key, other bytes", StageKey{}, 0, func(seq uint64) []byte { return payload(seq+100, 50) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seq := s.State().LastSeq + 1
+			stage(seq)
+			key, ts, data := tc.key, int64(seq), payload(seq, 50)
+			if key == (StageKey{}) && tc.name != "no key, the same message" {
+				key = k(seq)
+			}
+			if tc.ts != 0 {
+				ts = tc.ts
+			}
+			if tc.data != nil {
+				data = tc.data(seq)
+			}
+			before := logBytes(t, dir)
+			require.NoError(t, s.AppendStaged(key, seq, ts, "a", nil, data, 0))
+			require.NoError(t, s.Flush())
+			got := mustGet(t, s, seq)
+			if tc.written { // over the staged record, cut
+				require.Equal(t, data, got.Data)
+				require.Equal(t, ts, got.Timestamp)
+			} else {
+				require.Equal(t, before, logBytes(t, dir), "committed, not written")
+				require.Equal(t, payload(seq, 50), got.Data)
+			}
+			first, last := s.Staged()
+			require.Greater(t, first, last)
+		})
+	}
+}
+
 // A purge of every committed message keeps the staged records and their
 // segment; Skip cuts them.
 func TestStagedPurgeAndSkip(t *testing.T) {
@@ -614,7 +676,7 @@ func TestStageRandom(t *testing.T) {
 						staged = staged[:seq-last-1]
 					}
 					data := []byte(fmt.Sprintf("%d-%d-%s", seq, step, make([]byte, rng.IntN(90))))
-					_, err := s.Stage(seq, int64(seq), "a", nil, data)
+					_, err := s.Stage(StageKey{}, seq, int64(seq), "a", nil, data)
 					require.NoError(t, err)
 					staged = append(staged, data)
 				case op < 14: // commit
