@@ -53,6 +53,25 @@ func TestResultRatio(t *testing.T) {
 	require.Equal(t, 0.5, r.Ratio())
 }
 
+// TestRatioText: a ratio is written with two decimals, and more where two
+// would show a missed goal as met.
+func TestRatioText(t *testing.T) {
+	for _, tc := range []struct {
+		ratio, goal float64
+		want        string
+	}{
+		{1.6612, 1.5, "1.66x"},
+		{1.4412, 1.5, "1.44x"},
+		{1.5, 1.5, "1.50x"},
+		{1.4991, 1.5, "1.499x"},
+		{1.49996, 1.5, "1.5000x"}, // four decimals at most
+		{0.9951, 1.0, "0.995x"},
+		{1.0049, 1.0, "1.00x"},
+	} {
+		require.Equal(t, tc.want, ratioText(tc.ratio, tc.goal), "ratio %v goal %v", tc.ratio, tc.goal)
+	}
+}
+
 // TestWriteNotes: a run's secondary measurements are filed by target and
 // key, in the order first noted, and written with their medians and every
 // sample; results without any write nothing.

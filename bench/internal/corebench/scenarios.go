@@ -258,12 +258,24 @@ func WriteTable(w io.Writer, results []*Result) error {
 		if config == "" {
 			config = "defaults"
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %.2fx | >= %.1fx | %s | skiff %s; nats-server %s |\n",
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | >= %.1fx | %s | skiff %s; nats-server %s |\n",
 			r.Scenario.Title, config, r.cell("skiff"), r.cell("nats-server"),
-			r.Ratio(), r.Scenario.Goal, met, r.samples("skiff"), r.samples("nats-server"))
+			ratioText(r.Ratio(), r.Scenario.Goal), r.Scenario.Goal, met, r.samples("skiff"), r.samples("nats-server"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ratioText writes a ratio with two decimals, or with as many more (up
+// to four) as it takes not to read as the goal when it misses it: 1.4994
+// is "1.499x", not "1.50x" beside "no".
+func ratioText(ratio, goal float64) string {
+	for prec := 2; ; prec++ {
+		text := strconv.FormatFloat(ratio, 'f', prec, 64)
+		if shown, err := strconv.ParseFloat(text, 64); prec == 4 || err != nil || (shown >= goal) == (ratio >= goal) {
+			return text + "x"
+		}
+	}
 }
 
 // WriteNotes writes the results' secondary measurements (Options.note),
