@@ -101,3 +101,51 @@ func (l *blockList[T]) trimFront(k int) {
 
 // reset drops every element and block.
 func (l *blockList[T]) reset() { *l = blockList[T]{} }
+
+// truncate keeps the first n elements, 0 <= n <= l.len(), and drops the
+// rest.
+func (l *blockList[T]) truncate(n int) {
+	if n >= l.n {
+		return
+	}
+	if n <= 0 {
+		l.reset()
+		return
+	}
+	end := l.head + n // position after the last element kept
+	last := (end - 1) >> blockShift
+	clear(l.blocks[last+1:])
+	l.blocks = l.blocks[:last+1]
+	b := l.blocks[last]
+	keep := (end-1)&blockMask + 1
+	clear(b[keep:]) // let the collector have what they point at
+	l.blocks[last] = b[:keep]
+	l.n = n
+	if len(l.blocks) == 1 && l.head > 0 {
+		l.blocks[0], l.head = l.blocks[0][l.head:], 0
+	}
+}
+
+// parts returns the elements, in order, as the slices of the blocks that
+// hold them. They alias the list.
+func (l *blockList[T]) parts() [][]T {
+	if l.n == 0 {
+		return nil
+	}
+	ps := make([][]T, len(l.blocks))
+	copy(ps, l.blocks)
+	ps[0] = ps[0][l.head:]
+	return ps
+}
+
+// blockListOf returns a list of the elements of s, which it takes: s's
+// array is split into blocks, not copied.
+func blockListOf[T any](s []T) blockList[T] {
+	l := blockList[T]{n: len(s)}
+	for len(s) > 0 {
+		k := min(len(s), blockLen)
+		l.blocks = append(l.blocks, s[:k:k])
+		s = s[k:]
+	}
+	return l
+}

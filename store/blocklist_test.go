@@ -18,6 +18,13 @@ func checkList(t *testing.T, l *blockList[int], want []int) {
 			t.Fatalf("at(%d) = %d, want %d", i, got, w)
 		}
 	}
+	var flat []int
+	for _, p := range l.parts() {
+		flat = append(flat, p...)
+	}
+	if len(flat) != len(want) || (len(want) > 0 && (flat[0] != want[0] || flat[len(flat)-1] != want[len(want)-1])) {
+		t.Fatalf("parts hold %d elements, want %d", len(flat), len(want))
+	}
 	switch {
 	case len(want) == 0:
 		if l.blocks != nil || l.head != 0 {
@@ -43,7 +50,7 @@ func checkList(t *testing.T, l *blockList[int], want []int) {
 
 func TestBlockList(t *testing.T) {
 	type op struct {
-		add, trim int
+		add, trim, cut int // cut: elements dropped from the back
 	}
 	tests := []struct {
 		name string
@@ -59,6 +66,12 @@ func TestBlockList(t *testing.T) {
 		{"emptied, then refilled", []op{{add: 100}, {trim: 100}, {add: blockLen + 1}}},
 		{"a short list trimmed as it grows", []op{{add: 10}, {trim: 5}, {add: 10}, {trim: 12}, {add: 3}}},
 		{"trimmed to the end of the first block", []op{{add: 2 * blockLen}, {trim: blockLen}}},
+		{"cut inside the last block", []op{{add: 2*blockLen + 10}, {cut: 4}}},
+		{"cut to a block's end", []op{{add: 2*blockLen + 10}, {cut: 10}, {add: 1}}},
+		{"cut into an earlier block, then grows", []op{{add: 3*blockLen + 10}, {cut: blockLen + 20}, {add: blockLen}}},
+		{"trimmed, then cut to one block", []op{{add: 2*blockLen + 10}, {trim: 100}, {cut: blockLen + 20}, {add: 2 * blockLen}}},
+		{"cut to empty", []op{{add: blockLen + 1}, {cut: blockLen + 1}, {add: 2}}},
+		{"a short list cut", []op{{add: 10}, {cut: 3}, {add: 5}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +86,9 @@ func TestBlockList(t *testing.T) {
 				}
 				l.trimFront(o.trim)
 				want = want[o.trim:]
+				checkList(t, &l, want)
+				l.truncate(len(want) - o.cut)
+				want = want[:len(want)-o.cut]
 				checkList(t, &l, want)
 			}
 			checkList(t, &l, want)
@@ -99,6 +115,32 @@ func TestBlockListRandom(t *testing.T) {
 		l.trimFront(k)
 		want = want[k:]
 		checkList(t, &l, want)
+		if round%4 == 1 {
+			n := rng.IntN(len(want) + 1)
+			l.truncate(n)
+			want = want[:n]
+			checkList(t, &l, want)
+		}
+	}
+}
+
+// TestBlockListOf: a list made of a slice holds its elements in blocks
+// that keep the invariant, and grows and is cut as any other.
+func TestBlockListOf(t *testing.T) {
+	for _, n := range []int{0, 1, blockLen - 1, blockLen, blockLen + 1, 3*blockLen + 7} {
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i
+		}
+		l := blockListOf(append([]int(nil), want...))
+		checkList(t, &l, want)
+		for i := range blockLen + 3 {
+			l.append(n + i)
+			want = append(want, n+i)
+		}
+		checkList(t, &l, want)
+		l.truncate(len(want) / 2)
+		checkList(t, &l, want[:len(want)/2])
 	}
 }
 

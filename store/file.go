@@ -51,12 +51,6 @@ type fileBackend struct {
 
 	ra readAhead // blocks for sequential readers; its own lock, as readers share the stream's (readahead.go)
 
-	// entsHint is the records of the last segment sealed: a new
-	// segment's index starts with room for as many, rather than growing
-	// by copies (a slice past 256 elements grows by a quarter at a time:
-	// its copies would add up to four times what it holds).
-	entsHint int
-
 	gone      map[uint64]uint64 // removed segments' markers on disk: first to last (gone.go)
 	dirDirty  bool              // files created or removed since the directory's last fsync
 	graveyard []File            // files of dropped segments, closed at the end of a sync round
@@ -68,9 +62,6 @@ type fileBackend struct {
 }
 
 var _ backend = (*fileBackend)(nil)
-
-// maxEntsHint bounds entsHint: 32 MiB of index.
-const maxEntsHint = 1 << 20
 
 // flush writes the active segment's buffered appends (the others have
 // none: a segment is flushed before it is sealed).
@@ -124,7 +115,7 @@ func (fb *fileBackend) writeRecord(seq uint64, ts int64, subj string, head, data
 	if off == 0 {
 		s.firstTS = ts
 	}
-	s.ents = append(s.ents, idxEntry{off: uint32(off), size: uint32(n), ts: ts, subj: subj})
+	s.ents.append(idxEntry{off: uint32(off), size: uint32(n), ts: ts, subj: subj})
 	s.fileSize = s.log.size
 	s.dirty = true
 	return uint32(off), s, nil
@@ -164,12 +155,8 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 	fb.removeFile(fb.path(seq, delExt))
 	if a := fb.active; a != nil {
 		a.sealed, a.tail = true, nil
-		if !a.dropped {
-			fb.entsHint = min(len(a.ents), maxEntsHint)
-		}
 	}
-	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer, held: fb.holdsAppends()},
-		ents: make([]idxEntry, 0, fb.entsHint)}
+	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer, held: fb.holdsAppends()}}
 	fb.segs = append(fb.segs, ns)
 	fb.active, fb.needRoll, fb.dirDirty = ns, false, true
 	return nil
@@ -349,7 +336,8 @@ func (fb *fileBackend) dropSegment(s *segment) {
 	if fb.active == s {
 		fb.active = nil
 	}
-	s.dropped, s.ents, s.pending, s.tail, s.log.buf = true, nil, nil, nil, nil
+	s.dropped, s.pending, s.tail, s.log.buf = true, nil, nil, nil
+	s.ents.reset()
 	fb.ra.forget(s)
 	fb.graveyard = append(fb.graveyard, s.log.f)
 	if s.del.f != nil {

@@ -30,7 +30,7 @@ type syncItem struct {
 
 type indexJob struct {
 	seg   *segment
-	ents  []idxEntry
+	ents  [][]idxEntry // the segment's index, in parts (blockList.parts)
 	size  int64
 	first uint64
 	err   error
@@ -88,8 +88,8 @@ func (fb *fileBackend) prepareSync(fsync bool) syncPlan {
 			p.files = append(p.files, &syncItem{f: s.del.f, name: segmentBase(s.first) + delExt, del: s})
 			s.delDirty = false
 		}
-		if s.sealed && !s.indexed && !s.poisoned && s.staged == 0 && s.ents != nil && len(s.log.buf) == 0 {
-			p.index = append(p.index, &indexJob{seg: s, ents: s.ents, size: s.log.size, first: s.first})
+		if s.sealed && !s.indexed && !s.poisoned && s.staged == 0 && s.ents.len() > 0 && len(s.log.buf) == 0 {
+			p.index = append(p.index, &indexJob{seg: s, ents: s.ents.parts(), size: s.log.size, first: s.first})
 		}
 	}
 	if fsync && fb.metaDirty {
@@ -175,7 +175,8 @@ func (fb *fileBackend) finishSync(sp syncPlan, err error) {
 		case j.seg.dropped:
 			fb.removeFile(fb.path(j.first, idxExt))
 		case !j.seg.poisoned:
-			j.seg.indexed, j.seg.ents = true, nil
+			j.seg.indexed = true
+			j.seg.ents.reset()
 		}
 	}
 	for _, f := range fb.graveyard {

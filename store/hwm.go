@@ -99,7 +99,7 @@ func (fb *fileBackend) noteHighWater() {
 func (fb *fileBackend) checkLostEnd(rec *recovered, rep *RecoveryReport) {
 	found := max(rec.floor, 1) - 1
 	for _, s := range fb.segs {
-		found = max(found, s.first+uint64(len(s.ents))-1)
+		found = max(found, s.first+uint64(s.ents.len())-1)
 	}
 	for q := range rec.dels {
 		found = max(found, q)

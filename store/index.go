@@ -58,21 +58,24 @@ type idxEntry struct {
 // encodeIndex encodes a segment's index. logSize is the size of the log
 // file it describes, validSize the bytes of it holding good records (less
 // than logSize only when recovery stopped at a corrupt record).
-func encodeIndex(first uint64, ents []idxEntry, logSize, validSize int64) []byte {
+func encodeIndex(first uint64, parts [][]idxEntry, logSize, validSize int64) []byte {
 	ids := make(map[string]uint32)
 	var subjects []string
-	tableSize := 0
-	for _, e := range ents {
-		if _, ok := ids[e.subj]; !ok {
-			ids[e.subj] = uint32(len(subjects))
-			subjects = append(subjects, e.subj)
-			tableSize += 2 + len(e.subj)
+	tableSize, n := 0, 0
+	for _, ents := range parts {
+		n += len(ents)
+		for _, e := range ents {
+			if _, ok := ids[e.subj]; !ok {
+				ids[e.subj] = uint32(len(subjects))
+				subjects = append(subjects, e.subj)
+				tableSize += 2 + len(e.subj)
+			}
 		}
 	}
-	b := make([]byte, 0, idxHeaderSize+tableSize+len(ents)*idxEntrySize+idxTrailer)
+	b := make([]byte, 0, idxHeaderSize+tableSize+n*idxEntrySize+idxTrailer)
 	b = append(b, idxMagic...)
 	b = binary.LittleEndian.AppendUint64(b, first)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(ents)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(subjects)))
 	b = binary.LittleEndian.AppendUint64(b, uint64(logSize))
 	b = binary.LittleEndian.AppendUint64(b, uint64(validSize))
@@ -80,11 +83,13 @@ func encodeIndex(first uint64, ents []idxEntry, logSize, validSize int64) []byte
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(s)))
 		b = append(b, s...)
 	}
-	for _, e := range ents {
-		b = binary.LittleEndian.AppendUint32(b, e.off)
-		b = binary.LittleEndian.AppendUint32(b, e.size)
-		b = binary.LittleEndian.AppendUint64(b, uint64(e.ts))
-		b = binary.LittleEndian.AppendUint32(b, ids[e.subj])
+	for _, ents := range parts {
+		for _, e := range ents {
+			b = binary.LittleEndian.AppendUint32(b, e.off)
+			b = binary.LittleEndian.AppendUint32(b, e.size)
+			b = binary.LittleEndian.AppendUint64(b, uint64(e.ts))
+			b = binary.LittleEndian.AppendUint32(b, ids[e.subj])
+		}
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }

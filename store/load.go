@@ -14,7 +14,8 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 	// and the deletes after it are left to the log's replay.
 	staging, through := rec.staging, max(s.mu.opts.CommitThrough, rec.marked)
 	for _, seg := range fb.segs {
-		for i, ie := range seg.ents {
+		for i := range seg.ents.len() {
+			ie := seg.ents.at(i)
 			seq := seg.first + uint64(i)
 			if staging && seq > through && seq >= floor {
 				fb.stg.push(stagedRec{seq: seq, ts: ie.ts, subj: ie.subj, seg: seg, off: ie.off, size: ie.size})
@@ -48,7 +49,7 @@ func (s *Stream) load(fb *fileBackend, rec *recovered) {
 		}
 		seg.last -= uint64(seg.staged) // the last committed
 		if seg.indexed {
-			seg.ents = nil // sealed and on disk; the stream's entries hold what reads need
+			seg.ents.reset() // sealed and on disk; the stream's entries hold what reads need
 		}
 	}
 	// A delete or a floor can outlive the records it covers (an operating

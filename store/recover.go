@@ -153,7 +153,7 @@ func (fb *fileBackend) loadSegment(first uint64, last bool, have map[string]bool
 	s := &segment{first: first, log: appendFile{f: f}, fileSize: size, sealed: !last}
 	if !last && have[segmentBase(first)+idxExt] {
 		if ents, valid, err := fb.loadIndex(s, size); err == nil {
-			s.ents, s.log.size, s.indexed = ents, valid, true
+			s.ents, s.log.size, s.indexed = blockListOf(ents), valid, true
 			rep.IndexesLoaded++
 			fb.noteKnownDamage(s, rep)
 			if valid < size { // found corrupt by an earlier Open
@@ -178,9 +178,9 @@ func (fb *fileBackend) loadSegment(first uint64, last bool, have map[string]bool
 		fb.active = s
 		s.log.limit = fb.opts.WriteBuffer
 	}
-	s.last = first + uint64(len(s.ents)) - 1
-	if len(s.ents) > 0 {
-		s.firstTS = s.ents[0].ts
+	s.last = first + uint64(s.ents.len()) - 1
+	if s.ents.len() > 0 {
+		s.firstTS = s.ents.at(0).ts
 	}
 	fb.segs = append(fb.segs, s)
 	return nil
@@ -247,7 +247,7 @@ func (fb *fileBackend) scanSegment(s *segment, last bool, rep *RecoveryReport) e
 	if ents, valid, err = fb.resync(s, ents, valid, err, rep); err != nil && !errors.Is(err, ErrCorrupt) {
 		return fmt.Errorf("store: scan %s: %w", name, err)
 	}
-	s.ents, s.log.size = ents, valid
+	s.ents, s.log.size = blockListOf(ents), valid
 	switch {
 	case last && valid < s.fileSize:
 		lvl := slog.LevelError // garbage with no length to trust: data may be lost
@@ -265,7 +265,7 @@ func (fb *fileBackend) scanSegment(s *segment, last bool, rep *RecoveryReport) e
 		fb.reportCorrupt(s, err, rep)
 	}
 	if !last {
-		b := encodeIndex(s.first, ents, s.fileSize, valid)
+		b := encodeIndex(s.first, s.ents.parts(), s.fileSize, valid)
 		if werr := writeIndexFile(fb.fs, fb.path(s.first, idxExt), b); werr != nil {
 			fb.log.Warn("store: write rebuilt index", "file", name, "err", werr)
 		} else {
@@ -281,7 +281,7 @@ func (fb *fileBackend) scanSegment(s *segment, last bool, rep *RecoveryReport) e
 // sequences that costs is known once the next segment is (checkGaps).
 func (fb *fileBackend) reportCorrupt(s *segment, err error, rep *RecoveryReport) {
 	cs := CorruptSegment{File: segmentBase(s.first) + logExt, Offset: s.log.size,
-		FirstLost: s.first + uint64(len(s.ents)), LostBytes: s.fileSize - s.log.size, Err: err}
+		FirstLost: s.first + uint64(s.ents.len()), LostBytes: s.fileSize - s.log.size, Err: err}
 	rep.Corrupt = append(rep.Corrupt, cs)
 	fb.log.Error("store: corrupt record in a sealed segment with nothing valid after it; the rest of the segment is not served",
 		"file", cs.File, "offset", cs.Offset, "first_lost_seq", cs.FirstLost, "lost_bytes", cs.LostBytes, "err", err)
@@ -354,10 +354,10 @@ func scanLogAt(f File, start int64, first uint64, size, lastTS int64) ([]idxEntr
 func (fb *fileBackend) fixOverlaps() {
 	for i := 0; i+1 < len(fb.segs); i++ {
 		s, next := fb.segs[i], fb.segs[i+1]
-		if len(s.ents) > 0 && s.last >= next.first {
+		if s.ents.len() > 0 && s.last >= next.first {
 			fb.log.Error("store: segments overlap; ignoring the older one's tail",
 				"segment", s.first, "last", s.last, "next", next.first)
-			s.ents = s.ents[:next.first-s.first]
+			s.ents.truncate(int(next.first - s.first))
 			s.last = next.first - 1
 			s.damaged = slices.DeleteFunc(s.damaged, func(q uint64) bool { return q > s.last })
 		}
@@ -373,8 +373,8 @@ func (fb *fileBackend) loadDels(s *segment, dels map[uint64]struct{}) error {
 		return fmt.Errorf("store: open %s: %w", name, err)
 	}
 	size, err := f.Seek(0, io.SeekEnd)
-	if err == nil && size > 8*int64(len(s.ents))*2+1<<20 {
-		err = fmt.Errorf("%w: %d bytes of deletes for %d records", ErrCorrupt, size, len(s.ents))
+	if err == nil && size > 8*int64(s.ents.len())*2+1<<20 {
+		err = fmt.Errorf("%w: %d bytes of deletes for %d records", ErrCorrupt, size, s.ents.len())
 	}
 	var b []byte
 	if err == nil {

@@ -103,7 +103,8 @@ func wholeRecordAt(f File, off, size int64) (int64, bool, error) {
 // damagedSubject), and makes sure they are recorded as deleted.
 func (fb *fileBackend) noteKnownDamage(s *segment, rep *RecoveryReport) {
 	var first, n uint64
-	for i, e := range s.ents {
+	for i := range s.ents.len() {
+		e := s.ents.at(i)
 		if e.subj != damagedSubject {
 			continue
 		}

@@ -16,15 +16,15 @@ type segment struct {
 	log      appendFile
 	fileSize int64 // size on disk; above log.size only for a corrupt older segment
 	firstTS  int64
-	live     int        // messages not yet removed
-	staged   int        // records after last, staged and not committed (stage.go)
-	ents     []idxEntry // the index until it is written; nil afterwards
-	sealed   bool       // takes no more writes
-	indexed  bool       // its index file is on disk and current
-	poisoned bool       // an fsync failed: the index is never written, recovery scans it
-	dirty    bool       // written since the last fsync
-	dropped  bool       // removed from the stream
-	damaged  []uint64   // sequences lost to corruption found by recovery (resync.go)
+	live     int                 // messages not yet removed
+	staged   int                 // records after last, staged and not committed (stage.go)
+	ents     blockList[idxEntry] // the index until it is written; empty afterwards
+	sealed   bool                // takes no more writes
+	indexed  bool                // its index file is on disk and current
+	poisoned bool                // an fsync failed: the index is never written, recovery scans it
+	dirty    bool                // written since the last fsync
+	dropped  bool                // removed from the stream
+	damaged  []uint64            // sequences lost to corruption found by recovery (resync.go)
 
 	del      appendFile // nil f until the first delete
 	delDirty bool

@@ -598,8 +598,8 @@ func (fb *fileBackend) cutSegment(s *segment, off uint32, n int) error {
 		return nil
 	}
 	s.staged -= n
-	if s.ents != nil {
-		s.ents = s.ents[:len(s.ents)-n]
+	if s.ents.len() >= n {
+		s.ents.truncate(s.ents.len() - n)
 	}
 	if s.indexed {
 		// Recovered with an index that held the cut records: without its

@@ -126,8 +126,8 @@ func bufferedRecords(s *Stream) int {
 		return 0
 	}
 	n, written := 0, fb.active.log.written()
-	for _, e := range fb.active.ents {
-		if int64(e.off) >= written {
+	for i := range fb.active.ents.len() {
+		if int64(fb.active.ents.at(i).off) >= written {
 			n++
 		}
 	}
