@@ -42,7 +42,9 @@
 // list. The list by sequence is kept in blocks of 4,096 entries
 // (blocklist.go), so that it never moves: a slice of ten million entries
 // outgrowing its array would copy 240 MB, and stall the stream for the
-// copy (BenchmarkIndexAppend). Get is one list lookup and one read; Next with a literal filter is a
+// copy (BenchmarkIndexAppend). So is the segment being written's index of
+// its records (32 bytes a record, until the segment's index file is
+// written). Get is one list lookup and one read; Next with a literal filter is a
 // binary search in the subject's list; with a wildcard filter, a search in
 // the list of each matching subject (the set is cached per filter and kept
 // current as subjects come and go). Payloads of file storage are not kept in
