@@ -132,7 +132,12 @@
 // then, removals inside a segment are recorded in its .del file (explicit
 // deletes and purges at once, removals by limits at the next sync point),
 // and removals from the front of the stream by raising the floor. Recovery re-applies the limits,
-// so a removal by limits lost in a crash is redone.
+// so a removal by limits lost in a crash is redone. A Skip past stored
+// messages is a delete record of its last sequence in the last segment's
+// .del, past that segment's records; the next message starts a new
+// segment after the gap, and recovery counts the skipped sequences as the
+// earlier segment's (segment.through), as does its .gone marker once it is
+// removed, so the gap is never taken for a lost file.
 //
 // # Formats
 //

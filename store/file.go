@@ -255,6 +255,7 @@ func (fb *fileBackend) persistSkip(to uint64) error {
 	if err := fb.writeDel(s, []uint64{to}); err != nil {
 		return err
 	}
+	s.skipTo = max(s.skipTo, to)
 	fb.high = max(fb.high, to)
 	if fb.opts.Durability.Sync == SyncAlways {
 		if err := s.del.f.Sync(); err != nil {

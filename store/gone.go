@@ -42,11 +42,11 @@ func (fb *fileBackend) markGone(s *segment) {
 	if fb.gone == nil {
 		fb.gone = map[uint64]uint64{}
 	}
-	fb.gone[s.first] = s.last
+	fb.gone[s.first] = s.through()
 	name := fb.path(s.first, goneExt)
 	f, err := fb.fs.Create(name)
 	if err == nil {
-		_, err = f.Write(binary.LittleEndian.AppendUint64(nil, s.last))
+		_, err = f.Write(binary.LittleEndian.AppendUint64(nil, s.through()))
 		if err == nil {
 			err = f.Sync()
 		}
@@ -106,7 +106,7 @@ func (fb *fileBackend) checkGaps(names []string, rep *RecoveryReport) {
 	for i := -1; i+1 < len(fb.segs); i++ {
 		from := floor // before the first segment
 		if i >= 0 {
-			from = fb.segs[i].last + 1
+			from = fb.segs[i].through() + 1
 		}
 		to := fb.segs[i+1].first - 1
 		for _, f := range firsts { // markers cover the gap from its start

@@ -71,7 +71,6 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 		}
 	}
 	fb.fixOverlaps()
-	fb.checkGaps(names, rep)
 	for _, n := range names { // sidecars whose segment is gone
 		for _, ext := range []string{idxExt, delExt} {
 			if first, ok := parseSegmentName(n, ext); ok && !have[segmentBase(first)+logExt] {
@@ -87,6 +86,7 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 			}
 		}
 	}
+	fb.checkGaps(names, rep) // after the deletes: a Skip's covers its gap
 	fb.checkLostEnd(rec, rep)
 	if err := fb.recordDamage(rec); err != nil {
 		_ = fb.close()
@@ -388,7 +388,12 @@ func (fb *fileBackend) loadDels(s *segment, dels map[uint64]struct{}) error {
 		_ = f.Close()
 		return fmt.Errorf("store: read %s: %w", name, err)
 	}
-	good, derr := decodeDelBatches(b, func(seq uint64) { dels[seq] = struct{}{} })
+	good, derr := decodeDelBatches(b, func(seq uint64) {
+		dels[seq] = struct{}{}
+		if seq > s.last {
+			s.skipTo = max(s.skipTo, seq) // a Skip's (persistSkip)
+		}
+	})
 	if derr != nil {
 		fb.log.Warn("store: truncating a bad delete batch", "file", name, "offset", good, "err", derr)
 	}

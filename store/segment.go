@@ -11,8 +11,12 @@ import (
 // index (written once the segment is sealed and synced) and the .del file
 // of sequences deleted from its middle.
 type segment struct {
-	first    uint64 // from the file name; the first record's sequence
-	last     uint64 // the last record's sequence; first-1 when empty
+	first uint64 // from the file name; the first record's sequence
+	last  uint64 // the last record's sequence; first-1 when empty
+	// skipTo is the highest sequence a Skip recorded in the segment's
+	// deletes past its last record (0: none): the sequences up to it are
+	// accounted for here, and the next segment starts after them.
+	skipTo   uint64
 	log      appendFile
 	fileSize int64 // size on disk; above log.size only for a corrupt older segment
 	firstTS  int64
@@ -40,6 +44,10 @@ type segment struct {
 // next is the sequence of the record that would follow s's last one,
 // staged records included.
 func (s *segment) next() uint64 { return s.last + 1 + uint64(s.staged) }
+
+// through is the last sequence s accounts for: its last record's, or a
+// Skip's past it.
+func (s *segment) through() uint64 { return max(s.last, s.skipTo) }
 
 // tailCap bounds each stream's tail cache (see segment.tail).
 const tailCap = 256 << 10

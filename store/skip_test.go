@@ -45,13 +45,23 @@ func testSkip(t *testing.T, open opener) {
 
 // TestSkipReopen: a skip survives a restart, with messages before it (a
 // delete record in the last segment) and without (the floor): the
-// sequences are not given again.
+// sequences are not given again. A skip between messages, which starts a
+// new segment after it, is no lost segment at the next start, nor once the
+// segment before it is removed.
 func TestSkipReopen(t *testing.T) {
-	for _, name := range []string{"with messages", "empty"} {
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		before     bool // a message before the skip
+		dropBefore bool // that message removed, its segment with it
+	}{
+		{"with messages", true, false},
+		{"empty", false, false},
+		{"the segment before it removed", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			s := mustOpen(t, Options{Dir: dir})
-			if name == "with messages" {
+			if tc.before {
 				require.NoError(t, s.AppendAt(1, 1, "a", nil, []byte("x"), 0))
 			}
 			require.NoError(t, s.Skip(7, 7))
@@ -59,11 +69,20 @@ func TestSkipReopen(t *testing.T) {
 			s = mustOpen(t, Options{Dir: dir})
 			require.Equal(t, uint64(7), s.State().LastSeq)
 			require.NoError(t, s.AppendAt(8, 8, "a", nil, []byte("y"), 0))
+			require.NoError(t, s.AppendAt(9, 9, "a", nil, []byte("z"), 0))
+			if tc.dropBefore {
+				require.NoError(t, s.Remove(1))
+			}
 			require.NoError(t, s.Close())
 			s = mustOpen(t, Options{Dir: dir})
+			require.Empty(t, s.Recovery().Missing, "the skipped sequences are no lost segment")
 			st := s.State()
-			require.Equal(t, uint64(8), st.LastSeq)
+			require.Equal(t, uint64(9), st.LastSeq)
 			require.Equal(t, "y", string(mustGet(t, s, 8).Data))
+			if tc.dropBefore {
+				require.Equal(t, uint64(8), st.FirstSeq)
+			}
+			require.NoError(t, s.Close())
 		})
 	}
 }
