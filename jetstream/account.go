@@ -424,7 +424,7 @@ func (ja *jsAccount) recover() error {
 			meta.Config.SyncInterval = MinSyncInterval
 			syncToMetadata(&meta.Config)
 		}
-		st, err := ja.openStream(meta, false)
+		st, err := ja.openStream(meta, false, nil)
 		if err != nil {
 			ja.failStream(e.Name(), err)
 			continue

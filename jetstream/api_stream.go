@@ -97,7 +97,7 @@ func (ja *jsAccount) streamCreate(name string, data []byte, group uint64) any {
 			meta.Raft = a.HasGroup()
 		}
 	}
-	st, err := ja.openStream(meta, true)
+	st, err := ja.openStream(meta, true, nil)
 	if err != nil {
 		ja.js.log.Warn("stream create failed", "account", ja.name, "stream", name, "err", err)
 		// What the failed create wrote would come back at the next start,
@@ -255,10 +255,6 @@ func (ja *jsAccount) streamUpdate(name string, data []byte) any {
 	}
 	if aerr := checkStreamUpdate(st.config(), ncfg); aerr != nil {
 		r.Error = aerr
-		return r
-	}
-	if st.repl == nil && ncfg.Replicas > 1 && ncfg.Storage != FileStorage {
-		r.Error = apiErr(503, 10036, "not currently supported in clustered mode: "+errConvertMemory.Error())
 		return r
 	}
 	if r.Error = ja.checkMaxBytes(&ncfg); r.Error != nil {

@@ -283,16 +283,8 @@ func (ja *jsAccount) clusterStreamUpdate(req apiRequest, a apiArgs) any {
 // the update then sets. It returns the new assignment. js.assignMu held.
 func (ja *jsAccount) rescale(sa *jscluster.StreamAssignment, want int, data []byte) (*jscluster.StreamAssignment, *APIError) {
 	js := ja.js
-	if !sa.HasGroup() {
-		// A stream made with one replica: its server turns it into a
-		// replicated one (replica_convert.go), a file stream only.
-		var c struct {
-			Storage StorageType `json:"storage"`
-		}
-		if json.Unmarshal(sa.Config, &c) != nil || c.Storage != FileStorage {
-			return nil, apiErr(503, 10036, "not currently supported in clustered mode: "+errConvertMemory.Error())
-		}
-	}
+	// (A stream made with one replica has no group: its server turns it
+	// into a replicated one, replica_convert.go.)
 	if want > maxReplicas {
 		return nil, errStreamConfig(fmt.Errorf("maximum replicas is %d", maxReplicas))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/skiffmq/skiff/store"
@@ -37,29 +38,43 @@ import (
 // step leaves either the stream of one replica as it was (the meta state
 // then still places it on more servers, and reconcile turns it again) or
 // the replicated one. Ephemeral consumers end, as they do when a
-// replicated stream's leader changes. A memory stream is not turned: its
-// messages do not outlive the close.
+// replicated stream's leader changes.
+//
+// A memory stream is turned the same way, but for what is in memory only:
+// its store is stopped and kept open through the close (stream.shut), and
+// the replicated stream's new store takes its messages, at their
+// sequences, with their timestamps, before anything reads it
+// (copyMessages); the old store is closed after. For as long as the copy
+// takes, the stream's messages are held twice. Durable consumers that keep
+// no state on disk (those of a memory stream, and any with mem_storage)
+// give theirs as they stood when they stopped (consumer.snapshot). A
+// memory stream keeps no checkpoint: Founding is cleared once its group's
+// first snapshot is recorded (replica_snapshot.go), which is on disk in
+// the group's log. A crash before the group is founded loses the messages,
+// as any crash of a memory stream does; the stream founds its group empty.
 
 // convertWait is how long a server waits for the meta leader's update
 // before it turns a stream scaled up from one replica by itself
 // (reconcile).
 const convertWait = 2 * time.Second
 
-// errConvertMemory refuses to turn a memory stream made with one replica
-// into a replicated one.
-var errConvertMemory = errors.New("a memory stream created with one replica cannot be scaled up")
-
 // convertToReplica turns st, a stream of one replica without a group,
 // into a replicated stream with the configuration cfg, and returns it.
 // On the stream's worker, ja.mu not held.
 func (ja *jsAccount) convertToReplica(st *stream, cfg StreamConfig) (*stream, error) {
-	if st.config().Storage != FileStorage {
-		return nil, errConvertMemory
+	var seed *store.Stream // a memory stream's messages, for the new store
+	if st.config().Storage == MemoryStorage {
+		seed = st.store
+		defer func() { _ = seed.Close() }()
 	}
-	if err := st.close(false); err != nil {
+	running := *st.clist.Load()
+	if err := st.shut(false, seed != nil); err != nil {
 		return nil, fmt.Errorf("closing the stream: %w", err)
 	}
 	cons, err := st.durableConsumerStates()
+	if err == nil {
+		cons.Consumers = append(cons.Consumers, stoppedConsumerStates(running, cons)...)
+	}
 	if err == nil {
 		var b []byte
 		if b, err = json.Marshal(cons); err == nil {
@@ -78,7 +93,7 @@ func (ja *jsAccount) convertToReplica(st *stream, cfg StreamConfig) (*stream, er
 	}
 	var nst *stream
 	if err == nil {
-		nst, err = ja.openStream(meta, false)
+		nst, err = ja.openStream(meta, false, seed)
 	}
 	if err := ja.replaced(st, nst, cfg.Subjects, err); err != nil {
 		// Closed, and not served until the next start, which opens what
@@ -152,8 +167,61 @@ func (st *stream) durableConsumerStates() (*consumersSnapshot, error) {
 	return out, nil
 }
 
-// founded clears Founding once the replica's first checkpoint is written:
-// the group's first entries are on disk.
+// stoppedConsumerStates returns the states of the durable consumers among
+// stopped that keep none on disk, which have (those of a memory stream,
+// and those with mem_storage), as they stood when they stopped; not those
+// already in onDisk.
+func stoppedConsumerStates(stopped []*consumer, onDisk *consumersSnapshot) []consumerSnap {
+	var out []consumerSnap
+	for _, c := range stopped {
+		meta := c.meta()
+		if meta.Config.Durable == "" || slices.ContainsFunc(onDisk.Consumers, func(s consumerSnap) bool { return s.Name == c.name }) {
+			continue
+		}
+		out = append(out, consumerSnap{Name: c.name, Meta: meta, State: c.snapshot()})
+	}
+	return out
+}
+
+// copyMessages puts every message of src into dst, an empty store, at its
+// sequence, with its timestamp and TTL, and leaves dst's last sequence
+// and time at src's, gaps and all.
+func copyMessages(dst, src *store.Stream) error {
+	o := dst.Options()
+	ttls := o.AllowMsgTTL || o.SubjectDeleteMarkerTTL > 0
+	for seq := src.State().FirstSeq; ; {
+		m, err := src.Next(seq, "")
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if last := dst.State().LastSeq; m.Seq > last+1 {
+			if err := dst.Skip(m.Seq-1, m.Timestamp); err != nil {
+				return err
+			}
+		}
+		var ttl time.Duration
+		if ttls {
+			ttl = store.HeaderTTL(m.Header)
+		}
+		if err := dst.AppendAt(m.Seq, m.Timestamp, m.Subject, m.Header, m.Data, ttl); err != nil {
+			return fmt.Errorf("message %d: %w", m.Seq, err)
+		}
+		seq = m.Seq + 1
+	}
+	s := src.State()
+	var ts int64
+	if !s.LastTime.IsZero() {
+		ts = s.LastTime.UnixNano()
+	}
+	return dst.Skip(s.LastSeq, ts)
+}
+
+// founded clears Founding once the replica's first checkpoint is written
+// (a memory stream: its group's first snapshot): the group's first
+// entries are on disk.
 func (r *replica) founded() {
 	st := r.st
 	if !st.founding.Load() {
@@ -167,4 +235,11 @@ func (r *replica) founded() {
 		return
 	}
 	st.founding.Store(false)
+	if !st.checkpoints() {
+		// A memory stream's consumers as they were turned are in the
+		// group's snapshot now; the file would be read at no start.
+		if err := os.Remove(filepath.Join(st.dir, consumersFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			st.js.log.Warn("turned memory stream's consumers file not removed", "stream", st.name, "err", err)
+		}
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/skiffmq/skiff/internal/clustertest"
@@ -198,50 +197,82 @@ func TestClusterReplicatedPeerRemove(t *testing.T) {
 	require.Equal(t, float64(10075), errCodeOf(remove(leader)), "no replacement")
 }
 
-// TestClusterScaleUpFromOne: a file stream made with one replica (no raft
+// TestClusterScaleUpFromOne: a stream made with one replica (no raft
 // group) is scaled to three: its server turns it into a replicated stream
-// in place, founding the group over its store and its durable consumer,
-// and the two new replicas take every message from it; the consumer keeps
-// its acknowledgements, publishing goes on, and all of it survives a
-// restart of every server. A memory stream of one replica is refused
-// (10036).
+// in place, founding the group over its messages and its durable
+// consumers, and the two new replicas take every message from it; the
+// consumers keep their acknowledgements (D from its state on disk, M, with
+// mem_storage, from its state as it stopped; on a memory stream both from
+// memory), and publishing goes on. A file stream then survives a restart
+// of every server; a memory stream, a restart of a follower, which takes
+// the messages from its peers again.
 func TestClusterScaleUpFromOne(t *testing.T) {
-	jc := startReplicatedCluster(t, 3)
-	_, js := jc.connectJS(t, 0)
-	cfg := &nats.StreamConfig{Name: "UP1", Subjects: []string{"up1.>"}, Storage: nats.FileStorage}
-	_, err := js.AddStream(cfg)
-	require.NoError(t, err)
-	acked := map[uint64]string{}
-	publishTo(t, js, acked, "up1.a", "one", 30)
-	require.Len(t, jc.holders("UP1"), 1, "made with one replica, without a group")
-	ackTen(t, js, "UP1", "up1.>")
-	checkConsumer := func(step string) {
-		t.Helper()
-		requireAckedTen(t, js, "UP1", len(acked), step)
+	for _, storage := range []nats.StorageType{nats.FileStorage, nats.MemoryStorage} {
+		t.Run(storage.String(), func(t *testing.T) {
+			jc := startReplicatedCluster(t, 3)
+			_, js := jc.connectJS(t, 0)
+			cfg := &nats.StreamConfig{Name: "UP1", Subjects: []string{"up1.>"}, Storage: storage}
+			_, err := js.AddStream(cfg)
+			require.NoError(t, err)
+			acked := map[uint64]string{}
+			publishTo(t, js, acked, "up1.a", "one", 30)
+			require.NoError(t, js.DeleteMsg("UP1", 3)) // a gap, kept
+			delete(acked, 3)
+			require.Len(t, jc.holders("UP1"), 1, "made with one replica, without a group")
+			ackTen(t, js, "UP1", "up1.>")
+			_, err = js.AddConsumer("UP1", &nats.ConsumerConfig{Durable: "M", AckPolicy: nats.AckExplicitPolicy, MemoryStorage: true})
+			require.NoError(t, err)
+			sub, err := js.PullSubscribe("up1.>", "M", nats.Bind("UP1", "M"))
+			require.NoError(t, err)
+			msgs, err := sub.Fetch(6, nats.MaxWait(clustertest.Wait))
+			require.NoError(t, err)
+			for _, m := range msgs[:4] {
+				require.NoError(t, m.AckSync())
+			}
+			require.NoError(t, sub.Unsubscribe())
+			checkConsumers := func(step string) {
+				t.Helper()
+				total := len(acked)
+				require.Eventually(t, func() bool {
+					d, err := js.ConsumerInfo("UP1", "D")
+					if err != nil || d.AckFloor.Stream != 11 || d.NumPending != uint64(total-10) {
+						return false
+					}
+					m, err := js.ConsumerInfo("UP1", "M")
+					return err == nil && m.AckFloor.Stream == 5 && m.NumAckPending == 2 && m.NumPending == uint64(total-6)
+				}, clustertest.Wait, 50*time.Millisecond, "%s: the consumers keep their acknowledgements", step)
+			}
+			checkConsumers("R1")
+
+			cfg.Replicas = 3
+			info, err := js.UpdateStream(cfg)
+			require.NoError(t, err)
+			require.Equal(t, 3, info.Config.Replicas)
+			publishTo(t, js, acked, "up1.a", "three", 20)
+			jc.waitHolders(t, "UP1", 3, acked)
+			checkConsumers("R3")
+			require.Eventually(t, func() bool {
+				n, peers := streamReplicas(t, js, "UP1")
+				return n == 3 && len(peers) == 2
+			}, clustertest.Wait, 50*time.Millisecond, "STREAM.INFO reports R3")
+			info, err = js.StreamInfo("UP1")
+			require.NoError(t, err)
+			require.Equal(t, 1, info.State.NumDeleted, "the gap is kept")
+
+			if storage == nats.FileStorage {
+				jc.RestartAll(t)
+				jc.waitMeta(t)
+				_, js = jc.connectJS(t, 1)
+			} else {
+				follower := (jc.streamLeaderOf("UP1") + 1) % 3
+				jc.Stop(t, follower)
+				jc.Restart(t, follower)
+				_, js = jc.connectJS(t, follower)
+			}
+			jc.waitHolders(t, "UP1", 3, acked)
+			publishTo(t, js, acked, "up1.a", "restarted", 5)
+			jc.waitHolders(t, "UP1", 3, acked)
+			checkConsumers("after a restart")
+		})
 	}
-
-	cfg.Replicas = 3
-	info, err := js.UpdateStream(cfg)
-	require.NoError(t, err)
-	require.Equal(t, 3, info.Config.Replicas)
-	publishTo(t, js, acked, "up1.a", "three", 20)
-	jc.waitHolders(t, "UP1", 3, acked)
-	checkConsumer("R3")
-	require.Eventually(t, func() bool {
-		n, peers := streamReplicas(t, js, "UP1")
-		return n == 3 && len(peers) == 2
-	}, clustertest.Wait, 50*time.Millisecond, "STREAM.INFO reports R3")
-
-	jc.RestartAll(t)
-	jc.waitMeta(t)
-	_, js = jc.connectJS(t, 1)
-	jc.waitHolders(t, "UP1", 3, acked)
-	publishTo(t, js, acked, "up1.a", "restarted", 5)
-	jc.waitHolders(t, "UP1", 3, acked)
-	checkConsumer("after a restart")
-
-	_, err = js.AddStream(&nats.StreamConfig{Name: "MEM1", Subjects: []string{"mem1"}, Storage: nats.MemoryStorage})
-	require.NoError(t, err)
-	_, err = js.UpdateStream(&nats.StreamConfig{Name: "MEM1", Subjects: []string{"mem1"}, Storage: nats.MemoryStorage, Replicas: 3})
-	require.Equal(t, njs.ErrorCode(10036), apiCode(err), "%v", err)
 }

@@ -129,7 +129,7 @@ func (ja *jsAccount) rebuildReplica(st *stream) {
 	}
 	var nst *stream
 	if err == nil {
-		nst, err = ja.openStream(meta, false)
+		nst, err = ja.openStream(meta, false, nil)
 	}
 	if err = ja.replaced(st, nst, st.config().Subjects, err); err != nil {
 		ja.js.log.Error("replica not rebuilt", "account", ja.name, "stream", st.name, "err", err)

@@ -93,6 +93,9 @@ func (r *replica) compactKeep(keep uint64) {
 		return
 	}
 	r.snapped.Store(idx)
+	if !r.st.checkpoints() {
+		r.founded() // a memory stream's group is on disk with its snapshot
+	}
 	if idx > keep {
 		r.releaseThrough(idx - keep) // compacted through there (SnapshotGroup)
 	}

@@ -78,8 +78,10 @@ type stream struct {
 }
 
 // openStream opens (or, with create, creates) a stream of the account, as
-// meta describes it, and subscribes it, in the account.
-func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
+// meta describes it, and subscribes it, in the account. seed, if not nil,
+// is a stopped store whose messages the new one takes before anything
+// else reads it: a memory stream turned replicated (replica_convert.go).
+func (ja *jsAccount) openStream(meta streamMeta, create bool, seed *store.Stream) (*stream, error) {
 	js := ja.js
 	cfg, created, group, configIndex := meta.Config, meta.Created, meta.Group, meta.ConfigIndex
 	// A stream is replicated (has a raft group) with num_replicas above 1,
@@ -137,6 +139,12 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool) (*stream, error) {
 		}
 		if s, err = st.rebuildStore(s, so); err != nil {
 			return nil, err
+		}
+	}
+	if seed != nil {
+		if err := copyMessages(s, seed); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("taking the stream's messages: %w", err)
 		}
 	}
 	st.store = s
@@ -228,7 +236,12 @@ func (st *stream) unsubscribeLocked() {
 
 // close stops the stream and its consumers; with destroy it removes their
 // files.
-func (st *stream) close(destroy bool) error {
+func (st *stream) close(destroy bool) error { return st.shut(destroy, false) }
+
+// shut is close; with keepStore the store stays open, for its messages to
+// be read once the stream stopped (a memory stream turned replicated,
+// replica_convert.go), and its owner closes it.
+func (st *stream) shut(destroy, keepStore bool) error {
 	st.mu.Lock()
 	if st.mu.closed {
 		st.mu.Unlock()
@@ -251,7 +264,7 @@ func (st *stream) close(destroy bool) error {
 		st.js.consumers.Add(-1)
 		st.ja.consumers.Add(-1)
 	}
-	if st.store != nil {
+	if st.store != nil && !keepStore {
 		if destroy {
 			errs = append(errs, st.store.Destroy())
 		} else {

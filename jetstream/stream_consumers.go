@@ -421,6 +421,34 @@ func (c *consumer) setStart() {
 	c.log.Floor(c.asflr, 0)
 }
 
+// snapshot returns the consumer's progress as restore takes it back: its
+// position, ack floor, pending messages and redelivery counts.
+func (c *consumer) snapshot() store.ConsumerSnapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := store.ConsumerSnapshot{
+		Delivered:   store.SeqPair{Consumer: c.dseq, Stream: max(c.sseq, 1) - 1},
+		AckFloor:    store.SeqPair{Consumer: c.adflr, Stream: c.asflr},
+		Pending:     make(map[uint64]store.PendingEntry, len(c.pending)),
+		Redelivered: map[uint64]uint64{},
+	}
+	for seq, p := range c.pending {
+		s.Pending[seq] = store.PendingEntry{ConsumerSeq: p.dseq, Timestamp: p.ts}
+		if dc := c.rdc[seq]; dc > 1 {
+			s.Redelivered[seq] = dc - 1
+		}
+	}
+	return s
+}
+
+// meta returns the consumer's configuration, creation and owner, as its
+// directory's meta file holds them.
+func (c *consumer) meta() consumerMeta {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return consumerMeta{Config: c.cfg, Created: c.created, Owner: c.st.ja.ownerOf(c.owner)}
+}
+
 // restore positions a recovered consumer where it was.
 func (c *consumer) restore(s *store.ConsumerSnapshot) {
 	c.dseq = max(s.Delivered.Consumer, s.AckFloor.Consumer)
