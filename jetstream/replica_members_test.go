@@ -248,6 +248,10 @@ func TestClusterScaleUpFromOne(t *testing.T) {
 			info, err := js.UpdateStream(cfg)
 			require.NoError(t, err)
 			require.Equal(t, 3, info.Config.Replicas)
+			require.Eventually(t, func() bool {
+				ack, err := js.Publish("up1.a", []byte("one-5"), nats.MsgId("one-5"), nats.AckWait(time.Second))
+				return err == nil && ack.Duplicate && ack.Sequence == 6
+			}, clustertest.Wait, 10*time.Millisecond, "a publish retried across the turn is a duplicate")
 			publishTo(t, js, acked, "up1.a", "three", 20)
 			jc.waitHolders(t, "UP1", 3, acked)
 			checkConsumers("R3")
