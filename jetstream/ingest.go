@@ -62,6 +62,14 @@ func (st *stream) ingest(m *server.Msg) {
 		return
 	}
 	st.ingestMu.Lock()
+	if st.closing.Load() {
+		// Closed meanwhile; a memory stream being turned replicated keeps
+		// its store open for its messages to be copied, and must take no
+		// more (stream.shut waits for ingestMu after setting closing).
+		st.ingestMu.Unlock()
+		st.nack(m, reply, st.appendError(store.ErrClosed))
+		return
+	}
 	now := time.Now()
 	msgID, hasID, roll, ttl, ok := st.checkPublish(m, reply, hdr, cfg, publishChecks{
 		dedup:    func(id string) (uint64, bool) { return st.ingestMu.dedup.lookup(id, now) },

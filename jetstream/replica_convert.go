@@ -50,8 +50,13 @@ import (
 // give theirs as they stood when they stopped (consumer.snapshot). A
 // memory stream keeps no checkpoint: Founding is cleared once its group's
 // first snapshot is recorded (replica_snapshot.go), which is on disk in
-// the group's log. A crash before the group is founded loses the messages,
-// as any crash of a memory stream does; the stream founds its group empty.
+// the group's log, and which comes before any other member is added. A
+// crash before then loses the messages, as any crash of a memory stream
+// does: the stream founds its group again, empty, its log dropped if it
+// had one (its entries would follow messages no longer there). Publishes
+// that reach the stream while it stops are refused (ingest checks
+// closing; shut waits for the ones under way), not stored in the old
+// store after the copy read it.
 
 // convertWait is how long a server waits for the meta leader's update
 // before it turns a stream scaled up from one replica by itself
@@ -67,13 +72,13 @@ func (ja *jsAccount) convertToReplica(st *stream, cfg StreamConfig) (*stream, er
 		seed = st.store
 		defer func() { _ = seed.Close() }()
 	}
-	running := *st.clist.Load()
-	if err := st.shut(false, seed != nil); err != nil {
+	stopped, err := st.shut(false, seed != nil)
+	if err != nil {
 		return nil, fmt.Errorf("closing the stream: %w", err)
 	}
 	cons, err := st.durableConsumerStates()
 	if err == nil {
-		cons.Consumers = append(cons.Consumers, stoppedConsumerStates(running, cons)...)
+		cons.Consumers = append(cons.Consumers, stoppedConsumerStates(stopped, cons)...)
 	}
 	if err == nil {
 		var b []byte
@@ -181,6 +186,24 @@ func stoppedConsumerStates(stopped []*consumer, onDisk *consumersSnapshot) []con
 		out = append(out, consumerSnap{Name: c.name, Meta: meta, State: c.snapshot()})
 	}
 	return out
+}
+
+// takingOptions is so without the limits that would refuse a message
+// copyMessages puts in (DiscardNew with max_msgs, max_bytes or
+// max_msgs_per_subject lowered by the update that turns the stream): the
+// store takes every message, then so's limits, which remove the oldest
+// whatever the discard policy, as a file stream's update does.
+func takingOptions(so store.Options) store.Options {
+	so.MaxMsgs, so.MaxBytes, so.MaxMsgsPerSubject = 0, 0, 0
+	so.Discard, so.DiscardNewPerSubject = store.DiscardOld, false
+	return so
+}
+
+// groupCompacted reports whether a group's log on this server was ever
+// compacted behind a snapshot.
+func (js *JetStream) groupCompacted(group uint64) bool {
+	first, err := js.raft.GroupFirstIndex(group)
+	return err == nil && first > 1
 }
 
 // copyMessages puts every message of src into dst, an empty store, at its

@@ -280,3 +280,30 @@ func TestClusterScaleUpFromOne(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterScaleUpFromOneTighter: an update that scales a stream made
+// with one replica up and lowers its max_msgs under discard new keeps the
+// newest messages, as an update of any stream does: the limits remove the
+// oldest, whatever the discard policy, which governs new messages only.
+func TestClusterScaleUpFromOneTighter(t *testing.T) {
+	for _, storage := range []nats.StorageType{nats.FileStorage, nats.MemoryStorage} {
+		t.Run(storage.String(), func(t *testing.T) {
+			jc := startReplicatedCluster(t, 3)
+			_, js := jc.connectJS(t, 0)
+			cfg := &nats.StreamConfig{Name: "TIGHT", Subjects: []string{"tight"}, Storage: storage, Discard: nats.DiscardNew}
+			_, err := js.AddStream(cfg)
+			require.NoError(t, err)
+			acked := map[uint64]string{}
+			publishTo(t, js, acked, "tight", "m", 10)
+			cfg.Replicas, cfg.MaxMsgs = 3, 5
+			_, err = js.UpdateStream(cfg)
+			require.NoError(t, err)
+			for seq := range uint64(5) {
+				delete(acked, seq+1)
+			}
+			jc.waitHolders(t, "TIGHT", 3, acked)
+			_, err = js.Publish("tight", []byte("one more"))
+			require.Error(t, err, "discard new: full")
+		})
+	}
+}

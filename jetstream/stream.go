@@ -120,7 +120,11 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool, seed *store.Stream
 	if replicated {
 		so.OnCorrupt = st.corruptFound // replica_rebuild.go
 	}
-	s, err := store.Open(so)
+	open := so
+	if seed != nil {
+		open = takingOptions(so) // the limits once the messages are in
+	}
+	s, err := store.Open(open)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +146,11 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool, seed *store.Stream
 		}
 	}
 	if seed != nil {
-		if err := copyMessages(s, seed); err != nil {
+		err := copyMessages(s, seed)
+		if err == nil {
+			err = s.UpdateConfig(so)
+		}
+		if err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("taking the stream's messages: %w", err)
 		}
@@ -193,6 +201,17 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool, seed *store.Stream
 			}
 		case meta.Founding && !js.raft.HasGroupLog(group):
 			peers = []string{js.raft.Name()}
+		case meta.Founding && seed == nil && cfg.Storage == MemoryStorage && !js.groupCompacted(group):
+			// A memory stream turned replicated, restarted before its
+			// group's first snapshot: the log's entries follow messages
+			// the process took with it, and no other member was added
+			// (a learner waits for that snapshot: logCompacted). The
+			// group is founded again, over the empty store.
+			if err := js.raft.DropGroupLog(group); err != nil {
+				_ = st.close(false)
+				return nil, fmt.Errorf("dropping the log of a memory stream's group never snapshotted: %w", err)
+			}
+			peers = []string{js.raft.Name()}
 		case !js.raft.HasGroupLog(group):
 			held = multiraft.HoldWiped
 		}
@@ -236,16 +255,20 @@ func (st *stream) unsubscribeLocked() {
 
 // close stops the stream and its consumers; with destroy it removes their
 // files.
-func (st *stream) close(destroy bool) error { return st.shut(destroy, false) }
+func (st *stream) close(destroy bool) error {
+	_, err := st.shut(destroy, false)
+	return err
+}
 
-// shut is close; with keepStore the store stays open, for its messages to
-// be read once the stream stopped (a memory stream turned replicated,
-// replica_convert.go), and its owner closes it.
-func (st *stream) shut(destroy, keepStore bool) error {
+// shut is close, and returns the consumers it stopped; with keepStore the
+// store stays open, for its messages to be read once the stream stopped
+// (a memory stream turned replicated, replica_convert.go), and its owner
+// closes it.
+func (st *stream) shut(destroy, keepStore bool) ([]*consumer, error) {
 	st.mu.Lock()
 	if st.mu.closed {
 		st.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	st.mu.closed = true
 	st.closing.Store(true)
@@ -254,6 +277,10 @@ func (st *stream) shut(destroy, keepStore bool) error {
 	st.mu.consumers = map[string]*consumer{}
 	st.clist.Store(&[]*consumer{})
 	st.mu.Unlock()
+	// A publish that took ingestMu before closing was set has appended
+	// once this returns; one after it sees closing (ingest).
+	st.ingestMu.Lock()
+	st.ingestMu.Unlock() //nolint:staticcheck // a barrier
 	var errs []error
 	if st.repl != nil {
 		// The group first: nothing more is applied to the store.
@@ -274,7 +301,11 @@ func (st *stream) shut(destroy, keepStore bool) error {
 	if destroy {
 		errs = append(errs, os.RemoveAll(st.dir))
 	}
-	return errors.Join(errs...)
+	stopped := make([]*consumer, 0, len(consumers))
+	for _, k := range sortedKeys(consumers) {
+		stopped = append(stopped, consumers[k])
+	}
+	return stopped, errors.Join(errs...)
 }
 
 func (st *stream) config() StreamConfig { return *st.cfg.Load() }

@@ -137,7 +137,10 @@
 // .del, past that segment's records; the next message starts a new
 // segment after the gap, and recovery counts the skipped sequences as the
 // earlier segment's (segment.through), as does its .gone marker once it is
-// removed, so the gap is never taken for a lost file.
+// removed (an empty segment a Skip was recorded in too), so the gap is
+// never taken for a lost file. Deletes past the last good record of a
+// segment cut short by corruption are not read as a Skip: that rest is
+// reported lost.
 //
 // # Formats
 //

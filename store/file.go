@@ -325,8 +325,8 @@ func (fb *fileBackend) dropAll() {
 // dropSegment removes a segment and its files. Its open files go to the
 // graveyard, to be closed once no sync round can be using them.
 func (fb *fileBackend) dropSegment(s *segment) {
-	if s.last >= s.first {
-		fb.markGone(s) // say so before the file goes (gone.go)
+	if s.through() >= s.first {
+		fb.markGone(s) // say so before the file goes (gone.go); an empty one a Skip was recorded in too
 	}
 	for i, x := range fb.segs {
 		if x == s {

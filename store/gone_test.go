@@ -130,4 +130,47 @@ func TestMissingMiddleSegmentIsReported(t *testing.T) {
 		defer func() { _ = crashed.Close() }()
 		require.Empty(t, crashed.Recovery().Missing)
 	})
+
+	t.Run("cut short, with deletes past the cut", func(t *testing.T) {
+		// Deletes of records in a sealed segment's unreadable rest are no
+		// Skip (segment.skipTo): the whole rest is reported lost.
+		dir, logs := fill(t)
+		first, _ := parseSegmentName(filepath.Base(logs[1]), logExt)
+		next, _ := parseSegmentName(filepath.Base(logs[2]), logExt)
+		s := open(dir)
+		require.NoError(t, s.Delete(next-1)) // the segment's last record
+		require.NoError(t, s.Close())
+		info, err := os.Stat(logs[1])
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(logs[1], info.Size()/2))
+		require.NoError(t, os.Remove(logs[1][:len(logs[1])-len(logExt)]+idxExt))
+		s = open(dir)
+		defer func() { _ = s.Close() }()
+		rep := s.Recovery()
+		require.Empty(t, rep.Missing)
+		require.Len(t, rep.Corrupt, 1)
+		require.Greater(t, rep.Corrupt[0].FirstLost, first)
+		require.Equal(t, next-rep.Corrupt[0].FirstLost, rep.Corrupt[0].Lost, "up to the next segment")
+		require.Equal(t, rep.Corrupt[0].Lost, rep.LostRecords())
+	})
+
+	t.Run("a skip into an empty last segment", func(t *testing.T) {
+		// A crash left the last segment created and empty; a Skip is
+		// recorded there, and the next append drops that segment for one
+		// named after the skip: its marker covers the skipped sequences.
+		dir := t.TempDir()
+		s := open(dir)
+		require.NoError(t, s.AppendAt(1, 1, "a", nil, []byte("x"), 0))
+		require.NoError(t, s.Close())
+		require.NoError(t, os.WriteFile(filepath.Join(dir, segmentBase(2)+logExt), nil, 0o644))
+		s = open(dir)
+		require.NoError(t, s.Skip(7, 7))
+		require.NoError(t, s.AppendAt(8, 8, "a", nil, []byte("y"), 0))
+		require.NoError(t, s.Close())
+		s = open(dir)
+		defer func() { _ = s.Close() }()
+		require.Empty(t, s.Recovery().Missing)
+		require.Equal(t, uint64(8), s.State().LastSeq)
+		require.Equal(t, uint64(2), s.State().Msgs)
+	})
 }

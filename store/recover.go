@@ -86,6 +86,13 @@ func openFileBackend(o *Options, rep *RecoveryReport) (*fileBackend, *recovered,
 			}
 		}
 	}
+	for i := 0; i+1 < len(fb.segs); i++ {
+		// A Skip's sequences are before the next segment's: deletes of
+		// records fixOverlaps trimmed off are not one.
+		if s := fb.segs[i]; s.skipTo >= fb.segs[i+1].first {
+			s.skipTo = 0
+		}
+	}
 	fb.checkGaps(names, rep) // after the deletes: a Skip's covers its gap
 	fb.checkLostEnd(rec, rep)
 	if err := fb.recordDamage(rec); err != nil {
@@ -388,10 +395,14 @@ func (fb *fileBackend) loadDels(s *segment, dels map[uint64]struct{}) error {
 		_ = f.Close()
 		return fmt.Errorf("store: read %s: %w", name, err)
 	}
+	whole := s.log.size >= s.fileSize // not cut short by corruption
 	good, derr := decodeDelBatches(b, func(seq uint64) {
 		dels[seq] = struct{}{}
-		if seq > s.last {
-			s.skipTo = max(s.skipTo, seq) // a Skip's (persistSkip)
+		if seq > s.last && whole {
+			// A Skip's (persistSkip). Past a corrupt segment's last good
+			// record, a delete is of a record lost with the rest, which
+			// recovery reports as such.
+			s.skipTo = max(s.skipTo, seq)
 		}
 	})
 	if derr != nil {
