@@ -213,7 +213,9 @@ func msgOptions(hdr headers, cfg *StreamConfig) (rollup, time.Duration, *APIErro
 // retention a message nobody is interested in is acknowledged, with its
 // sequence, and not kept.
 func (st *stream) arrived(subj string, seq uint64, cfg *StreamConfig) {
-	if !st.notify(subj) && cfg.Retention == InterestPolicy {
+	// A stream closing has no consumers to tell, not none that want the
+	// message: it stays (shut sets closing before it empties the list).
+	if !st.notify(subj) && cfg.Retention == InterestPolicy && !st.closing.Load() {
 		_ = st.store.Remove(seq)
 	}
 }

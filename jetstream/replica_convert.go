@@ -200,10 +200,11 @@ func takingOptions(so store.Options) store.Options {
 }
 
 // groupCompacted reports whether a group's log on this server was ever
-// compacted behind a snapshot.
+// compacted behind a snapshot (true if the log cannot say: it is not
+// dropped then).
 func (js *JetStream) groupCompacted(group uint64) bool {
 	first, err := js.raft.GroupFirstIndex(group)
-	return err == nil && first > 1
+	return err != nil || first > 1
 }
 
 // copyMessages puts every message of src into dst, an empty store, at its
