@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"github.com/skiffmq/skiff/internal/bufpool"
+	"github.com/skiffmq/skiff/store/vfs"
 )
 
 // appendFile is a file written only at its end. A failed or short write is
@@ -29,6 +30,54 @@ type appendFile struct {
 	// lastHeld is how large the buffer grew during the last hold: the
 	// next one grows to it at once (grow).
 	lastHeld int
+
+	// reserveTo bounds the file's preallocation (its segment's size); 0:
+	// it preallocates nothing. reserved is the offset through which its
+	// space is reserved; noReserve, that a reservation failed.
+	reserveTo, reserved int64
+	noReserve           bool
+}
+
+// Preallocation steps: a file reserves ahead of its writes by as much as
+// it holds, at least minReserve and at most maxReserve, so that one
+// written little reserves little and a busy one makes a call every few
+// megabytes.
+const (
+	minReserve = 1 << 20
+	maxReserve = 8 << 20
+)
+
+// reserve preallocates the space of the next n bytes written at the
+// file's end, and a step beyond (vfs.Preallocate). A file that cannot
+// reserve is written without: after a failure it no longer tries.
+func (a *appendFile) reserve(n int) {
+	if a.reserveTo == 0 || a.noReserve {
+		return
+	}
+	w := a.written()
+	end := w + int64(n)
+	if end <= a.reserved {
+		return
+	}
+	from := max(a.reserved, w)
+	to := max(end, min(end+min(max(w, minReserve), maxReserve), a.reserveTo))
+	if err := vfs.Preallocate(a.f, from, to-from); err != nil {
+		a.noReserve = true
+		return
+	}
+	a.reserved = to
+}
+
+// unreserve gives back the space reserved past what was written, by a
+// truncate to the file's size: for a segment sealed, which takes no more
+// writes. The buffer must be flushed.
+func (a *appendFile) unreserve() error {
+	w := a.written()
+	if a.reserved <= w {
+		return nil
+	}
+	a.reserveTo, a.reserved = 0, 0
+	return a.f.Truncate(w)
 }
 
 // written is how many bytes are in the file: size less the buffer.
@@ -72,6 +121,13 @@ func (a *appendFile) append(parts ...[]byte) error {
 		}
 	}
 	var total int64
+	if a.reserveTo > 0 {
+		n := 0
+		for _, b := range parts {
+			n += len(b)
+		}
+		a.reserve(n)
+	}
 	for _, b := range parts {
 		if len(b) == 0 {
 			continue
@@ -101,6 +157,7 @@ func (a *appendFile) flush() error {
 			return err
 		}
 	}
+	a.reserve(len(a.buf))
 	n, err := a.f.Write(a.buf)
 	if err == nil && n < len(a.buf) {
 		err = io.ErrShortWrite
@@ -185,6 +242,7 @@ func (a *appendFile) rewind() error {
 		a.broken = true
 		return err
 	}
+	a.reserved = min(a.reserved, written) // a truncate frees what was reserved past the size
 	if _, err := a.f.Seek(written, io.SeekStart); err != nil {
 		a.broken = true
 		return err

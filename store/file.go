@@ -141,9 +141,14 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 		fb.dropSegment(a) // empty: nothing to seal, and it may hold the name we need
 	}
 	if a != nil && !a.dropped {
-		// A sealed segment's records are all in its file.
+		// A sealed segment's records are all in its file, and it gives back
+		// the space it reserved past them (a failure leaves that space
+		// reserved, and nothing else).
 		if err := a.log.flush(); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrWrite, segmentBase(a.first)+logExt, err)
+		}
+		if err := a.log.unreserve(); err != nil {
+			fb.log.Warn("store: preallocated space of a sealed segment not given back", "file", segmentBase(a.first)+logExt, "err", err)
 		}
 	}
 	f, err := fb.fs.Create(fb.path(seq, logExt))
@@ -156,7 +161,7 @@ func (fb *fileBackend) prepareActive(seq uint64, ts int64, n int) error {
 	if a := fb.active; a != nil {
 		a.sealed, a.tail = true, nil
 	}
-	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer, held: fb.holdsAppends()}}
+	ns := &segment{first: seq, last: seq - 1, log: appendFile{f: f, limit: fb.opts.WriteBuffer, held: fb.holdsAppends(), reserveTo: fb.opts.SegmentBytes}}
 	fb.segs = append(fb.segs, ns)
 	fb.active, fb.needRoll, fb.dirDirty = ns, false, true
 	return nil

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/skiffmq/skiff/store/vfs"
 )
 
 // HandleCache is an FS that keeps at most a bounded number of the files
@@ -234,7 +236,10 @@ type cachedFile struct {
 	evictErr error // of fsyncing or closing an evicted descriptor
 }
 
-var _ File = (*cachedFile)(nil)
+var (
+	_ File             = (*cachedFile)(nil)
+	_ vfs.Preallocator = (*cachedFile)(nil)
+)
 
 // acquire returns the open descriptor, reopening it if the cache closed
 // it; release it when done.
@@ -357,6 +362,18 @@ func (cf *cachedFile) Truncate(size int64) error {
 	defer cf.release()
 	cf.dirty.Store(true)
 	return f.Truncate(size)
+}
+
+// Preallocate reserves space for the n bytes at off (vfs.Preallocate).
+// The reservation belongs to the file, not the descriptor: it outlives an
+// eviction.
+func (cf *cachedFile) Preallocate(off, n int64) error {
+	f, err := cf.acquire()
+	if err != nil {
+		return err
+	}
+	defer cf.release()
+	return vfs.Preallocate(f, off, n)
 }
 
 // Sync fsyncs the file. A file the cache closed was fsynced then: Sync

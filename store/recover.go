@@ -158,6 +158,9 @@ func (fb *fileBackend) loadSegment(first uint64, last bool, have map[string]bool
 		return fmt.Errorf("store: size of %s: %w", name, err)
 	}
 	s := &segment{first: first, log: appendFile{f: f}, fileSize: size, sealed: !last}
+	if last { // written on: it preallocates as a new one does
+		s.log.reserveTo = fb.opts.SegmentBytes
+	}
 	if !last && have[segmentBase(first)+idxExt] {
 		if ents, valid, err := fb.loadIndex(s, size); err == nil {
 			s.ents, s.log.size, s.indexed = blockListOf(ents), valid, true

@@ -211,6 +211,16 @@ func (f *file) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
+// Preallocate reserves space on the file underneath (vfs.Preallocate).
+// It changes neither the file's size nor its bytes, so the journal has
+// nothing to keep of it.
+func (f *file) Preallocate(off, n int64) error {
+	if f.fs.off.Load() {
+		return &fs.PathError{Op: "fallocate", Path: f.name, Err: ErrPowerOff}
+	}
+	return vfs.Preallocate(f.File, off, n)
+}
+
 // Sync syncs the file and journals its size as it was before the sync
 // began (what was written after it began may not be in it), or, for a
 // directory, that its entries are durable.
