@@ -40,10 +40,11 @@ type appendFile struct {
 
 // Preallocation steps: a file reserves ahead of its writes by as much as
 // it holds, at least minReserve and at most maxReserve, so that one
-// written little reserves little and a busy one makes a call every few
-// megabytes.
+// written little (a stream of a key-value bucket among thousands) holds
+// little disk space it does not use, and a busy one makes a call every
+// few megabytes.
 const (
-	minReserve = 1 << 20
+	minReserve = 64 << 10
 	maxReserve = 8 << 20
 )
 

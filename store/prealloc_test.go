@@ -53,15 +53,15 @@ func TestAppendFileReserves(t *testing.T) {
 		calls     [][2]int64
 	}{
 		{"a small file reserves a step of minReserve", 0, 64 * MiB, []int{100, 100, 100},
-			[][2]int64{{0, 100 + MiB}}},
-		{"steps grow with the file", 0, 64 * MiB, []int{MiB, MiB, MiB, MiB, 3 * MiB},
-			[][2]int64{{0, 2 * MiB}, {2 * MiB, 3 * MiB}, {5 * MiB, 6 * MiB}}},
+			[][2]int64{{0, 100 + minReserve}}},
+		{"steps grow with the file", 0, 64 * MiB, []int{MiB, MiB, MiB, 3 * MiB},
+			[][2]int64{{0, MiB + minReserve}, {MiB + minReserve, 2*MiB - minReserve}, {3 * MiB, 6 * MiB}}},
 		{"to maxReserve at most", 0, 64 * MiB, []int{20 * MiB, 2 * MiB},
-			[][2]int64{{0, 21 * MiB}, {21 * MiB, 9 * MiB}}},
+			[][2]int64{{0, 20*MiB + minReserve}, {20*MiB + minReserve, 10*MiB - minReserve}}},
 		{"within reserveTo, but never short of a write", 0, 3 * MiB, []int{MiB, MiB, 2 * MiB},
-			[][2]int64{{0, 2 * MiB}, {2 * MiB, 2 * MiB}}},
+			[][2]int64{{0, MiB + minReserve}, {MiB + minReserve, 2*MiB - minReserve}, {3 * MiB, MiB}}},
 		{"buffered writes reserve as they are flushed", 4096, 64 * MiB, []int{1000, 1000, 1000, 1000, 1000},
-			[][2]int64{{0, 4000 + MiB}}},
+			[][2]int64{{0, 4000 + minReserve}}},
 		{"a file that reserves nothing", 0, 0, []int{MiB}, nil},
 	}
 	for _, tt := range tests {
@@ -91,11 +91,11 @@ func TestAppendFileReserves(t *testing.T) {
 	t.Run("a truncate and unreserve give the space back", func(t *testing.T) {
 		a, rf := newFile(t, 0, 64*MiB)
 		require.NoError(t, a.append(chunk(3*MiB)))
-		require.Equal(t, int64(3*MiB+MiB), a.reserved)
+		require.Equal(t, int64(3*MiB+minReserve), a.reserved)
 		require.NoError(t, a.truncate(MiB))
 		require.Equal(t, int64(MiB), a.reserved, "what a truncate cut is no longer reserved")
 		require.NoError(t, a.append(chunk(100)))
-		require.Equal(t, [2]int64{MiB, 100 + MiB}, rf.calls[len(rf.calls)-1], "reserved again from the file's end")
+		require.Equal(t, [2]int64{MiB, MiB + 100}, rf.calls[len(rf.calls)-1], "reserved again from the file's end, a step of the file's size")
 		require.NoError(t, a.unreserve())
 		require.Zero(t, a.reserved)
 		require.NoError(t, a.append(chunk(2*MiB)))
