@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,13 +106,9 @@ func TestAppendFileReserves(t *testing.T) {
 // the system does not say.
 func allocatedBytes(t *testing.T, name string) int64 {
 	t.Helper()
-	fi, err := os.Stat(name)
+	n, err := storetest.Allocated(name)
 	require.NoError(t, err)
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return -1
-	}
-	return st.Blocks * 512
+	return n
 }
 
 // TestSegmentsReserveAhead: on the operating system's file system, the

@@ -6,24 +6,23 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/skiffmq/skiff/store/storetest"
 	"github.com/skiffmq/skiff/store/vfs"
 )
 
-// allocated is the disk space f's blocks take.
+// allocated is the disk space file name's blocks take.
 func allocated(t *testing.T, name string) int64 {
 	t.Helper()
-	fi, err := os.Stat(name)
+	n, err := storetest.Allocated(name)
 	require.NoError(t, err)
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
+	if n < 0 {
 		t.Skip("no block counts on this system")
 	}
-	return st.Blocks * 512
+	return n
 }
 
 // TestPreallocate: space reserved past a file's end leaves its size and
