@@ -442,7 +442,9 @@ func runChaosReplicated(t *testing.T, name string, policy jetstream.SyncPolicy, 
 		return lead >= 0 && rep.wqLeft == 0
 	}
 	for deadline := time.Now().Add(2 * clustertest.Wait); !drained(); {
-		require.True(t, time.Now().Before(deadline), "the work queue drains on every replica: %s", wqState)
+		if !time.Now().Before(deadline) {
+			require.FailNow(t, "the work queue drains on every replica", "%s%s", wqState, jc.groupStates("WQ"))
+		}
 		wq.fetch(false)
 	}
 	for _, c := range []*chaosConsumer{cons, wq} {
