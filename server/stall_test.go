@@ -51,7 +51,7 @@ func rawSub(t *testing.T, s *server.Server, subject string) net.Conn {
 }
 
 // A subscriber that reads slowly gets every message and is not cut off:
-// the publisher waited for it. Past what the sockets hold too: the writer
+// the publisher waited for it (readPaced). Past what the sockets hold too: the writer
 // takes a long queue a bounded batch at a time, so the gate opens as the
 // reader reads. When it wrote the whole queue at once, the gate stayed
 // closed until the kernel took the last byte of it (which loopback's
@@ -71,8 +71,9 @@ func TestSlowReaderIsWaitedFor(t *testing.T) {
 			s := RunServer(t, server.Options{MaxPending: tc.maxPending, MaxPayload: 64 << 10})
 			conn := rawSub(t, s, "slow")
 			waitForSubs(t, s, 1)
-			counted := make(chan int, 1)
-			go func() { counted <- readSlowly(conn, "MSG slow 1 ", tc.msgs, tc.pause) }()
+			counted, reading := make(chan int, 1), make(chan struct{})
+			go func() { counted <- readPaced(conn, "MSG slow 1 ", tc.msgs, tc.pause, s.Stalls, reading) }()
+			<-reading // rawSub's PONG: the reader is reading before the publisher starts
 			pub := Connect(t, s)
 			payload := bytes.Repeat([]byte("x"), 1024)
 			for range tc.msgs {
@@ -84,6 +85,44 @@ func TestSlowReaderIsWaitedFor(t *testing.T) {
 			require.Positive(t, s.Stalls(), "the publisher was held back")
 		})
 	}
+}
+
+// readPaced is readSlowly for a reader that the publisher waits for. A
+// publisher waits at a subscriber's gate 2 ms at a time, and one read of
+// its (64 KiB) passes MaxPending from the gate's mark at 256 KiB: the
+// reader has about one such wait to read again, or it is cut off, as it
+// should be. So readPaced closes reading after its first read (before the
+// publisher starts: a reader goroutine not yet running when the first
+// gate closes is cut off at once on a busy machine), pauses after each
+// read, and reads again at once when the publisher has waited since
+// (stalls grew): slower than the publisher, so that the gate closes, and
+// answering a closed gate within the poll's period rather than after a
+// fixed pause that the race detector or other packages' tests stretch.
+func readPaced(conn net.Conn, prefix string, want int, pause time.Duration, stalls func() int64, reading chan<- struct{}) int {
+	buf := make([]byte, 64<<10)
+	var tail []byte
+	n := 0
+	p := []byte(prefix)
+	for first := true; n < want; first = false {
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		k, err := conn.Read(buf)
+		if first {
+			close(reading)
+		}
+		if err != nil {
+			break
+		}
+		chunk := append(tail, buf[:k]...)
+		n += bytes.Count(chunk, p)
+		// A prefix split between two reads is counted with the next.
+		tail = append([]byte(nil), chunk[max(0, len(chunk)-len(p)+1):]...)
+		n -= bytes.Count(tail, p)
+		seen := stalls()
+		for end := time.Now().Add(pause); time.Now().Before(end) && stalls() == seen; {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	return n + bytes.Count(tail, p)
 }
 
 // A subscriber that never reads is still cut off, and a healthy one beside
