@@ -55,24 +55,7 @@ func TestClusterRouteBackpressure(t *testing.T) {
 // receives, sleeping pause after every read, until it has want or the
 // connection is idle for 10s.
 func readSlowly(conn net.Conn, prefix string, want int, pause time.Duration) int {
-	buf := make([]byte, 64<<10)
-	var tail []byte
-	n := 0
-	p := []byte(prefix)
-	for n < want {
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		k, err := conn.Read(buf)
-		if err != nil {
-			break
-		}
-		chunk := append(tail, buf[:k]...)
-		n += bytes.Count(chunk, p)
-		// A prefix split between two reads is counted with the next.
-		tail = append([]byte(nil), chunk[max(0, len(chunk)-len(p)+1):]...)
-		n -= bytes.Count(tail, p)
-		time.Sleep(pause)
-	}
-	return n + bytes.Count(tail, p)
+	return readPaced(conn, prefix, want, pause, nil, nil)
 }
 
 // TestClusterRouteNotLimitedBySubscriptions: max_subscriptions bounds a

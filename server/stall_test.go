@@ -98,6 +98,7 @@ func TestSlowReaderIsWaitedFor(t *testing.T) {
 // (stalls grew): slower than the publisher, so that the gate closes, and
 // answering a closed gate within the poll's period rather than after a
 // fixed pause that the race detector or other packages' tests stretch.
+// Without stalls it pauses a fixed time (readSlowly); reading may be nil.
 func readPaced(conn net.Conn, prefix string, want int, pause time.Duration, stalls func() int64, reading chan<- struct{}) int {
 	buf := make([]byte, 64<<10)
 	var tail []byte
@@ -106,7 +107,7 @@ func readPaced(conn net.Conn, prefix string, want int, pause time.Duration, stal
 	for first := true; n < want; first = false {
 		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 		k, err := conn.Read(buf)
-		if first {
+		if first && reading != nil {
 			close(reading)
 		}
 		if err != nil {
@@ -117,6 +118,10 @@ func readPaced(conn net.Conn, prefix string, want int, pause time.Duration, stal
 		// A prefix split between two reads is counted with the next.
 		tail = append([]byte(nil), chunk[max(0, len(chunk)-len(p)+1):]...)
 		n -= bytes.Count(tail, p)
+		if stalls == nil {
+			time.Sleep(pause)
+			continue
+		}
 		seen := stalls()
 		for end := time.Now().Add(pause); time.Now().Before(end) && stalls() == seen; {
 			time.Sleep(50 * time.Microsecond)
