@@ -33,6 +33,12 @@ type group struct {
 		// tell is what the worker sends besides raft's messages
 		// (clampHeartbeat's rejections).
 		tell []*raftpb.Message
+		// lost are the followers this leader found lost in lostTerm;
+		// deaf: they leave it no quorum, and it no longer steps their
+		// responses (lostlog.go lostPeer).
+		lost     map[uint64]bool
+		lostTerm uint64
+		deaf     bool
 	}
 	// in is what waits for the group's next run. A leaf lock.
 	in struct {
@@ -53,8 +59,14 @@ type group struct {
 	// heldIdle counts the ticks an unsynced replica has gone without
 	// knowing a leader (held.go tickHeld).
 	heldIdle atomic.Int64
-	lead     atomic.Uint64 // leader as of the last Ready, 0: none known
-	term     atomic.Uint64
+	// leadQuiet counts the ticks a held replica has gone without an
+	// append, heartbeat or snapshot from its leader (held.go forgetSilent).
+	leadQuiet atomic.Int64
+	// watch: the replica started held unsynced or lost, and has not yet
+	// caught up with a leader (held.go maybeRelease, Options.OnCaughtUp).
+	watch atomic.Bool
+	lead  atomic.Uint64 // leader as of the last Ready, 0: none known
+	term  atomic.Uint64
 	// leadSince is when this replica learned of lead's leadership in
 	// term (Unix nanoseconds; 0 while no leader is known).
 	leadSince atomic.Int64
@@ -88,6 +100,7 @@ func newGroup(n *Node, c GroupConfig, rn *raft.RawNode) *group {
 	g.room, _ = c.Log.(RoomLog)
 	g.mu.rn = rn
 	g.held.Store(uint32(c.Held))
+	g.watch.Store(c.Held.byFsync())
 	g.apply.wake = make(chan struct{}, 1)
 	return g
 }
@@ -262,11 +275,18 @@ func (n *Node) stepLocked(g *group, in inbox) []error {
 			if !slices.Contains(lost, m.GetFrom()) {
 				lost = append(lost, m.GetFrom())
 			}
+			g.lostPeer(rn, m, true)
 			continue
+		}
+		if g.lostPeer(rn, m, false) {
+			continue // not heard: CheckQuorum may step this leader down
 		}
 		// Errors are messages raft does not take (a response from a peer
 		// it no longer tracks): dropped, as raft's own Node does.
 		_ = rn.Step(m)
+		if held {
+			g.heardFrom(rn, m)
+		}
 		if m.GetType() == raftpb.MsgHeartbeatResp {
 			snapshotCaughtUp(rn, m.GetFrom())
 		}

@@ -29,6 +29,10 @@ type harness struct {
 	servers map[uint64]*server
 	groups  map[uint64][]uint64 // group -> voters
 	order   []uint64            // groups, in the order they were added
+	// heldPeers: a held replica started with no log is given the group's
+	// voters, as one made with its stream is (else it learns them from
+	// the leader).
+	heldPeers bool
 	// wrap, if set, wraps the log of each replica started from then on.
 	wrap func(server, group uint64, l multiraft.Log) multiraft.Log
 
@@ -43,9 +47,11 @@ type harness struct {
 	// as durable when it starts; 0 if absent. A test sets one to what the
 	// replica had applied when it crashed, whose data it then keeps.
 	checkpoints map[[2]uint64]uint64
-	proposed    int
-	taken       int      // proposals raft took (appended to a leader's log)
-	trace       []string // the schedule, for a failure's report
+	// caughtUp counts Options.OnCaughtUp's calls, by (server, group).
+	caughtUp map[[2]uint64]int
+	proposed int
+	taken    int      // proposals raft took (appended to a leader's log)
+	trace    []string // the schedule, for a failure's report
 }
 
 type entryID struct {
@@ -154,6 +160,7 @@ func newHarnessWith(t testing.TB, seed int64, n int, opts multiraft.Options) *ha
 		exempt:    map[uint64]bool{},
 
 		checkpoints: map[[2]uint64]uint64{},
+		caughtUp:    map[[2]uint64]int{},
 	}
 	h.opts = opts
 	h.opts.Manual = true
@@ -184,6 +191,7 @@ func (h *harness) start(id uint64, hold multiraft.HoldReason) {
 	opts := h.opts
 	opts.ID = id
 	opts.OnLeaderChange = func(group, leader, term uint64) { h.leaderChanged(id, group, leader, term) }
+	opts.OnCaughtUp = func(group uint64) { h.caughtUp[[2]uint64{id, group}]++ }
 	n, err := multiraft.New(opts, h.ft.Endpoint(id))
 	if err != nil {
 		h.t.Fatal(err)
@@ -217,7 +225,7 @@ func (h *harness) addReplica(s *server, group uint64, hold multiraft.HoldReason)
 	}
 	s.sms[group] = sm
 	peers := h.groups[group]
-	if hold != multiraft.HoldNone {
+	if hold != multiraft.HoldNone && !h.heldPeers {
 		peers = nil
 	}
 	var log multiraft.Log = s.disk.Log(group)
@@ -313,7 +321,7 @@ func (h *harness) leaderChanged(server, group, leader, term uint64) {
 }
 
 // observe checks every envelope a server sends: a held replica neither
-// grants a vote nor asks for one.
+// grants a vote (unless voting) nor asks for one.
 func (h *harness) observe(from, to uint64, e multiraft.Envelope) {
 	s := h.servers[from]
 	if s == nil || !s.up {
@@ -323,12 +331,13 @@ func (h *harness) observe(from, to uint64, e multiraft.Envelope) {
 	if err != nil || held == multiraft.HoldNone {
 		return
 	}
+	voting := held == multiraft.HoldVoting
 	m := &raftpb.Message{}
 	if err := proto.Unmarshal(e.Data, m); err != nil {
 		h.failf("server %d sent an unreadable message: %v", from, err)
 	}
 	switch t := m.GetType(); {
-	case (t == raftpb.MsgVoteResp || t == raftpb.MsgPreVoteResp) && !m.GetReject():
+	case (t == raftpb.MsgVoteResp || t == raftpb.MsgPreVoteResp) && !m.GetReject() && !voting:
 		h.failf("held server %d granted a %s to %d in group %d", from, t, to, e.Group)
 	case t == raftpb.MsgVote || t == raftpb.MsgPreVote:
 		h.failf("held server %d campaigned (%s) in group %d", from, t, e.Group)

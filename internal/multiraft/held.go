@@ -12,18 +12,30 @@ import (
 // caught up (design 2.5). A held replica is not ticked, so it never
 // campaigns; Campaign and TransferLeadership to it are refused; its granted
 // MsgVoteResp and MsgPreVoteResp are dropped before they leave the server
-// (its vote is still persisted, which is harmless). It keeps replicating.
+// (its vote is still persisted, which is harmless), except in the last
+// phase of a lost replica's hold (HoldVoting). It keeps replicating.
 //
-// A wiped or unsynced replica is released once it has applied an entry of
-// the term of the leader it follows; a damaged one only by Release, once
-// the layer above has rebuilt its state. An unsynced one is also released
-// once it has known no leader for Options.HoldTimeout (tickHeld). A leader commits an entry of its own term only when everything
-// committed before its election is in its log before it, so the replica
-// then holds every entry it could have acknowledged before it lost state.
-// This is the "commit index a current-term leader sent it" of the design,
-// restricted to a commit that covers the leader's own entry: raft's
-// heartbeats carry min(commit, the follower's match), which is 0 for a
-// replica that lost its log.
+// A wiped, unsynced or lost replica is released once it has applied an
+// entry of the term of the leader it follows; a damaged one only by
+// Release, once the layer above has rebuilt its state. A leader commits an
+// entry of its own term only when everything committed before its
+// election is in its log before it, so the replica then holds every entry
+// it could have acknowledged before it lost state. This is the "commit
+// index a current-term leader sent it" of the design, restricted to a
+// commit that covers the leader's own entry: raft's heartbeats carry
+// min(commit, the follower's match), which is 0 for a replica that lost
+// its log.
+//
+// The losses an fsync policy accepts (unsynced and lost) are also lifted
+// by time, so that a group whose every replica lost power elects someone
+// (tickHeld): an unsynced replica is released once it has known no leader
+// for Options.HoldTimeout; a lost one then votes, for one more
+// HoldTimeout without a leader, before it may campaign, so that a replica
+// that kept the group's log is elected before an empty one.
+//
+// A held replica is not ticked, so raft never notices that its leader
+// went silent: the node forgets the leader for it after an election
+// timeout without an append or heartbeat from it.
 type HoldReason uint32
 
 const (
@@ -40,9 +52,20 @@ const (
 	// whose log or state machine failed (ErrGroupFailed). Catching up
 	// does not repair its state: only Release lifts it.
 	HoldDamaged
+	// HoldLost is a replica whose group's log, or its state machine's
+	// tail, went with an unsynced tail (an unclean stop across an
+	// operating system restart under a policy that does not fsync every
+	// write): HoldUnsynced, for a replica that may have lost everything.
+	// After Options.HoldTimeout without a leader it becomes HoldVoting.
+	HoldLost
+	// HoldVoting is a lost replica that went a hold timeout without a
+	// leader: it grants votes, still never campaigns, and is released
+	// after one more HoldTimeout without a leader.
+	HoldVoting
 )
 
-// String returns "none", "wiped", "unsynced" or "damaged".
+// String returns "none", "wiped", "unsynced", "damaged", "lost" or
+// "voting".
 func (r HoldReason) String() string {
 	switch r {
 	case HoldNone:
@@ -53,6 +76,10 @@ func (r HoldReason) String() string {
 		return "unsynced"
 	case HoldDamaged:
 		return "damaged"
+	case HoldLost:
+		return "lost"
+	case HoldVoting:
+		return "voting"
 	}
 	return fmt.Sprintf("HoldReason(%d)", uint32(r))
 }
@@ -63,6 +90,13 @@ func isGrantedVote(m *raftpb.Message) bool {
 	t := m.GetType()
 	return (t == raftpb.MsgVoteResp || t == raftpb.MsgPreVoteResp) && !m.GetReject()
 }
+
+// mayGrant reports whether a replica held for r sends the votes it grants.
+func (r HoldReason) mayGrant() bool { return r == HoldNone || r == HoldVoting }
+
+// byFsync reports whether r is a loss an fsync policy accepts, lifted by
+// time as well as by catching up.
+func (r HoldReason) byFsync() bool { return r == HoldUnsynced || r == HoldLost || r == HoldVoting }
 
 // Hold holds a replica of group for reason (not HoldNone), until it
 // catches up or Release. A leader that is held hands its leadership to its
@@ -76,6 +110,9 @@ func (n *Node) Hold(group uint64, reason HoldReason) error {
 		return err
 	}
 	g.held.Store(uint32(reason))
+	if reason.byFsync() {
+		g.watch.Store(true)
+	}
 	g.op(func(rn *raft.RawNode) { handOver(rn, n.id, nil) })
 	return nil
 }
@@ -103,34 +140,52 @@ func (n *Node) Held(group uint64) (HoldReason, error) {
 	return HoldReason(g.held.Load()), nil
 }
 
-// maybeRelease releases a wiped or unsynced replica once the last entry
-// it applied is of the term of the leader it follows: terms only grow
-// along the log, so it has applied an entry of that term. It runs on the
-// apply goroutine, after entries, a snapshot or a change of leader, so a
-// replica that applied the leader's entries before it heard from the
+// maybeRelease releases a wiped, unsynced or lost replica once the last
+// entry it applied is of the term of the leader it follows: terms only
+// grow along the log, so it has applied an entry of that term. It runs on
+// the apply goroutine, after entries, a snapshot or a change of leader, so
+// a replica that applied the leader's entries before it heard from the
 // leader (a replay at start) is released by the leader's first message.
+// A replica that started held unsynced or lost is watched until then,
+// whether or not time released it meanwhile: Options.OnCaughtUp hears of
+// it once, so that the layer above stops holding it at its restarts.
 func (g *group) maybeRelease() {
 	r := HoldReason(g.held.Load())
-	if r != HoldWiped && r != HoldUnsynced {
+	watch := g.watch.Load()
+	if r == HoldDamaged || !watch && r != HoldWiped && !r.byFsync() {
 		return
 	}
 	lead, term := g.lead.Load(), g.term.Load()
-	if lead == raft.None || lead == g.n.id || g.appliedTerm.Load() != term {
+	if lead == raft.None || g.appliedTerm.Load() != term {
 		return
 	}
-	g.held.CompareAndSwap(uint32(r), uint32(HoldNone))
+	if lead == g.n.id && r != HoldNone {
+		return // a held replica does not lead; it is handing over
+	}
+	if r != HoldNone {
+		g.held.CompareAndSwap(uint32(r), uint32(HoldNone))
+	}
+	if watch && g.watch.CompareAndSwap(true, false) {
+		if f := g.n.opts.OnCaughtUp; f != nil {
+			f(g.id)
+		}
+	}
 }
 
-// tickHeld runs at each Tick for a held replica. An unsynced one counts
-// the ticks it has gone without knowing a leader, and is released once
-// they reach the node's hold timeout (design 2.5 hold_timeout): every
-// replica of a group whose machines all restarted after an unclean stop
-// is held unsynced, so none would ever campaign. That release is the
-// documented loss: entries a quorum acknowledged within an fsync interval
-// of the power loss may be gone from every log. A replica that hears of a
-// leader starts counting again from zero: it catches up instead.
+// tickHeld runs at each Tick for a held replica. It forgets a leader
+// that went silent (forgetSilent). An unsynced or lost one counts the
+// ticks it has gone without knowing a leader, and moves on once they
+// reach the node's hold timeout (design 2.5 hold_timeout): unsynced to
+// released, lost to voting, voting to released. Every replica of a group
+// whose machines all restarted after an unclean stop is held, so none
+// would ever campaign. That release is the documented loss: entries a
+// quorum acknowledged within an fsync interval of the power loss may be
+// gone from every log. A replica that hears of a leader starts counting
+// again from zero: it catches up instead.
 func (n *Node) tickHeld(g *group) {
-	if HoldReason(g.held.Load()) != HoldUnsynced || n.holdTicks <= 0 {
+	n.forgetSilent(g)
+	r := HoldReason(g.held.Load())
+	if !r.byFsync() || n.holdTicks <= 0 {
 		return
 	}
 	if g.lead.Load() != raft.None {
@@ -140,8 +195,55 @@ func (n *Node) tickHeld(g *group) {
 	if g.heldIdle.Add(1) < n.holdTicks {
 		return
 	}
-	if g.held.CompareAndSwap(uint32(HoldUnsynced), uint32(HoldNone)) {
-		n.opts.Logger.Warningf("multiraft: group %d: released from its unsynced hold after %v without a leader; "+
-			"entries acknowledged within an fsync interval of the power loss may be lost", g.id, n.opts.HoldTimeout)
+	g.heldIdle.Store(0)
+	next := HoldNone
+	if r == HoldLost {
+		next = HoldVoting
+	}
+	if !g.held.CompareAndSwap(uint32(r), uint32(next)) {
+		return
+	}
+	switch r {
+	case HoldLost:
+		n.opts.Logger.Warningf("multiraft: group %d: lost its log to a power loss and has known no leader for %v: "+
+			"it now votes, and campaigns itself after %[2]v more", g.id, n.opts.HoldTimeout)
+	default:
+		n.opts.Logger.Warningf("multiraft: group %d: released from its %v hold after %v without a leader; "+
+			"entries acknowledged within an fsync interval of the power loss may be lost", g.id, r, n.opts.HoldTimeout)
+	}
+}
+
+// forgetSilent forgets the leader of a held replica that has heard no
+// append, heartbeat or snapshot from it for an election timeout: raft does
+// so by its ticks, which a held replica does not get. Otherwise a held
+// replica whose leader stepped down or died (a partition, not a closed
+// link: failover.go) would count that leader as known for good, refuse
+// pre-votes as within its lease, and never time out its hold.
+func (n *Node) forgetSilent(g *group) {
+	lead := g.lead.Load()
+	if lead == raft.None || lead == n.id {
+		g.leadQuiet.Store(0)
+		return
+	}
+	if g.leadQuiet.Add(1) < int64(n.opts.ElectionTicks) {
+		return
+	}
+	g.leadQuiet.Store(0)
+	g.op(func(rn *raft.RawNode) {
+		if st := rn.BasicStatus(); st.Lead == lead && st.RaftState == raft.StateFollower {
+			_ = rn.ForgetLeader()
+		}
+	})
+}
+
+// heardFrom notes, for a held replica, a message from the leader it
+// follows that shows the leader alive (forgetSilent). Called by the
+// worker, under g.mu.
+func (g *group) heardFrom(rn *raft.RawNode, m *raftpb.Message) {
+	switch m.GetType() {
+	case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap:
+		if m.GetFrom() == rn.BasicStatus().Lead {
+			g.leadQuiet.Store(0)
+		}
 	}
 }

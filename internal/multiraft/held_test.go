@@ -1,6 +1,7 @@
 package multiraft_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -136,5 +137,72 @@ func TestUnsyncedHoldKeptWhileLeaderKnown(t *testing.T) {
 			h.settle(200)
 			require.Equal(t, []string{"a"}, h.servers[3].sms[7].datas)
 		})
+	}
+}
+
+// loseLog crashes server id and restarts it with its log of every group
+// gone, held lost: a power loss took all of it under a policy that does
+// not fsync every write, as the layer above reports it.
+func (h *harness) loseLog(id uint64) {
+	h.t.Helper()
+	h.crash(id)
+	h.logf("power loss %d: every log lost", id)
+	h.servers[id].disk.Wipe()
+	h.start(id, multiraft.HoldLost)
+}
+
+// Two followers of three lose their whole log to a power loss. Raft never
+// lowers a follower's Match within a term, and there is no other
+// follower to hand the leadership to: the leader steps down (it no longer
+// hears the lost ones), they forget it, vote once the hold timeout has
+// passed without a leader, and elect it again; its new term's progress
+// probes them from scratch, and both catch up. Neither empty replica
+// campaigns meanwhile, so they never elect each other and replace what
+// the leader kept (the harness fails the test on a committed entry
+// replaced). With the leader restarted meanwhile, the same; and with the
+// lost replicas given the group's voters at their start (a stream's
+// replica made before this server started), which lets them campaign.
+func TestTwoLostFollowersCaughtUp(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		for _, peers := range []bool{false, true} {
+			for seed := int64(1); seed <= 4; seed++ {
+				t.Run(fmt.Sprintf("restart=%v/peers=%v/seed=%d", restart, peers, seed), func(t *testing.T) {
+					h := newHarness(t, seed, 3)
+					h.heldPeers = peers
+					h.addGroup(7, []uint64{1, 2, 3})
+					h.elect(7, 1)
+					h.opts.HoldTimeout = 2 * time.Second // 20 ticks of 100 ms
+					want := []string{"m0", "m1", "m2", "m3", "m4"}
+					for _, d := range want {
+						h.propose(1, 7, d)
+					}
+					h.stabilize()
+					h.loseLog(2)
+					h.loseLog(3)
+					if restart {
+						h.crash(1)
+						h.restart(1)
+					}
+					for range 10 {
+						h.tick()
+						h.stabilize()
+					}
+					require.Equal(t, multiraft.HoldLost, h.heldOf(2, 7))
+					for range 300 {
+						h.tick()
+						h.stabilize()
+					}
+					for _, id := range h.ids {
+						require.Equal(t, want, h.servers[id].sms[7].datas, "server %d", id)
+						require.Equal(t, multiraft.HoldNone, h.heldOf(id, 7), "server %d", id)
+					}
+					// The layer above hears once that each lost one caught
+					// up, although the hold timeout released it before.
+					require.Equal(t, map[[2]uint64]int{{2, 7}: 1, {3, 7}: 1}, h.caughtUp)
+					lead, _ := h.leaderOf(7)
+					require.Equal(t, uint64(1), lead)
+				})
+			}
+		}
 	}
 }

@@ -29,6 +29,16 @@ import (
 //     lost replica from scratch. A stale rejection reordered behind later
 //     acknowledgements can look the same and costs one needless
 //     leadership change, nothing more.
+//
+// When those lost leave the leader no quorum (every other voter of three
+// lost its log), there is no one to hand over to, and it could not commit
+// anyway: it stops hearing them for the rest of its term. Their heartbeat
+// responses and rejections are not stepped, so raft's CheckQuorum steps
+// it down after an election timeout. Its lost followers then forget it
+// (held.go forgetSilent), and the next leader, it or another, probes them
+// from scratch. A wiped replica votes for no one, so a group
+// with a quorum wiped waits for an operator; one that lost its logs to a
+// power loss (HoldLost) votes after the hold timeout.
 
 // clampHeartbeat lowers a heartbeat's commit to the group's last index.
 // A heartbeat's commit is min(commit, Match): above the last index, the
@@ -69,6 +79,71 @@ func lostLog(rn *raft.RawNode, m *raftpb.Message) bool {
 		}
 	})
 	return lost
+}
+
+// lostPeer reports whether m, an incoming message, is a response from a
+// follower this leader found lost in its current term, while those lost
+// leave it no quorum: it is not stepped (see above). With lost set it
+// records m's sender as lost. A follower that answers an append at or
+// past its Match again (a snapshot took it there) is no longer lost.
+// Called by the worker, under g.mu.
+func (g *group) lostPeer(rn *raft.RawNode, m *raftpb.Message, lost bool) bool {
+	if !lost && len(g.mu.lost) == 0 {
+		return false
+	}
+	t := m.GetType()
+	if t != raftpb.MsgAppResp && t != raftpb.MsgHeartbeatResp {
+		return false
+	}
+	bs := rn.BasicStatus()
+	if bs.RaftState != raft.StateLeader || g.mu.lostTerm != bs.GetTerm() {
+		clear(g.mu.lost)
+		g.mu.lostTerm, g.mu.deaf = bs.GetTerm(), false
+		if bs.RaftState != raft.StateLeader {
+			return false
+		}
+	}
+	from := m.GetFrom()
+	if lost {
+		if g.mu.lost == nil {
+			g.mu.lost = map[uint64]bool{}
+		}
+		if !g.mu.lost[from] {
+			g.mu.lost[from] = true
+			g.mu.deaf = noQuorumWithout(rn, g.mu.lost)
+		}
+		return true
+	}
+	if !g.mu.lost[from] {
+		return false
+	}
+	if t == raftpb.MsgAppResp && !m.GetReject() {
+		back := false
+		rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id == from && m.GetIndex() >= pr.Match {
+				back = true
+			}
+		})
+		if back {
+			delete(g.mu.lost, from)
+			g.mu.deaf = noQuorumWithout(rn, g.mu.lost)
+			return false
+		}
+	}
+	return g.mu.deaf
+}
+
+// noQuorumWithout reports whether the voters not in lost fall short of a
+// quorum of the group's (incoming) voters.
+func noQuorumWithout(rn *raft.RawNode, lost map[uint64]bool) bool {
+	voters := rn.Status().Config.Voters[0]
+	left := 0
+	for id := range voters {
+		if !lost[id] {
+			left++
+		}
+	}
+	return left < len(voters)/2+1
 }
 
 // handOver transfers leadership to the voter with the highest Match that

@@ -81,8 +81,9 @@ type Options struct {
 	// HoldTimeout is how long a replica held unsynced (HoldUnsynced) may
 	// go without knowing a leader before it is released all the same
 	// (default 10 s, rounded up to whole ticks): when every replica of a
-	// group restarted unsynced, none would campaign otherwise. Wiped and
-	// damaged replicas are never released by time.
+	// group restarted unsynced, none would campaign otherwise. A lost one
+	// (HoldLost) votes after one HoldTimeout and is released after two.
+	// Wiped and damaged replicas are never released by time.
 	HoldTimeout time.Duration
 
 	// Manual makes the node run nothing by itself: no ticker, no workers,
@@ -94,6 +95,13 @@ type Options struct {
 	// known leader or term changes as seen by this server (leader 0: none
 	// known). It must not block.
 	OnLeaderChange func(group, leader, term uint64)
+
+	// OnCaughtUp, if set, is called once for a replica that started held
+	// unsynced or lost (GroupConfig.Held, Hold), when it has applied an
+	// entry of its leader's term, whether or not the hold timeout released
+	// it before (held.go). It runs on the group's apply goroutine and
+	// must not block.
+	OnCaughtUp func(group uint64)
 
 	// Logger receives raft's log lines. The default drops debug and info
 	// lines (every election would be logged) and writes warnings and

@@ -23,9 +23,10 @@ func (n *Node) newOutbox() *outbox { return &outbox{n: n} }
 
 // add queues m, a message of group g to another server: a plain heartbeat
 // as a Beat, anything else marshaled. A held replica's granted votes are
-// dropped here, the one place every outgoing message passes.
+// dropped here (but a voting one's: held.go), the one place every
+// outgoing message passes.
 func (o *outbox) add(g *group, m *raftpb.Message) {
-	if g.held.Load() != uint32(HoldNone) && isGrantedVote(m) {
+	if !HoldReason(g.held.Load()).mayGrant() && isGrantedVote(m) {
 		o.n.stats.heldVotesDropped.Add(1)
 		return
 	}
