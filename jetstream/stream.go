@@ -187,6 +187,9 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool, seed *store.Stream
 		// campaigning, until it has caught up with the current leader
 		// (multiraft.HoldWiped). A server joining a group it never was a
 		// member of is held too, which costs nothing: it is a learner.
+		// The raft layer holds such a replica lost instead, released by
+		// time as well, when its state went with an unsynced tail
+		// (jscluster unsynced.go).
 		var peers []string
 		held := multiraft.HoldNone
 		switch {

@@ -35,8 +35,8 @@ type Cluster struct {
 	start time.Time
 
 	wal *raftlog.Log
-	// lostTail: the WAL may have lost an unsynced tail before Start, and
-	// unsynced holds its groups until caught up (unsynced.go).
+	// lostTail: the WAL may have lost an unsynced tail before Start.
+	// unsynced holds the groups that did until caught up (unsynced.go).
 	lostTail bool
 	unsynced unsynced
 	tr       *multiraft.TCP
@@ -109,8 +109,12 @@ func Start(srv *server.Server, opts Options) (*Cluster, error) {
 	c.mu.peers = map[uint64]*peer{}
 	c.mu.dialing = map[string]bool{}
 	c.calls.init()
-	if c.lostTail = lostTail(wal.Recovery(), opts.Durability); c.lostTail {
-		c.unsynced.init(wal)
+	c.lostTail = lostTail(wal.Recovery(), opts.Durability)
+	if err := c.unsynced.open(opts.FS, opts.Dir, wal, c.lostTail); err != nil {
+		_ = wal.Close()
+		return nil, fmt.Errorf("jscluster: %w", err)
+	}
+	if c.lostTail {
 		c.log.Warn("the raft log was not closed and the machine has restarted since: what it had not fsynced may be lost; "+
 			"its groups are held (unsynced) until caught up with their leaders", "groups", len(wal.Groups()))
 	}
@@ -132,7 +136,8 @@ func (c *Cluster) startNode() error {
 	if err != nil {
 		return err
 	}
-	node, err := multiraft.New(multiraft.Options{ID: c.id, Tick: c.opts.Tick, HoldTimeout: c.opts.HoldTimeout}, tr)
+	node, err := multiraft.New(multiraft.Options{ID: c.id, Tick: c.opts.Tick, HoldTimeout: c.opts.HoldTimeout,
+		OnCaughtUp: c.caughtUp}, tr)
 	if err != nil {
 		return err
 	}
@@ -170,8 +175,11 @@ func hasState(l fileSnapLog) (bool, error) {
 // addMeta puts the meta group on the node, from the log as it is, held
 // for reason, or unsynced (unsynced.go).
 func (c *Cluster) addMeta(held multiraft.HoldReason) error {
-	held = c.unsynced.hold(MetaGroup, held)
-	err := c.node.AddGroup(multiraft.GroupConfig{ID: MetaGroup, Log: c.metaLog, StateMachine: c.meta, Held: held})
+	held, err := c.unsynced.hold(MetaGroup, held)
+	if err != nil {
+		return err
+	}
+	err = c.node.AddGroup(multiraft.GroupConfig{ID: MetaGroup, Log: c.metaLog, StateMachine: c.meta, Held: held})
 	if err == nil {
 		c.joined.Store(true)
 	}

@@ -40,8 +40,11 @@
 // unsynced.go: a server whose WAL was not closed and whose machine has
 // restarted since (raftlog.Report.Unclean and Rebooted), under a sync
 // policy that acknowledges before fsyncing, may have lost what it
-// acknowledged: its groups start held (multiraft.HoldUnsynced) until they
-// catch up with a leader, or Options.HoldTimeout passes without one.
+// acknowledged: its groups start held (multiraft.HoldUnsynced, or
+// HoldLost for one whose state went entirely) until they catch up with a
+// leader, or Options.HoldTimeout passes without one. Each stays marked, in
+// a file, until it has caught up, so that a restart before then holds it
+// again.
 //
 // # Calls
 //

@@ -36,12 +36,15 @@ func (c *Cluster) AddGroup(id uint64, peers []string, sm multiraft.StateMachine)
 // lost state it acknowledged or voted with neither votes nor campaigns
 // until it has caught up with a leader of the current term. A group whose
 // log the WAL may have lost the unsynced tail of is held unsynced without
-// a reason given (unsynced.go).
+// a reason given, and lost if held wiped (unsynced.go).
 func (c *Cluster) AddHeldGroup(id uint64, peers []string, sm multiraft.StateMachine, held multiraft.HoldReason) error {
 	if id == MetaGroup || id == 0 {
 		return fmt.Errorf("%w: group %d is not a stream's", ErrInvalidOptions, id)
 	}
-	held = c.unsynced.hold(id, held)
+	held, err := c.unsynced.hold(id, held)
+	if err != nil {
+		return err
+	}
 	ids := make([]uint64, len(peers))
 	for i, p := range peers {
 		ids[i] = RaftID(p)
@@ -82,7 +85,10 @@ func (c *Cluster) RemoveGroup(id uint64) error {
 	if err := c.node.RemoveGroup(id); err != nil {
 		return err
 	}
-	return c.wal.Remove(id)
+	if err := c.wal.Remove(id); err != nil {
+		return err
+	}
+	return c.unsynced.unmark(id)
 }
 
 // DropGroupLog drops a stream's group's log from the WAL while the group

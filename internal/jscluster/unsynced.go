@@ -1,11 +1,20 @@
 package jscluster
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/skiffmq/skiff/internal/multiraft"
 	"github.com/skiffmq/skiff/store"
 	"github.com/skiffmq/skiff/store/raftlog"
+	"github.com/skiffmq/skiff/store/vfs"
 )
 
 // Replicas that may have lost an unsynced tail (design 2.5, "unsynced").
@@ -19,21 +28,42 @@ import (
 // it, the meta group and every stream's, starts held unsynced
 // (multiraft.HoldUnsynced): it neither votes nor campaigns until it has
 // caught up with a leader of the current term, so it never helps elect a
-// replica that lacks what it acknowledged. Under `always`, nothing
+// replica that lacks what it acknowledged. A group first added in that
+// run that the layer above holds wiped (its log, or its store's tail,
+// went with the WAL's) starts held lost (multiraft.HoldLost): the same,
+// for a replica that may have lost everything. Under `always`, nothing
 // acknowledged was left unsynced, and nothing is held.
 //
-// A group whose every replica is held (the whole cluster lost power) has
-// no one to catch up from: Options.HoldTimeout without a leader releases
-// them (multiraft), the documented case where acknowledged messages may
-// be lost.
+// A group whose every replica is held (the whole cluster lost power), or
+// whose leader kept the log while every other replica lost it, has no one
+// to catch up from: Options.HoldTimeout without a leader releases them
+// (multiraft), the documented case where acknowledged messages may be
+// lost.
+//
+// Such a replica stays marked until it has caught up
+// (multiraft.Options.OnCaughtUp), in the file unsyncedFile, written
+// before any of its groups starts: a later restart, clean or not, holds
+// it again. Without the mark, a replica that lost its log, was released
+// by the timeout and restarted before it caught up would start held wiped,
+// never released by time, or, with part of a log, not held at all.
 
-// unsynced is which groups of the WAL start held unsynced.
+// unsyncedFile lists the groups marked unsynced, one decimal ID a line, in
+// the raft directory.
+const unsyncedFile = "unsynced"
+
+// unsynced is which groups start held unsynced or lost.
 type unsynced struct {
+	fs   vfs.FS
+	path string
+
 	mu sync.Mutex
-	// groups are the groups the WAL held at Start, not yet added to the
-	// node: each is held once, when first added in this run. Nil when
-	// the WAL lost nothing.
-	groups map[uint64]bool
+	// lostRun: the WAL may have lost an unsynced tail before this run.
+	lostRun bool
+	// added are the groups added in this run.
+	added map[uint64]bool
+	// marked are the groups that lost state to an unsynced tail and have
+	// not caught up since, as unsyncedFile has them.
+	marked map[uint64]bool
 }
 
 // lostTail reports whether a WAL may have lost writes it acknowledged: it
@@ -43,32 +73,116 @@ func lostTail(rep raftlog.Report, d store.Durability) bool {
 	return rep.Unclean && rep.Rebooted && d.Sync != store.SyncAlways
 }
 
-// init records the groups of a WAL opened after a lost tail.
-func (u *unsynced) init(wal *raftlog.Log) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.groups = map[uint64]bool{}
-	for _, g := range wal.Groups() {
-		u.groups[g] = true
+// open reads the marks left in dir. After a lost tail (lost) it marks
+// every group of wal and writes the marks before it returns.
+func (u *unsynced) open(fsys vfs.FS, dir string, wal *raftlog.Log, lost bool) error {
+	u.fs, u.path = fsys, filepath.Join(dir, unsyncedFile)
+	u.added, u.marked = map[uint64]bool{}, map[uint64]bool{}
+	b, err := vfs.ReadFile(fsys, u.path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", u.path, err)
 	}
+	for line := range strings.FieldsSeq(string(b)) {
+		id, err := strconv.ParseUint(line, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a group ID: %w", u.path, line, err)
+		}
+		u.marked[id] = true
+	}
+	if !lost {
+		return nil
+	}
+	u.lostRun = true
+	for _, g := range wal.Groups() {
+		u.marked[g] = true
+	}
+	return u.writeLocked()
 }
 
-// hold returns how a group added now starts held: reason if the caller
-// gives one (a wiped or damaged replica), else HoldUnsynced the first
-// time in this run a group is added that the WAL held at Start after a
-// lost tail, else not held.
-func (u *unsynced) hold(group uint64, reason multiraft.HoldReason) multiraft.HoldReason {
+// hold returns how a group added now starts held, given reason from the
+// caller (a wiped or damaged replica, or none): a marked group held
+// wiped, or one first added in a run after a lost tail, is held lost; a
+// marked group not held is held unsynced; else reason. A group it holds
+// for the first time is marked, on disk before hold returns.
+func (u *unsynced) hold(group uint64, reason multiraft.HoldReason) (multiraft.HoldReason, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	lost := u.groups[group]
-	delete(u.groups, group)
-	if reason == multiraft.HoldNone && lost {
-		return multiraft.HoldUnsynced
+	first := !u.added[group]
+	u.added[group] = true
+	marked := u.marked[group]
+	switch {
+	case reason == multiraft.HoldWiped && (marked || u.lostRun && first):
+		reason = multiraft.HoldLost
+	case reason == multiraft.HoldNone && marked:
+		reason = multiraft.HoldUnsynced
+	default:
+		return reason, nil
 	}
-	return reason
+	if !marked {
+		u.marked[group] = true
+		if err := u.writeLocked(); err != nil {
+			delete(u.marked, group)
+			return reason, err
+		}
+	}
+	return reason, nil
+}
+
+// unmark drops group's mark: it caught up, or it is gone from this
+// server.
+func (u *unsynced) unmark(group uint64) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.marked[group] {
+		return nil
+	}
+	delete(u.marked, group)
+	return u.writeLocked()
+}
+
+// isMarked reports whether group is marked.
+func (u *unsynced) isMarked(group uint64) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.marked[group]
+}
+
+// writeLocked writes the marks (atomically, synced), or removes the file
+// when there are none. u.mu held.
+func (u *unsynced) writeLocked() error {
+	if len(u.marked) == 0 {
+		if err := u.fs.Remove(u.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing %s: %w", u.path, err)
+		}
+		return nil
+	}
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(u.marked)) {
+		b.WriteString(strconv.FormatUint(id, 10))
+		b.WriteByte('\n')
+	}
+	if err := vfs.WriteFile(u.fs, u.path, []byte(b.String())); err != nil {
+		return fmt.Errorf("writing %s: %w", u.path, err)
+	}
+	return nil
+}
+
+// caughtUp hears that this server's replica of group caught up
+// (multiraft.Options.OnCaughtUp), on its apply goroutine: the mark goes.
+// A write of a small file, once a group in a recovery.
+func (c *Cluster) caughtUp(group uint64) {
+	if err := c.unsynced.unmark(group); err != nil {
+		c.log.Error("the mark of a replica held unsynced, caught up since, stays: its next start holds it again",
+			"group", group, "err", err)
+	}
 }
 
 // Unsynced reports whether this server's WAL may have lost an unsynced
 // tail before Start (an unclean stop across a restart of the machine,
 // under a policy other than always): its groups started held unsynced.
 func (c *Cluster) Unsynced() bool { return c.lostTail }
+
+// Marked reports whether this server's replica of group lost state to an
+// unsynced tail and has not caught up since: it starts held at every
+// start until it has.
+func (c *Cluster) Marked(group uint64) bool { return c.unsynced.isMarked(group) }

@@ -136,3 +136,62 @@ func TestUnsyncedAllReleased(t *testing.T) {
 	}, clustertest.Wait, tick, "the stream group elects a leader")
 	m.waitApplied(t, "$G", "BEFORE", false)
 }
+
+// TestUnsyncedMarkOutlivesRestart: a replica held after a power loss stays
+// marked until it has caught up, so a clean restart before then holds it
+// again (unsynced with what is left of its log; lost, not wiped, when the
+// layer above finds its state gone); once caught up the mark goes, and
+// the next start does not hold it.
+func TestUnsyncedMarkOutlivesRestart(t *testing.T) {
+	const group, other = 1000, 1001
+	m, names := startWithGroup(t, group, func(o *jscluster.Options) { o.Durability.Sync = store.SyncNever })
+	for i := range 3 {
+		require.NoError(t, m.r(i).AddGroup(other, names, &listFSM{}))
+	}
+	for i := range 3 {
+		m.Stop(t, i)
+	}
+	m.rebooted(t, 0)
+	m.Restart(t, 0)
+	m.Restart(t, 1)
+	require.True(t, m.r(0).Unsynced())
+	require.NoError(t, m.r(0).AddGroup(group, nil, &listFSM{}))
+	// The layer above found other's state gone (a store rebuilt): wiped,
+	// which a run after a lost tail holds as lost.
+	require.NoError(t, m.r(0).AddHeldGroup(other, nil, &listFSM{}, multiraft.HoldWiped))
+	heldIs := func(id uint64, want multiraft.HoldReason) {
+		t.Helper()
+		held, err := m.r(0).GroupHeld(id)
+		require.NoError(t, err)
+		require.Equal(t, want, held, "group %d", id)
+	}
+	heldIs(group, multiraft.HoldUnsynced)
+	heldIs(other, multiraft.HoldLost)
+	require.True(t, m.r(0).Marked(group))
+	require.True(t, m.r(0).Marked(other))
+
+	// A clean restart before catching up (the third server is still down).
+	m.Stop(t, 0)
+	m.Restart(t, 0)
+	require.False(t, m.r(0).Unsynced(), "closed cleanly")
+	require.NoError(t, m.r(0).AddGroup(group, nil, &listFSM{}))
+	require.NoError(t, m.r(0).AddHeldGroup(other, nil, &listFSM{}, multiraft.HoldWiped))
+	heldIs(group, multiraft.HoldUnsynced)
+	heldIs(other, multiraft.HoldLost)
+
+	m.Restart(t, 2)
+	for _, i := range []int{1, 2} {
+		require.NoError(t, m.r(i).AddGroup(group, nil, &listFSM{}))
+		require.NoError(t, m.r(i).AddGroup(other, nil, &listFSM{}))
+	}
+	require.Eventually(t, func() bool {
+		return !m.r(0).Marked(group) && !m.r(0).Marked(other) && !m.r(0).Marked(jscluster.MetaGroup)
+	}, clustertest.Wait, tick, "the marks go once caught up")
+	heldIs(group, multiraft.HoldNone)
+	heldIs(other, multiraft.HoldNone)
+
+	m.Stop(t, 0)
+	m.Restart(t, 0)
+	require.NoError(t, m.r(0).AddGroup(group, nil, &listFSM{}))
+	heldIs(group, multiraft.HoldNone)
+}

@@ -99,8 +99,8 @@ type Options struct {
 	// OnCaughtUp, if set, is called once for a replica that started held
 	// unsynced or lost (GroupConfig.Held, Hold), when it has applied an
 	// entry of its leader's term, whether or not the hold timeout released
-	// it before (held.go). It runs on the group's apply goroutine and
-	// must not block.
+	// it before (held.go). It runs on the group's apply goroutine, which
+	// waits for it: it must be short (a small file's write).
 	OnCaughtUp func(group uint64)
 
 	// Logger receives raft's log lines. The default drops debug and info
