@@ -57,9 +57,11 @@
 // rank campaigns at once (failover.go): PreVote and CheckQuorum keep a
 // wrong suspicion from disrupting a live leader. A replica that may have
 // lost state it acknowledged is held (HoldReason): not ticked, refused as
-// a candidate, its granted votes dropped, until it has caught up. Replica
-// IDs are server IDs and survive a wiped disk, which etcd raft does not
-// expect; lostlog.go makes it work.
+// a candidate, its granted votes dropped, until it has caught up; one
+// whose loss its fsync policy allows is released by time too (held.go).
+// Replica IDs are server IDs and survive a wiped disk, which etcd raft
+// does not expect; lostlog.go makes it work, down to a leader that steps
+// down when its lost followers leave it no quorum.
 //
 // # Tests
 //
