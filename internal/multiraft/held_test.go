@@ -206,3 +206,37 @@ func TestTwoLostFollowersCaughtUp(t *testing.T) {
 		}
 	}
 }
+
+// Three followers of five lose their whole log: the leader hands over to
+// the one follower that kept it, but the two are no quorum, so neither is
+// elected until the lost ones vote, once the hold timeout has passed
+// without a leader; then every replica ends with every entry.
+func TestThreeLostFollowersOfFiveCaughtUp(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			h := newHarness(t, seed, 5)
+			h.addGroup(7, []uint64{1, 2, 3, 4, 5})
+			h.elect(7, 1)
+			h.heldPeers = seed%2 == 0
+			h.opts.HoldTimeout = 2 * time.Second
+			want := []string{"m0", "m1", "m2"}
+			for _, d := range want {
+				h.propose(1, 7, d)
+			}
+			h.stabilize()
+			for _, id := range []uint64{3, 4, 5} {
+				h.loseLog(id)
+			}
+			for range 300 {
+				h.tick()
+				h.stabilize()
+			}
+			for _, id := range h.ids {
+				require.Equal(t, want, h.servers[id].sms[7].datas, "server %d", id)
+				require.Equal(t, multiraft.HoldNone, h.heldOf(id, 7), "server %d", id)
+			}
+			lead, _ := h.leaderOf(7)
+			require.Contains(t, []uint64{1, 2}, lead)
+		})
+	}
+}
