@@ -185,11 +185,12 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool, seed *store.Stream
 		// before this server started) may have acknowledged entries or
 		// voted, and lost that: it is held, voting for no one and never
 		// campaigning, until it has caught up with the current leader
-		// (multiraft.HoldWiped). A server joining a group it never was a
-		// member of is held too, which costs nothing: it is a learner.
-		// The raft layer holds such a replica lost instead, released by
-		// time as well, when its state went with an unsynced tail
-		// (jscluster unsynced.go).
+		// (multiraft.HoldWiped). It asks for multiraft.HoldLost: the raft
+		// layer makes it wiped, or lost (released by time as well) when a
+		// power loss may have taken its state (jscluster unsynced.go). A
+		// server joining a group it never was a member of is held wiped
+		// too, which costs nothing: it is a learner; and so is a replica
+		// rebuilt, never released by time with a partial store.
 		var peers []string
 		held := multiraft.HoldNone
 		switch {
@@ -197,7 +198,7 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool, seed *store.Stream
 			if a := js.assignmentOf(ja.name, cfg.Name); a != nil && !a.Join {
 				peers = a.Peers
 				if !created.IsZero() && created.Before(js.started) {
-					held = multiraft.HoldWiped
+					held = multiraft.HoldLost
 				}
 			} else {
 				held = multiraft.HoldWiped
@@ -216,7 +217,7 @@ func (ja *jsAccount) openStream(meta streamMeta, create bool, seed *store.Stream
 			}
 			peers = []string{js.raft.Name()}
 		case !js.raft.HasGroupLog(group):
-			held = multiraft.HoldWiped
+			held = multiraft.HoldLost
 		}
 		if rebuilt {
 			held = multiraft.HoldWiped

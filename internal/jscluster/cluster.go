@@ -110,8 +110,10 @@ func Start(srv *server.Server, opts Options) (*Cluster, error) {
 	c.mu.dialing = map[string]bool{}
 	c.calls.init()
 	c.lostTail = lostTail(wal.Recovery(), opts.Durability)
-	if err := c.unsynced.open(opts.FS, opts.Dir, wal, c.lostTail); err != nil {
-		_ = wal.Close()
+	if err := c.unsynced.open(opts.FS, opts.Dir, wal, c.lostTail, c.log); err != nil {
+		if !c.lostTail {
+			_ = wal.Close()
+		} // else left open: closing would mark it clean, and the next start would hold nothing
 		return nil, fmt.Errorf("jscluster: %w", err)
 	}
 	if c.lostTail {

@@ -36,7 +36,8 @@ func (c *Cluster) AddGroup(id uint64, peers []string, sm multiraft.StateMachine)
 // lost state it acknowledged or voted with neither votes nor campaigns
 // until it has caught up with a leader of the current term. A group whose
 // log the WAL may have lost the unsynced tail of is held unsynced without
-// a reason given, and lost if held wiped (unsynced.go).
+// a reason given; one given HoldLost (its state is missing) is held lost
+// if a power loss may have taken it, else wiped (unsynced.go).
 func (c *Cluster) AddHeldGroup(id uint64, peers []string, sm multiraft.StateMachine, held multiraft.HoldReason) error {
 	if id == MetaGroup || id == 0 {
 		return fmt.Errorf("%w: group %d is not a stream's", ErrInvalidOptions, id)

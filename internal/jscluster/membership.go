@@ -78,7 +78,9 @@ func (c *Cluster) maybeJoin() {
 	c.mu.Unlock()
 	switch {
 	case member || !lowest:
-		if err := c.addMeta(multiraft.HoldWiped); err != nil {
+		// With no meta state: held wiped, or lost if a power loss may
+		// have taken it (unsynced.go).
+		if err := c.addMeta(multiraft.HoldLost); err != nil {
 			c.log.Error("joining the meta group", "err", err)
 			return
 		}

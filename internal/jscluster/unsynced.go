@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -29,10 +30,13 @@ import (
 // (multiraft.HoldUnsynced): it neither votes nor campaigns until it has
 // caught up with a leader of the current term, so it never helps elect a
 // replica that lacks what it acknowledged. A group first added in that
-// run that the layer above holds wiped (its log, or its store's tail,
-// went with the WAL's) starts held lost (multiraft.HoldLost): the same,
-// for a replica that may have lost everything. Under `always`, nothing
-// acknowledged was left unsynced, and nothing is held.
+// run whose state the layer above found missing (it asks for
+// multiraft.HoldLost: its log may have gone with the WAL's tail) starts
+// held lost, the same for a replica that may have lost everything; asked
+// for outside such a run, HoldLost is HoldWiped, which time never
+// releases. A replica held wiped for another cause (a rebuild) stays
+// wiped. Under `always`, nothing acknowledged was left unsynced, and
+// nothing is held.
 //
 // A group whose every replica is held (the whole cluster lost power), or
 // whose leader kept the log while every other replica lost it, has no one
@@ -74,25 +78,37 @@ func lostTail(rep raftlog.Report, d store.Durability) bool {
 }
 
 // open reads the marks left in dir. After a lost tail (lost) it marks
-// every group of wal and writes the marks before it returns.
-func (u *unsynced) open(fsys vfs.FS, dir string, wal *raftlog.Log, lost bool) error {
+// every group of wal and writes the marks before it returns. A mark file
+// it cannot read or parse marks every group of wal too (logged): each
+// loses its mark once it has caught up, where a start that held nothing
+// would be a server silently open to electing a replica that lost what it
+// acknowledged.
+func (u *unsynced) open(fsys vfs.FS, dir string, wal *raftlog.Log, lost bool, log *slog.Logger) error {
 	u.fs, u.path = fsys, filepath.Join(dir, unsyncedFile)
 	u.added, u.marked = map[uint64]bool{}, map[uint64]bool{}
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	b, err := vfs.ReadFile(fsys, u.path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("reading %s: %w", u.path, err)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
 	}
 	for line := range strings.FieldsSeq(string(b)) {
-		id, err := strconv.ParseUint(line, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%s: %q is not a group ID: %w", u.path, line, err)
+			break
 		}
-		u.marked[id] = true
+		var id uint64
+		if id, err = strconv.ParseUint(line, 10, 64); err == nil {
+			u.marked[id] = true
+		}
 	}
-	if !lost {
+	if err != nil {
+		log.Error("the marks of replicas held after a power loss are unreadable: every group of the raft log is held "+
+			"as if it had lost an unsynced tail, until caught up", "file", u.path, "err", err)
+	}
+	if !lost && err == nil {
 		return nil
 	}
-	u.lostRun = true
+	u.lostRun = lost
 	for _, g := range wal.Groups() {
 		u.marked[g] = true
 	}
@@ -100,10 +116,11 @@ func (u *unsynced) open(fsys vfs.FS, dir string, wal *raftlog.Log, lost bool) er
 }
 
 // hold returns how a group added now starts held, given reason from the
-// caller (a wiped or damaged replica, or none): a marked group held
-// wiped, or one first added in a run after a lost tail, is held lost; a
-// marked group not held is held unsynced; else reason. A group it holds
-// for the first time is marked, on disk before hold returns.
+// caller (lost: its state is missing; wiped or damaged; or none): a group
+// whose state is missing is held lost if it is marked or first added in a
+// run after a lost tail, else wiped; a marked group not held is held
+// unsynced; else reason. A group it holds unsynced or lost for the first
+// time is marked, on disk before hold returns.
 func (u *unsynced) hold(group uint64, reason multiraft.HoldReason) (multiraft.HoldReason, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -111,8 +128,9 @@ func (u *unsynced) hold(group uint64, reason multiraft.HoldReason) (multiraft.Ho
 	u.added[group] = true
 	marked := u.marked[group]
 	switch {
-	case reason == multiraft.HoldWiped && (marked || u.lostRun && first):
-		reason = multiraft.HoldLost
+	case reason == multiraft.HoldLost && !marked && !(u.lostRun && first):
+		return multiraft.HoldWiped, nil
+	case reason == multiraft.HoldLost:
 	case reason == multiraft.HoldNone && marked:
 		reason = multiraft.HoldUnsynced
 	default:

@@ -141,12 +141,15 @@ func TestUnsyncedAllReleased(t *testing.T) {
 // marked until it has caught up, so a clean restart before then holds it
 // again (unsynced with what is left of its log; lost, not wiped, when the
 // layer above finds its state gone); once caught up the mark goes, and
-// the next start does not hold it.
+// the next start does not hold it. A replica held wiped for another cause
+// (a rebuild) stays wiped; one whose state is missing outside such a run
+// is wiped.
 func TestUnsyncedMarkOutlivesRestart(t *testing.T) {
-	const group, other = 1000, 1001
+	const group, other, rebuilt = 1000, 1001, 1002
 	m, names := startWithGroup(t, group, func(o *jscluster.Options) { o.Durability.Sync = store.SyncNever })
 	for i := range 3 {
 		require.NoError(t, m.r(i).AddGroup(other, names, &listFSM{}))
+		require.NoError(t, m.r(i).AddGroup(rebuilt, names, &listFSM{}))
 	}
 	for i := range 3 {
 		m.Stop(t, i)
@@ -156,9 +159,9 @@ func TestUnsyncedMarkOutlivesRestart(t *testing.T) {
 	m.Restart(t, 1)
 	require.True(t, m.r(0).Unsynced())
 	require.NoError(t, m.r(0).AddGroup(group, nil, &listFSM{}))
-	// The layer above found other's state gone (a store rebuilt): wiped,
-	// which a run after a lost tail holds as lost.
-	require.NoError(t, m.r(0).AddHeldGroup(other, nil, &listFSM{}, multiraft.HoldWiped))
+	// The layer above found other's state missing, and rebuilds rebuilt.
+	require.NoError(t, m.r(0).AddHeldGroup(other, nil, &listFSM{}, multiraft.HoldLost))
+	require.NoError(t, m.r(0).AddHeldGroup(rebuilt, nil, &listFSM{}, multiraft.HoldWiped))
 	heldIs := func(id uint64, want multiraft.HoldReason) {
 		t.Helper()
 		held, err := m.r(0).GroupHeld(id)
@@ -167,6 +170,7 @@ func TestUnsyncedMarkOutlivesRestart(t *testing.T) {
 	}
 	heldIs(group, multiraft.HoldUnsynced)
 	heldIs(other, multiraft.HoldLost)
+	heldIs(rebuilt, multiraft.HoldWiped)
 	require.True(t, m.r(0).Marked(group))
 	require.True(t, m.r(0).Marked(other))
 
@@ -175,7 +179,7 @@ func TestUnsyncedMarkOutlivesRestart(t *testing.T) {
 	m.Restart(t, 0)
 	require.False(t, m.r(0).Unsynced(), "closed cleanly")
 	require.NoError(t, m.r(0).AddGroup(group, nil, &listFSM{}))
-	require.NoError(t, m.r(0).AddHeldGroup(other, nil, &listFSM{}, multiraft.HoldWiped))
+	require.NoError(t, m.r(0).AddHeldGroup(other, nil, &listFSM{}, multiraft.HoldLost))
 	heldIs(group, multiraft.HoldUnsynced)
 	heldIs(other, multiraft.HoldLost)
 
@@ -194,4 +198,23 @@ func TestUnsyncedMarkOutlivesRestart(t *testing.T) {
 	m.Restart(t, 0)
 	require.NoError(t, m.r(0).AddGroup(group, nil, &listFSM{}))
 	heldIs(group, multiraft.HoldNone)
+	require.NoError(t, m.r(0).AddHeldGroup(other, nil, &listFSM{}, multiraft.HoldLost))
+	heldIs(other, multiraft.HoldWiped)
+}
+
+// TestUnsyncedMarksUnreadable: a mark file that does not parse holds every
+// group of the raft log, as after a lost tail, rather than none.
+func TestUnsyncedMarksUnreadable(t *testing.T) {
+	const group = 1000
+	m, _ := startWithGroup(t, group, func(o *jscluster.Options) { o.Durability.Sync = store.SyncInterval })
+	m.Stop(t, 0)
+	require.NoError(t, os.WriteFile(filepath.Join(m.dirs[0], "unsynced"), []byte("12\nnot-a-group\n"), 0o644))
+	m.Restart(t, 0)
+	require.False(t, m.r(0).Unsynced(), "closed cleanly")
+	require.NoError(t, m.r(0).AddGroup(group, nil, &listFSM{}))
+	require.True(t, m.r(0).Marked(group))
+	require.Eventually(t, func() bool {
+		held, err := m.r(0).GroupHeld(group)
+		return err == nil && held == multiraft.HoldNone && !m.r(0).Marked(group)
+	}, clustertest.Wait, tick, "released and unmarked once caught up")
 }

@@ -95,6 +95,7 @@ func (g *group) applyItem(it applyItem) {
 			return
 		}
 		g.appliedTerm.Store(it.snap.GetMetadata().GetTerm())
+		g.appliedIndex.Store(it.snap.GetMetadata().GetIndex())
 		g.maybeRelease()
 	default:
 		g.applyEntries(it.msg)
@@ -139,6 +140,7 @@ func (g *group) applyEntries(m *raftpb.Message) {
 	}
 	if len(ents) > 0 {
 		g.appliedTerm.Store(ents[len(ents)-1].GetTerm())
+		g.appliedIndex.Store(ents[len(ents)-1].GetIndex())
 	}
 	g.maybeRelease()
 	g.deliver(m.GetResponses()...)

@@ -71,11 +71,15 @@ type group struct {
 	// term (Unix nanoseconds; 0 while no leader is known).
 	leadSince atomic.Int64
 	// appliedTerm is the term of the last entry the state machine applied
-	// (or of the snapshot it restored).
-	appliedTerm atomic.Uint64
-	roomWait    atomic.Bool // in Node.roomWait
-	removed     atomic.Bool
-	err         atomic.Pointer[error] // why the group failed
+	// (or of the snapshot it restored), appliedIndex its index.
+	appliedTerm  atomic.Uint64
+	appliedIndex atomic.Uint64
+	// heldTerm and heldLast are the term and the log's last index when
+	// the replica was held: what it held then (held.go maybeRelease).
+	heldTerm, heldLast atomic.Uint64
+	roomWait           atomic.Bool // in Node.roomWait
+	removed            atomic.Bool
+	err                atomic.Pointer[error] // why the group failed
 
 	apply applier
 	reads reads // readindex.go

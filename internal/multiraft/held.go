@@ -28,10 +28,10 @@ import (
 //
 // The losses an fsync policy accepts (unsynced and lost) are also lifted
 // by time, so that a group whose every replica lost power elects someone
-// (tickHeld): an unsynced replica is released once it has known no leader
-// for Options.HoldTimeout; a lost one then votes, for one more
-// HoldTimeout without a leader, before it may campaign, so that a replica
-// that kept the group's log is elected before an empty one.
+// (tickHeld): once such a replica has known no leader for
+// Options.HoldTimeout it votes (HoldVoting), and after one more it may
+// campaign, so that a replica that kept the group's log, not held or
+// released at the same time, is elected before one that lost it.
 //
 // A held replica is not ticked, so raft never notices that its leader
 // went silent: the node forgets the leader for it after an election
@@ -56,11 +56,10 @@ const (
 	// tail, went with an unsynced tail (an unclean stop across an
 	// operating system restart under a policy that does not fsync every
 	// write): HoldUnsynced, for a replica that may have lost everything.
-	// After Options.HoldTimeout without a leader it becomes HoldVoting.
 	HoldLost
-	// HoldVoting is a lost replica that went a hold timeout without a
-	// leader: it grants votes, still never campaigns, and is released
-	// after one more HoldTimeout without a leader.
+	// HoldVoting is an unsynced or lost replica that went a hold timeout
+	// without a leader: it grants votes, still never campaigns, and is
+	// released after one more HoldTimeout without a leader.
 	HoldVoting
 )
 
@@ -109,6 +108,10 @@ func (n *Node) Hold(group uint64, reason HoldReason) error {
 	if err != nil {
 		return err
 	}
+	g.mu.Lock()
+	g.heldTerm.Store(g.mu.rn.BasicStatus().GetTerm())
+	g.heldLast.Store(g.mu.last)
+	g.mu.Unlock()
 	g.held.Store(uint32(reason))
 	if reason.byFsync() {
 		g.watch.Store(true)
@@ -141,11 +144,18 @@ func (n *Node) Held(group uint64) (HoldReason, error) {
 }
 
 // maybeRelease releases a wiped, unsynced or lost replica once the last
-// entry it applied is of the term of the leader it follows: terms only
-// grow along the log, so it has applied an entry of that term. It runs on
-// the apply goroutine, after entries, a snapshot or a change of leader, so
-// a replica that applied the leader's entries before it heard from the
-// leader (a replay at start) is released by the leader's first message.
+// entry it applied is of the term of the leader it follows (terms only
+// grow along the log, so it has applied an entry of that term), and that
+// entry is not one the replica held when it was held: the leader's term is
+// above the replica's term then, or the entry's index is past its log's
+// last index then. An entry of the same term the replica replays from its
+// own log proves nothing: within a term the leader never lowers what it
+// counts as the replica's (lostlog.go), so a replica that lost a tail it
+// had acknowledged takes nothing past what it kept until a new term, and
+// one that takes an entry past it had kept all it acknowledged. It runs
+// on the apply goroutine, after entries, a snapshot or a change of leader,
+// so a replica that applied the leader's entries before it heard from the
+// leader is released by the leader's first message.
 // A replica that started held unsynced or lost is watched until then,
 // whether or not time released it meanwhile: Options.OnCaughtUp hears of
 // it once, so that the layer above stops holding it at its restarts.
@@ -158,6 +168,9 @@ func (g *group) maybeRelease() {
 	lead, term := g.lead.Load(), g.term.Load()
 	if lead == raft.None || g.appliedTerm.Load() != term {
 		return
+	}
+	if term <= g.heldTerm.Load() && g.appliedIndex.Load() <= g.heldLast.Load() {
+		return // what it held when it was held: a replay
 	}
 	if lead == g.n.id && r != HoldNone {
 		return // a held replica does not lead; it is handing over
@@ -175,8 +188,8 @@ func (g *group) maybeRelease() {
 // tickHeld runs at each Tick for a held replica. It forgets a leader
 // that went silent (forgetSilent). An unsynced or lost one counts the
 // ticks it has gone without knowing a leader, and moves on once they
-// reach the node's hold timeout (design 2.5 hold_timeout): unsynced to
-// released, lost to voting, voting to released. Every replica of a group
+// reach the node's hold timeout (design 2.5 hold_timeout): unsynced and
+// lost to voting, voting to released. Every replica of a group
 // whose machines all restarted after an unclean stop is held, so none
 // would ever campaign. That release is the documented loss: entries a
 // quorum acknowledged within an fsync interval of the power loss may be
@@ -196,21 +209,20 @@ func (n *Node) tickHeld(g *group) {
 		return
 	}
 	g.heldIdle.Store(0)
-	next := HoldNone
-	if r == HoldLost {
-		next = HoldVoting
+	next := HoldVoting
+	if r == HoldVoting {
+		next = HoldNone
 	}
 	if !g.held.CompareAndSwap(uint32(r), uint32(next)) {
 		return
 	}
-	switch r {
-	case HoldLost:
-		n.opts.Logger.Warningf("multiraft: group %d: lost its log to a power loss and has known no leader for %v: "+
-			"it now votes, and campaigns itself after %[2]v more", g.id, n.opts.HoldTimeout)
-	default:
-		n.opts.Logger.Warningf("multiraft: group %d: released from its %v hold after %v without a leader; "+
-			"entries acknowledged within an fsync interval of the power loss may be lost", g.id, r, n.opts.HoldTimeout)
+	if next == HoldVoting {
+		n.opts.Logger.Warningf("multiraft: group %d: held %v and without a leader for %v: "+
+			"it now votes, and campaigns itself after %[3]v more", g.id, r, n.opts.HoldTimeout)
+		return
 	}
+	n.opts.Logger.Warningf("multiraft: group %d: released from its hold after %v more without a leader; "+
+		"entries acknowledged within an fsync interval of the power loss may be lost", g.id, n.opts.HoldTimeout)
 }
 
 // forgetSilent forgets the leader of a held replica that has heard no

@@ -72,8 +72,9 @@ func TestUnsyncedLeaderDoesNotElectFollowerWithoutEntry(t *testing.T) {
 }
 
 // Every replica held unsynced (the whole cluster lost power): none
-// campaigns until the hold timeout passes without a leader; then they are
-// released, one is elected, and what every log kept is committed.
+// votes until the hold timeout passes without a leader, and none
+// campaigns until it has passed twice; then they are released, one is
+// elected, and what every log kept is committed.
 func TestUnsyncedHoldTimeout(t *testing.T) {
 	h := threeLedBy1(t)
 	h.propose(1, 7, "a")
@@ -95,6 +96,13 @@ func TestUnsyncedHoldTimeout(t *testing.T) {
 	lead, _ := h.leaderOf(7)
 	require.Zero(t, lead)
 	h.tick()
+	for _, id := range h.ids {
+		require.Equal(t, multiraft.HoldVoting, h.heldOf(id, 7), "server %d", id)
+	}
+	for range 20 {
+		h.tick()
+		h.stabilize()
+	}
 	for _, id := range h.ids {
 		require.Equal(t, multiraft.HoldNone, h.heldOf(id, 7), "server %d", id)
 	}
@@ -197,7 +205,7 @@ func TestTwoLostFollowersCaughtUp(t *testing.T) {
 						require.Equal(t, multiraft.HoldNone, h.heldOf(id, 7), "server %d", id)
 					}
 					// The layer above hears once that each lost one caught
-					// up, although the hold timeout released it before.
+					// up.
 					require.Equal(t, map[[2]uint64]int{{2, 7}: 1, {3, 7}: 1}, h.caughtUp)
 					lead, _ := h.leaderOf(7)
 					require.Equal(t, uint64(1), lead)
@@ -237,6 +245,50 @@ func TestThreeLostFollowersOfFiveCaughtUp(t *testing.T) {
 			}
 			lead, _ := h.leaderOf(7)
 			require.Contains(t, []uint64{1, 2}, lead)
+		})
+	}
+}
+
+// Two followers of three lose the tail of their logs to a power loss, in
+// the leader's term: entries a quorum acknowledged are on the leader
+// alone. Replaying what they kept (entries of the leader's term) does not
+// release them; the leader, left without a quorum, steps down; they vote
+// for it once the hold timeout has passed, and neither campaigns before
+// it has been elected again, so the entries survive and reach both (the
+// harness fails the test on a committed entry replaced).
+func TestTwoUnsyncedFollowersKeepLeadersEntries(t *testing.T) {
+	for seed := int64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			h := newHarness(t, seed, 3)
+			h.addGroup(7, []uint64{1, 2, 3})
+			h.elect(7, 1)
+			h.opts.HoldTimeout = 2 * time.Second
+			h.propose(1, 7, "a")
+			h.stabilize()
+			synced, err := h.servers[2].disk.Log(7).LastIndex()
+			require.NoError(t, err)
+			want := []string{"a", "b", "c", "d"}
+			for _, d := range want[1:] {
+				h.propose(1, 7, d)
+			}
+			h.stabilize()
+			h.powerLoss(2, 7, synced)
+			h.powerLoss(3, 7, synced)
+			h.tick()
+			h.stabilize()
+			require.Equal(t, multiraft.HoldUnsynced, h.heldOf(2, 7), "released by what it replayed")
+			require.Empty(t, h.caughtUp)
+			for range 300 {
+				h.tick()
+				h.stabilize()
+			}
+			for _, id := range h.ids {
+				require.Equal(t, want, h.servers[id].sms[7].datas, "server %d", id)
+				require.Equal(t, multiraft.HoldNone, h.heldOf(id, 7), "server %d", id)
+			}
+			lead, _ := h.leaderOf(7)
+			require.Equal(t, uint64(1), lead)
+			require.Equal(t, map[[2]uint64]int{{2, 7}: 1, {3, 7}: 1}, h.caughtUp)
 		})
 	}
 }

@@ -303,7 +303,9 @@ func (n *Node) AddGroup(c GroupConfig) (err error) {
 	}
 	if hs, _, err := c.Log.InitialState(); err == nil {
 		g.mu.settled = min(hs.GetCommit(), g.mu.last)
+		g.heldTerm.Store(hs.GetTerm())
 	}
+	g.heldLast.Store(g.mu.last)
 	// The term of what the state machine holds as it starts: of the entry
 	// raft applies after, or the log's snapshot's (a held replica's
 	// release, held.go).
@@ -316,6 +318,7 @@ func (n *Node) AddGroup(c GroupConfig) (err error) {
 	if start > 0 {
 		if t, err := c.Log.Term(start); err == nil {
 			g.appliedTerm.Store(t)
+			g.appliedIndex.Store(start)
 		}
 	}
 	n.mu.Lock()

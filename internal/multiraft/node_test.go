@@ -270,8 +270,10 @@ func TestWipedReplicaHeldUntilCaughtUp(t *testing.T) {
 
 // A held replica whose log already holds its leader's entries (restarted
 // held with its log, which it replays before it hears from the leader) is
-// released by the leader's first message, with no new entry.
-func TestHeldReplicaReleasedByLeadersMessage(t *testing.T) {
+// not released by replaying them: entries of the leader's term it kept
+// say nothing of those it may have lost after them. The leader's next
+// entry, past what the replica held, releases it, with no new term.
+func TestHeldReplicaReleasedPastWhatItHeld(t *testing.T) {
 	h := threeLedBy1(t)
 	h.propose(1, 7, "a")
 	h.stabilize()
@@ -281,11 +283,19 @@ func TestHeldReplicaReleasedByLeadersMessage(t *testing.T) {
 	held, err := h.servers[3].node.Held(7)
 	require.NoError(t, err)
 	require.Equal(t, multiraft.HoldUnsynced, held)
+	for range 3 {
+		h.tick()
+		h.stabilize()
+	}
+	require.Equal(t, []string{"a"}, h.servers[3].sms[7].datas)
+	held, _ = h.servers[3].node.Held(7)
+	require.Equal(t, multiraft.HoldUnsynced, held, "released by entries it replayed")
+	h.propose(1, 7, "b")
 	h.settle(100)
 	lead, tm := h.leaderOf(7)
 	require.Equal(t, uint64(1), lead)
-	require.Equal(t, term, tm, "no new term, and no new entry")
-	require.Equal(t, []string{"a"}, h.servers[3].sms[7].datas)
+	require.Equal(t, term, tm, "no new term")
+	require.Equal(t, []string{"a", "b"}, h.servers[3].sms[7].datas)
 	held, _ = h.servers[3].node.Held(7)
 	require.Equal(t, multiraft.HoldNone, held)
 }

@@ -78,12 +78,12 @@ type Options struct {
 	// holds them only if it is set, until the Tick after it has passed.
 	CommitNoticeDelay time.Duration
 
-	// HoldTimeout is how long a replica held unsynced (HoldUnsynced) may
-	// go without knowing a leader before it is released all the same
+	// HoldTimeout is how long a replica held unsynced or lost
+	// (HoldUnsynced, HoldLost) may go without knowing a leader before it
+	// votes all the same (HoldVoting), and then before it is released
 	// (default 10 s, rounded up to whole ticks): when every replica of a
-	// group restarted unsynced, none would campaign otherwise. A lost one
-	// (HoldLost) votes after one HoldTimeout and is released after two.
-	// Wiped and damaged replicas are never released by time.
+	// group restarted unsynced, none would campaign otherwise. Wiped and
+	// damaged replicas are never released by time.
 	HoldTimeout time.Duration
 
 	// Manual makes the node run nothing by itself: no ticker, no workers,
