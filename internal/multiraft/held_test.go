@@ -191,19 +191,10 @@ func TestTwoLostFollowersCaughtUp(t *testing.T) {
 						h.crash(1)
 						h.restart(1)
 					}
-					for range 10 {
-						h.tick()
-						h.stabilize()
-					}
+					h.tickStable(10)
 					require.Equal(t, multiraft.HoldLost, h.heldOf(2, 7))
-					for range 300 {
-						h.tick()
-						h.stabilize()
-					}
-					for _, id := range h.ids {
-						require.Equal(t, want, h.servers[id].sms[7].datas, "server %d", id)
-						require.Equal(t, multiraft.HoldNone, h.heldOf(id, 7), "server %d", id)
-					}
+					h.tickStable(300)
+					h.requireReleasedWith(7, want)
 					// The layer above hears once that each lost one caught
 					// up.
 					require.Equal(t, map[[2]uint64]int{{2, 7}: 1, {3, 7}: 1}, h.caughtUp)
@@ -235,14 +226,8 @@ func TestThreeLostFollowersOfFiveCaughtUp(t *testing.T) {
 			for _, id := range []uint64{3, 4, 5} {
 				h.loseLog(id)
 			}
-			for range 300 {
-				h.tick()
-				h.stabilize()
-			}
-			for _, id := range h.ids {
-				require.Equal(t, want, h.servers[id].sms[7].datas, "server %d", id)
-				require.Equal(t, multiraft.HoldNone, h.heldOf(id, 7), "server %d", id)
-			}
+			h.tickStable(300)
+			h.requireReleasedWith(7, want)
 			lead, _ := h.leaderOf(7)
 			require.Contains(t, []uint64{1, 2}, lead)
 		})
@@ -278,17 +263,29 @@ func TestTwoUnsyncedFollowersKeepLeadersEntries(t *testing.T) {
 			h.stabilize()
 			require.Equal(t, multiraft.HoldUnsynced, h.heldOf(2, 7), "released by what it replayed")
 			require.Empty(t, h.caughtUp)
-			for range 300 {
-				h.tick()
-				h.stabilize()
-			}
-			for _, id := range h.ids {
-				require.Equal(t, want, h.servers[id].sms[7].datas, "server %d", id)
-				require.Equal(t, multiraft.HoldNone, h.heldOf(id, 7), "server %d", id)
-			}
+			h.tickStable(300)
+			h.requireReleasedWith(7, want)
 			lead, _ := h.leaderOf(7)
 			require.Equal(t, uint64(1), lead)
 			require.Equal(t, map[[2]uint64]int{{2, 7}: 1, {3, 7}: 1}, h.caughtUp)
 		})
+	}
+}
+
+// tickStable ticks n times, stabilizing after each.
+func (h *harness) tickStable(n int) {
+	for range n {
+		h.tick()
+		h.stabilize()
+	}
+}
+
+// requireReleasedWith requires every replica of group to hold want and
+// not to be held.
+func (h *harness) requireReleasedWith(group uint64, want []string) {
+	h.t.Helper()
+	for _, id := range h.groups[group] {
+		require.Equal(h.t, want, h.servers[id].sms[group].datas, "server %d", id)
+		require.Equal(h.t, multiraft.HoldNone, h.heldOf(id, group), "server %d", id)
 	}
 }
