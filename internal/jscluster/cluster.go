@@ -99,7 +99,7 @@ func Start(srv *server.Server, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	wal, err := raftlog.Open(raftlog.Options{Dir: filepath.Join(opts.Dir, "wal"), FS: opts.FS,
-		Durability: opts.Durability, Logger: opts.Logger, SegmentBytes: opts.WALSegmentBytes})
+		Durability: opts.Durability, Logger: opts.Logger, SegmentBytes: opts.WALSegmentBytes, HoldRecovery: true})
 	if err != nil {
 		return nil, fmt.Errorf("jscluster: %w", err)
 	}
@@ -110,10 +110,15 @@ func Start(srv *server.Server, opts Options) (*Cluster, error) {
 	c.mu.dialing = map[string]bool{}
 	c.calls.init()
 	c.lostTail = lostTail(wal.Recovery(), opts.Durability)
-	if err := c.unsynced.open(opts.FS, opts.Dir, wal, c.lostTail, c.log); err != nil {
-		if !c.lostTail {
-			_ = wal.Close()
-		} // else left open: closing would mark it clean, and the next start would hold nothing
+	// The WAL keeps a lost tail on record until the marks are written
+	// (raftlog.Options.HoldRecovery): a start that fails before sees the
+	// same report at the next.
+	err = c.unsynced.open(opts.FS, opts.Dir, wal, c.lostTail, c.log)
+	if err == nil {
+		err = wal.AckRecovery()
+	}
+	if err != nil {
+		_ = wal.Close()
 		return nil, fmt.Errorf("jscluster: %w", err)
 	}
 	if c.lostTail {

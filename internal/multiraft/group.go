@@ -62,6 +62,9 @@ type group struct {
 	// leadQuiet counts the ticks a held replica has gone without an
 	// append, heartbeat or snapshot from its leader (held.go forgetSilent).
 	leadQuiet atomic.Int64
+	// heldWait counts the ticks a held replica has gone under a known
+	// leader without applying past what it held (held.go nudge).
+	heldWait atomic.Int64
 	// watch: the replica started held unsynced or lost, and has not yet
 	// caught up with a leader (held.go maybeRelease, Options.OnCaughtUp).
 	watch atomic.Bool

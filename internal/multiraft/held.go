@@ -175,8 +175,9 @@ func (g *group) maybeRelease() {
 	if lead == g.n.id && r != HoldNone {
 		return // a held replica does not lead; it is handing over
 	}
-	if r != HoldNone {
-		g.held.CompareAndSwap(uint32(r), uint32(HoldNone))
+	// A loop: tickHeld may move unsynced or lost to voting meanwhile.
+	for r != HoldNone && r != HoldDamaged && !g.held.CompareAndSwap(uint32(r), uint32(HoldNone)) {
+		r = HoldReason(g.held.Load())
 	}
 	if watch && g.watch.CompareAndSwap(true, false) {
 		if f := g.n.opts.OnCaughtUp; f != nil {
@@ -197,6 +198,7 @@ func (g *group) maybeRelease() {
 // again from zero: it catches up instead.
 func (n *Node) tickHeld(g *group) {
 	n.forgetSilent(g)
+	n.nudge(g)
 	r := HoldReason(g.held.Load())
 	if !r.byFsync() || n.holdTicks <= 0 {
 		return
@@ -258,4 +260,39 @@ func (g *group) heardFrom(rn *raft.RawNode, m *raftpb.Message) {
 			g.leadQuiet.Store(0)
 		}
 	}
+}
+
+// nudge asks the leader of a held replica for an empty entry once the
+// replica has gone an election timeout under it, in the term it was held
+// in, without applying past what it held: in an idle group nothing else
+// would release it (maybeRelease). The ask is a MsgProp of one empty
+// entry, sent to the leader (raft does not forward proposals here); the
+// leader steps no other proposal from a peer. The empty entry commits
+// like any other, past what the replica held, and releases it if it
+// holds all it acknowledged (else a rejection below its Match shows the
+// leader it lost some, lostlog.go).
+func (n *Node) nudge(g *group) {
+	lead, term := g.lead.Load(), g.term.Load()
+	if lead == raft.None || lead == n.id || term > g.heldTerm.Load() || g.appliedIndex.Load() > g.heldLast.Load() {
+		g.heldWait.Store(0)
+		return
+	}
+	if g.heldWait.Add(1) < int64(n.opts.ElectionTicks) {
+		return
+	}
+	g.heldWait.Store(0)
+	g.op(func(rn *raft.RawNode) {
+		if rn.BasicStatus().Lead != lead {
+			return
+		}
+		g.mu.tell = append(g.mu.tell, &raftpb.Message{Type: raftpb.MsgProp.Enum(), To: new(lead), From: new(n.id),
+			Entries: []*raftpb.Entry{{Type: raftpb.EntryNormal.Enum()}}})
+	})
+}
+
+// isNudge reports whether m, a MsgProp, is a held follower's nudge: one
+// empty normal entry.
+func isNudge(m *raftpb.Message) bool {
+	es := m.GetEntries()
+	return len(es) == 1 && es[0].GetType() == raftpb.EntryNormal && len(es[0].GetData()) == 0
 }

@@ -618,8 +618,8 @@ func (n *Node) Leader(group uint64) (leader, term uint64, err error) {
 
 // Receive takes a batch from server `from` (Handler). A message for a
 // group not hosted here, or not from `from` to this server, or of a kind
-// only a server's own threads may send, or a proposal, is dropped and
-// counted.
+// only a server's own threads may send, or a proposal but a held
+// replica's nudge (held.go), is dropped and counted.
 func (n *Node) Receive(from uint64, b Batch) {
 	if n.isClosed() {
 		return
@@ -631,7 +631,7 @@ func (n *Node) Receive(from uint64, b Batch) {
 		// A proposal never crosses servers: proposals are evaluated by
 		// the leader that takes them (DisableProposalForwarding).
 		if err := unmarshalMsg(e, m); err != nil || m.GetFrom() != from || m.GetTo() != n.id ||
-			raft.IsLocalMsg(m.GetType()) || m.GetType() == raftpb.MsgProp {
+			raft.IsLocalMsg(m.GetType()) || m.GetType() == raftpb.MsgProp && !isNudge(m) {
 			n.stats.badMessages.Add(1)
 			continue
 		}

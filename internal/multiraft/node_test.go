@@ -271,8 +271,9 @@ func TestWipedReplicaHeldUntilCaughtUp(t *testing.T) {
 // A held replica whose log already holds its leader's entries (restarted
 // held with its log, which it replays before it hears from the leader) is
 // not released by replaying them: entries of the leader's term it kept
-// say nothing of those it may have lost after them. The leader's next
-// entry, past what the replica held, releases it, with no new term.
+// say nothing of those it may have lost after them. In an idle group it
+// asks the leader for an empty entry after an election timeout (nudge),
+// which releases it, with no new term.
 func TestHeldReplicaReleasedPastWhatItHeld(t *testing.T) {
 	h := threeLedBy1(t)
 	h.propose(1, 7, "a")
@@ -290,14 +291,18 @@ func TestHeldReplicaReleasedPastWhatItHeld(t *testing.T) {
 	require.Equal(t, []string{"a"}, h.servers[3].sms[7].datas)
 	held, _ = h.servers[3].node.Held(7)
 	require.Equal(t, multiraft.HoldUnsynced, held, "released by entries it replayed")
-	h.propose(1, 7, "b")
-	h.settle(100)
+	for range 30 {
+		h.tick()
+		h.stabilize()
+	}
+	held, _ = h.servers[3].node.Held(7)
+	require.Equal(t, multiraft.HoldNone, held, "released by the leader's empty entry")
 	lead, tm := h.leaderOf(7)
 	require.Equal(t, uint64(1), lead)
 	require.Equal(t, term, tm, "no new term")
+	h.propose(1, 7, "b")
+	h.settle(100)
 	require.Equal(t, []string{"a", "b"}, h.servers[3].sms[7].datas)
-	held, _ = h.servers[3].node.Held(7)
-	require.Equal(t, multiraft.HoldNone, held)
 }
 
 func TestConfChangeAddVoter(t *testing.T) {

@@ -53,9 +53,12 @@ type Log struct {
 	// degraded: a write or fsync failed. Segments are no longer removed
 	// until the log is reopened, so that the failed groups' records (and
 	// the checkpoints that speak for them) stay as they were on disk.
-	degraded  bool
-	pressured uint64 // segment number OnPressure was last called for
-	report    Report
+	degraded bool
+	// pendingBoot is the boot ID Open did not record (Options.HoldRecovery),
+	// until AckRecovery; "" when none is pending. Guarded by mu.
+	pendingBoot string
+	pressured   uint64 // segment number OnPressure was last called for
+	report      Report
 	// damagedSeg is the segment recovery is replaying after damage it
 	// could not attribute to groups (see Log.damage); Open only.
 	damagedSeg *segment
@@ -134,7 +137,11 @@ func Open(opts Options) (*Log, error) {
 		l.closeFiles()
 		return nil, err
 	}
-	if err := l.markOpen(boot); err != nil {
+	record := boot
+	if opts.HoldRecovery && l.report.Unclean && l.report.Rebooted {
+		record, l.pendingBoot = lastBoot, cmp.Or(boot, "unknown")
+	}
+	if err := l.markOpen(record); err != nil {
 		l.closeFiles()
 		return nil, err
 	}
@@ -288,10 +295,29 @@ func (l *Log) Close() error {
 		}
 	}
 	l.closeFiles()
-	if err == nil && !l.degraded { // the writer has exited: its fields are ours
+	l.mu.Lock()
+	pending := l.pendingBoot != ""
+	l.mu.Unlock()
+	if err == nil && !l.degraded && !pending { // the writer has exited: its fields are ours
 		err = l.writeMarker(cleanFile, "")
 	}
 	return err
+}
+
+// AckRecovery records that the caller has acted on a report of a lost
+// tail (Options.HoldRecovery): the boot Open left unrecorded is recorded,
+// and the next Close marks the log closed cleanly again.
+func (l *Log) AckRecovery() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pendingBoot == "" {
+		return nil
+	}
+	if err := l.writeMarker(bootIDFile, l.pendingBoot+"\n"); err != nil {
+		return err
+	}
+	l.pendingBoot = ""
+	return nil
 }
 
 func (l *Log) closeFiles() {

@@ -64,6 +64,43 @@ func TestCleanAndRebooted(t *testing.T) {
 	require.NoError(t, l.Close())
 }
 
+// TestHoldRecovery: with Options.HoldRecovery, a lost tail stays on
+// record (Unclean and Rebooted) through closes, crashes and later opens
+// under the same boot, until AckRecovery; then the log reports as usual.
+func TestHoldRecovery(t *testing.T) {
+	boot := "boot-1"
+	opts := Options{BootID: func() string { return boot }, HoldRecovery: true}
+	mem := storetest.NewMemFS()
+	open := func() *Log {
+		l, err := Open(withDefaults(mem, opts))
+		require.NoError(t, err)
+		return l
+	}
+	report := func(l *Log) [2]bool { r := l.Recovery(); return [2]bool{r.Unclean, r.Rebooted} }
+
+	l := open()
+	save(t, l.Group(1), Update{Entries: ents(1, 1, 3, 1)})
+	mem = mem.CrashClone() // the operating system stopped with the process
+	_ = l.Close()
+	boot = "boot-2"
+
+	l = open()
+	require.Equal(t, [2]bool{true, true}, report(l), "after an operating system crash")
+	require.NoError(t, l.Close())
+	l = open()
+	require.Equal(t, [2]bool{true, true}, report(l), "not acknowledged: closed, the same boot")
+	mem = mem.Clone() // a process crash
+	_ = l.Close()
+	l = open()
+	require.Equal(t, [2]bool{true, true}, report(l), "not acknowledged: a process crash")
+	require.NoError(t, l.AckRecovery())
+	require.NoError(t, l.AckRecovery(), "again: nothing pending")
+	require.NoError(t, l.Close())
+	l = open()
+	require.Equal(t, [2]bool{false, false}, report(l), "acknowledged, then closed")
+	require.NoError(t, l.Close())
+}
+
 func TestDefaultBootID(t *testing.T) {
 	id := DefaultBootID()
 	if id == "" {

@@ -76,6 +76,12 @@ type Options struct {
 	// FS's, if it models a machine (Machine), else DefaultBootID. Tests
 	// inject reboots with it.
 	BootID func() string
+	// HoldRecovery keeps a lost tail on record until AckRecovery: when
+	// the log opens Unclean and Rebooted, Open does not record the new
+	// boot, and Close does not mark the log closed cleanly, so that a
+	// caller that failed to act on the report (holding what the tail
+	// may have lost) sees the same report at its next start.
+	HoldRecovery bool
 }
 
 // Machine is implemented by a file system that models the machine it
