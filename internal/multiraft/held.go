@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -235,19 +236,25 @@ func (n *Node) tickHeld(g *group) {
 // pre-votes as within its lease, and never time out its hold.
 func (n *Node) forgetSilent(g *group) {
 	lead := g.lead.Load()
-	if lead == raft.None || lead == n.id {
-		g.leadQuiet.Store(0)
-		return
-	}
-	if g.leadQuiet.Add(1) < int64(n.opts.ElectionTicks) {
-		return
-	}
-	g.leadQuiet.Store(0)
-	g.op(func(rn *raft.RawNode) {
+	n.afterElection(g, &g.leadQuiet, lead == raft.None || lead == n.id, func(rn *raft.RawNode) {
 		if st := rn.BasicStatus(); st.Lead == lead && st.RaftState == raft.StateFollower {
 			_ = rn.ForgetLeader()
 		}
 	})
+}
+
+// afterElection counts a tick on c, or zeroes it if reset, and runs f on
+// g's worker each time c reaches an election timeout.
+func (n *Node) afterElection(g *group, c *atomic.Int64, reset bool, f func(*raft.RawNode)) {
+	if reset {
+		c.Store(0)
+		return
+	}
+	if c.Add(1) < int64(n.opts.ElectionTicks) {
+		return
+	}
+	c.Store(0)
+	g.op(f)
 }
 
 // heardFrom notes, for a held replica, a message from the leader it
@@ -273,15 +280,8 @@ func (g *group) heardFrom(rn *raft.RawNode, m *raftpb.Message) {
 // leader it lost some, lostlog.go).
 func (n *Node) nudge(g *group) {
 	lead, term := g.lead.Load(), g.term.Load()
-	if lead == raft.None || lead == n.id || term > g.heldTerm.Load() || g.appliedIndex.Load() > g.heldLast.Load() {
-		g.heldWait.Store(0)
-		return
-	}
-	if g.heldWait.Add(1) < int64(n.opts.ElectionTicks) {
-		return
-	}
-	g.heldWait.Store(0)
-	g.op(func(rn *raft.RawNode) {
+	past := term > g.heldTerm.Load() || g.appliedIndex.Load() > g.heldLast.Load()
+	n.afterElection(g, &g.heldWait, lead == raft.None || lead == n.id || past, func(rn *raft.RawNode) {
 		if rn.BasicStatus().Lead != lead {
 			return
 		}
