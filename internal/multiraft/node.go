@@ -625,6 +625,7 @@ func (n *Node) Receive(from uint64, b Batch) {
 		return
 	}
 	n.stats.received.Add(uint64(b.Len()))
+	var touched []*group
 	for i := range b.Msgs {
 		e := &b.Msgs[i]
 		m := &raftpb.Message{}
@@ -635,18 +636,27 @@ func (n *Node) Receive(from uint64, b Batch) {
 			n.stats.badMessages.Add(1)
 			continue
 		}
-		n.deliver(e.Group, m)
+		touched = n.deliver(e.Group, m, touched)
 	}
 	for _, bt := range b.Beats {
-		n.deliver(bt.Group, bt.message(from, n.id))
+		touched = n.deliver(bt.Group, bt.message(from, n.id), touched)
 	}
+	n.runInline(touched)
 }
 
-func (n *Node) deliver(group uint64, m *raftpb.Message) {
+// deliver queues m for group's raft, and returns touched with the group
+// added, if it was not in it yet; the caller schedules touched (runInline).
+func (n *Node) deliver(group uint64, m *raftpb.Message, touched []*group) []*group {
 	g := n.group(group)
 	if g == nil {
 		n.stats.unknownGroup.Add(1)
-		return
+		return touched
 	}
-	g.deliver(m)
+	g.in.Lock()
+	g.in.msgs = append(g.in.msgs, m)
+	g.in.Unlock()
+	if !slices.Contains(touched, g) {
+		touched = append(touched, g)
+	}
+	return touched
 }

@@ -48,14 +48,66 @@ func (n *Node) schedule(g *group) {
 	}
 }
 
-// run runs g once on the calling worker.
+// run runs g once on the calling worker. A g scheduled again while it
+// ran goes back in the queue without waking another worker: the caller
+// pops the queue next, and a woken worker would mostly find g taken, or
+// take it and leave the caller idle (one thread woken across processors
+// per round, for nothing, while a leader's next batch is proposed from
+// its last one's callback).
 func (n *Node) run(g *group, ob *outbox) {
 	g.sched.Store(schedRunning)
 	n.process(g, ob)
 	// CAS: fails only if schedule moved g to again meanwhile.
 	if !g.sched.CompareAndSwap(schedRunning, schedIdle) {
 		g.sched.Store(schedQueued)
-		n.runq.push(g)
+		n.runq.requeue(g)
+	}
+}
+
+// inlineGroups is how many groups a transport's reader runs itself, of
+// those a batch it received touched (runInline).
+const inlineGroups = 2
+
+// runInline makes sure the groups in gs run after what was queued for
+// them. The calling goroutine (a transport's reader, handing on what it
+// received) runs the first inlineGroups of them itself if they are idle,
+// and schedules the rest, and any that a worker holds: a batch of appends
+// or their responses for one stream's group, the common case under load,
+// is stepped without waking a worker on another processor (a thread
+// woken across processors costs about as much as stepping the batch).
+// The reader reads nothing more meanwhile, which is the back-pressure a
+// peer sending faster than this server steps should meet anyway. Manual
+// nodes only schedule: their groups run in Process.
+func (n *Node) runInline(gs []*group) {
+	if len(gs) == 0 {
+		return
+	}
+	k := inlineGroups
+	if n.opts.Manual {
+		k = 0
+	}
+	k = min(k, len(gs))
+	for _, g := range gs[k:] {
+		n.schedule(g)
+	}
+	var ob *outbox
+	for _, g := range gs[:k] {
+		// CAS: the group runs here only if no worker has it, or is to.
+		if !g.sched.CompareAndSwap(schedIdle, schedRunning) {
+			n.schedule(g)
+			continue
+		}
+		if ob == nil {
+			ob = n.newOutbox()
+		}
+		n.process(g, ob)
+		if !g.sched.CompareAndSwap(schedRunning, schedIdle) {
+			g.sched.Store(schedQueued)
+			n.runq.push(g)
+		}
+	}
+	if ob != nil {
+		ob.flush()
 	}
 }
 
@@ -130,6 +182,13 @@ func (rq *runQueue) push(g *group) {
 	rq.q = append(rq.q, g)
 	rq.mu.Unlock()
 	rq.cond.Signal()
+}
+
+// requeue is push for a worker that pops next: nobody is woken.
+func (rq *runQueue) requeue(g *group) {
+	rq.mu.Lock()
+	rq.q = append(rq.q, g)
+	rq.mu.Unlock()
 }
 
 // pop returns the next group, or nil if there is none and block is false,
