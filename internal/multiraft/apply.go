@@ -143,13 +143,7 @@ func (g *group) applyEntries(m *raftpb.Message) {
 		g.appliedIndex.Store(ents[len(ents)-1].GetIndex())
 	}
 	g.maybeRelease()
-	// Run here rather than on a worker: this goroutine has nothing else
-	// to do until the group commits more, and what the run commits comes
-	// back to it.
-	g.in.Lock()
-	g.in.msgs = append(g.in.msgs, m.GetResponses()...)
-	g.in.Unlock()
-	g.n.runInline([]*group{g})
+	g.deliver(m.GetResponses()...)
 }
 
 func confChangeOf(e *raftpb.Entry) (raftpb.ConfChangeI, error) {

@@ -27,14 +27,6 @@
 //	        | (local: inbox,              ApplyConfChange,              as Beats --> Transport.Send
 //	        |  remote: Transport)         responses to the inbox
 //
-// A group that is idle when the transport's reader hands it a batch, or
-// when its apply goroutine hands raft the applied entries' responses,
-// runs on that goroutine instead (scheduler.go runInline; a reader runs at
-// most two groups of a batch itself): a worker woken on another processor
-// costs about as much as stepping the batch, and on a busy server the
-// reader's and the apply goroutine's hand-offs were most of them. A group
-// a worker holds or has queued is only scheduled.
-//
 // Raft runs with AsyncStorageWrites: no Ready waits for a disk, appends of
 // every group meet in the one WAL writer, and a slow state machine stalls
 // only its own group (raft bounds what is queued for it). A follower's

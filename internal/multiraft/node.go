@@ -625,7 +625,6 @@ func (n *Node) Receive(from uint64, b Batch) {
 		return
 	}
 	n.stats.received.Add(uint64(b.Len()))
-	var touched []*group
 	for i := range b.Msgs {
 		e := &b.Msgs[i]
 		m := &raftpb.Message{}
@@ -636,27 +635,18 @@ func (n *Node) Receive(from uint64, b Batch) {
 			n.stats.badMessages.Add(1)
 			continue
 		}
-		touched = n.deliver(e.Group, m, touched)
+		n.deliver(e.Group, m)
 	}
 	for _, bt := range b.Beats {
-		touched = n.deliver(bt.Group, bt.message(from, n.id), touched)
+		n.deliver(bt.Group, bt.message(from, n.id))
 	}
-	n.runInline(touched)
 }
 
-// deliver queues m for group's raft, and returns touched with the group
-// added, if it was not in it yet; the caller schedules touched (runInline).
-func (n *Node) deliver(group uint64, m *raftpb.Message, touched []*group) []*group {
+func (n *Node) deliver(group uint64, m *raftpb.Message) {
 	g := n.group(group)
 	if g == nil {
 		n.stats.unknownGroup.Add(1)
-		return touched
+		return
 	}
-	g.in.Lock()
-	g.in.msgs = append(g.in.msgs, m)
-	g.in.Unlock()
-	if !slices.Contains(touched, g) {
-		touched = append(touched, g)
-	}
-	return touched
+	g.deliver(m)
 }

@@ -64,53 +64,6 @@ func (n *Node) run(g *group, ob *outbox) {
 	}
 }
 
-// inlineGroups is how many groups a transport's reader runs itself, of
-// those a batch it received touched (runInline).
-const inlineGroups = 2
-
-// runInline makes sure the groups in gs run after what was queued for
-// them. The calling goroutine (a transport's reader, handing on what it
-// received) runs the first inlineGroups of them itself if they are idle,
-// and schedules the rest, and any that a worker holds: a batch of appends
-// or their responses for one stream's group, the common case under load,
-// is stepped without waking a worker on another processor (a thread
-// woken across processors costs about as much as stepping the batch).
-// The reader reads nothing more meanwhile, which is the back-pressure a
-// peer sending faster than this server steps should meet anyway. Manual
-// nodes only schedule: their groups run in Process.
-func (n *Node) runInline(gs []*group) {
-	if len(gs) == 0 {
-		return
-	}
-	k := inlineGroups
-	if n.opts.Manual {
-		k = 0
-	}
-	k = min(k, len(gs))
-	for _, g := range gs[k:] {
-		n.schedule(g)
-	}
-	var ob *outbox
-	for _, g := range gs[:k] {
-		// CAS: the group runs here only if no worker has it, or is to.
-		if !g.sched.CompareAndSwap(schedIdle, schedRunning) {
-			n.schedule(g)
-			continue
-		}
-		if ob == nil {
-			ob = n.newOutbox()
-		}
-		n.process(g, ob)
-		if !g.sched.CompareAndSwap(schedRunning, schedIdle) {
-			g.sched.Store(schedQueued)
-			n.runq.push(g)
-		}
-	}
-	if ob != nil {
-		ob.flush()
-	}
-}
-
 // worker is one scheduler goroutine.
 func (n *Node) worker() {
 	defer n.wg.Done()
