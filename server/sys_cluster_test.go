@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -75,29 +74,34 @@ func TestSysClusterMaxConnections(t *testing.T) {
 	o.Accounts[1].Limits.MaxConnections = 2
 	c := clustertest.Start(t, 3, o)
 	c.WaitAccountInterest(t, "SYS", "$SYS.SERVER.ACCOUNT.A.CONNS", 0, 1, 2)
-	accOn := func(i int) interface{ NumRemoteConnections() int } {
-		a, ok := c.Servers[i].LookupAccount("A")
-		require.True(t, ok)
-		return a
-	}
 	connectAs(t, c.Servers[0], "a", nats.NoReconnect())
 	connectAs(t, c.Servers[1], "a2", nats.NoReconnect())
-	require.Eventually(t, func() bool { return accOn(2).NumRemoteConnections() == 2 }, 10*time.Second, 10*time.Millisecond)
 
-	// The counts are the peers' last reports: once both are heard, A is
-	// full on s3. (A CONNECT that got in on a count heard a moment before
-	// is closed once the counts agree: enforceMaxConns.)
-	require.Eventually(t, func() bool {
-		nc, err := nats.Connect(c.URL(2), nats.UserInfo("a", "a"), nats.NoReconnect())
-		if err == nil {
-			nc.Close()
-			return false
+	// The counts are the peers' last reports: once every server has
+	// heard the others', A is full on s3. (A CONNECT let in on a count
+	// not yet heard would be closed once the counts agree, with the
+	// newest clients on every server: enforceMaxConns, as nats-server
+	// does; so the test waits for the counts rather than probing.)
+	counts := func() [3][2]int {
+		var n [3][2]int
+		for i := range 3 {
+			if c.Servers[i] == nil {
+				continue // stopped
+			}
+			if a, ok := c.Servers[i].LookupAccount("A"); ok {
+				n[i] = [2]int{a.NumConnections(), a.NumRemoteConnections()}
+			}
 		}
-		return strings.Contains(err.Error(), "maximum account active connections exceeded")
-	}, 10*time.Second, 50*time.Millisecond, "one on s1, one on s2: A is full")
+		return n
+	}
+	want := [3][2]int{{1, 1}, {1, 1}, {0, 2}}
+	require.Eventually(t, func() bool { return counts() == want }, 10*time.Second, 10*time.Millisecond,
+		"each server counts A's clients here and on its peers")
+	_, err := nats.Connect(c.URL(2), nats.UserInfo("a", "a"), nats.NoReconnect())
+	require.ErrorContains(t, err, "maximum account active connections exceeded", "one on s1, one on s2: A is full (counts %v)", counts())
 
 	c.Stop(t, 1)
-	require.Eventually(t, func() bool { return accOn(2).NumRemoteConnections() == 1 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return counts()[2] == [2]int{0, 1} }, 10*time.Second, 10*time.Millisecond,
 		"s2's SHUTDOWN drops its count")
 	nc, err := nats.Connect(c.URL(2), nats.UserInfo("a", "a"), nats.NoReconnect())
 	require.NoError(t, err)
