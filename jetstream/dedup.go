@@ -44,14 +44,6 @@ func (d *dedupWindow) lookup(id string, now time.Time) (uint64, bool) {
 	return seq, ok
 }
 
-// forget drops id if it names seq (a message that was not stored after
-// all); its place in the order expires with the others.
-func (d *dedupWindow) forget(id string, seq uint64) {
-	if d.ids[id] == seq {
-		delete(d.ids, id)
-	}
-}
-
 func (d *dedupWindow) add(id string, seq uint64, now time.Time) {
 	d.ids[id] = seq
 	d.order = append(d.order, dedupEntry{id: id, at: now, seq: seq})

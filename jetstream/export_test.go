@@ -390,3 +390,37 @@ func SetRemoveHook(t testing.TB, f func(seqs []uint64) error) {
 	removeHook.Store(&f)
 	t.Cleanup(func() { removeHook.Store(nil) })
 }
+
+// ProposeStale has this server's replica of a stream, its leader,
+// propose a batch of one message as if decided in the term before its
+// own: raft appends it in this term, and every replica skips it as stale
+// (tests only). The publisher's reply subject is reply.
+func ProposeStale(js *JetStream, account, name, subj, msgID, data, reply string) error {
+	ja := js.account(account)
+	if ja == nil {
+		return errors.New("no such account here")
+	}
+	st := ja.lookup(name)
+	if st == nil || st.repl == nil {
+		return errors.New("no such replicated stream here")
+	}
+	r := st.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.mu.ready || r.mu.inFlight || r.mu.open != nil || r.mu.term == 0 {
+		return errors.New("not a leader at rest")
+	}
+	b := &replicaBatch{}
+	m := replicaMsg{seq: r.mu.next, ts: time.Now().UnixNano(), subj: subj, msgID: msgID}
+	r.mu.next++
+	r.inflightLocked(b, &m, store.RecordSize(subj, nil, []byte(data)))
+	r.encodeLocked(b, m, nil, []byte(data))
+	b.msgs, b.replies = append(b.msgs, m), append(b.replies, reply)
+	r.mu.term--
+	failed := r.submitLocked(b, &replicaOp{kind: opMsgs})
+	r.mu.term++
+	if len(failed) > 0 {
+		return errors.New("raft did not take it")
+	}
+	return nil
+}

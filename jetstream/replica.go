@@ -127,7 +127,14 @@ type replica struct {
 		// yet applied, for discard new's admission.
 		inMsgs, inBytes int64
 		inSubj          map[string]int64
-		open            *replicaBatch
+		// inIDs maps the Nats-Msg-Id of each message proposed and not yet
+		// applied to its sequence: a publish with one is refused (10008)
+		// until it applies, when the stream's duplicate window takes it.
+		// The window holds applied messages only, so a duplicate's PubAck
+		// always names the sequence that holds its original, even when
+		// a batch of an earlier term never applied.
+		inIDs map[string]uint64
+		open  *replicaBatch
 		// sizes sizes a new batch's buffers by the batches before it.
 		sizes batchSizes
 		// spare are batches applied and answered, whose slices a new
@@ -196,6 +203,7 @@ func (st *stream) openReplica(group uint64, peers []string, held multiraft.HoldR
 	r := &replica{st: st, c: js.raft, group: group, me: js.raft.ID(), pub: st.ja.acc.NewPublisher(), stop: make(chan struct{})}
 	r.mu.subjLast = map[string]uint64{}
 	r.mu.inSubj = map[string]int64{}
+	r.mu.inIDs = map[string]uint64{}
 	r.mu.pending = map[uint64]*replicaBatch{}
 	r.mu.waiters = map[uint64]waiter{}
 	r.mu.creating = map[string]*consumer{}
@@ -380,8 +388,9 @@ func (r *replica) resetLocked() {
 	r.mu.inMsgs, r.mu.inBytes = 0, 0
 	// A batch of an earlier term not applied by now never will be: the
 	// entries before this term's first are all applied. Its publishers,
-	// with no PubAck, retry.
+	// with no PubAck, retry, and their IDs are no duplicates.
 	clear(r.mu.pending)
+	clear(r.mu.inIDs)
 	r.mu.resync, r.mu.barrier = false, false
 }
 
@@ -424,8 +433,12 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 	msgID, hasID, roll, ttl, ok := st.checkPublish(m, reply, hdr, cfg, publishChecks{
 		dedup: func(id string) (uint64, bool) {
 			st.ingestMu.Lock()
-			defer st.ingestMu.Unlock()
-			return st.ingestMu.dedup.lookup(id, now)
+			seq, dup := st.ingestMu.dedup.lookup(id, now)
+			st.ingestMu.Unlock()
+			if !dup {
+				seq, dup = r.mu.inIDs[id]
+			}
+			return seq, dup
 		},
 		pending:     func(seq uint64) bool { return seq > st.store.State().LastSeq },
 		expected:    func() *APIError { return r.checkExpectedLocked(hdr, m.Subject) },
@@ -457,9 +470,6 @@ func (r *replica) ingest(m *server.Msg, hdr headers, reply string, cfg *StreamCo
 	if hasID {
 		msg.msgID = strings.Clone(msgID)
 		r.mu.lastID = msg.msgID
-		st.ingestMu.Lock()
-		st.ingestMu.dedup.add(msg.msgID, seq, now)
-		st.ingestMu.Unlock()
 	}
 	b := r.openLocked()
 	r.inflightLocked(b, &msg, store.RecordSize(msg.subj, m.Header, m.Data))
@@ -589,6 +599,9 @@ func (r *replica) inflightLocked(b *replicaBatch, m *replicaMsg, size int) {
 	r.mu.inBytes += int64(size)
 	b.inBytes += int64(size)
 	r.mu.inSubj[m.subj]++
+	if m.msgID != "" {
+		r.mu.inIDs[m.msgID] = m.seq
+	}
 }
 
 // encodeLocked appends message m, with its header and data, to the open
@@ -610,6 +623,9 @@ func (r *replica) unflightLocked(b *replicaBatch) {
 		m := &b.msgs[i]
 		if r.mu.inSubj[m.subj]--; r.mu.inSubj[m.subj] <= 0 {
 			delete(r.mu.inSubj, m.subj)
+		}
+		if m.msgID != "" && r.mu.inIDs[m.msgID] == m.seq {
+			delete(r.mu.inIDs, m.msgID)
 		}
 	}
 }
@@ -731,18 +747,10 @@ func releaseEnc(b *replicaBatch) {
 	b.enc = nil
 }
 
-// failLocked takes a batch that will not be stored out of the duplicate
-// window and returns its publishers' replies. r.mu held.
+// failLocked takes a batch that will not be stored out of the in-flight
+// counts and message IDs, and returns its publishers' replies. r.mu held.
 func (r *replica) failLocked(b *replicaBatch) []string {
-	st := r.st
 	r.unflightLocked(b)
-	st.ingestMu.Lock()
-	for i := range b.msgs {
-		if id := b.msgs[i].msgID; id != "" {
-			st.ingestMu.dedup.forget(id, b.msgs[i].seq)
-		}
-	}
-	st.ingestMu.Unlock()
 	replies := b.replies
 	for _, f := range b.refusals {
 		replies = append(replies, f.reply)
@@ -789,9 +797,10 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	st := r.st
 	if errors.Is(err, errStaleTerm) {
 		// Skipped by every replica: its proposer, if still waiting, hears
-		// it was not applied; publishers of a batch retry (the batch left
-		// the projection when the term's leader became ready).
+		// it was not applied; the publishers of a batch proposed here are
+		// refused (10008) and retry.
 		r.wake(op, errNotReady)
+		r.staleApplied(op)
 		return
 	}
 	if err != nil {
@@ -874,6 +883,28 @@ func (r *replica) applied(op *replicaOp, _ uint64, err error) {
 	r.mu.Unlock()
 }
 
+// staleApplied hears a batch of messages skipped as stale (decided in
+// one term, appended in another): if it was proposed here and is still
+// pending, its publishers are refused at once rather than left to time
+// out, and its sequences are free again: the projection is rebuilt once
+// nothing is in flight, as after a dropped batch.
+func (r *replica) staleApplied(op *replicaOp) {
+	if op.kind != opMsgs || op.proposer != r.me {
+		return
+	}
+	r.mu.Lock()
+	b := r.mu.pending[op.propID]
+	var failed []string
+	if b != nil {
+		delete(r.mu.pending, op.propID)
+		failed = r.failLocked(b)
+		r.mu.resync = true
+		r.maybeResyncLocked()
+	}
+	r.mu.Unlock()
+	r.refuse(nil, failed)
+}
+
 // sweepLocked forgets batches and ops proposed long ago and never applied
 // (a new leader overwrote them), at most once a second, and returns the
 // waiters to tell. r.mu held.
@@ -885,6 +916,7 @@ func (r *replica) sweepLocked() []waiter {
 	r.mu.swept = now
 	for id, b := range r.mu.pending {
 		if now.Sub(b.at) > replicaPendingTTL {
+			r.unflightLocked(b)
 			delete(r.mu.pending, id)
 		}
 	}

@@ -129,6 +129,64 @@ func publishTo(t *testing.T, js nats.JetStreamContext, acked map[uint64]string, 
 	}
 }
 
+// publishAsyncTo publishes n messages of size bytes on subj through nc,
+// window at a time in flight (as nats bench does, within nats.go's bound
+// on them), until each is acknowledged: a publish the stream refused (its
+// leader lost its quorum, say, on a loaded machine) or did not answer
+// within ackWait goes again with the same message ID. Message k's data starts with its ID,
+// subj-k, and every acknowledged message is recorded in acked by
+// sequence, none twice and no data at two sequences.
+func publishAsyncTo(t *testing.T, nc *nats.Conn, acked map[uint64]string, subj string, size, n, window int, ackWait time.Duration) {
+	t.Helper()
+	js, err := nc.JetStream(nats.PublishAsyncTimeout(ackWait))
+	require.NoError(t, err)
+	id := func(k int) string { return subj + "-" + strconv.Itoa(k) }
+	data := func(k int) string { return id(k) + strings.Repeat("x", max(0, size-len(id(k)))) }
+	todo := make([]int, n)
+	for k := range todo {
+		todo[k] = k
+	}
+	seen := map[int]uint64{} // message k's sequence, acknowledged
+	deadline := time.Now().Add(6 * clustertest.Wait)
+	for len(todo) > 0 {
+		require.True(t, time.Now().Before(deadline), "%d publishes on %s never acknowledged", len(todo), subj)
+		var again []int
+		for len(todo) > 0 {
+			batch := todo[:min(window, len(todo))]
+			todo = todo[len(batch):]
+			futures := make([]nats.PubAckFuture, len(batch))
+			for i, k := range batch {
+				f, err := js.PublishAsync(subj, []byte(data(k)), nats.MsgId(id(k)))
+				require.NoError(t, err)
+				futures[i] = f
+			}
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(clustertest.Wait):
+				t.Fatal("publishes not answered")
+			}
+			for i, f := range futures {
+				select {
+				case ack := <-f.Ok():
+					k := batch[i]
+					if prev, ok := seen[k]; ok {
+						require.Equal(t, prev, ack.Sequence, "%s-%d acknowledged at two sequences", subj, k)
+						continue
+					}
+					require.NotContains(t, acked, ack.Sequence, "sequence acknowledged twice")
+					acked[ack.Sequence], seen[k] = data(k), ack.Sequence
+				case err := <-f.Err():
+					t.Logf("publish %d on %s: %v; again", batch[i], subj, err)
+					again = append(again, batch[i])
+				}
+			}
+		}
+		if todo = again; len(todo) > 0 {
+			time.Sleep(50 * time.Millisecond) // an election's time
+		}
+	}
+}
+
 // TestClusterReplicatedStream: an R3 stream created through one server
 // is held by three; publishes through any server are acknowledged once a
 // quorum applied them, and every replica holds the same messages at the
@@ -551,6 +609,41 @@ func TestClusterReplicatedStepdown(t *testing.T) {
 	m, err = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.ONE", nil, clustertest.Wait)
 	require.NoError(t, err)
 	require.Contains(t, string(m.Data), `"success":true`)
+}
+
+// TestClusterReplicatedAsyncStepdowns: async publishes, 500 in flight,
+// while the stream's leader steps down again and again. Publishes caught
+// by a change of leader are refused (10008) and go again with their
+// message IDs; at the end every replica holds each acknowledged message
+// once, at the sequence its ack named, and nothing else.
+func TestClusterReplicatedAsyncStepdowns(t *testing.T) {
+	jc, nc, _, _ := startReplicatedStream(t, "ASD", "asd")
+	acked := map[uint64]string{}
+	done, stepped := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		defer func() { stepped <- n }()
+		for range 4 {
+			select {
+			case <-done:
+				return
+			case <-time.After(400 * time.Millisecond):
+			}
+			t.Logf("stepdown at %v", time.Now().Format("05.000"))
+			if m, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.ASD", nil, clustertest.Wait); err == nil && strings.Contains(string(m.Data), `"success":true`) {
+				n++
+			}
+		}
+	}()
+	t.Logf("start %v", time.Now().Format("05.000"))
+	publishAsyncTo(t, nc, acked, "asd", 1024, 4000, 500, time.Second)
+	t.Logf("end %v", time.Now().Format("05.000"))
+	close(done)
+	n := <-stepped
+	require.NotZero(t, n, "no stepdown while publishing")
+	t.Logf("%d stepdowns while publishing", n)
+	jc.waitReplicated(t, "ASD", acked)
+	require.Len(t, acked, 4000)
 }
 
 // TestClusterReplicatedLeaderSince: a replicated stream's info and its

@@ -306,24 +306,10 @@ func TestClusterReplicatedWALBounded(t *testing.T) {
 		o.Cluster.WALSegmentBytes = 256 << 10
 	}, nil)
 	jc.waitMeta(t)
-	_, js := jc.connectJS(t, 0)
+	nc, js := jc.connectJS(t, 0)
 	idle, _ := jc.addR3(t, js, &nats.StreamConfig{Name: "IDLE", Subjects: []string{"idle"}}, "idle", 5)
 	busy, _ := jc.addR3(t, js, &nats.StreamConfig{Name: "BUSY", Subjects: []string{"busy"}}, "busy", 0)
-	payload := bytes.Repeat([]byte("x"), 1<<10)
-	for range 12 { // 500 in flight at a time, as nats bench does: within nats.go's bound on them
-		for range 500 {
-			_, err := js.PublishAsync("busy", payload)
-			require.NoError(t, err)
-		}
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-time.After(clustertest.Wait):
-			t.Fatal("publishes not acknowledged")
-		}
-	}
-	for i := range 6000 {
-		busy[uint64(i+1)] = string(payload)
-	}
+	publishAsyncTo(t, nc, busy, "busy", 1<<10, 6000, 500, clustertest.Wait/2)
 	jc.waitReplicated(t, "BUSY", busy)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for i := range jc.Servers {

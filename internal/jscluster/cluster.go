@@ -60,7 +60,7 @@ type Cluster struct {
 	}
 	linksRefused atomic.Uint64
 	calls        calls
-	// partition, set by tests, cuts links (setPartition).
+	// partition, set by tests, cuts links (SetPartition).
 	partition atomic.Pointer[func(peer string) bool]
 }
 

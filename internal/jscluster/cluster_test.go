@@ -294,7 +294,7 @@ func TestMetaPartition(t *testing.T) {
 			}
 			for i := range n {
 				in := minority[m.Servers[i].Name()]
-				jscluster.SetPartition(m.r(i), func(peer string) bool { return minority[peer] != in })
+				m.r(i).SetPartition(func(peer string) bool { return minority[peer] != in })
 			}
 			var majorityLeader int
 			require.Eventually(t, func() bool {
@@ -312,7 +312,7 @@ func TestMetaPartition(t *testing.T) {
 			require.NotContains(t, st.Streams, jscluster.StreamKey{Account: "$G", Name: "DURING"}, "cut off, the minority learns nothing")
 
 			for i := range n {
-				jscluster.SetPartition(m.r(i), nil)
+				m.r(i).SetPartition(nil)
 			}
 			m.waitFormed(t)
 			m.waitApplied(t, "$G", "DURING", false)

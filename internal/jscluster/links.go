@@ -139,16 +139,17 @@ func (c *Cluster) link(name, meta string, conn net.Conn) *linkConn {
 }
 
 // cutOff reports whether a test cut this server off from the server
-// called name (SetPartition in export_test.go).
+// called name (SetPartition).
 func (c *Cluster) cutOff(name string) bool {
 	f := c.partition.Load()
 	return f != nil && (*f)(name)
 }
 
-// setPartition makes the links to the servers for which cut says true go
-// down and stay down, as a network partition would, until it is set again
-// (nil: healed). Tests only.
-func (c *Cluster) setPartition(cut func(peer string) bool) {
+// SetPartition makes the links to the servers for which cut says true go
+// down and stay down, neither dialed nor admitted, as a network partition
+// of the raft links would (the routes stay up), until it is set again
+// (nil: healed). It is for fault injection by tests.
+func (c *Cluster) SetPartition(cut func(peer string) bool) {
 	if cut == nil {
 		c.partition.Store(nil)
 	} else {
