@@ -28,7 +28,7 @@ import (
 
 // The fault-injection suite of replicated streams, in process (design
 // 7.3), on one cluster per sync policy. make test runs its short form
-// (each policy's four faults of chaosPolicies); make chaos runs every
+// (each policy's five faults of chaosPolicies); make chaos runs every
 // kind of fault in turn for more rounds, and the never policy:
 //
 //	go test ./jetstream -run TestChaosReplicated -chaos.rounds=30 -chaos.sync=interval,always,never
@@ -80,9 +80,9 @@ var chaosPolicies = map[string]struct {
 	policy jetstream.SyncPolicy
 	short  []int
 }{
-	"interval": {jetstream.SyncInterval, []int{3, 4, 0, 2}},
-	"always":   {jetstream.SyncAlways, []int{5, 6, 1, 3}},
-	"never":    {jetstream.SyncNever, []int{4, 3, 0, 1}},
+	"interval": {jetstream.SyncInterval, []int{3, 4, 0, 8, 2}},
+	"always":   {jetstream.SyncAlways, []int{5, 7, 6, 1, 3}},
+	"never":    {jetstream.SyncNever, []int{4, 7, 3, 0, 1}},
 }
 
 // replicaFault is one kind of fault of TestChaosReplicated. It returns,
@@ -152,12 +152,72 @@ var replicaFaults = []replicaFault{
 	{"power loss of every server", powerLossFault(func(jc *jsCluster) []int {
 		return []int{0, 1, 2}
 	})},
+	{"cut the stream leader off, then hand it the lead back", func(t *testing.T, jc *jsCluster) (time.Time, time.Time, bool) {
+		lead := jc.streamLeaderOf("CH")
+		jc.cutOff(lead)
+		time.Sleep(*chaosRound / 2)
+		jc.cutOff(-1)
+		if !jc.handLeadTo(t, "CH", lead) {
+			t.Logf("server %d did not lead again", lead)
+		}
+		return time.Time{}, time.Time{}, false
+	}},
+	{"cut a follower off", func(t *testing.T, jc *jsCluster) (time.Time, time.Time, bool) {
+		jc.cutOff((jc.streamLeaderOf("CH") + 1) % len(jc.Servers))
+		time.Sleep(*chaosRound / 2)
+		jc.cutOff(-1)
+		return time.Time{}, time.Time{}, false
+	}},
+}
+
+// cutOff cuts server i's raft links to every other server, as a network
+// partition would, with the routes left up: its clients' publishes still
+// reach it, and, while it believes it leads, it takes them. -1 heals.
+func (jc *jsCluster) cutOff(i int) {
+	if i < 0 {
+		for k := range jc.Servers {
+			if jc.Servers[k] != nil {
+				jc.raft(k).SetPartition(nil)
+			}
+		}
+		return
+	}
+	name := jc.Servers[i].Name()
+	for k := range jc.Servers {
+		switch {
+		case jc.Servers[k] == nil:
+		case k == i:
+			jc.raft(k).SetPartition(func(string) bool { return true })
+		default:
+			jc.raft(k).SetPartition(func(peer string) bool { return peer == name })
+		}
+	}
+}
+
+// handLeadTo asks, for a few seconds, that server i lead a stream again
+// (a stepdown naming it, once it caught up): leadership back on a server
+// that lost proposals while cut off.
+func (jc *jsCluster) handLeadTo(t *testing.T, stream string, i int) bool {
+	nc := jc.Connect(t, (i+1)%len(jc.Servers))
+	defer nc.Close()
+	req := []byte(`{"placement":{"preferred":"` + jc.Servers[i].Name() + `"}}`)
+	return within(clustertest.Wait/2, func() bool {
+		if _, l := jc.replicas(stream); l == i {
+			return true
+		}
+		_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, req, time.Second)
+		time.Sleep(200 * time.Millisecond)
+		_, l := jc.replicas(stream)
+		return l == i
+	})
 }
 
 // TestChaosReplicated: publishers with acks and a linearizability client
 // run against R3 streams while the test stops and restarts the stream's
-// leader, the meta leader, or every server at once, or cuts the power of
-// one server, of a quorum, or of all, round after round, with logs
+// leader, the meta leader, or every server at once, cuts the power of
+// one server, of a quorum, or of all, or cuts the raft links of the
+// stream's leader (its clients still reach it; healed, it is handed the
+// lead back) or of a follower, round after round, with logs
 // compacted and replicas catching up from snapshots between faults, on a
 // cluster per sync policy. Then every acknowledged message must be in the
 // stream once, at its acknowledged sequence, with its payload, on every
